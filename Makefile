@@ -1,0 +1,28 @@
+# The two set-up commands: `make demo` and `make test`. Both create (or reuse) .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.tfrecorder-installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml setup.cfg
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## convert the sample images, load them back, print what happened
+	$(BIN)/python examples/demo.py
+
+test: $(STAMP)  ## the whole suite: unit, writers, reader, CLI, demo
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check tfrecorder tests examples
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf build demo_output .pytest_cache

@@ -1,0 +1,45 @@
+"""tfrecorder: pandas tables of images and labels -> TFRecord shards -> tuned tf.data pipelines.
+
+Importing registers the ``df.tensorflow`` accessor. TensorFlow is imported only when a
+function that needs it is first used; Apache Beam only when a Beam runner is chosen.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+from tfrecorder import accessor as _accessor  # noqa: E402,F401  (registers df.tensorflow)
+from tfrecorder import input_schema, types  # noqa: E402
+from tfrecorder.errors import RowError, SchemaError, TFRecorderError  # noqa: E402
+from tfrecorder.schema import IMAGE_CSV_SCHEMA, Schema  # noqa: E402
+
+# Public names that import heavier modules (TensorFlow, fsspec) on first use.
+_LAZY = {
+    "convert": "tfrecorder.convert",
+    "ConvertResult": "tfrecorder.result",
+    "load_dataset": "tfrecorder.reader",
+    "load": "tfrecorder.reader",
+    "label_names": "tfrecorder.reader",
+    "read_manifest": "tfrecorder.reader",
+    "create_image_csv": "tfrecorder.sources",
+}
+
+__all__ = [
+    "__version__", "types", "input_schema", "Schema", "IMAGE_CSV_SCHEMA",
+    "TFRecorderError", "SchemaError", "RowError", *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tfrecorder' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

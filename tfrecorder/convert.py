@@ -1,0 +1,282 @@
+"""Convert (orchestration): source -> validate -> plan -> write -> errors.csv -> dataset.json -> ConvertResult."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from tfrecorder import __version__, splits
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.images import IMAGE_FORMATS, VALIDATE_MODES, ImageSettings
+from tfrecorder.manifest import (
+    ERRORS_COLUMNS,
+    ERRORS_NAME,
+    MANIFEST_NAME,
+    MISSING_DEFAULTS,
+    FeatureInfo,
+    Manifest,
+    RowCounts,
+    ShardInfo,
+)
+from tfrecorder.plan import plan_shards
+from tfrecorder.records import check_compression
+from tfrecorder.result import ConvertResult, SplitResult
+from tfrecorder.schema import Schema
+from tfrecorder.sources import read_source
+from tfrecorder.storage import Folder
+from tfrecorder.types import ColumnType, Kind, Role
+from tfrecorder.validate import Table, validate
+from tfrecorder.writers import ON_ERROR, ImageStats, RowFailure, ShardResult, WriteOptions
+
+logger = logging.getLogger(__name__)
+
+RUNNERS = ("local", "DirectRunner", "DataflowRunner")
+_DEFAULT_IMAGE_BYTES = 100_000
+
+
+def convert(
+    source: Any,
+    output_dir: str,
+    schema: Schema | Mapping[str, type[ColumnType]] | None = None,
+    runner: str = "local",
+    *,
+    num_shards: int | None = None,
+    compression: str | None = None,
+    image_format: str = "keep",
+    image_size: tuple[int, int] | None = None,
+    validate_images: str = "full",
+    on_error: str = "report",
+    overwrite: bool = False,
+    progress: bool | None = None,
+    split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
+    jpeg_quality: int = 95,
+    num_workers: int | None = None,
+    project: str | None = None,
+    region: str | None = None,
+    dataflow_options: Mapping[str, Any] | None = None,
+    job_label: str | None = None,
+    tfrecorder_wheel: str | None = None,
+) -> ConvertResult:
+    """Convert a table of images and labels (or plain columns) into TFRecord shards and ``dataset.json``.
+
+    Args:
+        source: a DataFrame, a CSV path/URL (header optional: AutoML ``split,image_uri,label`` order),
+            or an image folder (``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>``).
+        output_dir: local path or URL to write into (directly: no timestamped sub-folder).
+        schema: None to infer from column names and dtypes, a ``Schema``, or ``{column: tfrecorder.types.X}``.
+        runner: ``"local"`` (in-process, parallel IO), ``"DirectRunner"`` or ``"DataflowRunner"`` (Apache Beam).
+        num_shards: shards per split; None chooses from the bytes (about 128 MiB a shard).
+        compression: None, ``"gzip"`` or ``"zlib"``.
+        image_format: ``"keep"`` the original bytes, ``"jpeg"``/``"png"`` re-encode, ``"raw"`` uint8 pixels.
+        image_size: ``(height, width)`` to resize to (bicubic) before storing.
+        validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
+        on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
+        overwrite: replace an earlier conversion in a non-empty ``output_dir``.
+        progress: show a progress bar (None: only in terminals and notebooks).
+        split_fractions: (TRAIN, VALIDATION, TEST) fractions for rows without a split.
+
+    Returns:
+        ConvertResult with per-split counts, shard files, bytes and seconds.
+
+    Example:
+        >>> import pandas as pd, tfrecorder
+        >>> df = pd.DataFrame({"split": ["TRAIN", "TEST"], "x": [1.5, 2.0], "label": ["a", "a"]})
+        >>> result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+        >>> result.splits["TRAIN"].written
+        1
+    """
+    started = time.perf_counter()
+    compression = check_compression(compression)
+    _check_choice("runner", runner, RUNNERS)
+    _check_choice("image_format", image_format, IMAGE_FORMATS)
+    _check_choice("validate_images", validate_images, VALIDATE_MODES)
+    _check_choice("on_error", on_error, ON_ERROR)
+    settings = ImageSettings(image_format, _check_size(image_size), validate_images, jpeg_quality)
+
+    df, base_dir = read_source(source)
+    schema = resolve_schema(schema, df)
+    table = validate(df, schema, base_dir=base_dir, split_fractions=split_fractions)
+    folder = _prepare_output(output_dir, overwrite)
+    plan = plan_shards(table.splits, num_shards=num_shards, compression=compression,
+                       bytes_per_row=None if num_shards else _bytes_per_row(table))
+    options = WriteOptions(settings, compression, on_error)
+
+    if runner != "local":
+        raise TFRecorderError(f"runner={runner!r} is not available in this version; use runner='local'")
+    from tfrecorder.writers.local import write_local
+
+    results = write_local(plan, table, folder, options, progress=progress, workers=num_workers)
+    failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
+    folder.write_text(ERRORS_NAME, errors_csv(failures))
+    manifest = build_manifest(table, schema, results, settings, compression, runner)
+    folder.write_text(MANIFEST_NAME, manifest.to_json())  # last: its presence means the dataset is complete
+    return _result(folder, manifest, results, time.perf_counter() - started, runner)
+
+
+def resolve_schema(schema: Schema | Mapping[str, type[ColumnType]] | None, df: pd.DataFrame) -> Schema:
+    """The given schema as a Schema, or one inferred from ``df``."""
+    if schema is None:
+        return Schema.infer(df)
+    return schema if isinstance(schema, Schema) else Schema(schema)
+
+
+def _check_choice(name: str, value: Any, allowed: Sequence[Any]) -> None:
+    if value not in allowed:
+        raise TFRecorderError(f"{name}={value!r}: use one of {', '.join(map(repr, allowed))}")
+
+
+def _check_size(size: Any) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    try:
+        height, width = (int(v) for v in size)
+    except (TypeError, ValueError) as e:
+        raise TFRecorderError(f"image_size={size!r}: give (height, width) in pixels") from e
+    if height <= 0 or width <= 0:
+        raise TFRecorderError(f"image_size={size!r}: height and width must be positive")
+    return height, width
+
+
+def _prepare_output(output_dir: str, overwrite: bool) -> Folder:
+    folder = Folder.of(output_dir)
+    existing = folder.names()
+    if existing and not overwrite:
+        shown = ", ".join(existing[:5]) + (", ..." if len(existing) > 5 else "")
+        raise TFRecorderError(
+            f"output_dir {output_dir!r} is not empty ({shown}); choose an empty folder or pass overwrite=True"
+        )
+    if existing:
+        logger.info("overwrite: removed %s", folder.remove_outputs())
+    folder.makedirs()
+    return folder
+
+
+def _bytes_per_row(table: Table, sample: int = 32) -> dict[str, float]:
+    """Average stored bytes per row of each split, from a few rows (file sizes, or encoded tabular rows)."""
+    estimate: dict[str, float] = {}
+    for split in splits.WRITTEN_SPLITS:
+        rows = [i for i, s in enumerate(table.splits) if s == split]
+        picked = rows[:: max(1, len(rows) // sample)][:sample]
+        if not picked:
+            continue
+        if table.image_locations is not None:
+            estimate[split] = _average_file_size([table.image_locations[i] for i in picked])
+        else:
+            from tfrecorder.encode import ExampleEncoder
+
+            encoder = ExampleEncoder(table)
+            estimate[split] = sum(len(encoder.encode(i)) + 16 for i in picked) / len(picked)
+    return estimate
+
+
+def _average_file_size(locations: list[str | None]) -> float:
+    import fsspec
+
+    sizes = []
+    for location in locations:
+        try:
+            fs, path = fsspec.core.url_to_fs(location)
+            sizes.append(fs.size(path))
+        except (OSError, ValueError, TypeError):
+            continue
+    return sum(sizes) / len(sizes) if sizes else _DEFAULT_IMAGE_BYTES
+
+
+def errors_csv(failures: Sequence[RowFailure]) -> str:
+    """errors.csv text: a header and one line per row not written."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(ERRORS_COLUMNS)
+    for f in failures:
+        writer.writerow((f.row, f.split, f.image_uri or "", f.error, f.message))
+    return buffer.getvalue()
+
+
+def build_manifest(
+    table: Table, schema: Schema, results: Sequence[ShardResult], settings: ImageSettings,
+    compression: str | None, runner: str,
+) -> Manifest:
+    """The Manifest for a finished conversion."""
+    shards: dict[str, list[ShardInfo]] = {}
+    for r in results:
+        shards.setdefault(r.spec.split, []).append(ShardInfo(r.spec.filename, r.records, r.bytes, r.crc32c))
+    stats = ImageStats()
+    for r in results:
+        stats = stats.merge(r.images)
+    label = None
+    if table.label is not None:
+        label = {"column": table.label.name, "feature": table.label.feature, "type": table.label.type.__name__,
+                 "vocabulary": table.vocabulary, "multi_label": table.label.type.is_list}
+    image = None
+    if table.image_uris is not None:
+        image = {"column": schema.column_for(Role.IMAGE), "format": settings.format,
+                 "size": list(settings.size) if settings.size else None, "validate": settings.validate,
+                 "channels": sorted(stats.channels), "formats": sorted(stats.formats),
+                 "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None}
+    return Manifest(
+        tfrecorder_version=__version__,
+        features=_features(table, schema),
+        splits=shards,
+        rows=_row_counts(table, results),
+        compression=compression,
+        label=label,
+        image=image,
+        runner=runner,
+    )
+
+
+def _features(table: Table, schema: Schema) -> list[FeatureInfo]:
+    features: list[FeatureInfo] = []
+    if table.image_uris is not None:
+        features += [FeatureInfo("image", "image", "string", [])]
+        features += [FeatureInfo(n, "image", "int64", []) for n in ("image_height", "image_width", "image_channels")]
+        features += [FeatureInfo("image_format", "image", "string", []),
+                     FeatureInfo("image_uri", "image", "string", [], column=schema.column_for(Role.IMAGE),
+                                 source="str", type="ImageUri"),
+                     FeatureInfo("image_name", "image", "string", [])]
+    features.append(FeatureInfo("split", "split", "string", [], column=schema.column_for(Role.SPLIT),
+                                source="str", type="SplitKey"))
+    for c in table.columns:
+        dtype = Kind.INT64.value if c.type.role is Role.LABEL else c.type.kind.value
+        nullable = c.nullable and not c.type.is_list
+        features.append(FeatureInfo(
+            c.feature, c.type.role.value, dtype, [None] if c.type.is_list else [], nullable=nullable,
+            column=c.name, source=c.source, type=c.type.__name__,
+            default=MISSING_DEFAULTS[dtype] if nullable else None,
+        ))
+    return features
+
+
+def _row_counts(table: Table, results: Sequence[ShardResult]) -> dict[str, RowCounts]:
+    rows_in = Counter(table.splits)
+    written, errors = Counter(), Counter()
+    for r in results:
+        written[r.spec.split] += r.records
+        errors[r.spec.split] += len(r.failures)
+    counts = {}
+    for split in (*splits.WRITTEN_SPLITS, splits.DISCARD):
+        if rows_in[split]:
+            discarded = rows_in[split] if split == splits.DISCARD else 0
+            counts[split] = RowCounts(rows_in[split], written[split], errors[split], discarded)
+            if counts[split].rows_in != written[split] + errors[split] + discarded:
+                raise TFRecorderError(f"internal error: split {split} lost rows ({counts[split]})")
+    return counts
+
+
+def _result(folder: Folder, manifest: Manifest, results: Sequence[ShardResult], seconds: float,
+            runner: str) -> ConvertResult:
+    split_results = {}
+    for split, counts in manifest.rows.items():
+        shards = manifest.splits.get(split, [])
+        split_results[split] = SplitResult(
+            counts.rows_in, counts.written, counts.errors, counts.discarded,
+            tuple(folder.url_of(s.file) for s in shards), sum(s.bytes for s in shards),
+        )
+    return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME))

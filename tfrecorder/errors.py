@@ -1,0 +1,39 @@
+"""Errors: the exceptions tfrecorder raises, all subclasses of ValueError."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TFRecorderError(ValueError):
+    """A conversion or read cannot go on; the message says what, where and how to fix it."""
+
+
+class SchemaError(TFRecorderError):
+    """The input table does not fit its schema (missing column, bad value, unknown split...)."""
+
+
+class RowError(TFRecorderError):
+    """One row cannot be written (missing or corrupt image, unreadable URI).
+
+    Raised only with ``on_error="raise"``; with ``on_error="report"`` the same
+    facts go to ``errors.csv``.
+    """
+
+    def __init__(self, row: int, split: str, image_uri: str, error: str, message: str):
+        self.row = row
+        self.split = split
+        self.image_uri = image_uri
+        self.error = error
+        self.message = message
+        super().__init__(
+            f"row {row} (split {split}), column 'image_uri' = {image_uri!r}: {error}: {message}"
+        )
+
+
+def describe_rows(rows: Sequence[int], limit: int = 5) -> str:
+    """'rows 4, 9, 17' or 'rows 4, 9, 17, ... (12 in all)': for error messages."""
+    shown = ", ".join(str(r) for r in rows[:limit])
+    more = f", ... ({len(rows)} in all)" if len(rows) > limit else ""
+    word = "row" if len(rows) == 1 else "rows"
+    return f"{word} {shown}{more}"

@@ -1,0 +1,167 @@
+"""Images (IO edge): fetch bytes from a URI with fsspec, check, decode and re-encode them with Pillow."""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+logger = logging.getLogger(__name__)
+
+IMAGE_FORMATS = ("keep", "jpeg", "png", "raw")
+VALIDATE_MODES = ("full", "header")
+DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb (2 x MAX_IMAGE_PIXELS)
+
+# Modes whose original bytes tf.io.decode_image turns into the pixels Pillow sees, and the channels it gives.
+_KEEP_CHANNELS: dict[str, dict[str, int]] = {
+    "JPEG": {"L": 1, "RGB": 3},
+    "PNG": {"1": 1, "L": 1, "LA": 2, "RGB": 3, "RGBA": 4},
+    "GIF": {"P": 3, "L": 3, "RGB": 3},
+    "BMP": {"RGB": 3, "RGBA": 4},
+    "WEBP": {"RGB": 3, "RGBA": 4},
+}
+# What a mode becomes when pixels are decoded: the uint8 mode stored and its channel count.
+_TARGET_MODES = {"1": "L", "L": "L", "LA": "LA", "RGB": "RGB", "RGBA": "RGBA", "I;16": "L", "I": "L",
+                 "I;16B": "L", "F": "L", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB", "PA": "RGBA",
+                 "RGBa": "RGBA", "La": "LA"}
+_CHANNELS = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    """How images are checked and stored (to_tfr's image_* arguments)."""
+
+    format: str = "keep"
+    size: tuple[int, int] | None = None  # (height, width)
+    validate: str = "full"
+    jpeg_quality: int = 95
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    """The bytes that go into the record's ``image`` feature, and what they hold."""
+
+    data: bytes
+    height: int
+    width: int
+    channels: int
+    format: str  # jpeg, png, gif, bmp, webp or raw
+
+
+class ImageError(Exception):
+    """A row's image cannot be stored; ``error`` is a short class for errors.csv."""
+
+    def __init__(self, error: str, message: str):
+        super().__init__(f"{error}: {message}")
+        self.error = error
+        self.message = message
+
+
+def fetch(location: str | None) -> bytes:
+    """The bytes at ``location`` (local path, file://, or any fsspec URL)."""
+    if location is None:
+        raise ImageError("missing_uri", "the row has no image URI")
+    try:
+        if "://" not in location or location.startswith("file://"):
+            path = location[len("file://"):] if location.startswith("file://") else location
+            with open(path, "rb") as f:
+                data = f.read()
+        else:
+            import fsspec
+
+            with fsspec.open(location, "rb") as f:
+                data = f.read()
+    except FileNotFoundError as e:
+        raise ImageError("not_found", f"no such file: {location}") from e
+    except IsADirectoryError as e:
+        raise ImageError("is_directory", f"a directory, not an image file: {location}") from e
+    except PermissionError as e:
+        raise ImageError("permission_denied", f"permission denied: {location}") from e
+    except OSError as e:
+        raise ImageError("fetch_error", f"cannot read {location}: {e}") from e
+    if not data:
+        raise ImageError("empty_file", f"zero-byte file: {location}")
+    return data
+
+
+def load_image(location: str | None, settings: ImageSettings) -> StoredImage:
+    """Fetch, check and (if settings ask) re-encode one image."""
+    return prepare_image(fetch(location), settings)
+
+
+def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
+    """Check ``data`` as settings.validate says and return what to store."""
+    try:
+        img = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError as e:
+        raise ImageError("unsupported_format", "not an image file Pillow can read") from e
+    except Image.DecompressionBombError as e:
+        raise ImageError("too_large", str(e)) from e
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ImageError("decode_error", f"unreadable image header: {e}") from e
+    width, height = img.size
+    if width * height > settings.max_pixels:
+        raise ImageError("too_large", f"{width}x{height} pixels is over the limit of {settings.max_pixels}")
+    keep_channels = _KEEP_CHANNELS.get(img.format or "", {}).get(img.mode)
+    if img.format == "PNG" and img.mode == "P":
+        keep_channels = 4 if "transparency" in img.info else 3
+    if settings.format == "keep" and settings.size is None and keep_channels is not None:
+        if settings.validate == "full":
+            _decode_check(img)
+        return StoredImage(data, height, width, keep_channels, img.format.lower())
+    return _reencode(img, settings)
+
+
+def _decode_check(img: Image.Image) -> None:
+    """Decode every pixel once (JPEG at 1/8 scale: still the whole bitstream) to catch corrupt files."""
+    try:
+        if img.format == "JPEG":
+            img.draft(img.mode, (max(1, img.width // 8), max(1, img.height // 8)))
+        img.load()
+    except Image.DecompressionBombError as e:
+        raise ImageError("too_large", str(e)) from e
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError) as e:
+        raise ImageError("decode_error", f"corrupt or truncated {img.format} image: {e}") from e
+
+
+def _reencode(img: Image.Image, settings: ImageSettings) -> StoredImage:
+    """Decode, orient, convert to a uint8 mode, resize, and encode as PNG, JPEG or raw pixels."""
+    source_format = img.format
+    try:
+        img.load()
+        img = ImageOps.exif_transpose(img)
+        target = _target_mode(img)
+        if img.mode in ("I;16", "I;16B", "I"):
+            img = Image.fromarray((np.asarray(img, dtype=np.uint32) >> 8).clip(0, 255).astype(np.uint8))
+        img = img.convert(target)
+    except Image.DecompressionBombError as e:
+        raise ImageError("too_large", str(e)) from e
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError) as e:
+        raise ImageError("decode_error", f"corrupt or truncated {img.format} image: {e}") from e
+    if settings.size is not None:
+        height, width = settings.size
+        img = img.resize((width, height), Image.Resampling.BICUBIC)
+    fmt = settings.format
+    if fmt == "keep":  # resized, or not decodable by TensorFlow as it is: JPEG stays JPEG, others go lossless
+        fmt = "jpeg" if source_format == "JPEG" and img.mode in ("L", "RGB") and settings.size else "png"
+    if fmt == "jpeg" and img.mode not in ("L", "RGB"):
+        img = img.convert("RGB" if img.mode in ("RGBA", "P") else "L")
+    channels = _CHANNELS[img.mode]
+    if fmt == "raw":
+        data = np.asarray(img, dtype=np.uint8).tobytes()
+    else:
+        buffer = io.BytesIO()
+        options = {"quality": settings.jpeg_quality} if fmt == "jpeg" else {"compress_level": 6}
+        img.save(buffer, format=fmt.upper(), **options)
+        data = buffer.getvalue()
+    return StoredImage(data, img.height, img.width, channels, fmt)
+
+
+def _target_mode(img: Image.Image) -> str:
+    if img.mode == "P":
+        return "RGBA" if "transparency" in img.info else "RGB"
+    return _TARGET_MODES.get(img.mode, "RGB")

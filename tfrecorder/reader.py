@@ -1,0 +1,252 @@
+"""Reader: load_dataset / load / label_names, tf.data pipelines driven by dataset.json."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.manifest import MANIFEST_NAME, FeatureInfo, Manifest
+from tfrecorder.storage import Folder
+
+logger = logging.getLogger(__name__)
+
+AUTOTUNE = tf.data.AUTOTUNE
+_DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
+_PARSE_BATCH = 256  # records parsed together when the caller wants single examples
+
+
+def read_manifest(tfrecord_dir: str) -> Manifest:
+    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none."""
+    folder = Folder.of(tfrecord_dir)
+    names = folder.names()
+    if MANIFEST_NAME not in names:
+        if any(n.endswith(".partial") for n in names):
+            raise TFRecorderError(
+                f"{tfrecord_dir!r} holds an unfinished conversion (partial shards, no {MANIFEST_NAME}); "
+                f"run the conversion again to finish it"
+            )
+        if not names:
+            raise TFRecorderError(f"{tfrecord_dir!r} does not exist or is empty")
+        raise TFRecorderError(f"{tfrecord_dir!r} has no {MANIFEST_NAME}: it was not written by tfrecorder")
+    return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+
+
+def label_names(tfrecord_dir: str) -> list[str] | None:
+    """The label vocabulary (names by id), or None when labels were integers.
+
+    Example:
+        >>> tfrecorder.label_names(dataset_dir)
+        ['cat', 'dog', 'goat']
+    """
+    return read_manifest(tfrecord_dir).vocabulary
+
+
+def feature_spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, Any]:
+    """The tf.io.parse_example spec for the manifest's features (all, or ``names``)."""
+    wanted = [manifest.feature(n) for n in names] if names is not None else manifest.features
+    return {f.name: _parse_spec(f) for f in wanted}
+
+
+def _parse_spec(feature: FeatureInfo) -> Any:
+    dtype = _DTYPES[feature.dtype]
+    if feature.shape == [None]:
+        return tf.io.RaggedFeature(dtype)
+    if feature.nullable:
+        default = float(feature.default) if feature.dtype == "float32" else feature.default
+        return tf.io.FixedLenFeature([], dtype, default_value=default)
+    return tf.io.FixedLenFeature([], dtype)
+
+
+def load_dataset(
+    tfrecord_dir: str,
+    split: str | None = None,
+    *,
+    batch_size: int | None = None,
+    shuffle: bool = False,
+    decode_images: bool = True,
+    image_size: tuple[int, int] | None = None,
+    as_supervised: bool = False,
+    channels: int | None = None,
+    features: Sequence[str] | None = None,
+    label_key: str | None = None,
+    seed: int | None = None,
+    shuffle_buffer: int = 10_000,
+    cache: bool = False,
+    drop_remainder: bool = False,
+    deterministic: bool | None = None,
+) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
+    """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
+
+    Elements are dicts of features (images decoded to uint8 ``(H, W, C)``), or ``(image, label)`` /
+    ``(features, label)`` with ``as_supervised=True``. Without ``shuffle`` records come in stored order.
+    Missing values of nullable columns read as the manifest's default (NaN, 0, ""); ``read_tfr`` keeps NA.
+
+    Example:
+        >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
+        >>> batch = next(iter(ds))
+        >>> batch["image"].shape, batch["image"].dtype
+        (TensorShape([2, 32, 32, 3]), tf.uint8)
+    """
+    manifest = read_manifest(tfrecord_dir)
+    options = dict(batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
+                   image_size=image_size, as_supervised=as_supervised, channels=channels, features=features,
+                   label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache,
+                   drop_remainder=drop_remainder, deterministic=deterministic)
+    folder = Folder.of(tfrecord_dir)
+    if split is None:
+        return {name: _split_dataset(manifest, folder, name, **options) for name in manifest.splits}
+    return _split_dataset(manifest, folder, _split_name(manifest, split), **options)
+
+
+def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
+    """Every split as a dict ``{"TRAIN": ds, ...}`` (TFRecorder 2.0's ``tfrecorder.load``)."""
+    return load_dataset(tfrecord_dir, split=None, **kwargs)  # type: ignore[return-value]
+
+
+def _split_name(manifest: Manifest, split: str) -> str:
+    name = str(split).strip().upper()
+    if name not in manifest.splits:
+        raise TFRecorderError(f"split={split!r}: the dataset has {', '.join(manifest.splits) or 'no splits'}")
+    return name
+
+
+def _split_dataset(manifest: Manifest, folder: Folder, split: str, *, batch_size, shuffle, decode_images,
+                   image_size, as_supervised, channels, features, label_key, seed, shuffle_buffer, cache,
+                   drop_remainder, deterministic) -> tf.data.Dataset:
+    names = _selected(manifest, features, as_supervised, label_key)
+    spec = feature_spec(manifest, names)
+    count = manifest.records(split)
+    records = _records(manifest, folder, split, shuffle, seed, deterministic)
+    records = records.apply(tf.data.experimental.assert_cardinality(count))
+    if cache:
+        records = records.cache()
+    if shuffle:
+        records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ragged = any(isinstance(s, tf.io.RaggedFeature) for s in spec.values())
+    has_image = "image" in spec and decode_images
+    if has_image:
+        _check_batchable(manifest, batch_size, image_size)
+        decode = _image_decoder(manifest, channels, image_size)
+        ds = records.batch(_PARSE_BATCH).map(lambda r: tf.io.parse_example(r, spec), num_parallel_calls=AUTOTUNE)
+        ds = ds.unbatch().map(decode, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        ds = ds.apply(tf.data.experimental.assert_cardinality(count))
+        if batch_size:
+            ds = ds.ragged_batch(batch_size, drop_remainder) if ragged else ds.batch(batch_size, drop_remainder)
+    elif batch_size:
+        ds = records.batch(batch_size, drop_remainder).map(lambda r: tf.io.parse_example(r, spec),
+                                                         num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    else:
+        ds = records.batch(_PARSE_BATCH).map(lambda r: tf.io.parse_example(r, spec), num_parallel_calls=AUTOTUNE)
+        ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(count))
+    if as_supervised:
+        ds = ds.map(_supervised(manifest, label_key), num_parallel_calls=AUTOTUNE)
+    return ds.prefetch(AUTOTUNE)
+
+
+def _selected(manifest: Manifest, features: Sequence[str] | None, as_supervised: bool,
+              label_key: str | None) -> list[str] | None:
+    if features is None:
+        return None
+    names = list(features)
+    label = label_key or (manifest.label or {}).get("feature")
+    if as_supervised and label and label not in names:
+        names.append(label)
+    if "image" in names:
+        names += [n for n in ("image_format", "image_height", "image_width", "image_channels") if n not in names]
+    return names
+
+
+def _records(manifest: Manifest, folder: Folder, split: str, shuffle: bool, seed: int | None,
+             deterministic: bool | None) -> tf.data.Dataset:
+    files = [folder.url_of(s.file) for s in manifest.splits[split]]
+    compression = (manifest.compression or "").upper()
+    if not shuffle or len(files) == 1:
+        return tf.data.TFRecordDataset(files, compression_type=compression, buffer_size=1 << 20)
+    file_ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    return file_ds.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression, buffer_size=1 << 20),
+        cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE, deterministic=deterministic,
+    )
+
+
+def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any) -> None:
+    if batch_size and image_size is None and (manifest.image or {}).get("shape") is None:
+        raise TFRecorderError(
+            "images in this dataset have different sizes, so they cannot be stacked into batches: "
+            "pass image_size=(height, width), or batch_size=None"
+        )
+
+
+def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
+    info = manifest.image or {}
+    stored = info.get("channels") or [3]
+    want = int(channels) if channels else (stored[0] if len(stored) == 1 else 3)
+    if want not in (1, 2, 3, 4):
+        raise TFRecorderError(f"channels={channels!r}: use 1, 2, 3 or 4")
+    raw = info.get("format") == "raw"
+
+    def decode(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        out = dict(example)
+        if raw:
+            shape = tf.stack([example["image_height"], example["image_width"], example["image_channels"]])
+            image = tf.reshape(tf.io.decode_raw(example["image"], tf.uint8), tf.cast(shape, tf.int32))
+        else:
+            image = tf.io.decode_image(example["image"], channels=0, expand_animations=False)
+        image = to_channels(image, want)
+        if image_size is not None:
+            image = resize(image, image_size)
+        out["image"] = image
+        return out
+
+    return decode
+
+
+def to_channels(image: tf.Tensor, want: int) -> tf.Tensor:
+    """Convert a uint8 (H, W, 1|2|3|4) image to ``want`` channels (gray, gray+alpha, RGB, RGBA)."""
+    have = tf.shape(image)[-1]
+
+    def rgba() -> tf.Tensor:
+        opaque = tf.fill(tf.concat([tf.shape(image)[:2], [1]], 0), tf.constant(255, tf.uint8))
+        return tf.switch_case(have - 1, [
+            lambda: tf.concat([tf.tile(image[..., :1], [1, 1, 3]), opaque], -1),
+            lambda: tf.concat([tf.tile(image[..., :1], [1, 1, 3]), image[..., 1:2]], -1),
+            lambda: tf.concat([image[..., :3], opaque], -1),
+            lambda: image[..., :4],
+        ])
+
+    def convert() -> tf.Tensor:
+        full = rgba()
+        if want == 4:
+            return full
+        if want == 3:
+            return full[..., :3]
+        gray = tf.image.rgb_to_grayscale(full[..., :3])
+        return gray if want == 1 else tf.concat([gray, full[..., 3:]], -1)
+
+    result = tf.cond(tf.equal(have, want), lambda: tf.ensure_shape(image, [None, None, None])[..., :want], convert)
+    return tf.ensure_shape(result, [None, None, want])
+
+
+def resize(image: tf.Tensor, size: Any) -> tf.Tensor:
+    """Bilinear resize (antialiased when shrinking) to (height, width), back to uint8."""
+    height, width = (int(v) for v in size)
+    resized = tf.image.resize(image, (height, width), method="bilinear", antialias=True)
+    return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
+
+
+def _supervised(manifest: Manifest, label_key: str | None):
+    key = label_key or (manifest.label or {}).get("feature")
+    if key is None:
+        raise TFRecorderError("as_supervised=True needs a label: this dataset has none; pass label_key=")
+
+    def split_label(example: dict[str, tf.Tensor]):
+        if key not in example:
+            raise TFRecorderError(f"label_key={key!r} is not among the features read")
+        rest = {k: v for k, v in example.items() if k != key}
+        return (rest["image"] if "image" in rest else rest), example[key]
+
+    return split_label

@@ -1,0 +1,199 @@
+"""Schema (pure): which column plays which role and how it is stored; inference from dtypes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tfrecorder import types
+from tfrecorder.errors import SchemaError, describe_rows
+from tfrecorder.types import ColumnType, Kind, Role
+
+# Default column names (AutoML Vision CSV order) and the feature name each role is stored under.
+SPLIT_COLUMN = "split"
+IMAGE_COLUMN = "image_uri"
+LABEL_COLUMN = "label"
+ROLE_FEATURE_NAMES = {Role.SPLIT: "split", Role.IMAGE: "image_uri", Role.LABEL: "label"}
+# Features tfrecorder derives from an image; input columns may not use these names.
+IMAGE_FEATURES = ("image", "image_height", "image_width", "image_channels", "image_format", "image_name")
+
+ListLike = (list, tuple, np.ndarray)
+
+
+class Schema(Mapping[str, type[ColumnType]]):
+    """An ordered mapping of column name to column type.
+
+    Example:
+        >>> from tfrecorder import Schema, types
+        >>> s = Schema({"split": types.SplitKey, "image_uri": types.ImageUri,
+        ...             "label": types.StringLabel, "weight": types.FloatInput})
+        >>> s.column_for(types.Role.LABEL)
+        'label'
+    """
+
+    def __init__(self, columns: Mapping[str, type[ColumnType]]):
+        checked: dict[str, type[ColumnType]] = {}
+        for name, col_type in dict(columns).items():
+            if not (isinstance(col_type, type) and issubclass(col_type, ColumnType)):
+                raise SchemaError(
+                    f"column {name!r}: {col_type!r} is not a column type; "
+                    f"use one of tfrecorder.types: {', '.join(t.__name__ for t in types.ALL_TYPES)}"
+                )
+            checked[str(name)] = col_type
+        for role in (Role.SPLIT, Role.IMAGE, Role.LABEL):
+            named = [n for n, t in checked.items() if t.role is role]
+            if len(named) > 1:
+                raise SchemaError(f"schema has {len(named)} {role.value} columns ({named}); at most one is allowed")
+        self._columns = checked
+
+    def __getitem__(self, name: str) -> type[ColumnType]:
+        return self._columns[name]
+
+    def __iter__(self):
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n!r}: types.{t.__name__}" for n, t in self._columns.items())
+        return f"Schema({{{inner}}})"
+
+    def column_for(self, role: Role) -> str | None:
+        """The column that plays ``role``, or None."""
+        return next((n for n, t in self._columns.items() if t.role is role), None)
+
+    @classmethod
+    def infer(cls, df: pd.DataFrame) -> Schema:
+        """Infer a schema from column names (split, image_uri, label) and dtypes."""
+        return cls({str(name): infer_column_type(str(name), df[name]) for name in df.columns})
+
+
+# TFRecorder 2.0's default schema: split, image_uri, label (string).
+IMAGE_CSV_SCHEMA = Schema(
+    {SPLIT_COLUMN: types.SplitKey, IMAGE_COLUMN: types.ImageUri, LABEL_COLUMN: types.StringLabel}
+)
+
+
+def is_missing(value: Any) -> bool:
+    """True for None, NaN, pd.NA and NaT (never for a list)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return math.isnan(value)
+    return False
+
+
+def infer_column_type(name: str, series: pd.Series) -> type[ColumnType]:
+    """The column type for one column, by its name for the three roles and by its values otherwise."""
+    if name == SPLIT_COLUMN:
+        return types.SplitKey
+    if name == IMAGE_COLUMN:
+        return types.ImageUri
+    kind, is_list = infer_kind(name, series)
+    if name == LABEL_COLUMN:
+        if kind is Kind.FLOAT32 and not is_list:
+            return _float_label(name, series)
+        return types.LABEL_TYPES[(Kind.BYTES if kind is Kind.BYTES else Kind.INT64, is_list)]
+    return types.FEATURE_TYPES[(kind, is_list)]
+
+
+def _float_label(name: str, series: pd.Series) -> type[ColumnType]:
+    values = series.dropna()
+    if len(values) and all(float(v).is_integer() for v in values):
+        return types.IntegerLabel
+    bad = [i for i, v in enumerate(series) if not is_missing(v) and not float(v).is_integer()]
+    raise SchemaError(
+        f"column {name!r}: labels must be strings or integers; found floats such as "
+        f"{series.iloc[bad[0]]!r} ({describe_rows(bad)}). Use a regression target as an extra column instead."
+    )
+
+
+def infer_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
+    """(feature kind, is_list) for a column, from its dtype or, for object columns, its values."""
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return infer_kind(name, pd.Series(np.asarray(series.astype(object))))
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
+        return Kind.INT64, False
+    if pd.api.types.is_float_dtype(dtype):
+        return Kind.FLOAT32, False
+    if pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
+        return Kind.BYTES, False
+    if not pd.api.types.is_object_dtype(dtype):
+        raise SchemaError(
+            f"column {name!r}: dtype {dtype} is not supported; convert it to numbers or strings "
+            f"(for dates: df[{name!r}].astype(str) or .astype('int64'))"
+        )
+    return _infer_object_kind(name, series)
+
+
+def _scalar_kind(value: Any) -> Kind | None:
+    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
+        return Kind.BYTES
+    if isinstance(value, (bool, int, np.bool_, np.integer)):
+        return Kind.INT64
+    if isinstance(value, (float, np.floating)):
+        return Kind.FLOAT32
+    return None
+
+
+def _combine(name: str, kinds: dict[Kind, list[int]], what: str) -> Kind:
+    if set(kinds) == {Kind.INT64, Kind.FLOAT32}:
+        return Kind.FLOAT32
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    detail = "; ".join(f"{k.name.lower()} in {describe_rows(rows, 3)}" for k, rows in kinds.items())
+    raise SchemaError(
+        f"column {name!r}: {what} mix types ({detail}); make them one type or give the type in schema="
+    )
+
+
+def _infer_object_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
+    scalar: dict[Kind, list[int]] = {}
+    element: dict[Kind, list[int]] = {}
+    lists: list[int] = []
+    bad: list[int] = []
+    for pos, value in enumerate(series):
+        if isinstance(value, ListLike):
+            lists.append(pos)
+            for item in _iter_list(value):
+                kind = _scalar_kind(item)
+                if kind is None:
+                    bad.append(pos)
+                else:
+                    element.setdefault(kind, []).append(pos)
+        elif not is_missing(value):
+            kind = _scalar_kind(value)
+            if kind is None:
+                bad.append(pos)
+            else:
+                scalar.setdefault(kind, []).append(pos)
+    if bad:
+        example = series.iloc[bad[0]]
+        raise SchemaError(
+            f"column {name!r}: values of type {type(example).__name__} such as {example!r} "
+            f"({describe_rows(bad)}) cannot be stored; use numbers, strings, bytes or lists of them"
+        )
+    if lists and scalar:
+        first = next(iter(scalar.values()))
+        raise SchemaError(
+            f"column {name!r}: mixes lists ({describe_rows(lists, 3)}) and single values "
+            f"({describe_rows(first, 3)}); make every value a list"
+        )
+    if lists:
+        return (_combine(name, element, "list items") if element else Kind.INT64), True
+    if not scalar:
+        raise SchemaError(
+            f"column {name!r}: every value is missing, so its type cannot be inferred; "
+            f"drop the column or give its type in schema="
+        )
+    return _combine(name, scalar, "values"), False
+
+
+def _iter_list(value: Any) -> Iterable[Any]:
+    return value.ravel().tolist() if isinstance(value, np.ndarray) else value

@@ -1,0 +1,66 @@
+"""Splits (pure): normalise split values and assign UNASSIGNED rows by a stable hash."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from tfrecorder.errors import SchemaError, describe_rows
+
+TRAIN = "TRAIN"
+VALIDATION = "VALIDATION"
+TEST = "TEST"
+DISCARD = "DISCARD"
+UNASSIGNED = "UNASSIGNED"
+WRITTEN_SPLITS = (TRAIN, VALIDATION, TEST)
+KNOWN_SPLITS = (*WRITTEN_SPLITS, DISCARD, UNASSIGNED)
+DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
+
+
+def check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
+    """Validate (train, validation, test) fractions: three non-negative numbers summing to 1."""
+    values = tuple(float(f) for f in fractions)
+    if len(values) != 3 or min(values) < 0 or abs(sum(values) - 1.0) > 1e-6:
+        raise SchemaError(
+            f"split_fractions={tuple(fractions)!r}: give three non-negative fractions "
+            f"(TRAIN, VALIDATION, TEST) that sum to 1, e.g. (0.8, 0.1, 0.1)"
+        )
+    return values  # type: ignore[return-value]
+
+
+def normalize_splits(column: str, values: Sequence[object]) -> list[str]:
+    """Upper-case and trim split values; raise one SchemaError listing every unknown value."""
+    out: list[str] = []
+    unknown: dict[str, list[int]] = {}
+    for pos, value in enumerate(values):
+        text = value.strip().upper() if isinstance(value, str) else None
+        if text == "":
+            text = UNASSIGNED
+        if text not in KNOWN_SPLITS:
+            unknown.setdefault(repr(value), []).append(pos)
+            text = UNASSIGNED
+        out.append(text)
+    if unknown:
+        count = sum(len(r) for r in unknown.values())
+        rows = sorted(r for rs in unknown.values() for r in rs)
+        raise SchemaError(
+            f"column {column!r}: {count} rows have values outside {'/'.join(KNOWN_SPLITS)}: "
+            f"{', '.join(list(unknown)[:5])} ({describe_rows(rows)})"
+        )
+    return out
+
+
+def hash_fraction(key: str) -> float:
+    """A number in [0, 1) from ``key``, the same on every machine, run and Python version."""
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def assign_split(key: str, fractions: Sequence[float] = DEFAULT_FRACTIONS) -> str:
+    """TRAIN, VALIDATION or TEST for ``key`` (an image URI or a row's values), by stable hash."""
+    point = hash_fraction(key)
+    if point < fractions[0]:
+        return TRAIN
+    if point < fractions[0] + fractions[1]:
+        return VALIDATION
+    return TEST

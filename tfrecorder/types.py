@@ -1,0 +1,135 @@
+"""Column types: what each input column is (TFRecorder 2.0 names) and how it is stored.
+
+A type is a class, used as a value: ``Schema({"age": types.IntegerInput})``.
+Each type knows its role in the dataset and the tf.train.Example feature kind
+that stores it; nothing else in the package decides that from class names.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+
+class Role(enum.StrEnum):
+    """What a column is for."""
+
+    SPLIT = "split"
+    IMAGE = "image"
+    LABEL = "label"
+    FEATURE = "feature"
+
+
+class Kind(enum.StrEnum):
+    """The tf.train.Example list a value is stored in (names are tf.dtypes names)."""
+
+    INT64 = "int64"
+    FLOAT32 = "float32"
+    BYTES = "string"
+
+
+class ColumnType:
+    """Base of every column type. Subclasses set ``role``, ``kind`` and ``is_list``."""
+
+    role: ClassVar[Role] = Role.FEATURE
+    kind: ClassVar[Kind] = Kind.BYTES
+    is_list: ClassVar[bool] = False
+
+    def __init__(self) -> None:  # pragma: no cover - types are used as classes
+        raise TypeError(f"{type(self).__name__} is a column type: use the class itself")
+
+
+class SplitKey(ColumnType):
+    """TRAIN / VALIDATION / TEST / DISCARD / UNASSIGNED, any case."""
+
+    role = Role.SPLIT
+    kind = Kind.BYTES
+
+
+class ImageUri(ColumnType):
+    """Where an image is: local path, file://, gs://, http(s):// or any fsspec URL."""
+
+    role = Role.IMAGE
+    kind = Kind.BYTES
+
+
+class IntegerLabel(ColumnType):
+    """An integer class id, stored as is."""
+
+    role = Role.LABEL
+    kind = Kind.INT64
+
+
+class StringLabel(ColumnType):
+    """A class name, stored as its index in the sorted vocabulary of TRAIN labels."""
+
+    role = Role.LABEL
+    kind = Kind.BYTES
+
+
+class IntegerListLabel(ColumnType):
+    """Several integer class ids per row (multi-label)."""
+
+    role = Role.LABEL
+    kind = Kind.INT64
+    is_list = True
+
+
+class StringListLabel(ColumnType):
+    """Several class names per row (multi-label), stored as vocabulary indices."""
+
+    role = Role.LABEL
+    kind = Kind.BYTES
+    is_list = True
+
+
+class IntegerInput(ColumnType):
+    """Integers and booleans, stored as int64."""
+
+    kind = Kind.INT64
+
+
+class FloatInput(ColumnType):
+    """Floating-point numbers, stored as float32."""
+
+    kind = Kind.FLOAT32
+
+
+class StringInput(ColumnType):
+    """Text (stored UTF-8) or bytes, stored as a bytes feature."""
+
+    kind = Kind.BYTES
+
+
+class IntegerListInput(ColumnType):
+    """Variable-length lists of integers."""
+
+    kind = Kind.INT64
+    is_list = True
+
+
+class FloatListInput(ColumnType):
+    """Variable-length lists of floats."""
+
+    kind = Kind.FLOAT32
+    is_list = True
+
+
+class StringListInput(ColumnType):
+    """Variable-length lists of strings or bytes."""
+
+    kind = Kind.BYTES
+    is_list = True
+
+
+ALL_TYPES: tuple[type[ColumnType], ...] = (
+    SplitKey, ImageUri, IntegerLabel, StringLabel, IntegerListLabel, StringListLabel,
+    IntegerInput, FloatInput, StringInput, IntegerListInput, FloatListInput, StringListInput,
+)
+
+FEATURE_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
+    (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.FEATURE
+}
+LABEL_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
+    (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.LABEL
+}

@@ -1,0 +1,163 @@
+"""Writers: carry out a shard plan. ``write_shard`` is the one shard writer both runners use."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import google_crc32c
+
+from tfrecorder.encode import ExampleEncoder
+from tfrecorder.errors import RowError
+from tfrecorder.images import ImageError, ImageSettings, StoredImage, load_image
+from tfrecorder.plan import ShardSpec
+from tfrecorder.records import RecordWriter
+from tfrecorder.storage import Folder
+from tfrecorder.validate import Table
+
+logger = logging.getLogger(__name__)
+
+ON_ERROR = ("report", "raise")
+
+
+@dataclass(frozen=True)
+class RowFailure:
+    """A row that was not written, and why (one line of errors.csv)."""
+
+    row: int
+    split: str
+    image_uri: str | None
+    error: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ImageStats:
+    """What the stored images of some records hold: channel counts, formats, and one (h, w) if all share it."""
+
+    channels: frozenset[int] = frozenset()
+    formats: frozenset[str] = frozenset()
+    shapes: frozenset[tuple[int, int]] = frozenset()  # at most two kept: enough to know "all the same"
+
+    def add(self, image: StoredImage) -> ImageStats:
+        shape = (image.height, image.width)
+        if image.channels in self.channels and image.format in self.formats and (
+                shape in self.shapes or len(self.shapes) > 1):
+            return self
+        shapes = self.shapes if len(self.shapes) > 1 else self.shapes | {shape}
+        return ImageStats(self.channels | {image.channels}, self.formats | {image.format}, shapes)
+
+    def merge(self, other: ImageStats) -> ImageStats:
+        shapes = self.shapes | other.shapes
+        return ImageStats(self.channels | other.channels, self.formats | other.formats,
+                          shapes if len(shapes) < 2 else frozenset(sorted(shapes)[:2]))
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What writing one ShardSpec produced."""
+
+    spec: ShardSpec
+    records: int
+    bytes: int
+    crc32c: str
+    failures: tuple[RowFailure, ...]
+    images: ImageStats = ImageStats()
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Settings every shard writer needs."""
+
+    images: ImageSettings
+    compression: str | None
+    on_error: str
+
+
+# A function that maps row positions to images (or the ImageError each raised), in order.
+ImageOrError = StoredImage | ImageError
+ImageMapper = Callable[[Callable[[int], ImageOrError], Iterable[int]], Iterator[ImageOrError]]
+
+
+def serial_map(fn, rows):
+    """The ImageMapper that fetches one image at a time."""
+    return map(fn, rows)
+
+
+class _ChecksumFile:
+    """Passes writes through to ``raw`` while counting bytes and their CRC-32C."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self.bytes = 0
+        self.checksum = google_crc32c.Checksum()
+
+    def write(self, data: bytes) -> int:
+        self._raw.write(data)
+        self.checksum.update(data)
+        self.bytes += len(data)
+        return len(data)
+
+
+def write_shard(
+    spec: ShardSpec,
+    table: Table,
+    encoder: ExampleEncoder,
+    folder: Folder,
+    options: WriteOptions,
+    image_map: ImageMapper = serial_map,
+    on_row: Callable[[], None] | None = None,
+) -> ShardResult:
+    """Write one shard under a temporary name, then move it into place."""
+    partial = folder.join(f".{spec.filename}.partial")
+    failures: list[RowFailure] = []
+    stats = ImageStats()
+    try:
+        with folder.fs.open(partial, "wb") as raw:
+            counted = _ChecksumFile(raw)
+            writer = RecordWriter(counted, options.compression)  # type: ignore[arg-type]
+            for row, image in zip(spec.rows, _images(spec, table, options, image_map)):
+                if isinstance(image, ImageError):
+                    failure = RowFailure(row, spec.split, _uri(table, row), image.error, image.message)
+                    if options.on_error == "raise":
+                        raise RowError(failure.row, failure.split, str(failure.image_uri), image.error, image.message)
+                    failures.append(failure)
+                else:
+                    writer.write(encoder.encode(row, image))
+                    if image is not None:
+                        stats = stats.add(image)
+                if on_row is not None:
+                    on_row()
+            writer.close()
+        folder.fs.mv(partial, folder.join(spec.filename))
+    except BaseException:
+        _remove_quietly(folder, partial)
+        raise
+    crc = counted.checksum.digest().hex()
+    return ShardResult(spec, writer.records, counted.bytes, crc, tuple(failures), stats)
+
+
+def _uri(table: Table, row: int) -> str | None:
+    return table.image_uris[row] if table.image_uris is not None else None
+
+
+def _images(spec: ShardSpec, table: Table, options: WriteOptions, image_map: ImageMapper):
+    if table.image_locations is None:
+        return (None for _ in spec.rows)
+    locations, settings = table.image_locations, options.images
+
+    def fetch(row: int) -> StoredImage | ImageError:
+        try:
+            return load_image(locations[row], settings)
+        except ImageError as e:
+            return e
+
+    return image_map(fetch, spec.rows)
+
+
+def _remove_quietly(folder: Folder, path: str) -> None:
+    try:
+        folder.fs.rm(path)
+    except (FileNotFoundError, OSError):
+        logger.debug("could not remove %s", path)

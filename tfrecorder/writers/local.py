@@ -1,0 +1,63 @@
+"""Local writer: carries out ShardSpecs in-process, images fetched and checked by a thread pool."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from tfrecorder.encode import ExampleEncoder
+from tfrecorder.plan import ShardSpec
+from tfrecorder.storage import Folder
+from tfrecorder.validate import Table
+from tfrecorder.writers import ShardResult, WriteOptions, write_shard
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def default_workers() -> int:
+    """Threads for image IO and decode: enough to keep every core busy while others wait on IO."""
+    return min(32, 4 * (os.cpu_count() or 1))
+
+
+def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
+    """An ImageMapper running ``fn`` on the pool with at most ``window`` items in flight, results in order.
+
+    The window bounds memory: image bytes are held only for rows between being fetched and written.
+    """
+
+    def mapper(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    return mapper
+
+
+def write_local(
+    plan: Sequence[ShardSpec],
+    table: Table,
+    folder: Folder,
+    options: WriteOptions,
+    *,
+    progress: bool | None = None,
+    workers: int | None = None,
+) -> list[ShardResult]:
+    """Write every shard of ``plan`` in order; returns one ShardResult per shard."""
+    from tqdm.auto import tqdm
+
+    encoder = ExampleEncoder(table)
+    workers = workers or default_workers()
+    total = sum(len(s.rows) for s in plan)
+    with ThreadPoolExecutor(workers, thread_name_prefix="tfrecorder") as pool, tqdm(
+        total=total, unit="row", desc="to_tfr", disable=(None if progress is None else not progress)
+    ) as bar:
+        mapper = ordered_map(pool, window=4 * workers)
+        return [write_shard(spec, table, encoder, folder, options, mapper, lambda: bar.update(1)) for spec in plan]
