@@ -10,8 +10,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pandas as pd
-
 from tfrecorder import __version__, splits
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.images import IMAGE_FORMATS, VALIDATE_MODES, ImageSettings
@@ -101,8 +99,7 @@ def convert(
     settings = ImageSettings(image_format, _check_size(image_size), validate_images, jpeg_quality)
 
     df, base_dir = read_source(source)
-    schema = resolve_schema(schema, df)
-    table = validate(df, schema, base_dir=base_dir, split_fractions=split_fractions)
+    table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions)
     folder = _prepare_output(output_dir, overwrite)
     plan = plan_shards(table.splits, num_shards=num_shards, compression=compression,
                        bytes_per_row=None if num_shards else _bytes_per_row(table))
@@ -115,16 +112,16 @@ def convert(
     results = write_local(plan, table, folder, options, progress=progress, workers=num_workers)
     failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
     folder.write_text(ERRORS_NAME, errors_csv(failures))
-    manifest = build_manifest(table, schema, results, settings, compression, runner)
+    manifest = build_manifest(table, results, settings, compression, runner)
     folder.write_text(MANIFEST_NAME, manifest.to_json())  # last: its presence means the dataset is complete
     return _result(folder, manifest, results, time.perf_counter() - started, runner)
 
 
-def resolve_schema(schema: Schema | Mapping[str, type[ColumnType]] | None, df: pd.DataFrame) -> Schema:
-    """The given schema as a Schema, or one inferred from ``df``."""
-    if schema is None:
-        return Schema.infer(df)
-    return schema if isinstance(schema, Schema) else Schema(schema)
+def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:
+    """A Schema from a Schema or a ``{column: type}`` dict; None stays None (inferred later)."""
+    if schema is None or isinstance(schema, Schema):
+        return schema
+    return Schema(schema)
 
 
 def _check_choice(name: str, value: Any, allowed: Sequence[Any]) -> None:
@@ -200,10 +197,10 @@ def errors_csv(failures: Sequence[RowFailure]) -> str:
 
 
 def build_manifest(
-    table: Table, schema: Schema, results: Sequence[ShardResult], settings: ImageSettings,
-    compression: str | None, runner: str,
+    table: Table, results: Sequence[ShardResult], settings: ImageSettings, compression: str | None, runner: str,
 ) -> Manifest:
     """The Manifest for a finished conversion."""
+    schema = table.schema
     shards: dict[str, list[ShardInfo]] = {}
     for r in results:
         shards.setdefault(r.spec.split, []).append(ShardInfo(r.spec.filename, r.records, r.bytes, r.crc32c))
@@ -222,7 +219,7 @@ def build_manifest(
                  "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None}
     return Manifest(
         tfrecorder_version=__version__,
-        features=_features(table, schema),
+        features=_features(table),
         splits=shards,
         rows=_row_counts(table, results),
         compression=compression,
@@ -232,7 +229,8 @@ def build_manifest(
     )
 
 
-def _features(table: Table, schema: Schema) -> list[FeatureInfo]:
+def _features(table: Table) -> list[FeatureInfo]:
+    schema = table.schema
     features: list[FeatureInfo] = []
     if table.image_uris is not None:
         features += [FeatureInfo("image", "image", "string", [])]

@@ -147,7 +147,8 @@ def _combine(name: str, kinds: dict[Kind, list[int]], what: str) -> Kind:
         return Kind.FLOAT32
     if len(kinds) == 1:
         return next(iter(kinds))
-    detail = "; ".join(f"{k.name.lower()} in {describe_rows(rows, 3)}" for k, rows in kinds.items())
+    words = {Kind.INT64: "integers", Kind.FLOAT32: "floats", Kind.BYTES: "strings"}
+    detail = "; ".join(f"{words[k]} in {describe_rows(rows, 3)}" for k, rows in kinds.items())
     raise SchemaError(
         f"column {name!r}: {what} mix types ({detail}); make them one type or give the type in schema="
     )

@@ -35,6 +35,7 @@ class Column:
 class Table:
     """The validated table: every column converted, every row with a known split."""
 
+    schema: Schema
     num_rows: int
     splits: list[str]
     image_uris: list[str | None] | None  # as written in the input
@@ -51,14 +52,16 @@ class Table:
 
 def validate(
     df: pd.DataFrame,
-    schema: Schema,
+    schema: Schema | None = None,
     *,
     base_dir: str | None = None,
     split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
 ) -> Table:
-    """Check ``df`` against ``schema`` and convert it; raise SchemaError naming column, values and rows."""
+    """Check ``df`` against ``schema`` (None: inferred) and convert it; SchemaError names column, values, rows."""
     if len(df) == 0:
         raise SchemaError("the table is empty: there are no rows to convert")
+    if schema is None:
+        schema = Schema.infer(df)
     missing = [c for c in schema if c not in df.columns]
     if missing:
         raise SchemaError(
@@ -86,6 +89,7 @@ def validate(
     if label is not None:
         label, vocabulary = _label_ids(label, row_splits)
     return Table(
+        schema=schema,
         num_rows=len(df),
         splits=row_splits,
         image_uris=image_uris,
@@ -206,6 +210,7 @@ def convert_column(name: str, series: pd.Series, col_type: type[ColumnType]) -> 
             bad.append(pos)
     if bad:
         example = series.iloc[bad[0]]
+        example = example.item() if isinstance(example, np.generic) else example
         wanted = f"list of {col_type.kind.name.lower()}" if col_type.is_list else col_type.kind.name.lower()
         raise SchemaError(
             f"column {name!r}: {len(bad)} values do not fit {col_type.__name__} ({wanted}), "

@@ -1,0 +1,75 @@
+"""Shared fixtures: real image files made with Pillow, small tables, and the TFRecorder 2.0 sample data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # tests only: keep TensorFlow's C++ start-up chatter out
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tfrecorder-2.0"
+
+
+def pixels(seed: int, height: int, width: int, channels: int) -> np.ndarray:
+    """Smooth, photo-like uint8 pixels (gradients plus a little noise), reproducible by seed."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    planes = [
+        (np.sin(x / (3 + c + seed % 5)) * 60 + np.cos(y / (4 + c)) * 60 + 128 + rng.normal(0, 6, (height, width)))
+        for c in range(channels)
+    ]
+    return np.clip(np.stack(planes, -1), 0, 255).astype(np.uint8)
+
+
+def write_image(path: Path, fmt: str = "JPEG", mode: str = "RGB", size: tuple[int, int] = (24, 32),
+                seed: int = 0) -> Path:
+    """Write a real image file of ``fmt`` and Pillow ``mode`` with (height, width) ``size``."""
+    channels = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4, "P": 3}[mode]
+    array = pixels(seed, size[0], size[1], channels)
+    image = Image.fromarray(array[..., 0] if channels == 1 else array, "RGB" if mode == "P" else mode)
+    if mode == "P":
+        image = image.convert("P", palette=Image.Palette.ADAPTIVE, colors=64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path, format=fmt, **({"quality": 90} if fmt == "JPEG" else {}))
+    return path
+
+
+@pytest.fixture
+def image_table(tmp_path: Path) -> pd.DataFrame:
+    """12 rows: JPEG and PNG images of three classes in three splits, with float, int, str, list extras."""
+    rows = []
+    for i in range(12):
+        fmt, ext = ("PNG", "png") if i % 3 == 0 else ("JPEG", "jpg")
+        path = write_image(tmp_path / "images" / f"img {i},ü.{ext}", fmt, "RGB", (20 + i % 2, 30), seed=i)
+        split = ("TRAIN", "TRAIN", "validation ", "Test")[i % 4]
+        label = ("cat", "dog", "goat")[i % 3] if split == "TRAIN" else ("cat", "dog", "goat")[i % 2]
+        rows.append({"split": split, "image_uri": str(path), "label": label, "weight": 0.5 * i, "count": i,
+                     "note": f"n{i}", "tags": [i, i + 1][: i % 3]})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def tabular_table() -> pd.DataFrame:
+    """A table with no images: numbers, text, bools, lists and missing values."""
+    return pd.DataFrame({
+        "split": ["TRAIN"] * 6 + ["VALIDATION", "TEST"],
+        "label": [0, 1, 2, 1, 0, 2, 1, 0],
+        "x": [0.5, 1.5, np.nan, 3.0, 4.25, -1.0, 2.0, 7.5],
+        "n": pd.array([1, None, 3, 4, 5, 6, 7, 2**40], dtype="Int64"),
+        "flag": [True, False, True, True, False, False, True, False],
+        "text": ["a", "b", None, "d", "é", "", "g", "h"],
+        "scores": [[1.0, 2.0], [], [3.5], [0.0, 1.0, 2.0], [], [1.0], [2.0], [3.0]],
+    })
+
+
+@pytest.fixture
+def shared_images() -> Path:
+    """The six real JPEG photos of TFRecorder 2.0's test data (skipped when ../shared is absent)."""
+    if not (SHARED_DATA / "images").is_dir():
+        pytest.skip("../shared/data/tfrecorder-2.0 is not present")
+    return SHARED_DATA / "images"
