@@ -50,7 +50,7 @@ def _image_size(text: str | None) -> tuple[int, int] | None:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "convert":
-        from tfrecorder.convert import convert
+        from tfrecorder.converter import convert
 
         result = convert(
             args.source, args.output_dir, runner=args.runner, num_shards=args.num_shards,

@@ -1,0 +1,36 @@
+"""The shard plan: which rows go to which shard file, decided before any IO."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.plan import TARGET_SHARD_BYTES, plan_shards
+
+
+def test_rows_split_in_order_into_near_equal_contiguous_shards():
+    row_splits = ["TRAIN", "TEST"] * 5 + ["TRAIN"] * 3
+    plan = plan_shards(row_splits, num_shards=3)
+    train = [s for s in plan if s.split == "TRAIN"]
+    assert [s.filename for s in train] == [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
+    assert [len(s.rows) for s in train] == [2, 3, 3]
+    assert [r for s in train for r in s.rows] == [i for i, s in enumerate(row_splits) if s == "TRAIN"]
+    test = [s for s in plan if s.split == "TEST"]
+    assert len(test) == 3 and sum(len(s.rows) for s in test) == 5
+
+
+def test_automatic_count_targets_128_mib_shards():
+    plan = plan_shards(["TRAIN"] * 1000, bytes_per_row={"TRAIN": TARGET_SHARD_BYTES / 250})
+    assert len(plan) == 4
+    assert len(plan_shards(["TRAIN"] * 10, bytes_per_row={"TRAIN": 100})) == 1
+
+
+def test_never_more_shards_than_rows_and_gzip_names():
+    plan = plan_shards(["VALIDATION"] * 2, num_shards=8, compression="gzip")
+    assert [s.filename for s in plan] == ["validation-00000-of-00002.tfrecord.gz",
+                                          "validation-00001-of-00002.tfrecord.gz"]
+
+
+def test_negative_num_shards_is_an_error():
+    with pytest.raises(TFRecorderError, match=r"num_shards=-1"):
+        plan_shards(["TRAIN"], num_shards=-1)
