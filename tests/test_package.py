@@ -1,0 +1,48 @@
+"""Package hygiene a user notices: import is light and quiet, and `make demo` keeps working."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_is_quiet_and_imports_neither_tensorflow_nor_beam():
+    code = (
+        "import logging, sys; before = list(logging.getLogger().handlers); import tfrecorder, pandas as pd;"
+        "assert hasattr(pd.DataFrame(), 'tensorflow');"
+        "assert 'tensorflow' not in sys.modules and 'apache_beam' not in sys.modules, 'heavy import';"
+        "assert logging.getLogger().handlers == before and logging.getLogger().level == logging.WARNING"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and proc.stderr == ""
+
+
+def test_public_names():
+    import tfrecorder
+
+    for name in ("convert", "load_dataset", "load", "label_names", "Schema", "IMAGE_CSV_SCHEMA", "SchemaError",
+                 "TFRecorderError", "input_schema", "types"):
+        assert hasattr(tfrecorder, name), name
+    from tfrecorder import types
+
+    for name in ("SplitKey", "ImageUri", "IntegerInput", "FloatInput", "StringInput", "IntegerLabel", "StringLabel"):
+        assert hasattr(types, name), name
+    assert callable(tfrecorder.convert)
+
+
+def test_demo_runs_and_prints_what_it_did(tmp_path):
+    env = {**os.environ, "TFRECORDER_DEMO_DIR": str(tmp_path / "demo"), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "sample table: 300 rows" in out and "['jpg', 'png']" in out
+    assert re.search(r"^TRAIN\s+240\s+240\s+0\s+0\s+1\s", out, re.M), out
+    assert "labels: ['circle', 'square', 'triangle']" in out
+    assert "image           uint8    (32, 64, 64, 3)" in out

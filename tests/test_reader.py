@@ -1,0 +1,121 @@
+"""load_dataset / load / label_names: shapes, batching, supervision, shuffling, channels, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+import tfrecorder
+from tests.conftest import write_image
+from tfrecorder.errors import TFRecorderError
+
+
+@pytest.fixture
+def dataset(image_table, tmp_path):
+    out = tmp_path / "out"
+    tfrecorder.convert(image_table, str(out), progress=False, num_shards=2)
+    return str(out)
+
+
+def test_dict_of_splits_and_tfrecorder2_load(dataset):
+    splits = tfrecorder.load_dataset(dataset)
+    assert sorted(splits) == ["TEST", "TRAIN", "VALIDATION"]
+    assert sorted(tfrecorder.load(dataset)) == sorted(splits)
+    assert isinstance(tfrecorder.load_dataset(dataset, split=" train"), tf.data.Dataset)
+
+
+def test_cardinality_matches_manifest_counts(dataset):
+    assert int(tfrecorder.load_dataset(dataset, split="TRAIN").cardinality()) == 6
+    batched = tfrecorder.load_dataset(dataset, split="TRAIN", batch_size=4, image_size=(8, 8))
+    assert int(batched.cardinality()) == 2
+    assert [b["image"].shape[0] for b in batched] == [4, 2]
+
+
+def test_resize_channels_and_supervised(dataset):
+    ds = tfrecorder.load_dataset(dataset, split="TRAIN", batch_size=3, image_size=(10, 12), channels=1,
+                                 as_supervised=True)
+    images, labels = next(iter(ds))
+    assert images.shape == (3, 10, 12, 1) and images.dtype == tf.uint8
+    assert labels.numpy().tolist() == [0, 1, 1]  # rows 0, 1, 4: cat, dog, dog
+
+
+def test_shuffle_is_seeded_and_reshuffles_each_epoch(dataset):
+    def order(seed):
+        ds = tfrecorder.load_dataset(dataset, split="TRAIN", shuffle=True, seed=seed, decode_images=False)
+        return [[x["count"] for x in ds.as_numpy_iterator()] for _ in range(2)]
+
+    first, again = order(7), order(7)
+    assert first == again
+    assert sorted(first[0]) == [0, 1, 4, 5, 8, 9]
+    assert first[0] != first[1] or first[0] != sorted(first[0])
+
+
+def test_features_selection_and_encoded_images(dataset, image_table):
+    ds = tfrecorder.load_dataset(dataset, split="TEST", features=["image", "note"], decode_images=False)
+    example = next(ds.as_numpy_iterator())
+    assert {"image", "note"} <= set(example) and "weight" not in example
+    first_test = image_table[image_table.split.str.strip().str.upper() == "TEST"].iloc[0]
+    assert example["image"] == open(first_test.image_uri, "rb").read()
+
+
+def test_mixed_sizes_need_image_size_to_batch(dataset):
+    with pytest.raises(TFRecorderError, match=r"different sizes.*pass image_size=\(height, width\)"):
+        tfrecorder.load_dataset(dataset, split="TRAIN", batch_size=2)
+
+
+@pytest.mark.parametrize("mode,fmt,channels", [
+    ("L", "PNG", 1), ("LA", "PNG", 2), ("RGB", "PNG", 3), ("RGBA", "PNG", 4), ("P", "PNG", 3),
+    ("L", "JPEG", 1), ("RGB", "GIF", 3), ("RGB", "BMP", 3), ("RGBA", "WEBP", 4),
+])
+def test_image_modes_keep_bytes_and_channels(tmp_path, mode, fmt, channels):
+    path = write_image(tmp_path / f"img.{fmt.lower()}", fmt, mode, (9, 11))
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(path)], "label": [1]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    manifest = tfrecorder.read_manifest(str(tmp_path / "out"))
+    assert manifest.image["channels"] == [channels]
+    example = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator())
+    assert example["image"].shape == (9, 11, channels)
+    assert example["image"].dtype == np.uint8
+    if fmt in ("PNG", "BMP", "GIF") or (fmt == "WEBP" and Image.open(path).info.get("lossless")):
+        source = Image.open(path)
+        expected = np.asarray(source.convert({1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[channels]))
+        np.testing.assert_array_equal(example["image"].reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("image_format", ["png", "jpeg", "raw"])
+def test_reencoded_and_raw_images_with_resize(tmp_path, image_format):
+    path = write_image(tmp_path / "a.png", "PNG", "RGB", (30, 40))
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(path)], "label": ["x"]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False, image_format=image_format, image_size=(15, 20))
+    example = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator())
+    assert example["image_format"].decode() == image_format
+    assert example["image"].shape == (15, 20, 3)
+    expected = np.asarray(Image.open(path).resize((20, 15), Image.Resampling.BICUBIC))
+    tolerance = 12 if image_format == "jpeg" else 0
+    assert np.abs(example["image"].astype(int) - expected.astype(int)).mean() <= tolerance
+
+
+def test_label_names_none_for_integer_labels(tmp_path, tabular_table):
+    tfrecorder.convert(tabular_table, str(tmp_path / "out"), progress=False)
+    assert tfrecorder.label_names(str(tmp_path / "out")) is None
+    features, label = next(iter(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", batch_size=4,
+                                                        as_supervised=True)))
+    assert label.numpy().tolist() == [0, 1, 2, 1]
+    assert set(features) >= {"x", "n", "flag", "text", "scores"} and "label" not in features
+
+
+def test_reader_errors(tmp_path, dataset):
+    with pytest.raises(TFRecorderError, match=r"split='DEV': the dataset has TRAIN, VALIDATION, TEST"):
+        tfrecorder.load_dataset(dataset, split="DEV")
+    (tmp_path / "partial").mkdir()
+    (tmp_path / "partial" / ".train-00000-of-00001.tfrecord.partial").write_bytes(b"x")
+    with pytest.raises(TFRecorderError, match=r"unfinished conversion.*run the conversion again"):
+        tfrecorder.load_dataset(str(tmp_path / "partial"))
+    with pytest.raises(TFRecorderError, match=r"does not exist or is empty"):
+        tfrecorder.load_dataset(str(tmp_path / "nothing"))
+    (tmp_path / "partial" / "dataset.json").write_text('{"format": "other"}')
+    with pytest.raises(TFRecorderError, match=r"not a tfrecorder dataset.json"):
+        tfrecorder.load_dataset(str(tmp_path / "partial"))

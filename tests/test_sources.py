@@ -1,0 +1,86 @@
+"""Sources: CSV with and without header, relative paths, image folders in both layouts."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tests.conftest import write_image
+from tfrecorder.errors import TFRecorderError
+
+
+@pytest.fixture
+def image_tree(tmp_path):
+    root = tmp_path / "data"
+    for split, label, fmt in [("TRAIN", "cat", "PNG"), ("TRAIN", "dog", "JPEG"), ("TRAIN", "cat", "JPEG"),
+                              ("VALIDATION", "dog", "PNG"), ("TEST", "cat", "JPEG")]:
+        n = len(list(root.rglob("*"))) if root.exists() else 0
+        write_image(root / "images" / split / label / f"{n}.{fmt.lower().replace('jpeg', 'jpg')}", fmt, seed=n)
+    return root
+
+
+def written(result):
+    return {k: v.written for k, v in result.splits.items() if v.written}
+
+
+def test_headerless_automl_csv_with_relative_paths(image_tree, tmp_path):
+    lines = [f"{p.parts[-3]},{p.relative_to(image_tree).as_posix()},{p.parts[-2]}"
+             for p in sorted((image_tree / "images").rglob("*.*"))]
+    (image_tree / "data.csv").write_text("\n".join(lines) + "\n")
+    result = tfrecorder.convert(str(image_tree / "data.csv"), str(tmp_path / "out"), progress=False)
+    assert written(result) == {"TRAIN": 3, "VALIDATION": 1, "TEST": 1}
+    assert tfrecorder.label_names(str(tmp_path / "out")) == ["cat", "dog"]
+    uris = [x["image_uri"].decode() for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TEST").as_numpy_iterator()]
+    assert uris == [lines[0].split(",")[1]]  # stored as written in the CSV
+
+
+def test_csv_with_header_bom_crlf_and_quoted_commas(image_tree, tmp_path):
+    paths = sorted((image_tree / "images").rglob("*.*"))
+    body = "".join(f'{p.parts[-3]},"{p}",{p.parts[-2]},"note, with comma {i}"\r\n' for i, p in enumerate(paths))
+    (tmp_path / "t.csv").write_bytes(("\ufeffsplit,image_uri,label,note\r\n" + body).encode("utf-8"))
+    result = tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "out"), progress=False)
+    assert sum(written(result).values()) == 5
+    notes = [x["note"].decode() for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TEST").as_numpy_iterator()]
+    assert notes == ["note, with comma 0"]
+
+
+def test_multi_label_headerless_csv(image_tree, tmp_path):
+    paths = sorted((image_tree / "images").rglob("*.*"))
+    lines = [f"{p.parts[-3]},{p},cat,dog" if i % 2 else f"{p.parts[-3]},{p},dog," for i, p in enumerate(paths)]
+    (tmp_path / "m.csv").write_text("\n".join(lines))
+    tfrecorder.convert(str(tmp_path / "m.csv"), str(tmp_path / "out"), progress=False)
+    manifest = tfrecorder.read_manifest(str(tmp_path / "out"))
+    assert manifest.label["multi_label"] and manifest.vocabulary == ["cat", "dog"]
+    train = [x["label"].tolist() for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN")
+             .as_numpy_iterator()]
+    assert train == [[0, 1], [1], [0, 1]]
+
+
+def test_image_folder_with_split_folders(image_tree, tmp_path):
+    result = tfrecorder.convert(str(image_tree / "images"), str(tmp_path / "out"), progress=False)
+    assert written(result) == {"TRAIN": 3, "VALIDATION": 1, "TEST": 1}
+
+
+def test_image_folder_without_split_folders_is_hashed(tmp_path):
+    for i in range(12):
+        write_image(tmp_path / "flat" / ("a", "b")[i % 2] / f"{i}.jpg", seed=i)
+    result = tfrecorder.convert(str(tmp_path / "flat"), str(tmp_path / "out"), progress=False)
+    assert sum(written(result).values()) == 12
+    assert "TRAIN" in result.splits
+
+
+def test_create_image_csv_round_trips(image_tree, tmp_path):
+    df = tfrecorder.create_image_csv(str(image_tree / "images"), str(tmp_path / "t.csv"))
+    again = pd.read_csv(tmp_path / "t.csv")
+    assert again.columns.tolist() == ["split", "image_uri", "label"] and len(again) == len(df) == 5
+
+
+def test_missing_source_and_empty_folder(tmp_path):
+    with pytest.raises(TFRecorderError, match=r"source '.*nope.csv' does not exist"):
+        tfrecorder.convert(str(tmp_path / "nope.csv"), str(tmp_path / "out"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TFRecorderError, match=r"has no images laid out as"):
+        tfrecorder.convert(str(tmp_path / "empty"), str(tmp_path / "out"))
+    with pytest.raises(TFRecorderError, match=r"source=int: give a pandas DataFrame"):
+        tfrecorder.convert(3, str(tmp_path / "out"))
