@@ -31,7 +31,8 @@ def test_headerless_automl_csv_with_relative_paths(image_tree, tmp_path):
     result = tfrecorder.convert(str(image_tree / "data.csv"), str(tmp_path / "out"), progress=False)
     assert written(result) == {"TRAIN": 3, "VALIDATION": 1, "TEST": 1}
     assert tfrecorder.label_names(str(tmp_path / "out")) == ["cat", "dog"]
-    uris = [x["image_uri"].decode() for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TEST").as_numpy_iterator()]
+    test = tfrecorder.load_dataset(str(tmp_path / "out"), split="TEST")
+    uris = [x["image_uri"].decode() for x in test.as_numpy_iterator()]
     assert uris == [lines[0].split(",")[1]]  # stored as written in the CSV
 
 
@@ -41,7 +42,8 @@ def test_csv_with_header_bom_crlf_and_quoted_commas(image_tree, tmp_path):
     (tmp_path / "t.csv").write_bytes(("\ufeffsplit,image_uri,label,note\r\n" + body).encode("utf-8"))
     result = tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "out"), progress=False)
     assert sum(written(result).values()) == 5
-    notes = [x["note"].decode() for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TEST").as_numpy_iterator()]
+    test = tfrecorder.load_dataset(str(tmp_path / "out"), split="TEST")
+    notes = [x["note"].decode() for x in test.as_numpy_iterator()]
     assert notes == ["note, with comma 0"]
 
 
