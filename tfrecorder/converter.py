@@ -2,36 +2,25 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tfrecorder import __version__, splits
+from tfrecorder import splits
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.images import IMAGE_FORMATS, VALIDATE_MODES, ImageSettings
-from tfrecorder.manifest import (
-    ERRORS_COLUMNS,
-    ERRORS_NAME,
-    MANIFEST_NAME,
-    MISSING_DEFAULTS,
-    FeatureInfo,
-    Manifest,
-    RowCounts,
-    ShardInfo,
-)
+from tfrecorder.manifest import ERRORS_NAME, Manifest
+from tfrecorder.outputs import Finish
 from tfrecorder.plan import plan_shards
 from tfrecorder.records import check_compression
 from tfrecorder.result import ConvertResult, SplitResult
 from tfrecorder.schema import Schema
 from tfrecorder.sources import read_source
 from tfrecorder.storage import Folder
-from tfrecorder.types import ColumnType, Kind, Role
+from tfrecorder.types import ColumnType
 from tfrecorder.validate import Table, validate
-from tfrecorder.writers import ON_ERROR, ImageStats, RowFailure, ShardResult, WriteOptions
+from tfrecorder.writers import ON_ERROR, WriteOptions
 
 logger = logging.getLogger(__name__)
 
@@ -110,11 +99,8 @@ def convert(
     from tfrecorder.writers.local import write_local
 
     results = write_local(plan, table, folder, options, progress=progress, workers=num_workers)
-    failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
-    folder.write_text(ERRORS_NAME, errors_csv(failures))
-    manifest = build_manifest(table, results, settings, compression, runner)
-    folder.write_text(MANIFEST_NAME, manifest.to_json())  # last: its presence means the dataset is complete
-    return _result(folder, manifest, results, time.perf_counter() - started, runner)
+    manifest = Finish.of(table, options, runner).write(folder, results)
+    return _result(folder, manifest, time.perf_counter() - started, runner)
 
 
 def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:
@@ -186,90 +172,7 @@ def _average_file_size(locations: list[str | None]) -> float:
     return sum(sizes) / len(sizes) if sizes else _DEFAULT_IMAGE_BYTES
 
 
-def errors_csv(failures: Sequence[RowFailure]) -> str:
-    """errors.csv text: a header and one line per row not written."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(ERRORS_COLUMNS)
-    for f in failures:
-        writer.writerow((f.row, f.split, f.image_uri or "", f.error, f.message))
-    return buffer.getvalue()
-
-
-def build_manifest(
-    table: Table, results: Sequence[ShardResult], settings: ImageSettings, compression: str | None, runner: str,
-) -> Manifest:
-    """The Manifest for a finished conversion."""
-    schema = table.schema
-    shards: dict[str, list[ShardInfo]] = {}
-    for r in results:
-        shards.setdefault(r.spec.split, []).append(ShardInfo(r.spec.filename, r.records, r.bytes, r.crc32c))
-    stats = ImageStats()
-    for r in results:
-        stats = stats.merge(r.images)
-    label = None
-    if table.label is not None:
-        label = {"column": table.label.name, "feature": table.label.feature, "type": table.label.type.__name__,
-                 "vocabulary": table.vocabulary, "multi_label": table.label.type.is_list}
-    image = None
-    if table.image_uris is not None:
-        image = {"column": schema.column_for(Role.IMAGE), "format": settings.format,
-                 "size": list(settings.size) if settings.size else None, "validate": settings.validate,
-                 "channels": sorted(stats.channels), "formats": sorted(stats.formats),
-                 "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None}
-    return Manifest(
-        tfrecorder_version=__version__,
-        features=_features(table),
-        splits=shards,
-        rows=_row_counts(table, results),
-        compression=compression,
-        label=label,
-        image=image,
-        runner=runner,
-    )
-
-
-def _features(table: Table) -> list[FeatureInfo]:
-    schema = table.schema
-    features: list[FeatureInfo] = []
-    if table.image_uris is not None:
-        features += [FeatureInfo("image", "image", "string", [])]
-        features += [FeatureInfo(n, "image", "int64", []) for n in ("image_height", "image_width", "image_channels")]
-        features += [FeatureInfo("image_format", "image", "string", []),
-                     FeatureInfo("image_uri", "image", "string", [], column=schema.column_for(Role.IMAGE),
-                                 source="str", type="ImageUri"),
-                     FeatureInfo("image_name", "image", "string", [])]
-    features.append(FeatureInfo("split", "split", "string", [], column=schema.column_for(Role.SPLIT),
-                                source="str", type="SplitKey"))
-    for c in table.columns:
-        dtype = Kind.INT64.value if c.type.role is Role.LABEL else c.type.kind.value
-        nullable = c.nullable and not c.type.is_list
-        features.append(FeatureInfo(
-            c.feature, c.type.role.value, dtype, [None] if c.type.is_list else [], nullable=nullable,
-            column=c.name, source=c.source, type=c.type.__name__,
-            default=MISSING_DEFAULTS[dtype] if nullable else None,
-        ))
-    return features
-
-
-def _row_counts(table: Table, results: Sequence[ShardResult]) -> dict[str, RowCounts]:
-    rows_in = Counter(table.splits)
-    written, errors = Counter(), Counter()
-    for r in results:
-        written[r.spec.split] += r.records
-        errors[r.spec.split] += len(r.failures)
-    counts = {}
-    for split in (*splits.WRITTEN_SPLITS, splits.DISCARD):
-        if rows_in[split]:
-            discarded = rows_in[split] if split == splits.DISCARD else 0
-            counts[split] = RowCounts(rows_in[split], written[split], errors[split], discarded)
-            if counts[split].rows_in != written[split] + errors[split] + discarded:
-                raise TFRecorderError(f"internal error: split {split} lost rows ({counts[split]})")
-    return counts
-
-
-def _result(folder: Folder, manifest: Manifest, results: Sequence[ShardResult], seconds: float,
-            runner: str) -> ConvertResult:
+def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str) -> ConvertResult:
     split_results = {}
     for split, counts in manifest.rows.items():
         shards = manifest.splits.get(split, [])

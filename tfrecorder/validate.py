@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,22 @@ class Table:
     def columns(self) -> tuple[Column, ...]:
         """Label (if any) and extra columns, in encoding order."""
         return ((self.label,) if self.label else ()) + self.features
+
+    def take(self, rows: Sequence[int]) -> Table:
+        """The table of just ``rows`` (positions), in that order: what one shard's writer needs."""
+
+        def pick(values: list[Any] | None) -> list[Any] | None:
+            return None if values is None else [values[i] for i in rows]
+
+        return replace(
+            self,
+            num_rows=len(rows),
+            splits=pick(self.splits),
+            image_uris=pick(self.image_uris),
+            image_locations=pick(self.image_locations),
+            label=replace(self.label, values=pick(self.label.values)) if self.label else None,
+            features=tuple(replace(c, values=pick(c.values)) for c in self.features),
+        )
 
 
 def validate(

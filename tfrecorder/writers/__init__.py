@@ -102,14 +102,18 @@ class _ChecksumFile:
 
 def write_shard(
     spec: ShardSpec,
-    table: Table,
-    encoder: ExampleEncoder,
+    rows: Table,
     folder: Folder,
     options: WriteOptions,
     image_map: ImageMapper = serial_map,
     on_row: Callable[[], None] | None = None,
 ) -> ShardResult:
-    """Write one shard under a temporary name, then move it into place."""
+    """Write one shard under a temporary name, then move it into place.
+
+    ``rows`` is ``table.take(spec.rows)``: the shard's rows only, so that a runner ships
+    row metadata to the worker that writes the shard, never image bytes.
+    """
+    encoder = ExampleEncoder(rows)
     partial = folder.join(f".{spec.filename}.partial")
     failures: list[RowFailure] = []
     stats = ImageStats()
@@ -117,14 +121,15 @@ def write_shard(
         with folder.fs.open(partial, "wb") as raw:
             counted = _ChecksumFile(raw)
             writer = RecordWriter(counted, options.compression)  # type: ignore[arg-type]
-            for row, image in zip(spec.rows, _images(spec, table, options, image_map)):
+            for local, image in enumerate(_images(rows, options, image_map)):
                 if isinstance(image, ImageError):
-                    failure = RowFailure(row, spec.split, _uri(table, row), image.error, image.message)
+                    uri = rows.image_uris[local] if rows.image_uris is not None else None
+                    failure = RowFailure(spec.rows[local], spec.split, uri, image.error, image.message)
                     if options.on_error == "raise":
                         raise RowError(failure.row, failure.split, str(failure.image_uri), image.error, image.message)
                     failures.append(failure)
                 else:
-                    writer.write(encoder.encode(row, image))
+                    writer.write(encoder.encode(local, image))
                     if image is not None:
                         stats = stats.add(image)
                 if on_row is not None:
@@ -138,14 +143,10 @@ def write_shard(
     return ShardResult(spec, writer.records, counted.bytes, crc, tuple(failures), stats)
 
 
-def _uri(table: Table, row: int) -> str | None:
-    return table.image_uris[row] if table.image_uris is not None else None
-
-
-def _images(spec: ShardSpec, table: Table, options: WriteOptions, image_map: ImageMapper):
-    if table.image_locations is None:
-        return (None for _ in spec.rows)
-    locations, settings = table.image_locations, options.images
+def _images(rows: Table, options: WriteOptions, image_map: ImageMapper):
+    if rows.image_locations is None:
+        return (None for _ in range(rows.num_rows))
+    locations, settings = rows.image_locations, options.images
 
     def fetch(row: int) -> StoredImage | ImageError:
         try:
@@ -153,7 +154,7 @@ def _images(spec: ShardSpec, table: Table, options: WriteOptions, image_map: Ima
         except ImageError as e:
             return e
 
-    return image_map(fetch, spec.rows)
+    return image_map(fetch, range(rows.num_rows))
 
 
 def _remove_quietly(folder: Folder, path: str) -> None:

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from tfrecorder.encode import ExampleEncoder
 from tfrecorder.plan import ShardSpec
 from tfrecorder.storage import Folder
 from tfrecorder.validate import Table
@@ -53,11 +52,11 @@ def write_local(
     """Write every shard of ``plan`` in order; returns one ShardResult per shard."""
     from tqdm.auto import tqdm
 
-    encoder = ExampleEncoder(table)
     workers = workers or default_workers()
     total = sum(len(s.rows) for s in plan)
     with ThreadPoolExecutor(workers, thread_name_prefix="tfrecorder") as pool, tqdm(
         total=total, unit="row", desc="to_tfr", disable=(None if progress is None else not progress)
     ) as bar:
         mapper = ordered_map(pool, window=4 * workers)
-        return [write_shard(spec, table, encoder, folder, options, mapper, lambda: bar.update(1)) for spec in plan]
+        tick = lambda: bar.update(1)
+        return [write_shard(spec, table.take(spec.rows), folder, options, mapper, tick) for spec in plan]
