@@ -186,3 +186,13 @@ class WriterContract:
 
 class TestLocal(WriterContract):
     runner = "local"
+
+
+class TestDirectRunner(WriterContract):
+    runner = "DirectRunner"
+
+
+@pytest.mark.slow
+class TestDirectRunnerMultiProcessing(WriterContract):
+    runner = "DirectRunner"
+    options = {"dataflow_options": {"direct_running_mode": "multi_processing", "direct_num_workers": 2}}

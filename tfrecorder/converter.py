@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tfrecorder import splits
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.images import IMAGE_FORMATS, VALIDATE_MODES, ImageSettings
-from tfrecorder.manifest import ERRORS_NAME, Manifest
+from tfrecorder.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.outputs import Finish
 from tfrecorder.plan import plan_shards
 from tfrecorder.records import check_compression
@@ -50,6 +51,7 @@ def convert(
     dataflow_options: Mapping[str, Any] | None = None,
     job_label: str | None = None,
     tfrecorder_wheel: str | None = None,
+    wait: bool = False,
 ) -> ConvertResult:
     """Convert a table of images and labels (or plain columns) into TFRecord shards and ``dataset.json``.
 
@@ -68,6 +70,14 @@ def convert(
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
         progress: show a progress bar (None: only in terminals and notebooks).
         split_fractions: (TRAIN, VALIDATION, TEST) fractions for rows without a split.
+        project, region: Google Cloud project and region (DataflowRunner).
+        dataflow_options: any other Beam pipeline options, e.g. ``{"machine_type": "n2-standard-4",
+            "max_num_workers": 20}`` for Dataflow, ``{"direct_running_mode": "multi_processing",
+            "direct_num_workers": 2}`` for the DirectRunner.
+        job_label: a label for the Dataflow job name (``tfrecorder-<label>-<time>-<random>``).
+        tfrecorder_wheel: a tfrecorder wheel or sdist for Dataflow workers; by default one is built
+            from the installed package.
+        wait: with DataflowRunner, wait for the job to finish (otherwise return once it is submitted).
 
     Returns:
         ConvertResult with per-split counts, shard files, bytes and seconds.
@@ -94,13 +104,35 @@ def convert(
                        bytes_per_row=None if num_shards else _bytes_per_row(table))
     options = WriteOptions(settings, compression, on_error)
 
+    finish = Finish.of(table, options, runner)
     if runner != "local":
-        raise TFRecorderError(f"runner={runner!r} is not available in this version; use runner='local'")
+        return _convert_beam(plan, table, folder, finish, started, project=project, region=region,
+                             job_label=job_label, dataflow_options=dataflow_options, wheel=tfrecorder_wheel, wait=wait)
     from tfrecorder.writers.local import write_local
 
     results = write_local(plan, table, folder, options, progress=progress, workers=num_workers)
-    manifest = Finish.of(table, options, runner).write(folder, results)
+    manifest = finish.write(folder, results)
     return _result(folder, manifest, time.perf_counter() - started, runner)
+
+
+def _convert_beam(plan, table, folder, finish, started, *, project, region, job_label, dataflow_options, wheel,
+                  wait) -> ConvertResult:
+    from tfrecorder.writers import beam
+
+    options = beam.pipeline_options(finish.runner, folder, project=project, region=region, job_label=job_label,
+                                    extra=dataflow_options, wheel=wheel)
+    if finish.runner == "DataflowRunner" and "extra_packages" not in options:
+        from tfrecorder.staging import build_sdist
+
+        options["extra_packages"] = [build_sdist()]
+    outcome = beam.run_beam(plan, table, folder, finish, options, wait=wait)
+    seconds = time.perf_counter() - started
+    extra = dict(job_id=outcome.job_id, job_name=outcome.job_name, job_url=outcome.job_url,
+                 counters=outcome.counters, pipeline_options=outcome.options)
+    if not outcome.finished:
+        return ConvertResult(folder.url, {}, seconds, finish.runner, **extra)
+    manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+    return replace(_result(folder, manifest, seconds, finish.runner), **extra)
 
 
 def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+
+_ROW_ERROR = re.compile(r"row (\d+) \(split (\w+)\), column 'image_uri' = '(.*?)': (\w+): ([^\n]*)")
 
 
 class TFRecorderError(ValueError):
@@ -29,6 +32,18 @@ class RowError(TFRecorderError):
         super().__init__(
             f"row {row} (split {split}), column 'image_uri' = {image_uri!r}: {error}: {message}"
         )
+
+    def __reduce__(self):  # picklable, so it crosses process boundaries (Beam workers) intact
+        return (RowError, (self.row, self.split, self.image_uri, self.error, self.message))
+
+    @classmethod
+    def find_in(cls, text: str) -> RowError | None:
+        """The RowError described in ``text`` (e.g. a Beam worker's traceback), or None."""
+        found = _ROW_ERROR.search(text)
+        if found is None:
+            return None
+        row, split, uri, error, message = found.groups()
+        return cls(int(row), split, uri, error, message.strip().strip("\"'"))
 
 
 def describe_rows(rows: Sequence[int], limit: int = 5) -> str:

@@ -35,6 +35,9 @@ class ConvertResult:
     errors_file: str | None = None
     job_id: str | None = None
     job_url: str | None = None
+    job_name: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)  # Beam counters: rows, written, errors, bytes
+    pipeline_options: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -75,6 +78,8 @@ class ConvertResult:
             lines.append(f"{self.errors} rows not written: see {self.errors_file}")
         if self.job_url:
             lines.append(f"Dataflow job {self.job_id}: {self.job_url}")
+        elif self.job_name and not self.splits:
+            lines.append(f"Dataflow job {self.job_name} built (not submitted or not finished)")
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
