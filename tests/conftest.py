@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # tests only: keep TensorFlow's C++ start-up chatter out
+# Before gcsfs is imported: otherwise each bucket check against the emulator waits 60 s.
+os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -65,6 +67,23 @@ def tabular_table() -> pd.DataFrame:
         "text": ["a", "b", None, "d", "é", "", "g", "h"],
         "scores": [[1.0, 2.0], [], [3.5], [0.0, 1.0, 2.0], [], [1.0], [2.0], [3.0]],
     })
+
+
+@pytest.fixture(scope="session")
+def gcs_bucket():
+    """A bucket on a GCS emulator served from 127.0.0.1 for the whole session; gcsfs is pointed at it."""
+    from tests.servers import gcs_emulator, use_emulator
+
+    with gcs_emulator("tfrecorder-test") as address:
+        use_emulator(address)
+        yield "tfrecorder-test"
+
+
+@pytest.fixture
+def gcs_dir(gcs_bucket, request):
+    """A fresh gs:// folder in the emulator's bucket, named after the test."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
+    return f"gs://{gcs_bucket}/{name}"
 
 
 @pytest.fixture

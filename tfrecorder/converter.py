@@ -96,6 +96,8 @@ def convert(
     _check_choice("validate_images", validate_images, VALIDATE_MODES)
     _check_choice("on_error", on_error, ON_ERROR)
     settings = ImageSettings(image_format, _check_size(image_size), validate_images, jpeg_quality)
+    if runner == "DataflowRunner":
+        _check_dataflow(project, region, str(output_dir))
 
     df, base_dir = read_source(source)
     table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions)
@@ -145,6 +147,16 @@ def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema 
 def _check_choice(name: str, value: Any, allowed: Sequence[Any]) -> None:
     if value not in allowed:
         raise TFRecorderError(f"{name}={value!r}: use one of {', '.join(map(repr, allowed))}")
+
+
+def _check_dataflow(project: str | None, region: str | None, output_dir: str) -> None:
+    missing = [n for n, v in (("project", project), ("region", region)) if not v]
+    if missing:
+        raise TFRecorderError(f"runner='DataflowRunner' needs {' and '.join(missing)}: pass "
+                              f"{', '.join(f'{m}=...' for m in missing)}")
+    if not output_dir.startswith("gs://"):
+        raise TFRecorderError(f"runner='DataflowRunner' writes to Cloud Storage: output_dir must be a gs:// "
+                              f"URL, not {output_dir!r}")
 
 
 def _check_size(size: Any) -> tuple[int, int] | None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import fsspec
+
+logger = logging.getLogger(__name__)
 
 OUTPUT_PATTERNS = ("*.tfrecord", "*.tfrecord.gz", "*.tfrecord.zlib", "dataset.json", "errors.csv", ".*.partial")
 
@@ -44,12 +49,39 @@ class Folder:
         with self.fs.open(self.join(name), "rb") as f:
             return f.read().decode("utf-8")
 
+    @property
+    def is_local(self) -> bool:
+        return "file" in _protocols(self.fs)
+
+    @contextlib.contextmanager
+    def create(self, name: str) -> Iterator[BinaryIO]:
+        """Open ``name`` for writing so that it appears only when complete.
+
+        Local files are written under ``.<name>.partial`` and renamed; an object store
+        (gs://, s3://) shows an object only once its upload finishes, so it is written
+        in place. On error nothing is left under ``name``.
+        """
+        target = self.join(name)
+        path = self.join(f".{name}.partial") if self.is_local else target
+        try:
+            with self.fs.open(path, "wb") as f:
+                yield f
+            if path != target:
+                self.fs.mv(path, target)
+        except BaseException:
+            self._remove_quietly(path)
+            raise
+
     def write_text(self, name: str, text: str) -> None:
-        """Write ``name`` whole: under a temporary name first, then moved into place."""
-        partial = self.join(f".{name}.partial")
-        with self.fs.open(partial, "wb") as f:
+        """Write ``name`` whole (see ``create``)."""
+        with self.create(name) as f:
             f.write(text.encode("utf-8"))
-        self.fs.mv(partial, self.join(name))
+
+    def _remove_quietly(self, path: str) -> None:
+        try:
+            self.fs.rm(path)
+        except OSError:
+            logger.debug("could not remove %s", path)
 
     def makedirs(self) -> None:
         self.fs.makedirs(self.path, exist_ok=True)
@@ -60,3 +92,8 @@ class Folder:
         for name in removed:
             self.fs.rm(self.join(name))
         return removed
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    protocol = fs.protocol
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)

@@ -114,31 +114,25 @@ def write_shard(
     row metadata to the worker that writes the shard, never image bytes.
     """
     encoder = ExampleEncoder(rows)
-    partial = folder.join(f".{spec.filename}.partial")
     failures: list[RowFailure] = []
     stats = ImageStats()
-    try:
-        with folder.fs.open(partial, "wb") as raw:
-            counted = _ChecksumFile(raw)
-            writer = RecordWriter(counted, options.compression)  # type: ignore[arg-type]
-            for local, image in enumerate(_images(rows, options, image_map)):
-                if isinstance(image, ImageError):
-                    uri = rows.image_uris[local] if rows.image_uris is not None else None
-                    failure = RowFailure(spec.rows[local], spec.split, uri, image.error, image.message)
-                    if options.on_error == "raise":
-                        raise RowError(failure.row, failure.split, str(failure.image_uri), image.error, image.message)
-                    failures.append(failure)
-                else:
-                    writer.write(encoder.encode(local, image))
-                    if image is not None:
-                        stats = stats.add(image)
-                if on_row is not None:
-                    on_row()
-            writer.close()
-        folder.fs.mv(partial, folder.join(spec.filename))
-    except BaseException:
-        _remove_quietly(folder, partial)
-        raise
+    with folder.create(spec.filename) as raw:
+        counted = _ChecksumFile(raw)
+        writer = RecordWriter(counted, options.compression)  # type: ignore[arg-type]
+        for local, image in enumerate(_images(rows, options, image_map)):
+            if isinstance(image, ImageError):
+                uri = rows.image_uris[local] if rows.image_uris is not None else None
+                failure = RowFailure(spec.rows[local], spec.split, uri, image.error, image.message)
+                if options.on_error == "raise":
+                    raise RowError(failure.row, failure.split, str(failure.image_uri), image.error, image.message)
+                failures.append(failure)
+            else:
+                writer.write(encoder.encode(local, image))
+                if image is not None:
+                    stats = stats.add(image)
+            if on_row is not None:
+                on_row()
+        writer.close()
     crc = counted.checksum.digest().hex()
     return ShardResult(spec, writer.records, counted.bytes, crc, tuple(failures), stats)
 
@@ -155,10 +149,3 @@ def _images(rows: Table, options: WriteOptions, image_map: ImageMapper):
             return e
 
     return image_map(fetch, range(rows.num_rows))
-
-
-def _remove_quietly(folder: Folder, path: str) -> None:
-    try:
-        folder.fs.rm(path)
-    except (FileNotFoundError, OSError):
-        logger.debug("could not remove %s", path)

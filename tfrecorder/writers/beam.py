@@ -96,16 +96,9 @@ def pipeline_options(
     runner: str, folder: Folder, *, project: str | None, region: str | None, job_label: str | None,
     extra: Mapping[str, Any] | None, wheel: str | None,
 ) -> dict[str, Any]:
-    """The pipeline options for ``runner``; Dataflow's are checked before anything is submitted."""
+    """The pipeline options for ``runner`` (arguments already checked by ``converter``)."""
     options: dict[str, Any] = {"runner": runner}
     if runner == "DataflowRunner":
-        missing = [n for n, v in (("project", project), ("region", region)) if not v]
-        if missing:
-            raise TFRecorderError(f"runner='DataflowRunner' needs {' and '.join(missing)}: pass "
-                                  f"{', '.join(f'{m}=...' for m in missing)}")
-        if not folder.url.startswith("gs://"):
-            raise TFRecorderError(f"runner='DataflowRunner' writes to Cloud Storage: output_dir must be a gs:// "
-                                  f"URL, not {folder.url!r}")
         options.update(
             project=project, region=region, job_name=job_name(job_label),
             temp_location=folder.url_of("_beam/temp"), staging_location=folder.url_of("_beam/staging"),

@@ -1,0 +1,76 @@
+"""gs:// through a real GCS emulator on 127.0.0.1: images read from it, datasets written to it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import fsspec
+import pandas as pd
+
+import tfrecorder
+
+
+def upload_images(table: pd.DataFrame, gcs_dir: str) -> pd.DataFrame:
+    fs = fsspec.filesystem("gs")
+    uris = []
+    for path in table["image_uri"]:
+        uri = f"{gcs_dir}/images/{Path(path).name}"
+        with fs.open(uri, "wb") as f:
+            f.write(Path(path).read_bytes())
+        uris.append(uri)
+    return table.assign(image_uri=uris)
+
+
+def test_images_on_gcs_written_to_gcs_match_a_local_run(image_table, gcs_dir, tmp_path):
+    remote = upload_images(image_table, gcs_dir)
+    remote.loc[3, "image_uri"] = f"{gcs_dir}/images/missing.jpg"
+    out = f"{gcs_dir}/out"
+    result = tfrecorder.convert(remote, out, num_shards=2, progress=False)
+    assert result.errors == 1 and result.splits["TEST"].written == 2
+    local = tfrecorder.convert(remote, str(tmp_path / "local"), num_shards=2, progress=False)
+
+    fs = fsspec.filesystem("gs")
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.ls(out))
+    assert names == sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert not any(n.endswith(".partial") for n in names)
+    for name in names:
+        if name.endswith(".tfrecord"):
+            assert fs.cat(f"{out}/{name}") == (tmp_path / "local" / name).read_bytes(), name
+    errors = fs.cat(f"{out}/errors.csv").decode()
+    assert f"{gcs_dir}/images/missing.jpg,not_found" in errors
+    manifest = json.loads(fs.cat(f"{out}/dataset.json"))
+    assert manifest["rows"]["TEST"] == {"rows_in": 3, "written": 2, "errors": 1, "discarded": 0}
+    assert tfrecorder.read_manifest(out).records("TRAIN") == 6
+    assert local.metrics == result.metrics
+
+
+def test_non_empty_gcs_output_needs_overwrite(tabular_table, gcs_dir):
+    tfrecorder.convert(tabular_table, gcs_dir, progress=False)
+    try:
+        tfrecorder.convert(tabular_table, gcs_dir, progress=False)
+    except tfrecorder.TFRecorderError as e:
+        assert "is not empty" in str(e)
+    else:
+        raise AssertionError("a second conversion into the same gs:// folder was not refused")
+    tfrecorder.convert(tabular_table, gcs_dir, progress=False, overwrite=True)
+
+
+def test_dataflow_dry_run(image_table, gcs_bucket, gcs_dir):
+    remote = upload_images(image_table, gcs_dir)
+    result = tfrecorder.convert(
+        remote, f"{gcs_dir}/out", runner="DataflowRunner", project="my-project", region="europe-west4",
+        job_label="Pets v2!", dataflow_options={"dry_run": True, "no_auth": True, "machine_type": "n2-standard-4",
+                                                "sdk_location": "container"},
+    )
+    options = result.pipeline_options
+    assert options["runner"] == "DataflowRunner"
+    assert (options["project"], options["region"]) == ("my-project", "europe-west4")
+    assert options["job_name"].startswith("tfrecorder-pets-v2-") and result.job_name == options["job_name"]
+    assert options["temp_location"] == f"{gcs_dir}/out/_beam/temp"
+    assert options["staging_location"] == f"{gcs_dir}/out/_beam/staging"
+    assert options["machine_type"] == "n2-standard-4"
+    (package,) = options["extra_packages"]
+    assert Path(package).name == f"tfrecorder-{tfrecorder.__version__}.tar.gz" and Path(package).is_file()
+    assert result.splits == {}  # nothing was submitted, so nothing was written
+    assert "built (not submitted or not finished)" in str(result)
