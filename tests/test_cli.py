@@ -65,3 +65,29 @@ def test_bad_flag_is_a_usage_error(tmp_path):
     proc = run("convert", "a.csv", "out", "--image-format", "tiff", check=False)
     assert proc.returncode == 2 and "invalid choice: 'tiff'" in proc.stderr
     assert run("--help").stdout.startswith("usage: tfrecorder")
+
+
+def test_inspect_writes_images_and_csv(csv_file, tmp_path):
+    run("convert", str(csv_file), str(tmp_path / "out"), "--no-progress")
+    proc = run("inspect", str(tmp_path / "out"), "--split", "train", "--num-records", "2",
+               "--output-dir", str(tmp_path / "look"))
+    assert "wrote 2 record(s) of TRAIN" in proc.stdout
+    assert sorted(p.name for p in (tmp_path / "look").iterdir()) == ["00000.jpg", "00001.jpg", "data.csv"]
+    rows = (tmp_path / "look" / "data.csv").read_text().splitlines()
+    assert len(rows) == 3 and "label_name" in rows[0] and ",a," in rows[1]
+
+
+def test_unknown_flags_go_to_beam_and_need_a_beam_runner(csv_file, tmp_path):
+    proc = run("convert", str(csv_file), str(tmp_path / "out"), "--max_num_workers=3", check=False)
+    assert proc.returncode == 1 and "pipeline options need a Beam --runner" in proc.stderr
+    proc = run("convert", str(csv_file), str(tmp_path / "out"), "--runner", "DirectRunner",
+               "--direct_num_workers=1", "--direct-running-mode", "in_memory")
+    assert "DirectRunner" in proc.stdout
+
+
+def test_pipeline_flags_parsing():
+    from tfrecorder.cli import pipeline_flags
+
+    assert pipeline_flags(["--max_num_workers=20", "--use-public-ips", "false", "--streaming",
+                           "--machine_type", "n2-standard-4"]) == {
+        "max_num_workers": 20, "use_public_ips": False, "streaming": True, "machine_type": "n2-standard-4"}

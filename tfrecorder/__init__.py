@@ -25,6 +25,7 @@ _LAZY = {
     "label_names": "tfrecorder.reader",
     "read_manifest": "tfrecorder.reader",
     "create_image_csv": "tfrecorder.sources",
+    "inspect": "tfrecorder.inspection",
 }
 
 __all__ = [

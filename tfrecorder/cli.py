@@ -1,4 +1,4 @@
-"""CLI: the ``tfrecorder`` command (convert, info, create-image-csv)."""
+"""CLI: the ``tfrecorder`` command (convert, info, inspect, create-image-csv)."""
 
 from __future__ import annotations
 
@@ -7,35 +7,81 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from tfrecorder.errors import TFRecorderError
 
+BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tfrecorder", description="Tables of images and labels to TFRecords.")
-    parser.add_argument("--verbose", action="store_true", help="log details and show tracebacks")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="tfrecorder", description="Tables of images and labels to TFRecord shards, and back.")
+    parser.add_argument("--verbose", action="store_true", help="log details and show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    convert = commands.add_parser("convert", help="convert a CSV, image folder or table into TFRecord shards")
+    convert = commands.add_parser(
+        "convert", help="convert a CSV, image folder or table into TFRecord shards",
+        description="Convert SOURCE into TFRecord shards, dataset.json and errors.csv in OUTPUT_DIR. "
+                    "Any other --flag=value is passed to Apache Beam as a pipeline option.")
     convert.add_argument("source", help="CSV path/URL (header optional) or image folder")
-    convert.add_argument("output_dir", help="folder to write shards, dataset.json and errors.csv into")
-    convert.add_argument("--runner", default="local", choices=("local", "DirectRunner", "DataflowRunner"))
-    convert.add_argument("--num-shards", type=int, default=None, help="shards per split (default: by size)")
+    convert.add_argument("output_dir", help="folder to write into (local path or gs:// URL)")
+    convert.add_argument("--runner", default="local", choices=("local", *BEAM_RUNNERS))
+    convert.add_argument("--num-shards", type=int, default=None, help="shards per split (default: ~128 MiB each)")
     convert.add_argument("--compression", default=None, choices=("gzip", "zlib"))
     convert.add_argument("--image-format", default="keep", choices=("keep", "jpeg", "png", "raw"))
-    convert.add_argument("--image-size", default=None, help="HEIGHTxWIDTH to resize to, e.g. 224x224")
+    convert.add_argument("--image-size", default=None, metavar="HxW", help="resize to HEIGHTxWIDTH, e.g. 224x224")
+    convert.add_argument("--jpeg-quality", type=int, default=95, help="with --image-format jpeg (default 95)")
     convert.add_argument("--validate-images", default="full", choices=("full", "header"))
     convert.add_argument("--on-error", default="report", choices=("report", "raise"))
+    convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
+                         help="TRAIN,VALIDATION,TEST fractions for rows without a split (default 0.8,0.1,0.1)")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in OUTPUT_DIR")
+    convert.add_argument("--num-workers", type=int, default=None, help="threads fetching images (local runner)")
     convert.add_argument("--no-progress", action="store_true", help="no progress bar")
+    convert.add_argument("--project", help="Google Cloud project (DataflowRunner)")
+    convert.add_argument("--region", help="Google Cloud region (DataflowRunner)")
+    convert.add_argument("--job-label", help="label in the Dataflow job name")
+    convert.add_argument("--tfrecorder-wheel", help="tfrecorder package for Dataflow workers (default: built)")
+    convert.add_argument("--wait", action="store_true", help="wait for a Dataflow job to finish")
 
-    info = commands.add_parser("info", help="splits, counts, bytes and schema of a dataset")
+    info = commands.add_parser("info", help="splits, counts, bytes, schema and labels of a dataset")
     info.add_argument("tfrecord_dir")
 
+    inspect = commands.add_parser("inspect", help="write sample images and a CSV of records to look at")
+    inspect.add_argument("tfrecord_dir")
+    inspect.add_argument("--split", default="TRAIN")
+    inspect.add_argument("--num-records", type=int, default=1)
+    inspect.add_argument("--output-dir", default="output")
+
     csv = commands.add_parser("create-image-csv", help="write the CSV table of an image folder")
-    csv.add_argument("image_dir")
+    csv.add_argument("image_dir", help="<dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file>")
     csv.add_argument("output_csv")
     return parser
+
+
+def pipeline_flags(flags: Sequence[str]) -> dict[str, Any]:
+    """``--max_num_workers=20 --use-public-ips=false --flag`` -> Beam pipeline options by name."""
+    options: dict[str, Any] = {}
+    items = list(flags)
+    while items:
+        flag = items.pop(0)
+        if not flag.startswith("--") or len(flag) < 3:
+            raise TFRecorderError(f"unexpected argument {flag!r}")
+        name, sep, value = flag[2:].partition("=")
+        if not sep:
+            value = items.pop(0) if items and not items[0].startswith("--") else "true"
+        options[name.replace("-", "_")] = _value(value)
+    return options
+
+
+def _value(text: str) -> Any:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _image_size(text: str | None) -> tuple[int, int] | None:
@@ -48,29 +94,63 @@ def _image_size(text: str | None) -> tuple[int, int] | None:
     return height, width
 
 
-def _run(args: argparse.Namespace) -> int:
+def _fractions(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError as e:
+        raise TFRecorderError(f"--split-fractions {text!r}: write three numbers, e.g. 0.8,0.1,0.1") from e
+
+
+def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
+    from tfrecorder.converter import convert
+
+    beam_options = pipeline_flags(extra)
+    if beam_options and args.runner not in BEAM_RUNNERS:
+        raise TFRecorderError(f"unrecognized arguments {' '.join(extra)} (pipeline options need a Beam --runner)")
+    fractions = _fractions(args.split_fractions)
+    result = convert(
+        args.source, args.output_dir, runner=args.runner, num_shards=args.num_shards, compression=args.compression,
+        image_format=args.image_format, image_size=_image_size(args.image_size), jpeg_quality=args.jpeg_quality,
+        validate_images=args.validate_images, on_error=args.on_error, overwrite=args.overwrite,
+        progress=False if args.no_progress else None, num_workers=args.num_workers,
+        project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,
+        wait=args.wait, dataflow_options=beam_options or None,
+        **({"split_fractions": fractions} if fractions else {}),
+    )
+    print(result)
+
+
+def _info(args: argparse.Namespace) -> None:
+    from tfrecorder.reader import read_manifest
+
+    manifest = read_manifest(args.tfrecord_dir)
+    summary = {
+        "splits": {k: {"records": manifest.records(k), "shards": len(v), "bytes": sum(s.bytes for s in v)}
+                   for k, v in manifest.splits.items()},
+        "rows": {k: vars(v) for k, v in manifest.rows.items()},
+        "features": {f.name: f"{f.dtype}{'[]' if f.shape == [None] else ''}{'?' if f.nullable else ''}"
+                     for f in manifest.features},
+        "labels": manifest.vocabulary,
+        "compression": manifest.compression,
+    }
+    print(json.dumps(summary, indent=2))
+
+
+def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    if args.command != "convert" and extra:
+        raise TFRecorderError(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "convert":
-        from tfrecorder.converter import convert
-
-        result = convert(
-            args.source, args.output_dir, runner=args.runner, num_shards=args.num_shards,
-            compression=args.compression, image_format=args.image_format, image_size=_image_size(args.image_size),
-            validate_images=args.validate_images, on_error=args.on_error, overwrite=args.overwrite,
-            progress=False if args.no_progress else None,
-        )
-        print(result)
+        _convert(args, extra)
     elif args.command == "info":
-        from tfrecorder.reader import read_manifest
+        _info(args)
+    elif args.command == "inspect":
+        from tfrecorder.inspection import inspect
 
-        manifest = read_manifest(args.tfrecord_dir)
-        summary = {
-            "splits": {k: {"records": manifest.records(k), "shards": len(v), "bytes": sum(s.bytes for s in v)}
-                       for k, v in manifest.splits.items()},
-            "rows": {k: vars(v) for k, v in manifest.rows.items()},
-            "features": {f.name: f"{f.dtype}{'[]' if f.shape == [None] else ''}" for f in manifest.features},
-            "labels": manifest.vocabulary,
-        }
-        print(json.dumps(summary, indent=2))
+        folder = inspect(args.tfrecord_dir, split=args.split, num_records=args.num_records,
+                         output_dir=args.output_dir)
+        print(f"wrote {args.num_records} record(s) of {args.split.upper()} to {folder}")
     elif args.command == "create-image-csv":
         from tfrecorder.sources import create_image_csv
 
@@ -81,15 +161,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tfrecorder`` command; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args, extra = _parser().parse_known_args(argv)
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return _run(args)
+        return _run(args, extra)
     except (TFRecorderError, OSError) as e:
         if args.verbose:
             raise
-        print(f"tfrecorder: error: {e}", file=sys.stderr)
+        message = " ".join(str(e).split()) or type(e).__name__
+        print(f"tfrecorder: error: {message}", file=sys.stderr)
         return 1
 
 
