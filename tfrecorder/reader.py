@@ -188,6 +188,7 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
     if want not in (1, 2, 3, 4):
         raise TFRecorderError(f"channels={channels!r}: use 1, 2, 3 or 4")
     raw = info.get("format") == "raw"
+    uniform = info.get("shape")  # every stored image has this (height, width): batches get a static shape
 
     def decode(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         out = dict(example)
@@ -199,6 +200,8 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
         image = to_channels(image, want)
         if image_size is not None:
             image = resize(image, image_size)
+        elif uniform:
+            image = tf.ensure_shape(image, [*uniform, want])
         out["image"] = image
         return out
 

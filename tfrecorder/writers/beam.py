@@ -14,6 +14,7 @@ import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from tfrecorder.plan import ShardSpec
 from tfrecorder.storage import Folder
 from tfrecorder.validate import Table
 from tfrecorder.writers import ShardResult, write_shard
+from tfrecorder.writers.local import default_workers, ordered_map
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +56,20 @@ class _WriteShard(beam.DoFn):
         self._folder = folder
         self._options = options
         self._counters = {n: Metrics.counter(COUNTERS, n) for n in ("rows", "written", "errors", "bytes")}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def setup(self) -> None:
+        workers = default_workers()
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tfrecorder")
+        self._mapper = ordered_map(self._pool, window=4 * workers)
+
+    def teardown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
 
     def process(self, task: tuple[ShardSpec, Table]):
         spec, rows = task
-        result = write_shard(spec, rows, self._folder, self._options)
+        result = write_shard(spec, rows, self._folder, self._options, self._mapper)
         self._counters["rows"].inc(len(spec.rows))
         self._counters["written"].inc(result.records)
         self._counters["errors"].inc(len(result.failures))

@@ -1,0 +1,1 @@
+"""Reproducible speed and size measurements against baselines run in the same process (``make bench``)."""

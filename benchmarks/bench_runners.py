@@ -1,0 +1,48 @@
+"""Runners: the same 2,000-JPEG table converted by local, DirectRunner in_memory and multi_processing."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+from pathlib import Path
+
+from benchmarks.common import fresh, jpeg_table, median_seconds, print_table
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--images", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    import tfrecorder
+
+    table = jpeg_table(args.images)
+    work = Path(tempfile.mkdtemp(prefix="bench-runners-"))
+    cases = {
+        "local": dict(runner="local", progress=False),
+        "DirectRunner in_memory": dict(runner="DirectRunner", dataflow_options={"direct_running_mode": "in_memory"}),
+        "DirectRunner multi_processing": dict(
+            runner="DirectRunner",
+            dataflow_options={"direct_running_mode": "multi_processing", "direct_num_workers": 2}),
+    }
+    tfrecorder.convert(table.head(20), str(work / "warm-up"), progress=False)  # imports TF once, untimed
+    seconds = {}
+    for name, kwargs in cases.items():
+        out = work / name.replace(" ", "_")
+        seconds[name] = median_seconds(
+            lambda out=out, kwargs=kwargs: tfrecorder.convert(table, str(out), num_shards=4, **kwargs),
+            runs=args.runs, setup=lambda out=out: fresh(out).rmdir())
+    for name in cases:
+        files = sorted(p.name for p in (work / "local").glob("*.tfrecord"))
+        same = all((work / "local" / f).read_bytes() == (work / name.replace(" ", "_") / f).read_bytes()
+                   for f in files)
+        assert same, f"{name} wrote different shards than local"
+    base = seconds["local"]
+    print_table(f"Runners, {args.images} JPEGs, validate_images='full', median of {args.runs} (seconds)", [
+        (name, f"{s:.2f} s", f"{base:.2f} s (local)", f"{base / s:.2f}x") for name, s in seconds.items()])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Shared benchmark helpers: realistic test images, timing by median of runs, and the result table."""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+from PIL import Image, ImageDraw, ImageFilter
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def scene(seed: int, size: tuple[int, int] = (375, 500)) -> Image.Image:
+    """A natural-looking synthetic scene: sky and ground gradients, blurred shapes, fine texture.
+
+    Noise JPEGs are unrealistically large; these compress like photos (~40-100 KB at q90, 500x375).
+    """
+    rng = random.Random(seed)
+    height, width = size
+    sky = [rng.randrange(90, 200) for _ in range(3)]
+    ground = [rng.randrange(30, 140) for _ in range(3)]
+    horizon = rng.randrange(height // 3, 2 * height // 3)
+    image = Image.new("RGB", (width, height))
+    draw = ImageDraw.Draw(image)
+    for y in range(height):
+        top, bottom, t = (sky, [min(255, c + 50) for c in sky], y / horizon) if y < horizon else (
+            ground, [c // 2 for c in ground], (y - horizon) / (height - horizon))
+        draw.line([(0, y), (width, y)], fill=tuple(int(a + (b - a) * t) for a, b in zip(top, bottom)))
+    for _ in range(rng.randrange(15, 40)):
+        x, y, r = rng.randrange(width), rng.randrange(height), rng.randrange(5, 80)
+        color = tuple(rng.randrange(256) for _ in range(3))
+        if rng.random() < 0.5:
+            draw.ellipse((x - r, y - r, x + r, y + r), fill=color)
+        else:
+            draw.polygon([(x + rng.randrange(-r, r), y + rng.randrange(-r, r)) for _ in range(5)], fill=color)
+    image = image.filter(ImageFilter.GaussianBlur(rng.uniform(0.8, 1.5)))
+    return Image.blend(image, _texture(rng, width, height), 0.35)
+
+
+def _texture(rng: random.Random, width: int, height: int) -> Image.Image:
+    """Cloud-like detail at several scales (noise upsampled per octave), like foliage, grass or gravel."""
+    import numpy as np
+
+    np_rng = np.random.default_rng(rng.randrange(2**32))
+    total = np.zeros((height, width, 3))
+    for cells, weight in ((4, 0.35), (16, 0.25), (64, 0.2), (160, 0.2)):
+        small = np_rng.integers(0, 256, (max(2, cells * height // width), cells, 3), dtype=np.uint8)
+        total += weight * np.asarray(Image.fromarray(small).resize((width, height), Image.Resampling.BICUBIC))
+    return Image.fromarray(total.clip(0, 255).astype(np.uint8))
+
+
+def jpeg_table(n: int = 2000, size: tuple[int, int] = (375, 500)) -> pd.DataFrame:
+    """``n`` scene JPEGs (quality 90) in benchmarks/data, made once and reused; their table."""
+    folder = DATA / f"jpeg-{size[0]}x{size[1]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i in range(n):
+        path = folder / f"{i:05d}.jpg"
+        if not path.exists():
+            scene(i, size).save(path, quality=90)
+        split = "TRAIN" if i % 10 < 8 else ("VALIDATION" if i % 10 == 8 else "TEST")
+        rows.append((split, str(path), f"class{i % 5}", i * 0.5))
+    return pd.DataFrame(rows, columns=["split", "image_uri", "label", "weight"])
+
+
+def median_seconds(fn: Callable[[], object], runs: int = 3, setup: Callable[[], object] | None = None) -> float:
+    """Median wall time of ``runs`` calls of ``fn`` (``setup`` runs untimed before each)."""
+    times = []
+    for _ in range(runs):
+        if setup:
+            setup()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def print_table(title: str, rows: list[tuple[str, str, str, str]]) -> None:
+    """Print case | ours | baseline | ratio as a Markdown table."""
+    header = ("case", "ours", "baseline", "ratio")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    print(f"\n### {title}\n")
+    for i, row in enumerate([header, *rows]):
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        if i == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+def fresh(path: Path) -> Path:
+    """An empty folder at ``path``."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def input_bytes(paths) -> int:
+    return sum(os.path.getsize(p) for p in paths)
