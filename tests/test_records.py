@@ -68,3 +68,21 @@ def test_truncated_stream_is_reported():
     writer.write(b"two")
     with pytest.raises(TFRecorderError, match=r"record 1: truncated data"):
         list(read_records(io.BytesIO(buffer.getvalue()[:-2])))
+
+
+def test_examples_serialize_exactly_as_tensorflows():
+    from tfrecorder.example_proto import Example
+
+    def fill(example):
+        fmap = example.features.feature
+        fmap["i"].int64_list.value.extend([1, -2, 2**62])
+        fmap["f"].float_list.value.extend([0.5, float("inf")])
+        fmap["b"].bytes_list.value.append("ü".encode())
+        fmap["empty"].float_list.SetInParent()
+        return example.SerializeToString(deterministic=True)
+
+    ours = fill(Example())
+    assert ours == fill(tf.train.Example())
+    parsed = tf.io.parse_single_example(ours, {"i": tf.io.VarLenFeature(tf.int64),
+                                               "b": tf.io.FixedLenFeature([], tf.string)})
+    assert parsed["b"].numpy().decode() == "ü" and parsed["i"].values.numpy().tolist() == [1, -2, 2**62]

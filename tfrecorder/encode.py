@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from tensorflow.core.example import example_pb2
-
+from tfrecorder.example_proto import Example
 from tfrecorder.images import StoredImage
 from tfrecorder.types import Kind, Role
 from tfrecorder.validate import Table
@@ -32,7 +31,7 @@ class ExampleEncoder:
 
     def encode(self, row: int, image: StoredImage | None = None) -> bytes:
         """The serialized Example for ``row`` (position in the table) with ``image`` if it has one."""
-        example = example_pb2.Example()
+        example = Example()
         fmap = example.features.feature
         if image is not None:
             uri = self._uris[row]
