@@ -19,7 +19,7 @@ test: $(STAMP)  ## the whole suite: unit, writers, reader, CLI, demo
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check tfrecorder tests examples
+	$(BIN)/ruff check tfrecorder tests examples benchmarks
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import io
 import subprocess
 import tempfile
 from pathlib import Path

@@ -195,9 +195,12 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
         if raw:
             shape = tf.stack([example["image_height"], example["image_width"], example["image_channels"]])
             image = tf.reshape(tf.io.decode_raw(example["image"], tf.uint8), tf.cast(shape, tf.int32))
+        elif stored == [want] and want != 2:  # every image has the channels asked for: decode straight to them
+            image = tf.io.decode_image(example["image"], channels=want, expand_animations=False)
         else:
-            image = tf.io.decode_image(example["image"], channels=0, expand_animations=False)
-        image = to_channels(image, want)
+            image = to_channels(tf.io.decode_image(example["image"], channels=0, expand_animations=False), want)
+        if raw:
+            image = to_channels(image, want)
         if image_size is not None:
             image = resize(image, image_size)
         elif uniform:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,13 @@ def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T]
     return mapper
 
 
+def show_progress(progress: bool | None) -> bool:
+    """``progress`` if given; by default, a bar in terminals and notebooks but not in logs or pipes."""
+    if progress is not None:
+        return bool(progress)
+    return "ipykernel" in sys.modules or sys.stderr.isatty()
+
+
 def write_local(
     plan: Sequence[ShardSpec],
     table: Table,
@@ -55,7 +63,7 @@ def write_local(
     workers = workers or default_workers()
     total = sum(len(s.rows) for s in plan)
     with ThreadPoolExecutor(workers, thread_name_prefix="tfrecorder") as pool, tqdm(
-        total=total, unit="row", desc="to_tfr", disable=(None if progress is None else not progress)
+        total=total, unit="row", desc="to_tfr", disable=not show_progress(progress)
     ) as bar:
         mapper = ordered_map(pool, window=4 * workers)
         tick = lambda: bar.update(1)
