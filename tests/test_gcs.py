@@ -73,4 +73,13 @@ def test_dataflow_dry_run(image_table, gcs_bucket, gcs_dir):
     (package,) = options["extra_packages"]
     assert Path(package).name == f"tfrecorder-{tfrecorder.__version__}.tar.gz" and Path(package).is_file()
     assert result.splits == {}  # nothing was submitted, so nothing was written
-    assert "built (not submitted or not finished)" in str(result)
+    assert str(result).startswith(f"Dataflow job {result.job_name} built (dry run, not submitted): it writes gs:")
+
+
+def test_dataflow_dry_run_honours_a_given_wheel(tabular_table, gcs_dir):
+    result = tfrecorder.convert(
+        tabular_table, gcs_dir, runner="DataflowRunner", project="my-project", region="us-central1",
+        tfrecorder_wheel="/wheels/tfrecorder-9.9-py3-none-any.whl",
+        dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"},
+    )
+    assert result.pipeline_options["extra_packages"] == ["/wheels/tfrecorder-9.9-py3-none-any.whl"]

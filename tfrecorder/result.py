@@ -68,6 +68,12 @@ class ConvertResult:
                 for name, s in self.splits.items()]
 
     def __str__(self) -> str:
+        if not self.splits and (self.job_name or self.job_id):
+            state = "built (dry run, not submitted)" if self.pipeline_options.get("dry_run") else "submitted"
+            lines = [f"Dataflow job {self.job_name or self.job_id} {state}: it writes {self.tfrecord_dir}"]
+            if self.job_url:
+                lines.append(self.job_url)
+            return "\n".join(lines)
         header = ("split", "rows", "written", "errors", "discarded", "shards", "bytes")
         table = [header] + [tuple(map(str, r)) for r in self._rows()]
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
@@ -78,8 +84,6 @@ class ConvertResult:
             lines.append(f"{self.errors} rows not written: see {self.errors_file}")
         if self.job_url:
             lines.append(f"Dataflow job {self.job_id}: {self.job_url}")
-        elif self.job_name and not self.splits:
-            lines.append(f"Dataflow job {self.job_name} built (not submitted or not finished)")
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
