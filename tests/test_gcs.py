@@ -76,10 +76,12 @@ def test_dataflow_dry_run(image_table, gcs_bucket, gcs_dir):
     assert str(result).startswith(f"Dataflow job {result.job_name} built (dry run, not submitted): it writes gs:")
 
 
-def test_dataflow_dry_run_honours_a_given_wheel(tabular_table, gcs_dir):
+def test_dataflow_dry_run_honours_a_given_wheel(tabular_table, gcs_dir, tmp_path):
+    wheel = tmp_path / "tfrecorder-9.9-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
     result = tfrecorder.convert(
         tabular_table, gcs_dir, runner="DataflowRunner", project="my-project", region="us-central1",
-        tfrecorder_wheel="/wheels/tfrecorder-9.9-py3-none-any.whl",
+        tfrecorder_wheel=str(wheel),
         dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"},
     )
-    assert result.pipeline_options["extra_packages"] == ["/wheels/tfrecorder-9.9-py3-none-any.whl"]
+    assert result.pipeline_options["extra_packages"] == [str(wheel)]
