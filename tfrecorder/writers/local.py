@@ -12,15 +12,21 @@ from typing import TypeVar
 from tfrecorder.plan import ShardSpec
 from tfrecorder.storage import Folder
 from tfrecorder.validate import Table
-from tfrecorder.writers import ShardResult, WriteOptions, write_shard
+from tfrecorder.writers import ShardResult, WriteOptions, serial_map, write_shard
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def default_workers() -> int:
-    """Threads for image IO and decode: enough to keep every core busy while others wait on IO."""
-    return min(32, 4 * (os.cpu_count() or 1))
+def default_workers(remote: bool = True) -> int:
+    """Threads for images: one per core for local files (decoding is the work; more threads only
+    fight over the GIL), many more for remote URLs (most of each fetch is waiting on the network)."""
+    cores = os.cpu_count() or 1
+    return min(32, 8 * cores) if remote else cores
+
+
+def _is_remote(location: str | None) -> bool:
+    return location is not None and "://" in location and not location.startswith("file://")
 
 
 def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
@@ -60,11 +66,16 @@ def write_local(
     """Write every shard of ``plan`` in order; returns one ShardResult per shard."""
     from tqdm.auto import tqdm
 
-    workers = workers or default_workers()
+    locations = table.image_locations or []
+    remote = any(_is_remote(u) for u in locations)
+    if workers is None:
+        # Header checks of local files are a little Python per image: threads would only add GIL handoffs.
+        light = options.images.validate == "header" and options.images.format == "keep" and not options.images.size
+        workers = 1 if (light and not remote) or not locations else default_workers(remote)
     total = sum(len(s.rows) for s in plan)
-    with ThreadPoolExecutor(workers, thread_name_prefix="tfrecorder") as pool, tqdm(
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="tfrecorder") as pool, tqdm(
         total=total, unit="row", desc="to_tfr", disable=not show_progress(progress)
     ) as bar:
-        mapper = ordered_map(pool, window=4 * workers)
+        mapper = ordered_map(pool, window=4 * workers) if workers > 1 else serial_map
         tick = lambda: bar.update(1)
         return [write_shard(spec, table.take(spec.rows), folder, options, mapper, tick) for spec in plan]
