@@ -165,10 +165,10 @@ def _records(manifest: Manifest, folder: Folder, split: str, shuffle: bool, seed
     files = [folder.url_of(s.file) for s in manifest.splits[split]]
     compression = (manifest.compression or "").upper()
     if not shuffle or len(files) == 1:
-        return tf.data.TFRecordDataset(files, compression_type=compression, buffer_size=1 << 20)
+        return tf.data.TFRecordDataset(files, compression_type=compression)
     file_ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     return file_ds.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression, buffer_size=1 << 20),
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
         cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE, deterministic=deterministic,
     )
 
