@@ -119,3 +119,13 @@ def test_reader_errors(tmp_path, dataset):
     (tmp_path / "partial" / "dataset.json").write_text('{"format": "other"}')
     with pytest.raises(TFRecorderError, match=r"not a tfrecorder dataset.json"):
         tfrecorder.load_dataset(str(tmp_path / "partial"))
+
+
+def test_cmyk_jpeg_is_reencoded_losslessly_as_rgb_png(tmp_path):
+    rgb = write_image(tmp_path / "rgb.png", "PNG", "RGB", (12, 16))
+    Image.open(rgb).convert("CMYK").save(tmp_path / "cmyk.jpg", quality=95)
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(tmp_path / "cmyk.jpg")], "label": [0]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    example = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator())
+    assert example["image_format"] == b"png" and example["image_channels"] == 3
+    np.testing.assert_array_equal(example["image"], np.asarray(Image.open(tmp_path / "cmyk.jpg").convert("RGB")))
