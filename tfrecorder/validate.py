@@ -218,7 +218,19 @@ def convert_column(name: str, series: pd.Series, col_type: type[ColumnType]) -> 
     values: list[Any] = []
     bad: list[int] = []
     sources: set[str] = set()
+    common = None if col_type.is_list else _COMMON_TYPES[col_type.kind]
+    quick = 0
     for pos, raw in enumerate(series.tolist()):
+        # The usual values take a short path; anything else (None, NaN, numpy scalars, out of range) the checked one.
+        exact = type(raw) is common
+        if exact and common is str:
+            values.append(raw.encode("utf-8"))
+            quick += 1
+            continue
+        if exact and (INT64_MIN <= raw <= INT64_MAX if common is int else abs(raw) <= FLOAT32_MAX):
+            values.append(raw)
+            quick += 1
+            continue
         try:
             values.append(_convert_value(raw, col_type.is_list, convert, sources))
         except (TypeError, ValueError, OverflowError):
@@ -232,6 +244,8 @@ def convert_column(name: str, series: pd.Series, col_type: type[ColumnType]) -> 
             f"column {name!r}: {len(bad)} values do not fit {col_type.__name__} ({wanted}), "
             f"e.g. {example!r} ({describe_rows(bad)})"
         )
+    if quick:
+        sources.add(common.__name__)
     source = _source_name(col_type.kind, sources)
     return Column(name, feature, col_type, any(v is None for v in values), source, values)
 
@@ -302,6 +316,9 @@ def _to_bytes(value: Any, sources: set[str]) -> bytes:
         return str(value).encode("utf-8")
     raise TypeError("not text")
 
+
+# The exact Python type most values of a kind have.
+_COMMON_TYPES: dict[Kind, type] = {Kind.INT64: int, Kind.FLOAT32: float, Kind.BYTES: str}
 
 _CONVERTERS: dict[Kind, Callable[[Any, set[str]], Any]] = {
     Kind.INT64: _to_int,

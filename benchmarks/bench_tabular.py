@@ -1,0 +1,94 @@
+"""Tabular: a table with no images (20 columns) converted by to_tfr vs a row-by-row tf.train.Example loop."""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.common import print_table
+
+
+def table(rows: int) -> pd.DataFrame:
+    """``rows`` x 20 columns: split, int label, 6 ints, 6 floats, 6 short strings."""
+    rng = np.random.default_rng(0)
+    data = {"split": rng.choice(["TRAIN", "VALIDATION", "TEST"], rows, p=[0.8, 0.1, 0.1]),
+            "label": rng.integers(0, 10, rows)}
+    for i in range(6):
+        data[f"i{i}"] = rng.integers(-1000, 1000, rows)
+        data[f"f{i}"] = rng.normal(size=rows)
+        data[f"s{i}"] = rng.choice(["alpha", "beta", "gamma", "delta"], rows)
+    return pd.DataFrame(data)
+
+
+def row_loop(df: pd.DataFrame, out: Path) -> None:
+    """The usual hand-written converter: one tf.train.Example built from a dict per row."""
+    import tensorflow as tf
+
+    def feature(value):
+        if isinstance(value, str):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+        if isinstance(value, float):
+            return tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+    columns = list(df.columns)
+    with tf.io.TFRecordWriter(str(out)) as writer:
+        for row in df.itertuples(index=False, name=None):
+            example = tf.train.Example(features=tf.train.Features(
+                feature={c: feature(v) for c, v in zip(columns, row)}))
+            writer.write(example.SerializeToString())
+
+
+def _child(case: str, rows: int, out: str) -> None:
+    df = table(rows)
+    start = time.perf_counter()
+    if case == "ours":
+        import tfrecorder
+
+        tfrecorder.convert(df, out, progress=False)
+    else:
+        row_loop(df, Path(out) / "all.tfrecord")
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{seconds} {peak} {df.memory_usage(deep=True).sum() / 2**20}")
+
+
+def run(case: str, rows: int) -> tuple[float, float, float]:
+    out = tempfile.mkdtemp(prefix=f"bench-tab-{case}-")
+    if case != "ours":
+        Path(out).mkdir(exist_ok=True)
+    else:
+        Path(out).rmdir()
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_tabular", "--child", case, "--rows", str(rows),
+                           "--out", out], capture_output=True, text=True, check=True)
+    seconds, peak, frame = map(float, proc.stdout.split())
+    return seconds, peak, frame
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child(args.child, args.rows, args.out)
+    ours, ours_peak, frame = run("ours", args.rows)
+    loop, loop_peak, _ = run("loop", args.rows)
+    print_table(f"Tabular, {args.rows:,} rows x 20 columns (each case in its own process)", [
+        ("to_tfr local", f"{args.rows / ours:,.0f} rows/s ({ours:.1f} s)",
+         f"row-by-row Example loop: {args.rows / loop:,.0f} rows/s ({loop:.1f} s)", f"{loop / ours:.2f}x faster"),
+        ("peak RSS", f"{ours_peak:,.0f} MiB", f"loop: {loop_peak:,.0f} MiB (DataFrame: {frame:,.0f} MiB)", "report"),
+    ])
+
+
+if __name__ == "__main__":
+    main()
