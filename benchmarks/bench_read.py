@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.common import jpeg_table, median_seconds, print_table
+from benchmarks.common import interleaved_medians, jpeg_table, print_table
 
 AUTOTUNE = None  # set once TensorFlow is imported
 
@@ -55,7 +55,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args(argv)
     import tensorflow as tf
 
@@ -77,10 +77,9 @@ def main(argv=None) -> None:
     raw = lambda: consume(tf.data.TFRecordDataset(shards, num_parallel_reads=AUTOTUNE))  # noqa: E731
     for fn in (ours, files, raw):  # warm caches and tf.function tracing
         fn()
-    t_ours = median_seconds(ours, args.runs)
-    t_files = median_seconds(files, args.runs)
-    t_memory = median_seconds(lambda: consume(in_memory), args.runs)
-    t_raw = median_seconds(raw, args.runs)
+    times = interleaved_medians({"ours": ours, "files": files, "memory": lambda: consume(in_memory), "raw": raw},
+                                args.runs)
+    t_ours, t_files, t_memory, t_raw = times["ours"], times["files"], times["memory"], times["raw"]
 
     tabular = tabular_table(args.rows)
     tfrecorder.convert(tabular, str(work / "tabular"), progress=False, num_shards=4)
@@ -91,8 +90,8 @@ def main(argv=None) -> None:
     single = lambda: consume(tf.data.TFRecordDataset(tab_shards).map(  # noqa: E731
         lambda r: tf.io.parse_single_example(r, spec), num_parallel_calls=AUTOTUNE).batch(256).prefetch(AUTOTUNE))
     ours_tab(), single()
-    t_ours_tab = median_seconds(ours_tab, args.runs)
-    t_single = median_seconds(single, args.runs)
+    times = interleaved_medians({"ours": ours_tab, "single": single}, args.runs)
+    t_ours_tab, t_single = times["ours"], times["single"]
 
     n = args.images
     rate = lambda s, k=n, unit="img": f"{k / s:,.0f} {unit}/s"  # noqa: E731

@@ -80,6 +80,17 @@ def median_seconds(fn: Callable[[], object], runs: int = 3, setup: Callable[[], 
     return statistics.median(times)
 
 
+def interleaved_medians(cases: dict[str, Callable[[], object]], runs: int = 3) -> dict[str, float]:
+    """Median seconds of each case, running the cases in turn each round so machine drift hits all alike."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(runs):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def print_table(title: str, rows: list[tuple[str, str, str, str]]) -> None:
     """Print case | ours | baseline | ratio as a Markdown table."""
     header = ("case", "ours", "baseline", "ratio")

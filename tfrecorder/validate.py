@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -200,8 +201,6 @@ def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
         return uri
     if "://" in base_dir:
         return posixpath.join(base_dir, uri)
-    import os
-
     return os.path.join(base_dir, uri)
 
 
