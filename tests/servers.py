@@ -54,3 +54,45 @@ def use_emulator(address: str) -> None:
     import fsspec
 
     fsspec.filesystem("gs").clear_instance_cache()
+
+
+@contextmanager
+def http_server(root):
+    """Serve files under ``root`` on 127.0.0.1; ``/status/404/...`` answers 404 (403 likewise), and
+    ``/flaky/<n>/<file>`` answers 503 to its first n requests, then serves the file. Yields (base URL, hits)."""
+    import http.server
+    import threading
+    from pathlib import Path
+
+    hits: dict[str, int] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits[self.path] = hits.get(self.path, 0) + 1
+            parts = self.path.lstrip("/").split("/")
+            if parts[0] == "status":
+                return self._send(int(parts[1]), b"")
+            if parts[0] == "flaky":
+                if hits[self.path] <= int(parts[1]):
+                    return self._send(503, b"busy")
+                parts = parts[2:]
+            path = Path(root, *parts)
+            self._send(200, path.read_bytes()) if path.is_file() else self._send(404, b"")
+
+        def _send(self, status, body):
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # keep test output clean
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", hits
+    finally:
+        server.shutdown()
+        server.server_close()

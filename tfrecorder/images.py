@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,12 +73,9 @@ def fetch(location: str | None) -> bytes:
             with open(path, "rb") as f:
                 data = f.read()
         else:
-            import fsspec
-
-            with fsspec.open(location, "rb") as f:
-                data = f.read()
+            data = _fetch_remote(location)
     except FileNotFoundError as e:
-        raise ImageError("not_found", f"no such file: {location}") from e
+        raise ImageError("not_found", f"not found: {location}") from e
     except IsADirectoryError as e:
         raise ImageError("is_directory", f"a directory, not an image file: {location}") from e
     except PermissionError as e:
@@ -87,6 +85,44 @@ def fetch(location: str | None) -> bytes:
     if not data:
         raise ImageError("empty_file", f"zero-byte file: {location}")
     return data
+
+
+# Retries for transient remote failures (5xx, 429, timeouts, dropped connections): 4 tries, 0.1/0.4/1.6 s apart.
+REMOTE_ATTEMPTS = 4
+REMOTE_BACKOFF_SECONDS = 0.1
+
+
+def _fetch_remote(location: str) -> bytes:
+    """One object through fsspec (gs://, http(s)://, ...); transient failures are retried with backoff."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(location)
+    for attempt in range(REMOTE_ATTEMPTS):
+        try:
+            return fs.cat_file(path)
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
+            raise
+        except Exception as e:  # noqa: BLE001 - every other failure is classified below, none is swallowed
+            status = _http_status(e)
+            if status == 404:
+                raise FileNotFoundError(location) from e
+            if status in (401, 403):
+                raise ImageError("permission_denied", f"HTTP {status} for {location}") from e
+            transient = status is None or status >= 500 or status in (408, 429)
+            if not transient or attempt == REMOTE_ATTEMPTS - 1:
+                detail = f"HTTP {status}" if status else type(e).__name__
+                raise ImageError("fetch_error", f"{detail} for {location} after {attempt + 1} tries: {e}") from e
+            logger.debug("retrying %s after %s", location, e)
+            time.sleep(REMOTE_BACKOFF_SECONDS * 4**attempt)
+    raise AssertionError("unreachable")
+
+
+def _http_status(error: Exception) -> int | None:
+    for name in ("status", "code", "status_code"):
+        value = getattr(error, name, None)
+        if isinstance(value, int):
+            return value
+    return None
 
 
 def load_image(location: str | None, settings: ImageSettings) -> StoredImage:

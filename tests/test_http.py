@@ -1,0 +1,42 @@
+"""http(s):// image URIs against a real server on 127.0.0.1: 404 and 403 are row errors, 503 is retried."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import tfrecorder
+from tests.conftest import write_image
+from tests.servers import http_server
+
+
+def test_http_images_with_missing_forbidden_and_flaky_urls(tmp_path):
+    for i in range(3):
+        write_image(tmp_path / "www" / f"{i}.png", "PNG", seed=i)
+    with http_server(tmp_path / "www") as (base, hits):
+        uris = [f"{base}/0.png", f"{base}/flaky/2/1.png", f"{base}/status/404/x.png",
+                f"{base}/status/403/y.png", f"{base}/2.png"]
+        df = pd.DataFrame({"split": "TRAIN", "image_uri": uris, "label": ["a", "b", "a", "b", "a"]})
+        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, num_shards=1)
+    assert hits["/flaky/2/1.png"] == 3  # two 503s, then served
+    assert result.splits["TRAIN"].written == 3 and result.errors == 2
+    with open(tmp_path / "out" / "errors.csv", newline="") as f:
+        errors = [(int(r["row"]), r["error"], r["image_uri"]) for r in csv.DictReader(f)]
+    assert errors == [(2, "not_found", uris[2]), (3, "permission_denied", uris[3])]
+    images = [x["image"] for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator()]
+    from PIL import Image
+
+    np.testing.assert_array_equal(images[1], np.asarray(Image.open(tmp_path / "www" / "1.png")))
+
+
+def test_server_errors_that_persist_are_row_errors(tmp_path):
+    with http_server(tmp_path) as (base, hits):
+        df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [f"{base}/status/500/z.jpg"], "label": [1]})
+        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, num_shards=1)
+    assert hits["/status/500/z.jpg"] == 4  # retried, then reported
+    row = next(csv.DictReader(open(tmp_path / "out" / "errors.csv", newline="")))
+    assert row["error"] == "fetch_error" and "HTTP 500" in row["message"] and "after 4 tries" in row["message"]
+    assert result.splits["TRAIN"].rows_in == 1 and Path(tmp_path / "out" / "dataset.json").exists()
