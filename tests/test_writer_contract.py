@@ -34,11 +34,13 @@ def plain_spec(manifest: dict) -> dict:
 
 
 def expected_pixels(path: str) -> np.ndarray:
-    """What an independent decoder sees: Pillow for PNG (exact), tf.io.decode_image for JPEG."""
-    data = Path(path).read_bytes()
-    if path.endswith(".png"):
-        return np.asarray(Image.open(path).convert("RGB"))
-    return tf.io.decode_image(data, channels=3).numpy()
+    """What independent decoders see: Pillow's decode, which for JPEG is also TensorFlow's
+    ``decode_jpeg(dct_method="INTEGER_ACCURATE")`` of the source bytes (checked here too)."""
+    pillow = np.asarray(Image.open(path).convert("RGB"))
+    if not path.endswith(".png"):
+        tf_accurate = tf.io.decode_jpeg(Path(path).read_bytes(), channels=3, dct_method="INTEGER_ACCURATE")
+        np.testing.assert_array_equal(tf_accurate.numpy(), pillow)
+    return pillow
 
 
 def rows_of(df: pd.DataFrame, split: str) -> pd.DataFrame:

@@ -188,6 +188,8 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
     if want not in (1, 2, 3, 4):
         raise TFRecorderError(f"channels={channels!r}: use 1, 2, 3 or 4")
     raw = info.get("format") == "raw"
+    formats = info.get("formats") or []
+    direct = stored == [want] and want != 2  # every image has the channels asked for: decode straight to them
     uniform = info.get("shape")  # every stored image has this (height, width): batches get a static shape
 
     def decode(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -195,11 +197,9 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
         if raw:
             shape = tf.stack([example["image_height"], example["image_width"], example["image_channels"]])
             image = tf.reshape(tf.io.decode_raw(example["image"], tf.uint8), tf.cast(shape, tf.int32))
-        elif stored == [want] and want != 2:  # every image has the channels asked for: decode straight to them
-            image = tf.io.decode_image(example["image"], channels=want, expand_animations=False)
         else:
-            image = to_channels(tf.io.decode_image(example["image"], channels=0, expand_animations=False), want)
-        if raw:
+            image = decode_bytes(example["image"], example["image_format"], formats, want if direct else 0)
+        if raw or not direct:
             image = to_channels(image, want)
         if image_size is not None:
             image = resize(image, image_size)
@@ -209,6 +209,27 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
         return out
 
     return decode
+
+
+def decode_bytes(data: tf.Tensor, fmt: tf.Tensor, formats: Sequence[str], channels: int = 0) -> tf.Tensor:
+    """Decode stored image bytes to uint8 (H, W, C), first frame only.
+
+    JPEGs are decoded with the accurate integer IDCT, which gives exactly the pixels Pillow
+    (and libjpeg's own tools) see; TensorFlow's default fast IDCT differs by a few levels.
+    """
+    jpeg_channels = channels if channels in (0, 1, 3) else 0
+
+    def jpeg() -> tf.Tensor:
+        return tf.io.decode_jpeg(data, channels=jpeg_channels, dct_method="INTEGER_ACCURATE")
+
+    def other() -> tf.Tensor:
+        return tf.io.decode_image(data, channels=channels, expand_animations=False)
+
+    if list(formats) == ["jpeg"]:
+        return jpeg()
+    if "jpeg" not in formats:
+        return other()
+    return tf.cond(tf.equal(fmt, "jpeg"), jpeg, other)
 
 
 def to_channels(image: tf.Tensor, want: int) -> tf.Tensor:

@@ -1,0 +1,83 @@
+"""Every common image kind: written, loaded, and compared with Pillow's own decode of the source file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+import tfrecorder
+from tests.conftest import pixels
+
+
+def _save(path, image, **options):
+    image.save(path, **options)
+    return path
+
+
+def rgb(size=(20, 28), seed=1):
+    return Image.fromarray(pixels(seed, *size, 3), "RGB")
+
+
+def palette_with_transparency():
+    image = rgb().convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
+    image.info["transparency"] = 0
+    return image
+
+
+def animated_gif(path):
+    frames = [rgb(seed=s).convert("P", palette=Image.Palette.ADAPTIVE, colors=32) for s in (1, 2, 3)]
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=50, loop=0)
+    return path
+
+
+def png16(path):
+    array = (pixels(3, 20, 28, 1)[..., 0].astype(np.uint16) * 257)
+    Image.fromarray(array, "I;16").save(path)
+    return path
+
+
+# name, file name, writer, expected channels, stored format, how Pillow's pixels are compared
+KINDS = [
+    ("jpeg baseline", "a.jpg", lambda p: _save(p, rgb(), quality=90), 3, "jpeg"),
+    ("jpeg progressive", "a.jpg", lambda p: _save(p, rgb(), quality=90, progressive=True), 3, "jpeg"),
+    ("jpeg grayscale", "a.jpg", lambda p: _save(p, rgb().convert("L"), quality=90), 1, "jpeg"),
+    ("jpeg cmyk", "a.jpg", lambda p: _save(p, rgb().convert("CMYK"), quality=95), 3, "png"),
+    ("png L", "a.png", lambda p: _save(p, rgb().convert("L")), 1, "png"),
+    ("png LA", "a.png", lambda p: _save(p, rgb().convert("LA")), 2, "png"),
+    ("png RGB", "a.png", lambda p: _save(p, rgb()), 3, "png"),
+    ("png RGBA", "a.png", lambda p: _save(p, rgb().convert("RGBA")), 4, "png"),
+    ("png palette", "a.png", lambda p: _save(p, rgb().convert("P", palette=Image.Palette.ADAPTIVE)), 3, "png"),
+    ("png palette transparent", "a.png", lambda p: _save(p, palette_with_transparency()), 4, "png"),
+    ("png 16-bit", "a.png", png16, 1, "png"),
+    ("gif", "a.gif", lambda p: _save(p, rgb().convert("P", palette=Image.Palette.ADAPTIVE)), 3, "gif"),
+    ("gif animated", "a.gif", animated_gif, 3, "gif"),
+    ("bmp", "a.bmp", lambda p: _save(p, rgb()), 3, "bmp"),
+    ("webp lossless", "a.webp", lambda p: _save(p, rgb(), lossless=True), 3, "webp"),
+    ("tiff", "a.tif", lambda p: _save(p, rgb()), 3, "png"),
+]
+
+MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
+
+
+def pillow_pixels(path, channels):
+    """Pillow's decode of the source (first frame), in the channel layout tfrecorder stores."""
+    image = Image.open(path)
+    image.seek(0)
+    if image.mode in ("I;16", "I"):
+        return (np.asarray(image, dtype=np.uint32) >> 8).astype(np.uint8)[..., None]
+    return np.asarray(image.convert(MODES[channels])).reshape(image.height, image.width, channels)
+
+
+@pytest.mark.parametrize("name,filename,write,channels,stored", KINDS, ids=[k[0] for k in KINDS])
+def test_image_kind_round_trip(tmp_path, name, filename, write, channels, stored):
+    path = write(tmp_path / filename)
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(path)], "label": ["x"]})
+    result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    assert result.errors == 0
+    example = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator())
+    assert example["image_format"].decode() == stored
+    assert example["image_channels"] == channels
+    assert example["image"].shape == (20, 28, channels)
+    np.testing.assert_array_equal(example["image"], pillow_pixels(path, channels))
