@@ -81,3 +81,27 @@ def test_image_kind_round_trip(tmp_path, name, filename, write, channels, stored
     assert example["image_channels"] == channels
     assert example["image"].shape == (20, 28, channels)
     np.testing.assert_array_equal(example["image"], pillow_pixels(path, channels))
+
+
+@pytest.mark.parametrize("orientation", [2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("image_format", ["keep", "png"])
+def test_exif_orientation(tmp_path, orientation, image_format):
+    from PIL import ImageOps
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    path = tmp_path / "photo.jpg"
+    rgb().save(path, quality=90, exif=exif)
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(path)], "label": ["x"]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False, image_format=image_format,
+                       validate_images="header")
+    ds = tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", decode_images=False)
+    stored = next(ds.as_numpy_iterator())
+    expected = np.asarray(ImageOps.exif_transpose(Image.open(path)).convert("RGB"))
+    if image_format == "keep":  # bytes untouched, orientation recorded
+        assert stored["image"] == path.read_bytes() and stored["image_orientation"] == orientation
+    else:  # re-encoding applies it
+        assert stored["image_orientation"] == 1
+    assert (stored["image_height"], stored["image_width"]) == expected.shape[:2]
+    example = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", batch_size=1).as_numpy_iterator())
+    np.testing.assert_array_equal(example["image"][0], expected)

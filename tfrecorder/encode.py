@@ -13,7 +13,7 @@ from tfrecorder.validate import Table
 _LIST_FIELD = {Kind.INT64: "int64_list", Kind.FLOAT32: "float_list", Kind.BYTES: "bytes_list"}
 _IMAGE_FIELDS = (("image", "bytes_list"), ("image_height", "int64_list"), ("image_width", "int64_list"),
                  ("image_channels", "int64_list"), ("image_format", "bytes_list"), ("image_uri", "bytes_list"),
-                 ("image_name", "bytes_list"))
+                 ("image_name", "bytes_list"), ("image_orientation", "int64_list"))
 
 
 def image_name(uri: str) -> str:
@@ -57,10 +57,10 @@ class ExampleEncoder:
         """The serialized Example for ``row`` (position in the table) with ``image`` if it has one."""
         if image is not None:
             uri = self._uris[row]
-            data, height, width, channels, fmt, uri_slot, name = self._image
+            data, height, width, channels, fmt, uri_slot, name, orientation = self._image
             data[0], height[0], width[0], channels[0] = image.data, image.height, image.width, image.channels
             fmt[0], uri_slot[0] = image.format.encode("ascii"), uri.encode("utf-8")
-            name[0] = image_name(uri).encode("utf-8")
+            name[0], orientation[0] = image_name(uri).encode("utf-8"), image.orientation
         for slot, values in self._fixed:
             slot[0] = values[row]
         features = self._features

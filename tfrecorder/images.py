@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import struct
 import time
 from dataclasses import dataclass
 
@@ -52,6 +53,27 @@ class StoredImage:
     width: int
     channels: int
     format: str  # jpeg, png, gif, bmp, webp or raw
+    orientation: int = 1  # EXIF orientation of kept bytes (height and width are as displayed, after it)
+
+
+def _oriented(data: bytes, height: int, width: int, channels: int, fmt: str, orientation: int) -> StoredImage:
+    if orientation in (5, 6, 7, 8):  # these orientations turn the picture a quarter: it shows width x height
+        height, width = width, height
+    return StoredImage(data, height, width, channels, fmt, orientation)
+
+
+EXIF_ORIENTATION = 0x0112
+# What a malformed EXIF block can raise in Pillow; orientation then counts as 1 (as viewers do).
+_EXIF_ERRORS = (OSError, ValueError, SyntaxError, TypeError, KeyError, IndexError, struct.error)
+
+
+def exif_orientation(img: Image.Image) -> int:
+    """The EXIF orientation (1-8) of an opened image; 1 when absent or unreadable."""
+    try:
+        value = img.getexif().get(EXIF_ORIENTATION, 1)
+    except _EXIF_ERRORS:
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
 class ImageError(Exception):
@@ -153,7 +175,7 @@ def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
     if settings.format == "keep" and settings.size is None and keep_channels is not None:
         if settings.validate == "full":
             _decode_check(img)
-        return StoredImage(data, height, width, keep_channels, img.format.lower())
+        return _oriented(data, height, width, keep_channels, img.format.lower(), exif_orientation(img))
     return _reencode(img, settings)
 
 
@@ -174,7 +196,8 @@ def _keep_jpeg(data: bytes, settings: ImageSettings) -> StoredImage | None:
                                    min_height=1, min_width=1, min_factor=8)
     except ValueError:
         return None
-    return StoredImage(data, height, width, channels, "jpeg")
+    orientation = exif_orientation(Image.open(io.BytesIO(data))) if b"Exif" in data[:65536] else 1
+    return _oriented(data, height, width, channels, "jpeg", orientation)
 
 
 def _decode_check(img: Image.Image) -> None:

@@ -79,7 +79,8 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
         image = {"column": schema.column_for(Role.IMAGE), "format": settings.format,
                  "size": list(settings.size) if settings.size else None, "validate": settings.validate,
                  "channels": sorted(stats.channels), "formats": sorted(stats.formats),
-                 "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None}
+                 "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None,
+                 "orientations": sorted(stats.orientations)}
     return Manifest(
         tfrecorder_version=__version__,
         features=_features(table),
@@ -101,7 +102,8 @@ def _features(table: Table) -> list[FeatureInfo]:
         features += [FeatureInfo("image_format", "image", "string", []),
                      FeatureInfo("image_uri", "image", "string", [], column=schema.column_for(Role.IMAGE),
                                  source="str", type="ImageUri"),
-                     FeatureInfo("image_name", "image", "string", [])]
+                     FeatureInfo("image_name", "image", "string", []),
+                     FeatureInfo("image_orientation", "image", "int64", [])]
     features.append(FeatureInfo("split", "split", "string", [], column=schema.column_for(Role.SPLIT),
                                 source="str", type="SplitKey"))
     for c in table.columns:

@@ -156,7 +156,8 @@ def _selected(manifest: Manifest, features: Sequence[str] | None, as_supervised:
     if as_supervised and label and label not in names:
         names.append(label)
     if "image" in names:
-        names += [n for n in ("image_format", "image_height", "image_width", "image_channels") if n not in names]
+        names += [n for n in ("image_format", "image_height", "image_width", "image_channels", "image_orientation")
+                  if n not in names and any(f.name == n for f in manifest.features)]
     return names
 
 
@@ -191,6 +192,7 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
     formats = info.get("formats") or []
     direct = stored == [want] and want != 2  # every image has the channels asked for: decode straight to them
     uniform = info.get("shape")  # every stored image has this (height, width): batches get a static shape
+    turned = any(o != 1 for o in info.get("orientations") or [1])
 
     def decode(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         out = dict(example)
@@ -201,6 +203,8 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
             image = decode_bytes(example["image"], example["image_format"], formats, want if direct else 0)
         if raw or not direct:
             image = to_channels(image, want)
+        if turned:
+            image = apply_orientation(image, example["image_orientation"])
         if image_size is not None:
             image = resize(image, image_size)
         elif uniform:
@@ -209,6 +213,23 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
         return out
 
     return decode
+
+
+def apply_orientation(image: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
+    """Turn decoded pixels as EXIF ``orientation`` (1-8) says, as viewers and ``ImageOps.exif_transpose`` do."""
+    transposed = lambda: tf.image.transpose(image)  # noqa: E731
+    branches = [
+        lambda: image,                                       # 1: as stored
+        lambda: tf.image.flip_left_right(image),             # 2: mirrored
+        lambda: tf.image.rot90(image, 2),                    # 3: upside down
+        lambda: tf.image.flip_up_down(image),                # 4: mirrored upside down
+        transposed,                                          # 5: mirrored, quarter turn
+        lambda: tf.image.rot90(image, 3),                    # 6: quarter turn clockwise
+        lambda: tf.image.rot90(tf.image.transpose(image), 2),  # 7: transverse
+        lambda: tf.image.rot90(image, 1),                    # 8: quarter turn counter-clockwise
+    ]
+    index = tf.clip_by_value(tf.cast(orientation, tf.int32) - 1, 0, 7)
+    return tf.switch_case(index, branches)
 
 
 def decode_bytes(data: tf.Tensor, fmt: tf.Tensor, formats: Sequence[str], channels: int = 0) -> tf.Tensor:

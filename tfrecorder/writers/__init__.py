@@ -39,19 +39,22 @@ class ImageStats:
     channels: frozenset[int] = frozenset()
     formats: frozenset[str] = frozenset()
     shapes: frozenset[tuple[int, int]] = frozenset()  # at most two kept: enough to know "all the same"
+    orientations: frozenset[int] = frozenset()
 
     def add(self, image: StoredImage) -> ImageStats:
         shape = (image.height, image.width)
         if image.channels in self.channels and image.format in self.formats and (
-                shape in self.shapes or len(self.shapes) > 1):
+                shape in self.shapes or len(self.shapes) > 1) and image.orientation in self.orientations:
             return self
         shapes = self.shapes if len(self.shapes) > 1 else self.shapes | {shape}
-        return ImageStats(self.channels | {image.channels}, self.formats | {image.format}, shapes)
+        return ImageStats(self.channels | {image.channels}, self.formats | {image.format}, shapes,
+                          self.orientations | {image.orientation})
 
     def merge(self, other: ImageStats) -> ImageStats:
         shapes = self.shapes | other.shapes
         return ImageStats(self.channels | other.channels, self.formats | other.formats,
-                          shapes if len(shapes) < 2 else frozenset(sorted(shapes)[:2]))
+                          shapes if len(shapes) < 2 else frozenset(sorted(shapes)[:2]),
+                          self.orientations | other.orientations)
 
 
 @dataclass(frozen=True)
