@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tfrecorder import splits
+from tfrecorder import leakage, splits
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.images import IMAGE_FORMATS, VALIDATE_MODES, ImageSettings
 from tfrecorder.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
@@ -224,4 +224,8 @@ def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str) -> 
             counts.rows_in, counts.written, counts.errors, counts.discarded,
             tuple(folder.url_of(s.file) for s in shards), sum(s.bytes for s in shards),
         )
-    return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME))
+    warning = leakage.summarize(manifest.leakage.get("groups", []))
+    if warning:
+        logger.warning("%s: %s", folder.url, warning)
+    return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
+                         warnings=(warning,) if warning else ())

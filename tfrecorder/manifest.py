@@ -64,6 +64,7 @@ class Manifest:
     label: dict[str, Any] | None = None  # column, feature, type, vocabulary, multi_label
     image: dict[str, Any] | None = None  # column, format, size, validate, channels, formats, shape
     runner: str = "local"
+    leakage: dict[str, Any] = field(default_factory=lambda: {"count": 0, "groups": []})
     errors_file: str = ERRORS_NAME
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION

@@ -7,8 +7,9 @@ import io
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tfrecorder import __version__, splits
+from tfrecorder import __version__, leakage, splits
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.manifest import (
     ERRORS_COLUMNS,
@@ -34,10 +35,20 @@ class Finish:
     rows_in: dict[str, int]
     options: WriteOptions
     runner: str
+    uri_leaks: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, table: Table, options: WriteOptions, runner: str) -> Finish:
-        return cls(table.take([]), dict(Counter(table.splits)), options, runner)
+        uris = table.image_uris or []
+        leaks = leakage.find_leaks("same_uri", zip(uris, range(len(uris)), table.splits))
+        return cls(table.take([]), dict(Counter(table.splits)), options, runner, tuple(leaks))
+
+    def leaks(self, results: Sequence[ShardResult]) -> list[dict[str, Any]]:
+        """Same-URI leaks, then same-bytes leaks among rows whose URIs differ."""
+        keyed = ((key, row, r.spec.split) for r in results for key, row in zip(r.fingerprints, r.fingerprint_rows))
+        seen = {tuple(e["rows"]) for e in self.uri_leaks}
+        by_bytes = [e for e in leakage.find_leaks("same_bytes", keyed) if tuple(e["rows"]) not in seen]
+        return sorted([*self.uri_leaks, *by_bytes], key=lambda e: e["rows"][0])
 
     def write(self, folder: Folder, results: Sequence[ShardResult]) -> Manifest:
         """Write errors.csv, then dataset.json (last: its presence means the dataset is complete)."""
@@ -81,7 +92,9 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
                  "channels": sorted(stats.channels), "formats": sorted(stats.formats),
                  "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None,
                  "orientations": sorted(stats.orientations)}
+    leaks = finish.leaks(results)
     return Manifest(
+        leakage={"count": len(leaks), "groups": leaks[: leakage.MAX_REPORTED]},
         tfrecorder_version=__version__,
         features=_features(table),
         splits=shards,

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+from array import array
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import google_crc32c
 
 from tfrecorder.encode import ExampleEncoder
 from tfrecorder.errors import RowError
 from tfrecorder.images import ImageError, ImageSettings, StoredImage, load_image
+from tfrecorder.leakage import fingerprint
 from tfrecorder.plan import ShardSpec
 from tfrecorder.records import RecordWriter
 from tfrecorder.storage import Folder
@@ -67,6 +69,8 @@ class ShardResult:
     crc32c: str
     failures: tuple[RowFailure, ...]
     images: ImageStats = ImageStats()
+    fingerprints: array = field(default_factory=lambda: array("Q"))  # content key of each written image
+    fingerprint_rows: array = field(default_factory=lambda: array("q"))  # ... and its row
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ def write_shard(
     encoder = ExampleEncoder(rows)
     failures: list[RowFailure] = []
     stats = ImageStats()
+    fingerprints, fingerprint_rows = array("Q"), array("q")
     with folder.create(spec.filename) as raw:
         counted = _ChecksumFile(raw)
         writer = RecordWriter(counted, options.compression)  # type: ignore[arg-type]
@@ -133,11 +138,14 @@ def write_shard(
                 writer.write(encoder.encode(local, image))
                 if image is not None:
                     stats = stats.add(image)
+                    fingerprints.append(fingerprint(image.data, google_crc32c.value(image.data)))
+                    fingerprint_rows.append(spec.rows[local])
             if on_row is not None:
                 on_row()
         writer.close()
     crc = counted.checksum.digest().hex()
-    return ShardResult(spec, writer.records, counted.bytes, crc, tuple(failures), stats)
+    return ShardResult(spec, writer.records, counted.bytes, crc, tuple(failures), stats, fingerprints,
+                       fingerprint_rows)
 
 
 def _images(rows: Table, options: WriteOptions, image_map: ImageMapper):
