@@ -105,3 +105,43 @@ def test_exif_orientation(tmp_path, orientation, image_format):
     assert (stored["image_height"], stored["image_width"]) == expected.shape[:2]
     example = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", batch_size=1).as_numpy_iterator())
     np.testing.assert_array_equal(example["image"][0], expected)
+
+
+@pytest.mark.parametrize("mode", ["stretch", "pad", "crop"])
+def test_resize_modes(tmp_path, mode):
+    from PIL import ImageOps
+
+    path = tmp_path / "wide.png"
+    rgb((20, 40)).save(path)
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(path)], "label": ["x"]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False, image_size=(16, 16), resize_mode=mode)
+    image = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator())["image"]
+    source = Image.open(path)
+    expected = {"stretch": lambda: source.resize((16, 16), Image.Resampling.BICUBIC),
+                "pad": lambda: ImageOps.pad(source, (16, 16), Image.Resampling.BICUBIC, color=0),
+                "crop": lambda: ImageOps.fit(source, (16, 16), Image.Resampling.BICUBIC)}[mode]()
+    np.testing.assert_array_equal(image, np.asarray(expected))
+    if mode == "pad":
+        assert image[:4].max() == 0 and image[-4:].max() == 0  # letterbox bars above and below
+
+
+def test_images_over_the_pixel_limit_are_row_errors(tmp_path):
+    small, big = tmp_path / "small.png", tmp_path / "big.jpg"
+    rgb((10, 10)).save(small)
+    rgb((100, 100)).save(big)
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(small), str(big)], "label": ["x", "y"]})
+    result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, max_image_pixels=5_000)
+    assert result.splits["TRAIN"].written == 1
+    errors = (tmp_path / "out" / "errors.csv").read_text()
+    assert "too_large" in errors and "100x100 pixels is over the limit of 5000" in errors
+
+
+def test_a_directory_and_a_text_file_with_image_names_are_row_errors(tmp_path):
+    (tmp_path / "folder.jpg").mkdir()
+    (tmp_path / "notes.png").write_text("hello")
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(tmp_path / "folder.jpg"), str(tmp_path / "notes.png")],
+                       "label": ["x", "y"]})
+    result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    assert result.errors == 2
+    errors = (tmp_path / "out" / "errors.csv").read_text()
+    assert ",is_directory," in errors and ",unsupported_format," in errors

@@ -32,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--image-format", default="keep", choices=("keep", "jpeg", "png", "raw"))
     convert.add_argument("--image-size", default=None, metavar="HxW", help="resize to HEIGHTxWIDTH, e.g. 224x224")
     convert.add_argument("--jpeg-quality", type=int, default=95, help="with --image-format jpeg (default 95)")
+    convert.add_argument("--resize-mode", default="stretch", choices=("stretch", "pad", "crop"),
+                         help="with --image-size: stretch, pad (letterbox) or crop (centre)")
+    convert.add_argument("--max-image-pixels", type=int, default=178_956_970,
+                         help="larger images are row errors (decompression-bomb guard)")
     convert.add_argument("--validate-images", default="full", choices=("full", "header"))
     convert.add_argument("--on-error", default="report", choices=("report", "raise"))
     convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
@@ -113,6 +117,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
     result = convert(
         args.source, args.output_dir, runner=args.runner, num_shards=args.num_shards, compression=args.compression,
         image_format=args.image_format, image_size=_image_size(args.image_size), jpeg_quality=args.jpeg_quality,
+        resize_mode=args.resize_mode, max_image_pixels=args.max_image_pixels,
         validate_images=args.validate_images, on_error=args.on_error, overwrite=args.overwrite,
         progress=False if args.no_progress else None, num_workers=args.num_workers,
         project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,

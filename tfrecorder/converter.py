@@ -10,7 +10,7 @@ from typing import Any
 
 from tfrecorder import leakage, splits
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.images import IMAGE_FORMATS, VALIDATE_MODES, ImageSettings
+from tfrecorder.images import DEFAULT_MAX_PIXELS, IMAGE_FORMATS, RESIZE_MODES, VALIDATE_MODES, ImageSettings
 from tfrecorder.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.outputs import Finish
 from tfrecorder.plan import plan_shards
@@ -45,6 +45,8 @@ def convert(
     progress: bool | None = None,
     split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
     jpeg_quality: int = 95,
+    resize_mode: str = "stretch",
+    max_image_pixels: int = DEFAULT_MAX_PIXELS,
     num_workers: int | None = None,
     project: str | None = None,
     region: str | None = None,
@@ -65,6 +67,11 @@ def convert(
         compression: None, ``"gzip"`` or ``"zlib"``.
         image_format: ``"keep"`` the original bytes, ``"jpeg"``/``"png"`` re-encode, ``"raw"`` uint8 pixels.
         image_size: ``(height, width)`` to resize to (bicubic) before storing.
+        resize_mode: with ``image_size``: ``"stretch"`` (ignore aspect ratio), ``"pad"`` (keep it, pad with
+            black) or ``"crop"`` (keep it, crop the centre).
+        jpeg_quality: with ``image_format="jpeg"``.
+        max_image_pixels: larger images are row errors (``too_large``), a guard against decompression bombs;
+            at most Pillow's own limit of 178,956,970 pixels.
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
@@ -95,7 +102,9 @@ def convert(
     _check_choice("image_format", image_format, IMAGE_FORMATS)
     _check_choice("validate_images", validate_images, VALIDATE_MODES)
     _check_choice("on_error", on_error, ON_ERROR)
-    settings = ImageSettings(image_format, _check_size(image_size), validate_images, jpeg_quality)
+    _check_choice("resize_mode", resize_mode, RESIZE_MODES)
+    settings = ImageSettings(image_format, _check_size(image_size), validate_images, jpeg_quality,
+                             int(max_image_pixels), resize_mode)
     if runner == "DataflowRunner":
         _check_dataflow(project, region, str(output_dir))
 

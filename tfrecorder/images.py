@@ -15,6 +15,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 logger = logging.getLogger(__name__)
 
 IMAGE_FORMATS = ("keep", "jpeg", "png", "raw")
+RESIZE_MODES = ("stretch", "pad", "crop")  # to image_size: ignore aspect / letterbox with black / centre crop
 VALIDATE_MODES = ("full", "header")
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb (2 x MAX_IMAGE_PIXELS)
 
@@ -42,6 +43,7 @@ class ImageSettings:
     validate: str = "full"
     jpeg_quality: int = 95
     max_pixels: int = DEFAULT_MAX_PIXELS
+    resize_mode: str = "stretch"
 
 
 @dataclass(frozen=True)
@@ -227,8 +229,7 @@ def _reencode(img: Image.Image, settings: ImageSettings) -> StoredImage:
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as e:
         raise ImageError("decode_error", f"corrupt or truncated {img.format} image: {e}") from e
     if settings.size is not None:
-        height, width = settings.size
-        img = img.resize((width, height), Image.Resampling.BICUBIC)
+        img = resize(img, settings.size, settings.resize_mode)
     fmt = settings.format
     if fmt == "keep":  # resized, or not decodable by TensorFlow as it is: JPEG stays JPEG, others go lossless
         fmt = "jpeg" if source_format == "JPEG" and img.mode in ("L", "RGB") and settings.size else "png"
@@ -243,6 +244,16 @@ def _reencode(img: Image.Image, settings: ImageSettings) -> StoredImage:
         img.save(buffer, format=fmt.upper(), **options)
         data = buffer.getvalue()
     return StoredImage(data, img.height, img.width, channels, fmt)
+
+
+def resize(img: Image.Image, size: tuple[int, int], mode: str = "stretch") -> Image.Image:
+    """Resize to (height, width) with bicubic resampling: stretched, padded (letterbox) or centre-cropped."""
+    height, width = size
+    if mode == "pad":
+        return ImageOps.pad(img, (width, height), Image.Resampling.BICUBIC, color=0)
+    if mode == "crop":
+        return ImageOps.fit(img, (width, height), Image.Resampling.BICUBIC)
+    return img.resize((width, height), Image.Resampling.BICUBIC)
 
 
 def _target_mode(img: Image.Image) -> str:
