@@ -86,3 +86,15 @@ def test_missing_source_and_empty_folder(tmp_path):
         tfrecorder.convert(str(tmp_path / "empty"), str(tmp_path / "out"))
     with pytest.raises(TFRecorderError, match=r"source=int: give a pandas DataFrame"):
         tfrecorder.convert(3, str(tmp_path / "out"))
+
+
+def test_file_urls_and_paths_with_quotes_spaces_and_non_ascii(tmp_path):
+    odd = write_image(tmp_path / "it's \"odd\", ça va.png", "PNG", seed=4)
+    plain = write_image(tmp_path / "plain.jpg", seed=5)
+    df = pd.DataFrame({"split": ["TRAIN", "TRAIN"], "image_uri": [str(odd), f"file://{plain}"], "label": [0, 1]})
+    df.to_csv(tmp_path / "odd.csv", index=False)
+    result = tfrecorder.convert(str(tmp_path / "odd.csv"), str(tmp_path / "out"), progress=False)
+    assert result.splits["TRAIN"].written == 2 and result.errors == 0
+    names = [x["image_name"].decode() for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN")
+             .as_numpy_iterator()]
+    assert names == [odd.name, "plain.jpg"]
