@@ -40,3 +40,33 @@ def test_server_errors_that_persist_are_row_errors(tmp_path):
     row = next(csv.DictReader(open(tmp_path / "out" / "errors.csv", newline="")))
     assert row["error"] == "fetch_error" and "HTTP 500" in row["message"] and "after 4 tries" in row["message"]
     assert result.splits["TRAIN"].rows_in == 1 and Path(tmp_path / "out" / "dataset.json").exists()
+
+
+def test_every_kind_of_failure_in_one_table_is_accounted_for(tmp_path):
+    good = [write_image(tmp_path / "www" / f"good{i}.jpg", seed=i) for i in range(3)]
+    big = write_image(tmp_path / "www" / "big.jpg", size=(200, 200))
+    (tmp_path / "www" / "empty.jpg").write_bytes(b"")
+    (tmp_path / "www" / "text.png").write_text("not an image")
+    (tmp_path / "www" / "dir.jpg").mkdir()
+    data = good[0].read_bytes()
+    (tmp_path / "www" / "cut.jpg").write_bytes(data[: len(data) // 2])
+    with http_server(tmp_path / "www") as (base, _):
+        cases = [
+            (str(good[0]), None), (str(tmp_path / "www" / "missing.jpg"), "not_found"),
+            (str(tmp_path / "www" / "empty.jpg"), "empty_file"), (str(tmp_path / "www" / "cut.jpg"), "decode_error"),
+            (str(tmp_path / "www" / "text.png"), "unsupported_format"), (str(tmp_path / "www" / "dir.jpg"),
+                                                                          "is_directory"),
+            (str(big), "too_large"), (f"{base}/good1.jpg", None), (f"{base}/status/404/a.jpg", "not_found"),
+            (f"{base}/status/403/b.jpg", "permission_denied"), (str(good[2]), None), (None, "missing_uri"),
+        ]
+        df = pd.DataFrame({"split": ["TRAIN", "VALIDATION", "TEST"] * 4, "image_uri": [c[0] for c in cases],
+                           "label": ["x"] * 12})
+        df.loc[0, "split"] = "DISCARD"
+        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, num_shards=1,
+                                    max_image_pixels=20_000)
+    with open(tmp_path / "out" / "errors.csv", newline="") as f:
+        reported = {int(r["row"]): r["error"] for r in csv.DictReader(f)}
+    assert reported == {i: error for i, (_, error) in enumerate(cases) if error}
+    for split, counts in result.splits.items():
+        assert counts.rows_in == counts.written + counts.errors + counts.discarded, split
+    assert result.rows.rows_in == 12 and result.rows.written == 2 and result.rows.discarded == 1
