@@ -23,9 +23,10 @@ _LAZY = {
     "load_dataset": "tfrecorder.reader",
     "load": "tfrecorder.reader",
     "label_names": "tfrecorder.reader",
-    "read_manifest": "tfrecorder.reader",
+    "read_manifest": "tfrecorder.manifest",
     "create_image_csv": "tfrecorder.sources",
     "inspect": "tfrecorder.inspection",
+    "read_tfr": "tfrecorder.frames",
 }
 
 __all__ = [

@@ -128,7 +128,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 
 def _info(args: argparse.Namespace) -> None:
-    from tfrecorder.reader import read_manifest
+    from tfrecorder.manifest import read_manifest
 
     manifest = read_manifest(args.tfrecord_dir)
     summary = {

@@ -9,7 +9,8 @@ import os
 import numpy as np
 from PIL import Image
 
-from tfrecorder.reader import load_dataset, read_manifest
+from tfrecorder.manifest import read_manifest
+from tfrecorder.reader import load_dataset
 
 _EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "webp": "webp"}
 

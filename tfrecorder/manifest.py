@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.storage import Folder
 
 FORMAT_NAME = "tfrecorder-dataset"
 FORMAT_VERSION = 1
@@ -79,6 +80,13 @@ class Manifest:
         """Number of records in ``split``."""
         return sum(s.records for s in self.splits[split])
 
+    def split_name(self, split: str) -> str:
+        """``split`` as the manifest names it (any case, trimmed), or an error listing the splits."""
+        name = str(split).strip().upper()
+        if name not in self.splits:
+            raise TFRecorderError(f"split={split!r}: the dataset has {', '.join(self.splits) or 'no splits'}")
+        return name
+
     def feature(self, name: str) -> FeatureInfo:
         """The feature called ``name``."""
         for f in self.features:
@@ -113,3 +121,19 @@ class Manifest:
             if isinstance(e, TFRecorderError):
                 raise
             raise TFRecorderError(f"{where}: not a valid tfrecorder manifest: {e}") from e
+
+
+def read_manifest(tfrecord_dir: str) -> Manifest:
+    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none."""
+    folder = Folder.of(tfrecord_dir)
+    names = folder.names()
+    if MANIFEST_NAME not in names:
+        if any(n.endswith(".partial") for n in names):
+            raise TFRecorderError(
+                f"{tfrecord_dir!r} holds an unfinished conversion (partial shards, no {MANIFEST_NAME}); "
+                f"run the conversion again to finish it"
+            )
+        if not names:
+            raise TFRecorderError(f"{tfrecord_dir!r} does not exist or is empty")
+        raise TFRecorderError(f"{tfrecord_dir!r} has no {MANIFEST_NAME}: it was not written by tfrecorder")
+    return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))

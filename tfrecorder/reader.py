@@ -9,7 +9,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.manifest import MANIFEST_NAME, FeatureInfo, Manifest
+from tfrecorder.manifest import FeatureInfo, Manifest, read_manifest
 from tfrecorder.storage import Folder
 
 logger = logging.getLogger(__name__)
@@ -17,22 +17,6 @@ logger = logging.getLogger(__name__)
 AUTOTUNE = tf.data.AUTOTUNE
 _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
 _PARSE_BATCH = 256  # records parsed together when the caller wants single examples
-
-
-def read_manifest(tfrecord_dir: str) -> Manifest:
-    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none."""
-    folder = Folder.of(tfrecord_dir)
-    names = folder.names()
-    if MANIFEST_NAME not in names:
-        if any(n.endswith(".partial") for n in names):
-            raise TFRecorderError(
-                f"{tfrecord_dir!r} holds an unfinished conversion (partial shards, no {MANIFEST_NAME}); "
-                f"run the conversion again to finish it"
-            )
-        if not names:
-            raise TFRecorderError(f"{tfrecord_dir!r} does not exist or is empty")
-        raise TFRecorderError(f"{tfrecord_dir!r} has no {MANIFEST_NAME}: it was not written by tfrecorder")
-    return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
 
 
 def label_names(tfrecord_dir: str) -> list[str] | None:
@@ -99,19 +83,12 @@ def load_dataset(
     folder = Folder.of(tfrecord_dir)
     if split is None:
         return {name: _split_dataset(manifest, folder, name, **options) for name in manifest.splits}
-    return _split_dataset(manifest, folder, _split_name(manifest, split), **options)
+    return _split_dataset(manifest, folder, manifest.split_name(split), **options)
 
 
 def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
     """Every split as a dict ``{"TRAIN": ds, ...}`` (TFRecorder 2.0's ``tfrecorder.load``)."""
     return load_dataset(tfrecord_dir, split=None, **kwargs)  # type: ignore[return-value]
-
-
-def _split_name(manifest: Manifest, split: str) -> str:
-    name = str(split).strip().upper()
-    if name not in manifest.splits:
-        raise TFRecorderError(f"split={split!r}: the dataset has {', '.join(manifest.splits) or 'no splits'}")
-    return name
 
 
 def _split_dataset(manifest: Manifest, folder: Folder, split: str, *, batch_size, shuffle, decode_images,
