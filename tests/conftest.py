@@ -79,6 +79,29 @@ def gcs_bucket():
         yield "tfrecorder-test"
 
 
+@pytest.fixture(scope="session")
+def tf_gcs_env(gcs_bucket, tmp_path_factory):
+    """Environment for a subprocess whose TensorFlow gs:// filesystem reaches the emulator through
+    the TLS-terminating CONNECT proxy in tests/gcs_proxy.py (run in its own process)."""
+    import subprocess
+    import sys
+
+    from tests.gcs_proxy import make_certificate
+
+    cert, key = make_certificate(tmp_path_factory.mktemp("proxy"))
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "tests.gcs_proxy", "--emulator", os.environ["STORAGE_EMULATOR_HOST"],
+         "--cert", str(cert), "--key", str(key)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=Path(__file__).resolve().parents[1])
+    port = proxy.stdout.readline().strip()
+    proxy_url = f"http://127.0.0.1:{port}"
+    yield {**os.environ, "HTTPS_PROXY": proxy_url, "https_proxy": proxy_url, "CURL_CA_BUNDLE": str(cert),
+           "NO_GCE_CHECK": "true", "GOOGLE_AUTH_TOKEN_FOR_TESTING": "emulator", "NO_PROXY": "127.0.0.1",
+           "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proxy.terminate()
+    proxy.wait(timeout=30)
+
+
 @pytest.fixture
 def gcs_dir(gcs_bucket, request):
     """A fresh gs:// folder in the emulator's bucket, named after the test."""

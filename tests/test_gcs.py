@@ -85,3 +85,28 @@ def test_dataflow_dry_run_honours_a_given_wheel(tabular_table, gcs_dir, tmp_path
         dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"},
     )
     assert result.pipeline_options["extra_packages"] == [str(wheel)]
+
+
+def test_load_dataset_reads_gcs_through_tensorflows_own_filesystem(image_table, gcs_dir, tf_gcs_env, tmp_path):
+    import subprocess
+    import sys
+
+    remote = upload_images(image_table, gcs_dir)
+    tfrecorder.convert(remote, f"{gcs_dir}/out", num_shards=2, compression="gzip", progress=False)
+    tfrecorder.convert(image_table, str(tmp_path / "local"), num_shards=2, compression="gzip", progress=False)
+    code = (
+        "import sys, numpy as np, tfrecorder;"
+        f"ds = tfrecorder.load_dataset({gcs_dir + '/out'!r}, split='TRAIN', shuffle=True, seed=1);"
+        "np.savez(sys.argv[1], **{str(x['count']): x['image'] for x in ds.as_numpy_iterator()})"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "images.npz")], env=tf_gcs_env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import numpy as np
+
+    from_gcs = dict(np.load(tmp_path / "images.npz"))
+    local = {str(x["count"]): x["image"] for x in tfrecorder.load_dataset(str(tmp_path / "local"), split="TRAIN")
+             .as_numpy_iterator()}
+    assert sorted(from_gcs) == sorted(local) == ["0", "1", "4", "5", "8", "9"]
+    for count, image in local.items():
+        np.testing.assert_array_equal(from_gcs[count], image)
