@@ -34,7 +34,7 @@ def animated_gif(path):
 
 def png16(path):
     array = (pixels(3, 20, 28, 1)[..., 0].astype(np.uint16) * 257)
-    Image.fromarray(array, "I;16").save(path)
+    Image.fromarray(array).save(path)  # uint16 array: mode I;16
     return path
 
 
