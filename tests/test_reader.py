@@ -129,3 +129,21 @@ def test_cmyk_jpeg_is_reencoded_losslessly_as_rgb_png(tmp_path):
     example = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator())
     assert example["image_format"] == b"png" and example["image_channels"] == 3
     np.testing.assert_array_equal(example["image"], np.asarray(Image.open(tmp_path / "cmyk.jpg").convert("RGB")))
+
+
+@pytest.mark.parametrize("num_shards", [2, 3])
+def test_workers_get_disjoint_parts_that_cover_the_split(dataset, num_shards):
+    # dataset has 2 TRAIN files: 2 workers split by file, 3 workers by record
+    parts = []
+    for index in range(num_shards):
+        ds = tfrecorder.load_dataset(dataset, split="TRAIN", decode_images=False, num_shards=num_shards,
+                                     shard_index=index)
+        counts = [int(x["count"]) for x in ds.as_numpy_iterator()]
+        assert int(ds.cardinality()) == len(counts)
+        parts.append(counts)
+    assert sorted(c for p in parts for c in p) == [0, 1, 4, 5, 8, 9]
+    context = tf.distribute.InputContext(num_input_pipelines=num_shards, input_pipeline_id=1)
+    ds = tfrecorder.load_dataset(dataset, split="TRAIN", decode_images=False, input_context=context)
+    assert [int(x["count"]) for x in ds.as_numpy_iterator()] == parts[1]
+    with pytest.raises(TFRecorderError, match=r"shard_index=5 with num_shards=2"):
+        tfrecorder.load_dataset(dataset, split="TRAIN", num_shards=2, shard_index=5)

@@ -62,12 +62,18 @@ def load_dataset(
     cache: bool = False,
     drop_remainder: bool = False,
     deterministic: bool | None = None,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    input_context: tf.distribute.InputContext | None = None,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
     Elements are dicts of features (images decoded to uint8 ``(H, W, C)``), or ``(image, label)`` /
     ``(features, label)`` with ``as_supervised=True``. Without ``shuffle`` records come in stored order.
     Missing values of nullable columns read as the manifest's default (NaN, 0, ""); ``read_tfr`` keeps NA.
+    For multi-worker training, ``num_shards``/``shard_index`` (or a ``tf.distribute.InputContext``) give
+    each worker whole shard files when there are at least as many files as workers, else every
+    ``num_shards``-th record; ``cardinality()`` is this worker's count.
 
     Example:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
@@ -76,7 +82,13 @@ def load_dataset(
         (TensorShape([2, 32, 32, 3]), tf.uint8)
     """
     manifest = read_manifest(tfrecord_dir)
-    options = dict(batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
+    if input_context is not None:
+        num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if not 0 <= shard_index < num_shards:
+        raise TFRecorderError(f"shard_index={shard_index} with num_shards={num_shards}: need 0 <= shard_index < "
+                              f"num_shards")
+    options = dict(worker=(num_shards, shard_index), batch_size=batch_size, shuffle=shuffle,
+                   decode_images=decode_images,
                    image_size=image_size, as_supervised=as_supervised, channels=channels, features=features,
                    label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache,
                    drop_remainder=drop_remainder, deterministic=deterministic)
@@ -91,13 +103,15 @@ def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
     return load_dataset(tfrecord_dir, split=None, **kwargs)  # type: ignore[return-value]
 
 
-def _split_dataset(manifest: Manifest, folder: Folder, split: str, *, batch_size, shuffle, decode_images,
+def _split_dataset(manifest: Manifest, folder: Folder, split: str, *, worker, batch_size, shuffle, decode_images,
                    image_size, as_supervised, channels, features, label_key, seed, shuffle_buffer, cache,
                    drop_remainder, deterministic) -> tf.data.Dataset:
     names = _selected(manifest, features, as_supervised, label_key)
     spec = feature_spec(manifest, names)
-    count = manifest.records(split)
-    records = _records(manifest, folder, split, shuffle, seed, deterministic)
+    shards, count, record_shard = _worker_part(manifest.splits[split], *worker)
+    records = _records(manifest, folder, shards, shuffle, seed, deterministic)
+    if record_shard is not None:
+        records = records.shard(*record_shard)
     records = records.apply(tf.data.experimental.assert_cardinality(count))
     if cache:
         records = records.cache()
@@ -138,9 +152,23 @@ def _selected(manifest: Manifest, features: Sequence[str] | None, as_supervised:
     return names
 
 
-def _records(manifest: Manifest, folder: Folder, split: str, shuffle: bool, seed: int | None,
+def _worker_part(shards: list, num_shards: int, index: int) -> tuple[list, int, tuple[int, int] | None]:
+    """This worker's share of a split: whole files when there are enough of them, else every n-th record.
+
+    Returns (files to read, records this worker gets, (num_shards, index) for Dataset.shard or None).
+    """
+    if num_shards == 1:
+        return shards, sum(s.records for s in shards), None
+    if len(shards) >= num_shards:
+        mine = shards[index::num_shards]
+        return mine, sum(s.records for s in mine), None
+    total = sum(s.records for s in shards)
+    return shards, total // num_shards + (1 if index < total % num_shards else 0), (num_shards, index)
+
+
+def _records(manifest: Manifest, folder: Folder, shards: list, shuffle: bool, seed: int | None,
              deterministic: bool | None) -> tf.data.Dataset:
-    files = [folder.url_of(s.file) for s in manifest.splits[split]]
+    files = [folder.url_of(s.file) for s in shards]
     compression = (manifest.compression or "").upper()
     if not shuffle or len(files) == 1:
         return tf.data.TFRecordDataset(files, compression_type=compression)
