@@ -27,6 +27,8 @@ _LAZY = {
     "create_image_csv": "tfrecorder.sources",
     "inspect": "tfrecorder.inspection",
     "read_tfr": "tfrecorder.frames",
+    "info": "tfrecorder.overview",
+    "show": "tfrecorder.overview",
 }
 
 __all__ = [

@@ -128,19 +128,9 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 
 def _info(args: argparse.Namespace) -> None:
-    from tfrecorder.manifest import read_manifest
+    from tfrecorder.overview import info
 
-    manifest = read_manifest(args.tfrecord_dir)
-    summary = {
-        "splits": {k: {"records": manifest.records(k), "shards": len(v), "bytes": sum(s.bytes for s in v)}
-                   for k, v in manifest.splits.items()},
-        "rows": {k: vars(v) for k, v in manifest.rows.items()},
-        "features": {f.name: f"{f.dtype}{'[]' if f.shape == [None] else ''}{'?' if f.nullable else ''}"
-                     for f in manifest.features},
-        "labels": manifest.vocabulary,
-        "compression": manifest.compression,
-    }
-    print(json.dumps(summary, indent=2))
+    print(json.dumps(info(args.tfrecord_dir).summary(), indent=2))
 
 
 def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
