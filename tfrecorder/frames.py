@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import fsspec
 import pandas as pd
 
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.example_proto import Example
-from tfrecorder.manifest import FeatureInfo, Manifest, read_manifest
+from tfrecorder.foreign import open_dataset
+from tfrecorder.manifest import FeatureInfo, Manifest
 from tfrecorder.records import read_records
 from tfrecorder.storage import Folder
 
@@ -32,8 +34,7 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
         >>> list(df.columns)
         ['label', 'weight']
     """
-    manifest = read_manifest(tfrecord_dir)
-    folder = Folder.of(tfrecord_dir)
+    manifest, folder = open_dataset(tfrecord_dir)
     names = [manifest.split_name(split)] if split is not None else list(manifest.splits)
     features = manifest.features
     records = [r for name in names for r in _records(folder, manifest, name)]
@@ -57,7 +58,7 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
 def _records(folder: Folder, manifest: Manifest, split: str) -> list[Any]:
     out = []
     for shard in manifest.splits[split]:
-        with folder.fs.open(folder.join(shard.file), "rb") as f:
+        with fsspec.open(folder.url_of(shard.file), "rb") as f:
             out.extend(Example.FromString(r) for r in read_records(f, manifest.compression))
     return out
 

@@ -9,7 +9,7 @@ import os
 import numpy as np
 from PIL import Image
 
-from tfrecorder.manifest import read_manifest
+from tfrecorder.foreign import open_dataset
 from tfrecorder.reader import load_dataset
 
 _EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "webp": "webp"}
@@ -27,7 +27,7 @@ def inspect(tfrecord_dir: str, split: str = "TRAIN", num_records: int = 1, outpu
         >>> sorted(os.listdir(folder))
         ['00000.png', '00001.jpg', 'data.csv']
     """
-    manifest = read_manifest(tfrecord_dir)
+    manifest = open_dataset(tfrecord_dir)[0]
     vocabulary = manifest.vocabulary
     ds = load_dataset(tfrecord_dir, split=split, decode_images=False).take(max(0, int(num_records)))
     os.makedirs(output_dir, exist_ok=True)

@@ -18,6 +18,10 @@ ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
 MISSING_DEFAULTS = {"int64": 0, "float32": "NaN", "string": ""}
 
 
+class MissingManifest(TFRecorderError):
+    """A folder of files without dataset.json (the reader then infers one from the records)."""
+
+
 @dataclass(frozen=True)
 class FeatureInfo:
     """One feature of every record: its tf dtype, shape ([] scalar, [null] variable-length list)."""
@@ -135,5 +139,5 @@ def read_manifest(tfrecord_dir: str) -> Manifest:
             )
         if not names:
             raise TFRecorderError(f"{tfrecord_dir!r} does not exist or is empty")
-        raise TFRecorderError(f"{tfrecord_dir!r} has no {MANIFEST_NAME}: it was not written by tfrecorder")
+        raise MissingManifest(f"{tfrecord_dir!r} has no {MANIFEST_NAME}: it was not written by tfrecorder")
     return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))

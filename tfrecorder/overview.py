@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
-from tfrecorder.manifest import Manifest, read_manifest
+from tfrecorder.foreign import open_dataset
+from tfrecorder.manifest import Manifest
 
 THUMBNAIL = 128
 
@@ -76,7 +77,7 @@ def info(tfrecord_dir: str) -> DatasetInfo:
     Example:
         >>> print(tfrecorder.info(dataset_dir))  # doctest: +SKIP
     """
-    manifest = read_manifest(tfrecord_dir)
+    manifest = open_dataset(tfrecord_dir)[0]
     counts: dict[str, dict[str, int]] = {}
     label = (manifest.label or {}).get("feature")
     if label:
@@ -132,7 +133,7 @@ def show(tfrecord_dir: str, split: str = "TRAIN", n: int = 16, path: str | None 
     """
     from tfrecorder.reader import load_dataset
 
-    manifest = read_manifest(tfrecord_dir)
+    manifest = open_dataset(tfrecord_dir)[0]
     names = manifest.vocabulary
     ds = load_dataset(tfrecord_dir, split=split, channels=3).take(max(0, int(n)))
     thumbnails, captions = [], []

@@ -9,7 +9,8 @@ from typing import Any
 import tensorflow as tf
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.manifest import FeatureInfo, Manifest, read_manifest
+from tfrecorder.foreign import TFRECORDER2_FORMAT, open_dataset
+from tfrecorder.manifest import FeatureInfo, Manifest
 from tfrecorder.storage import Folder
 
 logger = logging.getLogger(__name__)
@@ -19,14 +20,14 @@ _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
 _PARSE_BATCH = 256  # records parsed together when the caller wants single examples
 
 
-def label_names(tfrecord_dir: str) -> list[str] | None:
+def label_names(tfrecord_dir: Any) -> list[str] | None:
     """The label vocabulary (names by id), or None when labels were integers.
 
     Example:
         >>> tfrecorder.label_names(dataset_dir)
         ['cat', 'dog', 'goat']
     """
-    return read_manifest(tfrecord_dir).vocabulary
+    return open_dataset(tfrecord_dir)[0].vocabulary
 
 
 def feature_spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def load_dataset(
         >>> batch["image"].shape, batch["image"].dtype
         (TensorShape([2, 32, 32, 3]), tf.uint8)
     """
-    manifest = read_manifest(tfrecord_dir)
+    manifest, folder = open_dataset(tfrecord_dir)
     if input_context is not None:
         num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
     if not 0 <= shard_index < num_shards:
@@ -92,7 +93,6 @@ def load_dataset(
                    image_size=image_size, as_supervised=as_supervised, channels=channels, features=features,
                    label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache,
                    drop_remainder=drop_remainder, deterministic=deterministic)
-    folder = Folder.of(tfrecord_dir)
     if split is None:
         return {name: _split_dataset(manifest, folder, name, **options) for name in manifest.splits}
     return _split_dataset(manifest, folder, manifest.split_name(split), **options)
@@ -193,7 +193,8 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
     want = int(channels) if channels else (stored[0] if len(stored) == 1 else 3)
     if want not in (1, 2, 3, 4):
         raise TFRecorderError(f"channels={channels!r}: use 1, 2, 3 or 4")
-    raw = info.get("format") == "raw"
+    base64_pixels = info.get("format") == TFRECORDER2_FORMAT
+    raw = info.get("format") == "raw" or base64_pixels
     formats = info.get("formats") or []
     direct = stored == [want] and want != 2  # every image has the channels asked for: decode straight to them
     uniform = info.get("shape")  # every stored image has this (height, width): batches get a static shape
@@ -203,9 +204,10 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
         out = dict(example)
         if raw:
             shape = tf.stack([example["image_height"], example["image_width"], example["image_channels"]])
-            image = tf.reshape(tf.io.decode_raw(example["image"], tf.uint8), tf.cast(shape, tf.int32))
+            data = tf.io.decode_base64(example["image"]) if base64_pixels else example["image"]
+            image = tf.reshape(tf.io.decode_raw(data, tf.uint8), tf.cast(shape, tf.int32))
         else:
-            image = decode_bytes(example["image"], example["image_format"], formats, want if direct else 0)
+            image = decode_bytes(example["image"], example.get("image_format"), formats, want if direct else 0)
         if raw or not direct:
             image = to_channels(image, want)
         if turned:
@@ -237,7 +239,7 @@ def apply_orientation(image: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
     return tf.switch_case(index, branches)
 
 
-def decode_bytes(data: tf.Tensor, fmt: tf.Tensor, formats: Sequence[str], channels: int = 0) -> tf.Tensor:
+def decode_bytes(data: tf.Tensor, fmt: tf.Tensor | None, formats: Sequence[str], channels: int = 0) -> tf.Tensor:
     """Decode stored image bytes to uint8 (H, W, C), first frame only.
 
     JPEGs are decoded with the accurate integer IDCT, which gives exactly the pixels Pillow
@@ -253,9 +255,11 @@ def decode_bytes(data: tf.Tensor, fmt: tf.Tensor, formats: Sequence[str], channe
 
     if list(formats) == ["jpeg"]:
         return jpeg()
-    if "jpeg" not in formats:
+    if formats and "jpeg" not in formats:
         return other()
-    return tf.cond(tf.equal(fmt, "jpeg"), jpeg, other)
+    # Mixed formats: the record's image_format says which; files of other tools have none, so sniff.
+    is_jpeg = tf.equal(fmt, "jpeg") if fmt is not None else tf.equal(tf.strings.substr(data, 0, 2), b"\xff\xd8")
+    return tf.cond(is_jpeg, jpeg, other)
 
 
 def to_channels(image: tf.Tensor, want: int) -> tf.Tensor:

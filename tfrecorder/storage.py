@@ -35,7 +35,9 @@ class Folder:
         return f"{self.path}/{name}"
 
     def url_of(self, name: str) -> str:
-        """URL of ``name`` inside the folder, for users and tf.data."""
+        """URL of ``name`` inside the folder, for users and tf.data (a full URL or absolute path stays)."""
+        if "://" in name or name.startswith("/"):
+            return name
         return f"{self.url.rstrip('/')}/{name}"
 
     def names(self) -> list[str]:
