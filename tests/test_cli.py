@@ -50,7 +50,7 @@ def test_create_image_csv(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["convert", "{tmp}/missing.csv", "{tmp}/out"], "tfrecorder: error: source '.*missing.csv' does not exist"),
     (["convert", "{tmp}/bad.csv", "{tmp}/out"], "tfrecorder: error: column 'split': 1 rows have values outside"),
-    (["info", "{tmp}"], "tfrecorder: error: .* has no dataset.json"),
+    (["info", "{tmp}"], "tfrecorder: error: .* has no dataset.json and no TFRecord files"),
 ])
 def test_errors_are_one_line_without_traceback(tmp_path, args, message):
     (tmp_path / "bad.csv").write_text("split,image_uri,label\nTRIAN,a.jpg,cat\n")

@@ -65,7 +65,7 @@ def find_files(source: str | Sequence[str]) -> tuple[Any, list[str]]:
         paths = [path]
     paths = [p for p in paths if not p.lower().endswith(_SKIP) and fs.size(p) > 0]
     if not paths:
-        raise TFRecorderError(f"no TFRecord files found at {source!r}")
+        raise TFRecorderError(f"{source!r} has no dataset.json and no TFRecord files")
     return fs, paths
 
 
