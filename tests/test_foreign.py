@@ -73,12 +73,13 @@ def test_a_list_of_files_and_uncompressed_or_zlib(tmp_path, compression):
     assert sorted(float(x["v"]) for x in splits["TRAIN"].as_numpy_iterator()) == [0.0, 1.0, 2.0]
 
 
-def test_files_written_by_beam_write_to_tfrecord(tmp_path):
+@pytest.mark.parametrize("suffix", [".gz", ""])
+def test_files_written_by_beam_write_to_tfrecord(tmp_path, suffix):
     import apache_beam as beam
 
     with beam.Pipeline(runner="DirectRunner") as pipeline:
         _ = (pipeline | beam.Create([example(k=i) for i in range(5)])
-             | beam.io.WriteToTFRecord(str(tmp_path / "validation"), file_name_suffix=".gz"))
+             | beam.io.WriteToTFRecord(str(tmp_path / "validation"), file_name_suffix=suffix))
     ds = tfrecorder.load_dataset(str(tmp_path), split="VALIDATION")
     assert sorted(int(x["k"]) for x in ds.as_numpy_iterator()) == [0, 1, 2, 3, 4]
 

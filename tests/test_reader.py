@@ -147,3 +147,10 @@ def test_workers_get_disjoint_parts_that_cover_the_split(dataset, num_shards):
     assert [int(x["count"]) for x in ds.as_numpy_iterator()] == parts[1]
     with pytest.raises(TFRecorderError, match=r"shard_index=5 with num_shards=2"):
         tfrecorder.load_dataset(dataset, split="TRAIN", num_shards=2, shard_index=5)
+
+
+def test_cache_gives_the_same_records_every_epoch_and_label_key(dataset):
+    ds = tfrecorder.load_dataset(dataset, split="TEST", cache=True, decode_images=False, as_supervised=True,
+                                 label_key="count")
+    epochs = [[int(label) for _, label in ds.as_numpy_iterator()] for _ in range(2)]
+    assert epochs[0] == epochs[1] == [3, 7, 11]
