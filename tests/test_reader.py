@@ -154,3 +154,21 @@ def test_cache_gives_the_same_records_every_epoch_and_label_key(dataset):
                                  label_key="count")
     epochs = [[int(label) for _, label in ds.as_numpy_iterator()] for _ in range(2)]
     assert epochs[0] == epochs[1] == [3, 7, 11]
+
+
+@pytest.mark.parametrize("mode", ["stretch", "pad", "crop"])
+def test_load_dataset_resize_modes(tmp_path, mode):
+    path = write_image(tmp_path / "wide.png", "PNG", "RGB", (20, 40))
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(path)], "label": [0]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    image = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", image_size=(10, 10),
+                                         resize_mode=mode).as_numpy_iterator())["image"]
+    assert image.shape == (10, 10, 3)
+    source = np.asarray(Image.open(path)).astype(float)
+    if mode == "pad":  # 40x20 fits as 10x5: black bars above and below
+        assert image[:2].max() == 0 and image[-2:].max() == 0 and image[4:6].mean() > 20
+    elif mode == "crop":  # the centre 20x20 of the source, scaled by 1/2
+        centre = source[:, 10:30].reshape(10, 2, 10, 2, 3).mean(axis=(1, 3))
+        assert np.abs(image - centre).mean() < 3
+    else:
+        assert image.min() >= 0 and image[:2].max() > 0

@@ -54,6 +54,7 @@ def load_dataset(
     shuffle: bool = False,
     decode_images: bool = True,
     image_size: tuple[int, int] | None = None,
+    resize_mode: str = "stretch",
     as_supervised: bool = False,
     channels: int | None = None,
     features: Sequence[str] | None = None,
@@ -82,6 +83,8 @@ def load_dataset(
         >>> batch["image"].shape, batch["image"].dtype
         (TensorShape([2, 32, 32, 3]), tf.uint8)
     """
+    if resize_mode not in ("stretch", "pad", "crop"):
+        raise TFRecorderError(f"resize_mode={resize_mode!r}: use 'stretch', 'pad' or 'crop'")
     manifest, folder = open_dataset(tfrecord_dir)
     if input_context is not None:
         num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
@@ -89,9 +92,8 @@ def load_dataset(
         raise TFRecorderError(f"shard_index={shard_index} with num_shards={num_shards}: need 0 <= shard_index < "
                               f"num_shards")
     options = dict(worker=(num_shards, shard_index), batch_size=batch_size, shuffle=shuffle,
-                   decode_images=decode_images,
-                   image_size=image_size, as_supervised=as_supervised, channels=channels, features=features,
-                   label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache,
+                   decode_images=decode_images, image_size=image_size, resize_mode=resize_mode,
+                   as_supervised=as_supervised, channels=channels, features=features, label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache,
                    drop_remainder=drop_remainder, deterministic=deterministic)
     if split is None:
         return {name: _split_dataset(manifest, folder, name, **options) for name in manifest.splits}
@@ -104,7 +106,7 @@ def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
 
 
 def _split_dataset(manifest: Manifest, folder: Folder, split: str, *, worker, batch_size, shuffle, decode_images,
-                   image_size, as_supervised, channels, features, label_key, seed, shuffle_buffer, cache,
+                   image_size, resize_mode, as_supervised, channels, features, label_key, seed, shuffle_buffer, cache,
                    drop_remainder, deterministic) -> tf.data.Dataset:
     names = _selected(manifest, features, as_supervised, label_key)
     spec = feature_spec(manifest, names)
@@ -121,7 +123,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, *, worker, ba
     has_image = "image" in spec and decode_images
     if has_image:
         _check_batchable(manifest, batch_size, image_size)
-        decode = _image_decoder(manifest, channels, image_size)
+        decode = _image_decoder(manifest, channels, image_size, resize_mode)
         ds = records.batch(_PARSE_BATCH).map(lambda r: tf.io.parse_example(r, spec), num_parallel_calls=AUTOTUNE)
         ds = ds.unbatch().map(decode, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))
@@ -187,7 +189,7 @@ def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any
         )
 
 
-def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
+def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any, resize_mode: str = "stretch"):
     info = manifest.image or {}
     stored = info.get("channels") or [3]
     want = int(channels) if channels else (stored[0] if len(stored) == 1 else 3)
@@ -213,7 +215,7 @@ def _image_decoder(manifest: Manifest, channels: int | None, image_size: Any):
         if turned:
             image = apply_orientation(image, example["image_orientation"])
         if image_size is not None:
-            image = resize(image, image_size)
+            image = resize(image, image_size, resize_mode)
         elif uniform:
             image = tf.ensure_shape(image, [*uniform, want])
         out["image"] = image
@@ -288,10 +290,23 @@ def to_channels(image: tf.Tensor, want: int) -> tf.Tensor:
     return tf.ensure_shape(result, [None, None, want])
 
 
-def resize(image: tf.Tensor, size: Any) -> tf.Tensor:
-    """Bilinear resize (antialiased when shrinking) to (height, width), back to uint8."""
+def resize(image: tf.Tensor, size: Any, mode: str = "stretch") -> tf.Tensor:
+    """Bilinear resize (antialiased when shrinking) to (height, width), back to uint8.
+
+    ``mode`` as when writing: ``"stretch"`` ignores the aspect ratio, ``"pad"`` keeps it and pads
+    with black, ``"crop"`` keeps it and crops the centre.
+    """
     height, width = (int(v) for v in size)
-    resized = tf.image.resize(image, (height, width), method="bilinear", antialias=True)
+    if mode == "pad":
+        resized = tf.image.resize_with_pad(image, height, width, method="bilinear", antialias=True)
+    elif mode == "crop":
+        shape = tf.cast(tf.shape(image)[:2], tf.float32)
+        scale = tf.maximum(height / shape[0], width / shape[1])
+        cover = tf.cast(tf.math.ceil(shape * scale), tf.int32)
+        resized = tf.image.resize(image, cover, method="bilinear", antialias=True)
+        resized = tf.image.resize_with_crop_or_pad(resized, height, width)
+    else:
+        resized = tf.image.resize(image, (height, width), method="bilinear", antialias=True)
     return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
 
 
