@@ -94,7 +94,8 @@ def load_dataset(
     options = dict(worker=(num_shards, shard_index), batch_size=batch_size, shuffle=shuffle,
                    decode_images=decode_images, image_size=image_size, resize_mode=resize_mode,
                    as_supervised=as_supervised, channels=channels, features=features, label_key=label_key,
-                   seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder, deterministic=deterministic)
+                   seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
+                   deterministic=deterministic)
     if split is None:
         return {name: _split_dataset(manifest, folder, name, **options) for name in manifest.splits}
     return _split_dataset(manifest, folder, manifest.split_name(split), **options)
