@@ -26,7 +26,7 @@ def test_import_is_quiet_and_imports_neither_tensorflow_nor_beam():
 def test_public_names():
     import tfrecorder
 
-    for name in ("convert", "load_dataset", "load", "label_names", "Schema", "IMAGE_CSV_SCHEMA", "SchemaError",
+    for name in ("convert", "convert_and_load", "inspect", "read_tfr", "info", "show", "load_dataset", "load", "label_names", "Schema", "IMAGE_CSV_SCHEMA", "SchemaError",
                  "TFRecorderError", "input_schema", "types"):
         assert hasattr(tfrecorder, name), name
     from tfrecorder import types
@@ -46,3 +46,11 @@ def test_demo_runs_and_prints_what_it_did(tmp_path):
     assert re.search(r"^TRAIN\s+240\s+240\s+0\s+0\s+1\s", out, re.M), out
     assert "labels: ['circle', 'square', 'triangle']" in out
     assert "image           uint8    (32, 64, 64, 3)" in out
+
+
+def test_convert_and_load(image_table, tmp_path):
+    import tfrecorder
+
+    splits = tfrecorder.convert_and_load(image_table, str(tmp_path / "out"), progress=False)
+    assert sorted(splits) == ["TEST", "TRAIN", "VALIDATION"]
+    assert int(splits["TRAIN"].cardinality()) == 6

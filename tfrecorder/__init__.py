@@ -19,6 +19,7 @@ from tfrecorder.schema import IMAGE_CSV_SCHEMA, Schema  # noqa: E402
 # Public names that import heavier modules (TensorFlow, fsspec) on first use.
 _LAZY = {
     "convert": "tfrecorder.converter",
+    "convert_and_load": "tfrecorder.converter",
     "ConvertResult": "tfrecorder.result",
     "load_dataset": "tfrecorder.reader",
     "load": "tfrecorder.reader",

@@ -238,3 +238,11 @@ def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str) -> 
         logger.warning("%s: %s", folder.url, warning)
     return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
                          warnings=(warning,) if warning else ())
+
+
+def convert_and_load(source: Any, output_dir: str, **kwargs: Any):
+    """Convert, then load every split (TFRecorder 2.0's ``convert_and_load``): ``{"TRAIN": ds, ...}``."""
+    from tfrecorder.reader import load
+
+    result = convert(source, output_dir, **kwargs)
+    return load(result.tfrecord_dir)
