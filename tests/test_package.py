@@ -26,7 +26,8 @@ def test_import_is_quiet_and_imports_neither_tensorflow_nor_beam():
 def test_public_names():
     import tfrecorder
 
-    for name in ("convert", "convert_and_load", "inspect", "read_tfr", "info", "show", "load_dataset", "load", "label_names", "Schema", "IMAGE_CSV_SCHEMA", "SchemaError",
+    for name in ("convert", "convert_and_load", "inspect", "read_tfr", "info", "show", "load_dataset", "load",
+                 "label_names", "Schema", "IMAGE_CSV_SCHEMA", "SchemaError",
                  "TFRecorderError", "input_schema", "types"):
         assert hasattr(tfrecorder, name), name
     from tfrecorder import types
