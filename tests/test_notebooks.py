@@ -22,3 +22,27 @@ def test_committed_notebook_is_clean_and_up_to_date(name):
     assert all(not cell.get("outputs") and not cell.get("execution_count") for cell in committed.cells
                if cell.cell_type == "code"), f"{name} has outputs: strip them"
     assert committed == make_notebooks.build(name), f"{name} differs from make_notebooks.py: regenerate it"
+
+
+def test_dataflow_notebook_calls_match_the_api_with_a_dry_run(image_table, gcs_dir):
+    import fsspec
+
+    notebook = nbformat.read(NOTEBOOKS / "05_dataflow.ipynb", as_version=4)
+    code = {tag: cell.source for cell in notebook.cells if cell.cell_type == "code"
+            for tag in cell.metadata.get("tags", []) if tag.startswith("dataflow-")}
+    for source in code.values():
+        compile(source, "05_dataflow.ipynb", "exec")
+    fs = fsspec.filesystem("gs")
+    table = image_table.copy()
+    for i, path in enumerate(table["image_uri"]):
+        table.loc[i, "image_uri"] = f"{gcs_dir}/images/{i}.jpg"
+        fs.pipe(table.loc[i, "image_uri"], Path(path).read_bytes())
+    fs.pipe(f"{gcs_dir}/data.csv", table[["split", "image_uri", "label"]].to_csv(index=False).encode())
+    namespace: dict = {}
+    exec(code["dataflow-setup"], namespace)
+    namespace.update(BUCKET=gcs_dir, DATAFLOW_OPTIONS={**namespace["DATAFLOW_OPTIONS"], "dry_run": True,
+                                                       "no_auth": True, "sdk_location": "container"})
+    exec(code["dataflow-submit"], namespace)
+    result = namespace["result"]
+    assert result.pipeline_options["machine_type"] == "n2-standard-4"
+    assert result.pipeline_options["project"] == "my-project" and result.job_name.startswith("tfrecorder-pets-")
