@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tfrecorder-installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench docs clean
 
 $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ test: $(STAMP)  ## the whole suite: unit, writers, reader, CLI, demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check tfrecorder tests examples benchmarks
+
+docs: $(STAMP)  ## regenerate docs/api.md from the docstrings
+	$(BIN)/python docs/make_api.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -44,6 +44,11 @@ def write_image(path: Path, fmt: str = "JPEG", mode: str = "RGB", size: tuple[in
 @pytest.fixture
 def image_table(tmp_path: Path) -> pd.DataFrame:
     """12 rows: JPEG and PNG images of three classes in three splits, with float, int, str, list extras."""
+    return image_table_at(tmp_path)
+
+
+def image_table_at(tmp_path: Path) -> pd.DataFrame:
+    """The ``image_table`` fixture's table, with its images written under ``tmp_path``."""
     rows = []
     for i in range(12):
         fmt, ext = ("PNG", "png") if i % 3 == 0 else ("JPEG", "jpg")

@@ -55,3 +55,10 @@ def test_convert_and_load(image_table, tmp_path):
     splits = tfrecorder.convert_and_load(image_table, str(tmp_path / "out"), progress=False)
     assert sorted(splits) == ["TEST", "TRAIN", "VALIDATION"]
     assert int(splits["TRAIN"].cardinality()) == 6
+
+
+def test_api_reference_is_up_to_date():
+    sys.path.insert(0, str(ROOT / "docs"))
+    import make_api
+
+    assert (ROOT / "docs" / "api.md").read_text() == make_api.render(), "run: python docs/make_api.py"
