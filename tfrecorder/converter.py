@@ -241,7 +241,13 @@ def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str) -> 
 
 
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any):
-    """Convert, then load every split (TFRecorder 2.0's ``convert_and_load``): ``{"TRAIN": ds, ...}``."""
+    """Convert, then load every split (TFRecorder 2.0's ``convert_and_load``): ``{"TRAIN": ds, ...}``.
+
+    Example:
+        >>> splits = tfrecorder.convert_and_load(df, str(tmp_path / "both"), progress=False)
+        >>> sorted(splits), int(splits["TRAIN"].cardinality())
+        (['TEST', 'TRAIN', 'VALIDATION'], 6)
+    """
     from tfrecorder.reader import load
 
     result = convert(source, output_dir, **kwargs)

@@ -9,11 +9,26 @@ _ROW_ERROR = re.compile(r"row (\d+) \(split (\w+)\), column 'image_uri' = '(.*?)
 
 
 class TFRecorderError(ValueError):
-    """A conversion or read cannot go on; the message says what, where and how to fix it."""
+    """A conversion or read cannot go on; the message says what, where and how to fix it.
+
+    Example:
+        >>> tfrecorder.load_dataset(dataset_dir, split="DEV")
+        Traceback (most recent call last):
+        ...
+        tfrecorder.errors.TFRecorderError: split='DEV': the dataset has TRAIN, VALIDATION, TEST
+    """
 
 
 class SchemaError(TFRecorderError):
-    """The input table does not fit its schema (missing column, bad value, unknown split...)."""
+    """The input table does not fit its schema (missing column, bad value, unknown split...).
+
+    Example (``...`` stands for ``TRAIN/VALIDATION/TEST/DISCARD/UNASSIGNED:``):
+        >>> import pandas as pd
+        >>> tfrecorder.convert(pd.DataFrame({"split": ["TRIAN"], "x": [1]}), str(tmp_path / "bad"))
+        Traceback (most recent call last):
+        ...
+        tfrecorder.errors.SchemaError: column 'split': 1 rows have values outside ... 'TRIAN' (row 0)
+    """
 
 
 class RowError(TFRecorderError):
@@ -21,6 +36,10 @@ class RowError(TFRecorderError):
 
     Raised only with ``on_error="raise"``; with ``on_error="report"`` the same
     facts go to ``errors.csv``.
+
+    Example:
+        >>> str(RowError(4, "TRAIN", "gs://b/a.jpg", "not_found", "not found: gs://b/a.jpg"))
+        "row 4 (split TRAIN), column 'image_uri' = 'gs://b/a.jpg': not_found: not found: gs://b/a.jpg"
     """
 
     def __init__(self, row: int, split: str, image_uri: str, error: str, message: str):

@@ -128,7 +128,13 @@ class Manifest:
 
 
 def read_manifest(tfrecord_dir: str) -> Manifest:
-    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none."""
+    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none.
+
+    Example:
+        >>> manifest = tfrecorder.read_manifest(dataset_dir)
+        >>> manifest.records("TRAIN"), manifest.vocabulary, manifest.rows["TEST"].written
+        (6, ['cat', 'dog', 'goat'], 3)
+    """
     folder = Folder.of(tfrecord_dir)
     names = folder.names()
     if MANIFEST_NAME not in names:

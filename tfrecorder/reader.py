@@ -102,7 +102,12 @@ def load_dataset(
 
 
 def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
-    """Every split as a dict ``{"TRAIN": ds, ...}`` (TFRecorder 2.0's ``tfrecorder.load``)."""
+    """Every split as a dict ``{"TRAIN": ds, ...}`` (TFRecorder 2.0's ``tfrecorder.load``).
+
+    Example:
+        >>> {name: int(ds.cardinality()) for name, ds in tfrecorder.load(dataset_dir).items()}
+        {'TRAIN': 6, 'VALIDATION': 3, 'TEST': 3}
+    """
     return load_dataset(tfrecord_dir, split=None, **kwargs)  # type: ignore[return-value]
 
 

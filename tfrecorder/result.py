@@ -26,6 +26,11 @@ class ConvertResult:
     """What ``to_tfr``/``convert`` did.
 
     ``result["tfrecord_dir"]``, ``result["job_id"]`` and ``result["metrics"]`` work as in TFRecorder 2.0.
+
+    Example:
+        >>> result = tfrecorder.convert(df, str(tmp_path / "r"), progress=False)
+        >>> result.splits["TRAIN"].written, result["metrics"]["rows"], result.errors
+        (6, 12, 0)
     """
 
     tfrecord_dir: str

@@ -117,7 +117,14 @@ def _file_url(url: str, fs: Any, path: str) -> str:
 
 
 def create_image_csv(image_dir: str, output_csv: str) -> pd.DataFrame:
-    """Write the table of an image folder as a CSV (``tfrecorder create-image-csv``); returns it."""
+    """Write the table of an image folder as a CSV (``tfrecorder create-image-csv``); returns it.
+
+    Example:
+        >>> images = make_sample_images(str(tmp_path / "imgs"), n=6)
+        >>> table = tfrecorder.create_image_csv(str(tmp_path / "imgs"), str(tmp_path / "imgs.csv"))
+        >>> list(table.columns), len(table)
+        (['split', 'image_uri', 'label'], 6)
+    """
     df = image_folder_table(image_dir)
     with fsspec.open(output_csv, "w", encoding="utf-8", newline="") as f:
         df.to_csv(f, index=False)
