@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 
+import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFilter
 
@@ -61,5 +62,5 @@ def _draw(label: str, size: tuple[int, int], rng: random.Random) -> tuple[Image.
         draw.rectangle((cx - r, cy - r, cx + r, cy + r), fill=color)
     else:
         draw.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=color)
-    brightness = round(sum(image.convert("L").getdata()) / (width * height * 255), 4)
+    brightness = round(float(np.asarray(image.convert("L")).mean()) / 255, 4)
     return image, brightness
