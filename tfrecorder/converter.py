@@ -207,8 +207,8 @@ def _bytes_per_row(table: Table, sample: int = 32) -> dict[str, float]:
         else:
             from tfrecorder.encode import ExampleEncoder
 
-            encoder = ExampleEncoder(table)
-            estimate[split] = sum(len(encoder.encode(i)) + 16 for i in picked) / len(picked)
+            encoder = ExampleEncoder(table.take(picked))  # a few rows, not the whole table
+            estimate[split] = sum(len(encoder.encode(i)) + 16 for i in range(len(picked))) / len(picked)
     return estimate
 
 

@@ -87,17 +87,22 @@ class ImageError(Exception):
         self.message = message
 
 
+def is_remote(location: str | None) -> bool:
+    """True for URLs fetched through fsspec (gs://, http(s)://, ...); False for local paths and file://."""
+    return location is not None and "://" in location and not location.startswith("file://")
+
+
 def fetch(location: str | None) -> bytes:
     """The bytes at ``location`` (local path, file://, or any fsspec URL)."""
     if location is None:
         raise ImageError("missing_uri", "the row has no image URI")
     try:
-        if "://" not in location or location.startswith("file://"):
+        if is_remote(location):
+            data = _fetch_remote(location)
+        else:
             path = location[len("file://"):] if location.startswith("file://") else location
             with open(path, "rb") as f:
                 data = f.read()
-        else:
-            data = _fetch_remote(location)
     except FileNotFoundError as e:
         raise ImageError("not_found", f"not found: {location}") from e
     except IsADirectoryError as e:

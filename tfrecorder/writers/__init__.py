@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,8 +16,6 @@ from tfrecorder.plan import ShardSpec
 from tfrecorder.records import RecordWriter
 from tfrecorder.storage import Folder
 from tfrecorder.validate import Table
-
-logger = logging.getLogger(__name__)
 
 ON_ERROR = ("report", "raise")
 

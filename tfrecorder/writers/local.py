@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from tfrecorder.images import is_remote
 from tfrecorder.plan import ShardSpec
 from tfrecorder.storage import Folder
 from tfrecorder.validate import Table
@@ -23,10 +24,6 @@ def default_workers(remote: bool = True) -> int:
     fight over the GIL), many more for remote URLs (most of each fetch is waiting on the network)."""
     cores = os.cpu_count() or 1
     return min(32, 8 * cores) if remote else cores
-
-
-def _is_remote(location: str | None) -> bool:
-    return location is not None and "://" in location and not location.startswith("file://")
 
 
 def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
@@ -67,7 +64,7 @@ def write_local(
     from tqdm.auto import tqdm
 
     locations = table.image_locations or []
-    remote = any(_is_remote(u) for u in locations)
+    remote = any(is_remote(u) for u in locations)
     if workers is None:
         # Header checks of local files are a little Python per image: threads would only add GIL handoffs.
         light = options.images.validate == "header" and options.images.format == "keep" and not options.images.size
