@@ -112,7 +112,7 @@ def test_reader_errors(tmp_path, dataset):
         tfrecorder.load_dataset(dataset, split="DEV")
     (tmp_path / "partial").mkdir()
     (tmp_path / "partial" / ".train-00000-of-00001.tfrecord.partial").write_bytes(b"x")
-    with pytest.raises(TFRecorderError, match=r"unfinished conversion.*run the conversion again"):
+    with pytest.raises(TFRecorderError, match=r"unfinished conversion.*run the same conversion .* again to resume it"):
         tfrecorder.load_dataset(str(tmp_path / "partial"))
     with pytest.raises(TFRecorderError, match=r"does not exist or is empty"):
         tfrecorder.load_dataset(str(tmp_path / "nothing"))

@@ -16,6 +16,7 @@ from tfrecorder.outputs import Finish
 from tfrecorder.plan import plan_shards
 from tfrecorder.records import check_compression
 from tfrecorder.result import ConvertResult, SplitResult
+from tfrecorder.runstate import fingerprint, start_run
 from tfrecorder.schema import Schema
 from tfrecorder.sources import read_source
 from tfrecorder.storage import Folder
@@ -110,24 +111,30 @@ def convert(
 
     df, base_dir = read_source(source)
     table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions)
-    folder = _prepare_output(output_dir, overwrite)
+    folder = Folder.of(output_dir)
     plan = plan_shards(table.splits, num_shards=num_shards, compression=compression,
                        bytes_per_row=None if num_shards else _bytes_per_row(table))
     options = WriteOptions(settings, compression, on_error)
-
     finish = Finish.of(table, options, runner)
-    if runner != "local":
-        return _convert_beam(plan, table, folder, finish, started, project=project, region=region,
-                             job_label=job_label, dataflow_options=dataflow_options, wheel=tfrecorder_wheel, wait=wait)
-    from tfrecorder.writers.local import write_local
+    run = start_run(folder, fingerprint(table, plan, options), plan, overwrite=overwrite, runner=runner)
+    try:
+        if runner != "local":
+            return _convert_beam(plan, table, folder, finish, run, started, project=project, region=region,
+                                 job_label=job_label, dataflow_options=dataflow_options, wheel=tfrecorder_wheel,
+                                 wait=wait)
+        from tfrecorder.writers.local import write_local
 
-    results = write_local(plan, table, folder, options, progress=progress, workers=num_workers)
-    manifest = finish.write(folder, results)
-    return _result(folder, manifest, time.perf_counter() - started, runner)
+        written = write_local(run.remaining(plan), table, folder, options, progress=progress, workers=num_workers,
+                              journal=run.journal)
+        manifest = finish.write(folder, [*run.resumed.values(), *written])
+        run.journal.complete()
+        return _result(folder, manifest, time.perf_counter() - started, runner, resumed=len(run.resumed))
+    finally:
+        run.lock.release()
 
 
-def _convert_beam(plan, table, folder, finish, started, *, project, region, job_label, dataflow_options, wheel,
-                  wait) -> ConvertResult:
+def _convert_beam(plan, table, folder, finish, run, started, *, project, region, job_label, dataflow_options,
+                  wheel, wait) -> ConvertResult:
     from tfrecorder.writers import beam
 
     options = beam.pipeline_options(finish.runner, folder, project=project, region=region, job_label=job_label,
@@ -136,14 +143,19 @@ def _convert_beam(plan, table, folder, finish, started, *, project, region, job_
         from tfrecorder.staging import build_sdist
 
         options["extra_packages"] = [build_sdist()]
-    outcome = beam.run_beam(plan, table, folder, finish, options, wait=wait)
+    detached = finish.runner == "DataflowRunner" and not wait and not options.get("dry_run")
+    journal = replace(run.journal, release_lock=detached)
+    outcome = beam.run_beam(run.remaining(plan), table, folder, finish, options, wait=wait, journal=journal,
+                            resumed=list(run.resumed.values()))
+    if detached and outcome.job_name:
+        run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
     seconds = time.perf_counter() - started
     extra = dict(job_id=outcome.job_id, job_name=outcome.job_name, job_url=outcome.job_url,
                  counters=outcome.counters, pipeline_options=outcome.options)
     if not outcome.finished:
         return ConvertResult(folder.url, {}, seconds, finish.runner, **extra)
     manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
-    return replace(_result(folder, manifest, seconds, finish.runner), **extra)
+    return replace(_result(folder, manifest, seconds, finish.runner, resumed=len(run.resumed)), **extra)
 
 
 def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:
@@ -180,20 +192,6 @@ def _check_size(size: Any) -> tuple[int, int] | None:
     return height, width
 
 
-def _prepare_output(output_dir: str, overwrite: bool) -> Folder:
-    folder = Folder.of(output_dir)
-    existing = folder.names()
-    if existing and not overwrite:
-        shown = ", ".join(existing[:5]) + (", ..." if len(existing) > 5 else "")
-        raise TFRecorderError(
-            f"output_dir {output_dir!r} is not empty ({shown}); choose an empty folder or pass overwrite=True"
-        )
-    if existing:
-        logger.info("overwrite: removed %s", folder.remove_outputs())
-    folder.makedirs()
-    return folder
-
-
 def _bytes_per_row(table: Table, sample: int = 32) -> dict[str, float]:
     """Average stored bytes per row of each split, from a few rows (file sizes, or encoded tabular rows)."""
     estimate: dict[str, float] = {}
@@ -225,7 +223,7 @@ def _average_file_size(locations: list[str | None]) -> float:
     return sum(sizes) / len(sizes) if sizes else _DEFAULT_IMAGE_BYTES
 
 
-def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str) -> ConvertResult:
+def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str, resumed: int = 0) -> ConvertResult:
     split_results = {}
     for split, counts in manifest.rows.items():
         shards = manifest.splits.get(split, [])
@@ -237,7 +235,7 @@ def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str) -> 
     if warning:
         logger.warning("%s: %s", folder.url, warning)
     return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
-                         warnings=(warning,) if warning else ())
+                         warnings=(warning,) if warning else (), resumed_shards=resumed)
 
 
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any):

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.storage import Folder
+from tfrecorder.storage import STATE_DIR, Folder
 
 FORMAT_NAME = "tfrecorder-dataset"
 FORMAT_VERSION = 1
@@ -138,10 +138,10 @@ def read_manifest(tfrecord_dir: str) -> Manifest:
     folder = Folder.of(tfrecord_dir)
     names = folder.names()
     if MANIFEST_NAME not in names:
-        if any(n.endswith(".partial") for n in names):
+        if STATE_DIR in names or any(n.endswith(".partial") for n in names):
             raise TFRecorderError(
-                f"{tfrecord_dir!r} holds an unfinished conversion (partial shards, no {MANIFEST_NAME}); "
-                f"run the conversion again to finish it"
+                f"{tfrecord_dir!r} holds an unfinished conversion (no {MANIFEST_NAME} yet: it is still running, "
+                f"or it stopped); run the same conversion into the same output_dir again to resume it"
             )
         if not names:
             raise TFRecorderError(f"{tfrecord_dir!r} does not exist or is empty")

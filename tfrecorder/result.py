@@ -44,6 +44,7 @@ class ConvertResult:
     counters: dict[str, int] = field(default_factory=dict)  # Beam counters: rows, written, errors, bytes
     pipeline_options: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    resumed_shards: int = 0  # shards an interrupted earlier run had finished, checked and kept
 
     @property
     def rows(self) -> RowCounts:
@@ -85,6 +86,9 @@ class ConvertResult:
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
                  for r in table]
         lines.append(f"wrote {self.tfrecord_dir} in {self.seconds:.1f} s ({self.runner})")
+        if self.resumed_shards:
+            total = sum(len(s.shards) for s in self.splits.values())
+            lines.append(f"resumed an interrupted run: {self.resumed_shards} of {total} shards were already written")
         if self.errors and self.errors_file:
             lines.append(f"{self.errors} rows not written: see {self.errors_file}")
         if self.job_url:

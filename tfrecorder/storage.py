@@ -13,6 +13,7 @@ import fsspec
 
 logger = logging.getLogger(__name__)
 
+STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see runstate)
 OUTPUT_PATTERNS = ("*.tfrecord", "*.tfrecord.gz", "*.tfrecord.zlib", "dataset.json", "errors.csv", ".*.partial")
 
 
@@ -64,7 +65,13 @@ class Folder:
         in place. On error nothing is left under ``name``.
         """
         target = self.join(name)
-        path = self.join(f".{name}.partial") if self.is_local else target
+        if self.is_local:
+            parent, _, base = name.rpartition("/")
+            path = self.join(f"{parent}/.{base}.partial" if parent else f".{base}.partial")
+            if parent:
+                self.fs.makedirs(self.join(parent), exist_ok=True)
+        else:
+            path = target
         try:
             with self.fs.open(path, "wb") as f:
                 yield f

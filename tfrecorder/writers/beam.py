@@ -26,6 +26,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from tfrecorder.errors import RowError, TFRecorderError
 from tfrecorder.outputs import Finish
 from tfrecorder.plan import ShardSpec
+from tfrecorder.runstate import Journal
 from tfrecorder.storage import Folder
 from tfrecorder.validate import Table
 from tfrecorder.writers import ShardResult, write_shard
@@ -52,9 +53,10 @@ class BeamOutcome:
 class _WriteShard(beam.DoFn):
     """Writes one shard from its rows; counts rows, written records, errors and bytes."""
 
-    def __init__(self, folder: Folder, options):
+    def __init__(self, folder: Folder, options, journal: Journal | None = None):
         self._folder = folder
         self._options = options
+        self._journal = journal
         self._counters = {n: Metrics.counter(COUNTERS, n) for n in ("rows", "written", "errors", "bytes")}
         self._pool: ThreadPoolExecutor | None = None
 
@@ -70,6 +72,8 @@ class _WriteShard(beam.DoFn):
     def process(self, task: tuple[ShardSpec, Table]):
         spec, rows = task
         result = write_shard(spec, rows, self._folder, self._options, self._mapper)
+        if self._journal is not None:
+            self._journal.record(result)
         self._counters["rows"].inc(len(spec.rows))
         self._counters["written"].inc(result.records)
         self._counters["errors"].inc(len(result.failures))
@@ -77,22 +81,26 @@ class _WriteShard(beam.DoFn):
         yield result
 
 
-def _finish(results: list[ShardResult], folder: Folder, finish: Finish) -> int:
-    finish.write(folder, results)
+def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed: Sequence[ShardResult] = (),
+            journal: Journal | None = None) -> int:
+    finish.write(folder, [*resumed, *results])
+    if journal is not None:
+        journal.complete()
     return len(results)
 
 
 def build_pipeline(pipeline: beam.Pipeline, plan: Sequence[ShardSpec], table: Table, folder: Folder,
-                   finish: Finish) -> None:
-    """Add the conversion's steps to ``pipeline``."""
+                   finish: Finish, journal: Journal | None = None, resumed: Sequence[ShardResult] = ()) -> None:
+    """Add the conversion's steps to ``pipeline``: write the shards of ``plan``, then errors.csv and
+    dataset.json from their results and the ``resumed`` ones an earlier run finished."""
     tasks = [(spec, table.take(spec.rows)) for spec in plan]
     _ = (
         pipeline
         | "Shards" >> beam.Create(tasks, reshuffle=False)
         | "Spread" >> beam.Reshuffle()
-        | "WriteShards" >> beam.ParDo(_WriteShard(folder, finish.options))
+        | "WriteShards" >> beam.ParDo(_WriteShard(folder, finish.options, journal))
         | "Collect" >> beam.combiners.ToList()
-        | "WriteManifest" >> beam.Map(_finish, folder, finish)
+        | "WriteManifest" >> beam.Map(_finish, folder, finish, list(resumed), journal)
     )
 
 
@@ -122,10 +130,10 @@ def pipeline_options(
 
 
 def run_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Finish, options: dict[str, Any],
-             *, wait: bool) -> BeamOutcome:
+             *, wait: bool, journal: Journal | None = None, resumed: Sequence[ShardResult] = ()) -> BeamOutcome:
     """Run the pipeline; wait for it (DirectRunner always) or return once the job is submitted."""
     pipeline = beam.Pipeline(options=PipelineOptions(flags=[], **options))
-    build_pipeline(pipeline, plan, table, folder, finish)
+    build_pipeline(pipeline, plan, table, folder, finish, journal, resumed)
     runner = options["runner"]
     dry_run = bool(options.get("dry_run"))
     try:

@@ -7,13 +7,16 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tfrecorder.images import is_remote
 from tfrecorder.plan import ShardSpec
 from tfrecorder.storage import Folder
 from tfrecorder.validate import Table
 from tfrecorder.writers import ShardResult, WriteOptions, serial_map, write_shard
+
+if TYPE_CHECKING:
+    from tfrecorder.runstate import Journal
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -59,8 +62,9 @@ def write_local(
     *,
     progress: bool | None = None,
     workers: int | None = None,
+    journal: Journal | None = None,
 ) -> list[ShardResult]:
-    """Write every shard of ``plan`` in order; returns one ShardResult per shard."""
+    """Write every shard of ``plan`` in order, each recorded in ``journal`` once in place; one ShardResult each."""
     from tqdm.auto import tqdm
 
     locations = table.image_locations or []
@@ -75,4 +79,9 @@ def write_local(
     ) as bar:
         mapper = ordered_map(pool, window=4 * workers) if workers > 1 else serial_map
         tick = lambda: bar.update(1)
-        return [write_shard(spec, table.take(spec.rows), folder, options, mapper, tick) for spec in plan]
+        results = []
+        for spec in plan:
+            results.append(write_shard(spec, table.take(spec.rows), folder, options, mapper, tick))
+            if journal is not None:
+                journal.record(results[-1])
+        return results

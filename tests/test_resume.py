@@ -1,0 +1,185 @@
+"""Atomic and resumable conversions: a real SIGKILL mid-run, a re-run that finishes it byte for byte, the lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tests.conftest import write_image
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.runstate import OutputLocked
+
+# The child converts the CSV; once `done_before_block` shards are finished it blocks on the
+# third image it loads, says so on stdout, and waits there to be killed (SIGKILL, no clean-up).
+CHILD = """
+import os, sys, threading
+import tfrecorder, tfrecorder.writers as writers
+csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+real, loads = writers.load_image, []
+def load_image(location, settings):
+    done = os.path.join(out, ".tfrecorder", "done")
+    if os.path.isdir(done) and len([n for n in os.listdir(done) if n.endswith(".json")]) >= done_before_block:
+        loads.append(location)
+        if len(loads) == 3:
+            print("BLOCKED", flush=True)
+            threading.Event().wait()
+    return real(location, settings)
+writers.load_image = load_image
+tfrecorder.convert(csv, out, runner=runner, num_shards=4, progress=False)
+print("FINISHED", flush=True)
+"""
+
+
+@pytest.fixture
+def csv_table(tmp_path: Path) -> Path:
+    """30 images in three splits, one of them corrupt (an errors.csv line) and one in TRAIN and TEST (a leak)."""
+    rows = []
+    for i in range(30):
+        fmt, ext = ("PNG", "png") if i % 4 == 0 else ("JPEG", "jpg")
+        path = write_image(tmp_path / "images" / f"{i:02d}.{ext}", fmt, "RGB", (16, 20 + i % 3), seed=i)
+        split = "TRAIN" if i < 20 else ("VALIDATION", "TEST")[i % 2]
+        rows.append({"split": split, "image_uri": str(path), "label": ("a", "b", "c")[i % 3], "i": i})
+    (tmp_path / "images" / "07.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    rows.append({"split": "TEST", "image_uri": rows[3]["image_uri"], "label": "a", "i": 30})
+    path = tmp_path / "table.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def crash(csv: Path, out: Path, runner: str = "local", done_before_block: int = 2) -> subprocess.Popen:
+    """Start a conversion in a child process and return it, blocked mid-shard after some shards are done."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(csv), str(out), runner, str(done_before_block)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = child.stdout.readline().strip()
+    if line != "BLOCKED":
+        child.kill()
+        raise AssertionError(f"the child did not block: {line!r} {child.stderr.read()[-2000:]}")
+    return child
+
+
+def kill(child: subprocess.Popen) -> None:
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("runner", ["local", "DirectRunner"])
+def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog):
+    clean = tmp_path / "clean"
+    tfrecorder.convert(str(csv_table), str(clean), runner=runner, num_shards=4, progress=False)
+
+    out = tmp_path / "out"
+    child = crash(csv_table, out, runner)
+    # While it runs, the folder is locked: a second conversion is refused, naming the owner.
+    with pytest.raises(OutputLocked, match=rf"being written by another conversion: .* \(pid {child.pid}, {runner}\)"):
+        tfrecorder.convert(str(csv_table), str(out), runner=runner, num_shards=4, progress=False)
+    kill(child)
+
+    names = sorted(os.listdir(out))
+    assert "dataset.json" not in names and ".tfrecorder" in names
+    done = sorted(os.listdir(out / ".tfrecorder" / "done"))
+    assert len(done) == 2
+    finished = [n.removesuffix(".json") for n in done]
+    kept = {n: (out / n).stat().st_mtime_ns for n in finished}
+    with pytest.raises(TFRecorderError, match="unfinished conversion"):
+        tfrecorder.load_dataset(str(out))
+
+    with caplog.at_level("INFO", logger="tfrecorder"):
+        result = tfrecorder.convert(str(csv_table), str(out), runner=runner, num_shards=4, progress=False)
+    assert "breaking a stale lock left by" in caplog.text and f"pid {child.pid}" in caplog.text
+    assert result.resumed_shards == 2 and "2 of 12 shards were already written" in str(result)
+    assert {n: (out / n).stat().st_mtime_ns for n in finished} == kept  # not rewritten
+    assert files(out) == files(clean)  # shards, errors.csv and dataset.json, byte for byte; no state left
+    assert result.errors == 1 and tfrecorder.read_manifest(str(out)).leakage["count"] == 1
+
+
+def test_resume_rewrites_a_finished_shard_that_was_damaged_since(tmp_path, csv_table, caplog):
+    clean, out = tmp_path / "clean", tmp_path / "out"
+    tfrecorder.convert(str(csv_table), str(clean), num_shards=4, progress=False)
+    kill(crash(csv_table, out))
+    first = sorted(os.listdir(out / ".tfrecorder" / "done"))[0].removesuffix(".json")
+    data = bytearray((out / first).read_bytes())
+    data[40] ^= 0x01
+    (out / first).write_bytes(bytes(data))
+
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        result = tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False)
+    assert f"rewriting {first}: its CRC-32C differs from the one recorded" in caplog.text
+    assert result.resumed_shards == 1
+    assert files(out) == files(clean)
+
+
+def test_unfinished_run_of_a_different_table_is_refused_unless_overwrite(tmp_path, csv_table):
+    out = tmp_path / "out"
+    kill(crash(csv_table, out))
+    changed = pd.read_csv(csv_table)
+    changed.loc[0, "i"] = 100
+    with pytest.raises(TFRecorderError, match=r"holds an unfinished conversion of a different table or settings.*"
+                                              r"overwrite=True"):
+        tfrecorder.convert(changed, str(out), num_shards=4, progress=False)
+    with pytest.raises(TFRecorderError, match="different table or settings"):  # settings count too
+        tfrecorder.convert(str(csv_table), str(out), num_shards=3, progress=False)
+    result = tfrecorder.convert(changed, str(out), num_shards=4, progress=False, overwrite=True)
+    assert result.resumed_shards == 0 and result.rows.written == 30
+    assert tfrecorder.read_tfr(str(out), split="TRAIN")["i"].iloc[0] == 100
+
+
+def test_a_run_stopped_by_a_bad_image_resumes_once_the_file_is_fixed(tmp_path, csv_table):
+    out = tmp_path / "out"
+    with pytest.raises(tfrecorder.errors.RowError, match="07.jpg"):
+        tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False, on_error="raise")
+    assert sorted(os.listdir(out / ".tfrecorder" / "done")) == ["train-00000-of-00004.tfrecord.json"]
+    assert not (out / ".tfrecorder" / "lock.json").exists()  # released on the way out
+    write_image(Path(pd.read_csv(csv_table).image_uri[7]), "JPEG", "RGB", (16, 21), seed=7)
+    result = tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False, on_error="raise")
+    assert result.resumed_shards == 1 and result.errors == 0 and result.rows.written == 31
+
+
+def test_finished_conversion_leaves_no_state_and_refuses_a_second_run(tmp_path, csv_table):
+    out = tmp_path / "out"
+    tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False)
+    assert ".tfrecorder" not in os.listdir(out)
+    finished = r"is not empty \(.*dataset.json.*\): it holds a finished conversion; .*overwrite=True"
+    with pytest.raises(TFRecorderError, match=finished):
+        tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False)
+
+
+def lock_file(out: Path, **owner) -> None:
+    (out / ".tfrecorder").mkdir(parents=True)
+    info = {"host": socket.gethostname(), "pid": os.getpid(), "user": "someone", "started": "2026-01-01T00:00:00Z",
+            "runner": "local", **owner}
+    (out / ".tfrecorder" / "lock.json").write_text(json.dumps(info))
+
+
+def test_lock_of_another_machine_or_a_dataflow_job_is_not_broken(tmp_path, csv_table):
+    for name, owner in (("host", {"host": "elsewhere-42", "pid": 1}), ("job", {"pid": 2**22 + 7, "job": "j-1"})):
+        out = tmp_path / name
+        lock_file(out, **owner)
+        locked = r"being written by another conversion: someone on .* delete .*lock.json"
+        with pytest.raises(OutputLocked, match=locked):
+            tfrecorder.convert(str(csv_table), str(out), progress=False, overwrite=True)
+        (out / ".tfrecorder" / "lock.json").unlink()  # what the message says to do
+        assert tfrecorder.convert(str(csv_table), str(out), progress=False).rows.written == 30
+
+
+def test_lock_of_this_live_process_is_respected(tmp_path, csv_table):
+    out = tmp_path / "out"
+    lock_file(out)
+    with pytest.raises(OutputLocked, match=rf"pid {os.getpid()}"):
+        tfrecorder.convert(str(csv_table), str(out), progress=False)
+    assert (out / ".tfrecorder" / "lock.json").exists()
