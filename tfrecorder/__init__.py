@@ -30,6 +30,7 @@ _LAZY = {
     "read_tfr": "tfrecorder.frames",
     "info": "tfrecorder.overview",
     "show": "tfrecorder.overview",
+    "verify": "tfrecorder.verification",
 }
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""CLI: the ``tfrecorder`` command (convert, info, inspect, create-image-csv)."""
+"""CLI: the ``tfrecorder`` command (convert, info, inspect, verify, create-image-csv)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--split", default="TRAIN")
     inspect.add_argument("--num-records", type=int, default=1)
     inspect.add_argument("--output-dir", default="output")
+
+    verify = commands.add_parser(
+        "verify", help="check every record's CRCs, the counts and checksums against dataset.json",
+        description="Read every shard of TFRECORD_DIR and check record CRCs, record counts, file checksums and "
+                    "that every record parses with the dataset.json spec. Exit status 1 on any problem.")
+    verify.add_argument("tfrecord_dir")
 
     csv = commands.add_parser("create-image-csv", help="write the CSV table of an image folder")
     csv.add_argument("image_dir", help="<dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file>")
@@ -146,6 +152,12 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         folder = inspect(args.tfrecord_dir, split=args.split, num_records=args.num_records,
                          output_dir=args.output_dir)
         print(f"wrote {args.num_records} record(s) of {args.split.upper()} to {folder}")
+    elif args.command == "verify":
+        from tfrecorder.verification import verify
+
+        report = verify(args.tfrecord_dir)
+        print(report)
+        return 0 if report.ok else 1
     elif args.command == "create-image-csv":
         from tfrecorder.sources import create_image_csv
 

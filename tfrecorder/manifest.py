@@ -127,6 +127,25 @@ class Manifest:
             raise TFRecorderError(f"{where}: not a valid tfrecorder manifest: {e}") from e
 
 
+def check_shards(manifest: Manifest, folder: Folder, splits: list[str]) -> None:
+    """Refuse to read ``splits`` when a shard is missing or its size differs from dataset.json (one listing)."""
+    try:
+        listing = folder.fs.ls(folder.path, detail=True)
+        sizes = {p["name"].rstrip("/").rsplit("/", 1)[-1]: p.get("size") for p in listing}
+    except (FileNotFoundError, NotImplementedError):
+        return
+    for split in splits:
+        for shard in manifest.splits[split]:
+            if "/" in shard.file or not shard.crc32c:
+                continue  # not a file tfrecorder wrote next to dataset.json
+            size = sizes.get(shard.file)
+            problem = "is missing" if size is None else (
+                f"has {size} bytes, dataset.json says {shard.bytes}" if int(size) != shard.bytes else None)
+            if problem:
+                raise TFRecorderError(f"{folder.url_of(shard.file)} {problem}: the dataset is damaged; "
+                                      f"`tfrecorder verify {folder.url}` checks every shard")
+
+
 def read_manifest(tfrecord_dir: str) -> Manifest:
     """The Manifest of a dataset folder, or a TFRecorderError saying why there is none.
 

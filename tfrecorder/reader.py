@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.foreign import TFRECORDER2_FORMAT, open_dataset
-from tfrecorder.manifest import FeatureInfo, Manifest
+from tfrecorder.manifest import FeatureInfo, Manifest, check_shards
 from tfrecorder.storage import Folder
 
 logger = logging.getLogger(__name__)
@@ -96,9 +96,11 @@ def load_dataset(
                    as_supervised=as_supervised, channels=channels, features=features, label_key=label_key,
                    seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
                    deterministic=deterministic)
+    names = list(manifest.splits) if split is None else [manifest.split_name(split)]
+    check_shards(manifest, folder, names)
     if split is None:
-        return {name: _split_dataset(manifest, folder, name, **options) for name in manifest.splits}
-    return _split_dataset(manifest, folder, manifest.split_name(split), **options)
+        return {name: _split_dataset(manifest, folder, name, **options) for name in names}
+    return _split_dataset(manifest, folder, names[0], **options)
 
 
 def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
