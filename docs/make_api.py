@@ -10,8 +10,8 @@ from tfrecorder import types
 
 OUT = Path(__file__).resolve().parent / "api.md"
 FUNCTIONS = ["convert", "convert_and_load", "load_dataset", "load", "read_tfr", "label_names", "info", "show",
-             "inspect", "read_manifest", "create_image_csv"]
-CLASSES = ["ConvertResult", "Schema", "TFRecorderError", "SchemaError", "RowError"]
+             "inspect", "verify", "read_manifest", "create_image_csv"]
+CLASSES = ["ConvertResult", "VerifyReport", "Schema", "TFRecorderError", "SchemaError", "RowError"]
 
 
 def section(name: str, obj: object) -> str:

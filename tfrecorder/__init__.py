@@ -31,6 +31,7 @@ _LAZY = {
     "info": "tfrecorder.overview",
     "show": "tfrecorder.overview",
     "verify": "tfrecorder.verification",
+    "VerifyReport": "tfrecorder.verification",
 }
 
 __all__ = [
