@@ -69,7 +69,7 @@ def http_server(root):
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             hits[self.path] = hits.get(self.path, 0) + 1
-            parts = self.path.lstrip("/").split("/")
+            parts = self.path.split("?")[0].lstrip("/").split("/")
             if parts[0] == "status":
                 return self._send(int(parts[1]), b"")
             if parts[0] == "flaky":

@@ -70,3 +70,28 @@ def test_every_kind_of_failure_in_one_table_is_accounted_for(tmp_path):
     for split, counts in result.splits.items():
         assert counts.rows_in == counts.written + counts.errors + counts.discarded, split
     assert result.rows.rows_in == 12 and result.rows.written == 2 and result.rows.discarded == 1
+
+
+def test_credentials_in_urls_never_reach_outputs_logs_or_errors(tmp_path, caplog):
+    write_image(tmp_path / "www" / "0.png", "PNG", seed=0)
+    with http_server(tmp_path / "www") as (base, hits):
+        host = base.removeprefix("http://")
+        good = f"http://alice:s3cret-pw@{host}/0.png?X-Goog-Signature=SIGSECRET&v=1"
+        uris = [good, f"{base}/status/404/x.png?token=TOKSECRET", f"{base}/status/403/y.png?sig=SIG2SECRET", good]
+        df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "TRAIN", "TEST"], "image_uri": uris, "label": ["a"] * 4})
+        with caplog.at_level("DEBUG", logger="tfrecorder"):
+            result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+            try:
+                tfrecorder.convert(df.iloc[1:], str(tmp_path / "raise"), progress=False, on_error="raise")
+            except tfrecorder.RowError as e:
+                raised = str(e)
+    assert result.rows.written == 2 and result.errors == 2  # the good URL was fetched with its credentials
+    out = tmp_path / "out"
+    stored = tfrecorder.read_tfr(str(out))["image_uri"].tolist()
+    assert stored[0] == f"http://REDACTED@{host}/0.png?X-Goog-Signature=REDACTED&v=1"
+    assert tfrecorder.read_manifest(str(out)).leakage["groups"][0]["image_uri"] == stored[0]
+    shown = [(out / "errors.csv").read_text(), (out / "dataset.json").read_text(), caplog.text, raised, str(result),
+             b"".join(p.read_bytes() for p in out.glob("*.tfrecord")).decode("latin-1")]
+    assert "404" in raised and "x.png" in raised and "token=REDACTED" in shown[0]
+    for secret in ("s3cret-pw", "alice", "SIGSECRET", "TOKSECRET", "SIG2SECRET"):
+        assert not [text for text in shown if secret in text], secret

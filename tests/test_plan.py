@@ -34,3 +34,10 @@ def test_never_more_shards_than_rows_and_gzip_names():
 def test_negative_num_shards_is_an_error():
     with pytest.raises(TFRecorderError, match=r"num_shards=-1"):
         plan_shards(["TRAIN"], num_shards=-1)
+
+
+def test_explicit_num_shards_cannot_make_shards_over_the_cap():
+    with pytest.raises(TFRecorderError, match=r"num_shards=1 makes shards of about 9.3 GiB, over the 4 GiB cap; "
+                                              r"pass num_shards=3 or more"):
+        plan_shards(["TRAIN"] * 100_000, num_shards=1, bytes_per_row={"TRAIN": 100_000})
+    assert len(plan_shards(["TRAIN"] * 100_000, num_shards=3, bytes_per_row={"TRAIN": 100_000})) == 3

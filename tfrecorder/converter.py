@@ -113,7 +113,7 @@ def convert(
     table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions)
     folder = Folder.of(output_dir)
     plan = plan_shards(table.splits, num_shards=num_shards, compression=compression,
-                       bytes_per_row=None if num_shards else _bytes_per_row(table))
+                       bytes_per_row=_bytes_per_row(table))
     options = WriteOptions(settings, compression, on_error)
     finish = Finish.of(table, options, runner)
     run = start_run(folder, fingerprint(table, plan, options), plan, overwrite=overwrite, runner=runner)

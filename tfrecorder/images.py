@@ -12,11 +12,14 @@ import numpy as np
 import simplejpeg
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from tfrecorder.redact import redact
+
 logger = logging.getLogger(__name__)
 
 IMAGE_FORMATS = ("keep", "jpeg", "png", "raw")
 RESIZE_MODES = ("stretch", "pad", "crop")  # to image_size: ignore aspect / letterbox with black / centre crop
 VALIDATE_MODES = ("full", "header")
+MAX_IMAGE_BYTES = 1024**3  # one record must stay well under protobuf's 2 GiB message limit
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb (2 x MAX_IMAGE_PIXELS)
 
 # Modes whose original bytes tf.io.decode_image turns into the pixels Pillow sees, and the channels it gives.
@@ -82,6 +85,7 @@ class ImageError(Exception):
     """A row's image cannot be stored; ``error`` is a short class for errors.csv."""
 
     def __init__(self, error: str, message: str):
+        message = redact(message)  # it may quote a URL with a token in it
         super().__init__(f"{error}: {message}")
         self.error = error
         self.message = message
@@ -113,6 +117,8 @@ def fetch(location: str | None) -> bytes:
         raise ImageError("fetch_error", f"cannot read {location}: {e}") from e
     if not data:
         raise ImageError("empty_file", f"zero-byte file: {location}")
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ImageError("too_large", f"{len(data)} bytes is over the limit of {MAX_IMAGE_BYTES} for one record")
     return data
 
 
@@ -141,7 +147,7 @@ def _fetch_remote(location: str) -> bytes:
             if not transient or attempt == REMOTE_ATTEMPTS - 1:
                 detail = f"HTTP {status}" if status else type(e).__name__
                 raise ImageError("fetch_error", f"{detail} for {location} after {attempt + 1} tries: {e}") from e
-            logger.debug("retrying %s after %s", location, e)
+            logger.debug("retrying %s after %s", redact(location), redact(str(e)))
             time.sleep(REMOTE_BACKOFF_SECONDS * 4**attempt)
     raise AssertionError("unreachable")
 

@@ -12,6 +12,7 @@ from tfrecorder.splits import WRITTEN_SPLITS
 
 SHARD_TEMPLATE = "{split}-{index:05d}-of-{count:05d}{suffix}"
 TARGET_SHARD_BYTES = 128 * 1024 * 1024
+MAX_SHARD_BYTES = 4 * 1024**3  # a cap on explicit num_shards: one reader per shard file, retried whole on failure
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,15 @@ def shard_count(num_rows: int, bytes_per_row: float, num_shards: int | None) -> 
     if num_shards:
         if num_shards < 0:
             raise TFRecorderError(f"num_shards={num_shards}: give a positive number, or None to choose by size")
-        return max(1, min(num_shards, num_rows))
+        count = max(1, min(num_shards, num_rows))
+        if num_rows * bytes_per_row / count > MAX_SHARD_BYTES:
+            least = math.ceil(num_rows * bytes_per_row / MAX_SHARD_BYTES)
+            size = num_rows * bytes_per_row / count / 1024**3
+            raise TFRecorderError(
+                f"num_shards={num_shards} makes shards of about {size:.1f} GiB, over the {MAX_SHARD_BYTES // 1024**3} "
+                f"GiB cap; pass num_shards={least} or more, or None (~128 MiB each)"
+            )
+        return count
     return max(1, min(num_rows, math.ceil(num_rows * bytes_per_row / TARGET_SHARD_BYTES)))
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from tfrecorder import labels, splits
 from tfrecorder.errors import SchemaError, describe_rows
+from tfrecorder.redact import redact
 from tfrecorder.schema import IMAGE_FEATURES, ROLE_FEATURE_NAMES, ListLike, Schema, is_missing
 from tfrecorder.types import ColumnType, Kind, Role
 
@@ -39,7 +40,7 @@ class Table:
     schema: Schema
     num_rows: int
     splits: list[str]
-    image_uris: list[str | None] | None  # as written in the input
+    image_uris: list[str | None] | None  # as written in the input, credentials in URLs redacted
     image_locations: list[str | None] | None  # what to fetch (relative paths resolved)
     label: Column | None
     vocabulary: list[str] | None
@@ -91,7 +92,8 @@ def validate(
     split_col, image_col, label_col = (schema.column_for(r) for r in (Role.SPLIT, Role.IMAGE, Role.LABEL))
 
     problems: list[str] = []
-    image_uris = _guard(problems, lambda: _image_uris(image_col, df[image_col])) if image_col else None
+    given_uris = _guard(problems, lambda: _image_uris(image_col, df[image_col])) if image_col else None
+    image_uris = [redact(u) if u else u for u in given_uris] if given_uris else given_uris
     row_splits = _guard(problems, lambda: _row_splits(df, split_col, image_uris, fractions))
     label = _guard(problems, lambda: convert_column(label_col, df[label_col], schema[label_col])) \
         if label_col else None
@@ -110,7 +112,7 @@ def validate(
         num_rows=len(df),
         splits=row_splits,
         image_uris=image_uris,
-        image_locations=[resolve_uri(u, base_dir) for u in image_uris] if image_uris else None,
+        image_locations=[resolve_uri(u, base_dir) for u in given_uris] if given_uris else None,
         label=label,
         vocabulary=vocabulary,
         features=tuple(features),

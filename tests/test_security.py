@@ -1,0 +1,60 @@
+"""Security basics: data never decides where files are written, and nothing read is unpickled or evaluated."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pandas as pd
+from PIL import Image
+
+import tfrecorder
+from tests.conftest import pixels
+from tfrecorder.example_proto import Example
+from tfrecorder.records import RecordWriter
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+def test_inspect_writes_only_inside_its_output_dir_whatever_the_records_say(tmp_path):
+    jpeg = io.BytesIO()
+    Image.fromarray(pixels(1, 8, 8, 3)).save(jpeg, "JPEG")
+    data = tmp_path / "data" / "deep"
+    data.mkdir(parents=True)
+    with open(data / "train.tfrecord", "wb") as f:
+        writer = RecordWriter(f)
+        for name in ("../../../escape.jpg", "/tmp/absolute.jpg"):
+            example = Example()
+            feature = example.features.feature
+            feature["image"].bytes_list.value.append(jpeg.getvalue())
+            feature["image_name"].bytes_list.value.append(name.encode())
+            feature["image_format"].bytes_list.value.append(b"../../../fmt")
+            writer.write(example.SerializeToString())
+        writer.close()
+    before = files_under(tmp_path)
+    out = tmp_path / "data" / "deep" / "look"
+    tfrecorder.inspect(str(data), num_records=2, output_dir=str(out))
+    new = files_under(tmp_path) - before
+    assert new and all(out in p.parents for p in new), new
+    # the stored format is unknown: no extension is taken from the data
+    assert sorted(p.name for p in new) == ["00000.bin", "00001.bin", "data.csv"]
+    assert "../../../escape.jpg" in (out / "data.csv").read_text()  # shown as data, not used as a path
+
+
+def test_image_uris_with_dot_dot_are_read_not_written(tmp_path, image_table):
+    up = tmp_path / "images" / ".." / "images"
+    image_table["image_uri"] = [str(up / Path(u).name) for u in image_table.image_uri]
+    before = files_under(tmp_path)
+    tfrecorder.convert(image_table, str(tmp_path / "out"), progress=False)
+    assert all((tmp_path / "out") in p.parents for p in files_under(tmp_path) - before)
+    names = tfrecorder.read_tfr(str(tmp_path / "out"))["image_name"]
+    assert all("/" not in n for n in names)
+
+
+def test_no_pickle_eval_or_exec_in_the_package():
+    source = "\n".join(p.read_text() for p in Path(tfrecorder.__file__).parent.rglob("*.py"))
+    assert not re.findall(r"\b(?:pickle|cloudpickle|dill|marshal)\.loads?\(|\beval\(|\bexec\(|yaml\.load\(", source)
+    assert pd.read_csv  # CSVs are parsed as data by pandas; dataset.json and run state by json
