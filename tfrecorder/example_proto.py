@@ -54,3 +54,15 @@ _CLASSES = message_factory.GetMessages([_file()], pool=_POOL)
 Example = _CLASSES["tensorflow.Example"]
 Features = _CLASSES["tensorflow.Features"]
 Feature = _CLASSES["tensorflow.Feature"]
+
+
+def parse_example(data: bytes, where: str, index: int):
+    """``data`` as an Example, or a TFRecorderError naming the file and record number."""
+    from google.protobuf.message import DecodeError
+
+    from tfrecorder.errors import TFRecorderError
+
+    try:
+        return Example.FromString(data)
+    except DecodeError as e:
+        raise TFRecorderError(f"{where}: record {index} is not a tf.train.Example ({e})") from e

@@ -8,6 +8,7 @@ reading each file once, so ``cardinality()`` is known.
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import zlib
 from collections.abc import Sequence
@@ -16,10 +17,12 @@ from typing import Any
 import fsspec
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.example_proto import Example
+from tfrecorder.example_proto import parse_example
 from tfrecorder.manifest import FeatureInfo, Manifest, MissingManifest, RowCounts, ShardInfo, read_manifest
 from tfrecorder.records import read_records
 from tfrecorder.storage import Folder
+
+logger = logging.getLogger(__name__)
 
 SAMPLE_RECORDS = 256
 _SKIP = (".json", ".csv", ".pbtxt", ".txt", ".pb", ".md")
@@ -83,7 +86,7 @@ def infer_manifest(source: str | Sequence[str]) -> Manifest:
             try:
                 for record in read_records(f, compression):
                     if len(samples) < SAMPLE_RECORDS:
-                        samples.append(Example.FromString(record))
+                        samples.append(parse_example(record, fs.unstrip_protocol(path), count))
                     count += 1
             except TFRecorderError as e:
                 raise TFRecorderError(f"{fs.unstrip_protocol(path)} is not a readable TFRecord file: {e}") from e
@@ -106,13 +109,18 @@ def _infer_features(samples: list[Any], fs: Any, paths: list[str]):
             if kind is None:
                 continue
             values = getattr(feature, kind).value
-            info = seen.setdefault(name, {"kind": kind, "lengths": set(), "present": 0, "first": None})
+            info = seen.setdefault(name, {"kind": kind, "lengths": set(), "present": 0, "first": None, "kinds": set()})
+            info["kinds"].add(kind)
             info["lengths"].add(len(values))
             info["present"] += 1
             if info["first"] is None and len(values):
                 info["first"] = values[0]
     features, image, label = [], None, None
     for name, info in sorted(seen.items()):
+        if len(info["kinds"]) > 1:
+            logger.warning("feature %r is left out: it is %s in different records, which tf.io.parse_example "
+                           "cannot read with one spec", name, " and ".join(sorted(info["kinds"])))
+            continue
         dtype = _KINDS[info["kind"]]
         scalar = info["lengths"] == {1}
         nullable = scalar and info["present"] < len(samples)

@@ -9,7 +9,7 @@ import fsspec
 import pandas as pd
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.example_proto import Example
+from tfrecorder.example_proto import parse_example
 from tfrecorder.foreign import open_dataset
 from tfrecorder.manifest import FeatureInfo, Manifest
 from tfrecorder.records import read_records
@@ -39,7 +39,8 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     features = manifest.features
     records = [r for name in names for r in _records(folder, manifest, name)]
     data = {_column_name(f): _values(records, f) for f in features}
-    frame = pd.DataFrame({name: _series(values, f) for f, (name, values) in zip(features, data.items())})
+    frame = pd.DataFrame({name: _series(values, f) for f, (name, values) in zip(features, data.items())},
+                         index=pd.RangeIndex(len(records)))  # rows even when records have no features
     vocabulary = manifest.vocabulary
     label = manifest.label or {}
     if vocabulary is not None and label.get("column") in frame:
@@ -59,7 +60,10 @@ def _records(folder: Folder, manifest: Manifest, split: str) -> list[Any]:
     out = []
     for shard in manifest.splits[split]:
         with fsspec.open(folder.url_of(shard.file), "rb") as f:
-            out.extend(Example.FromString(r) for r in read_records(f, manifest.compression))
+            try:
+                out.extend(parse_example(r, shard.file, i) for i, r in enumerate(read_records(f, manifest.compression)))
+            except TFRecorderError as e:
+                raise TFRecorderError(f"{folder.url_of(shard.file)}: {e}") from e
     return out
 
 
@@ -77,17 +81,28 @@ def _values(records: list[Any], feature: FeatureInfo) -> list[Any]:
             values.append(None)
             continue
         items = list(getattr(fmap[name], field).value)
-        if text:
-            items = [v.decode("utf-8") for v in items]
         values.append(items if is_list else (items[0] if items else None))
+    if text:
+        try:
+            values = [_decode(v) for v in values]
+        except UnicodeDecodeError:
+            if feature.source == "str":
+                raise TFRecorderError(f"feature {name!r}: a stored text value is not UTF-8") from None
+            # another tool's bytes that are not text: they stay bytes
     return values
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [v.decode("utf-8") for v in value]
+    return value.decode("utf-8") if value is not None else None
 
 
 def _series(values: list[Any], feature: FeatureInfo) -> pd.Series:
     if feature.shape == [None]:
         return pd.Series(values, dtype=object)
     source = feature.source or {"int64": "int", "float32": "float", "string": "str"}[feature.dtype]
-    if feature.name == "image":
+    if feature.name == "image" or any(isinstance(v, bytes) for v in values):
         source = "bytes"
     elif feature.role == "label":
         source = "int"  # ids; names are restored from the vocabulary

@@ -118,6 +118,8 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, *, worker, ba
                    drop_remainder, deterministic) -> tf.data.Dataset:
     names = _selected(manifest, features, as_supervised, label_key)
     spec = feature_spec(manifest, names)
+    if not spec:
+        raise TFRecorderError(f"split {split}: no features to read (the records have none, or none were selected)")
     shards, count, record_shard = _worker_part(manifest.splits[split], *worker)
     records = _records(manifest, folder, shards, shuffle, seed, deterministic)
     if record_shard is not None:

@@ -101,8 +101,17 @@ def read_records(raw: BinaryIO, compression: str | None = None, *, check_crc: bo
     else:
         stream = raw
     index = 0
+
+    def read(size: int) -> bytes:
+        if compression is None:
+            return stream.read(size)
+        try:
+            return stream.read(size)
+        except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
+            raise TFRecorderError(f"record {index}: the {compression} stream is damaged ({e})") from e
+
     while True:
-        header = stream.read(12)
+        header = read(12)
         if not header:
             return
         if len(header) < 12:
@@ -111,7 +120,7 @@ def read_records(raw: BinaryIO, compression: str | None = None, *, check_crc: bo
         if check_crc and _CRC.unpack(header[8:])[0] != masked_crc(length_bytes):
             raise TFRecorderError(f"record {index}: length CRC mismatch (corrupt length field)")
         (length,) = _LENGTH.unpack(length_bytes)
-        body = stream.read(length + 4)
+        body = read(length + 4)
         if len(body) < length + 4:
             raise TFRecorderError(f"record {index}: truncated data ({len(body)} of {length + 4} bytes)")
         data = body[:length]
