@@ -98,3 +98,38 @@ def test_file_urls_and_paths_with_quotes_spaces_and_non_ascii(tmp_path):
     names = [x["image_name"].decode() for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN")
              .as_numpy_iterator()]
     assert names == [odd.name, "plain.jpg"]
+
+
+def test_csv_with_newlines_in_quoted_values_extra_columns_and_blank_lines(image_tree, tmp_path):
+    paths = sorted((image_tree / "images").rglob("*.*"))
+    rows = [f'{p.parts[-3]},{p},{p.parts[-2]},"line one\nline two, {i}",{i},{i / 4},' for i, p in enumerate(paths)]
+    (tmp_path / "t.csv").write_text("split,image_uri,label,note,n,x,empty\n" + "\n".join(rows) + "\n\n\n")
+    result = tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "out"), progress=False)
+    assert result.rows.rows_in == 5 and result.rows.written == 5
+    back = tfrecorder.read_tfr(str(tmp_path / "out"), split="TRAIN")
+    assert back["note"].tolist() == [f"line one\nline two, {i}" for i in (1, 2, 3)]  # rows 1-3 are TRAIN
+    assert back["n"].tolist() == [1, 2, 3] and back["x"].tolist() == [0.25, 0.5, 0.75]
+    assert back["empty"].isna().all()  # a column with no values at all: every value missing
+
+
+def test_headerless_csv_without_split_column_and_with_rows_of_different_widths(image_tree, tmp_path):
+    paths = sorted((image_tree / "images").rglob("*.*"))
+    lines = [f"{p},cat" if i == 0 else f"{p},cat,dog" if i % 2 else f"{p},dog" for i, p in enumerate(paths)]
+    (tmp_path / "u.csv").write_text("\n".join(lines) + "\n")
+    result = tfrecorder.convert(str(tmp_path / "u.csv"), str(tmp_path / "out"), progress=False)
+    assert result.rows.rows_in == 5 and result.rows.written == 5  # splits assigned by hash of the URI
+    labels = tfrecorder.read_tfr(str(tmp_path / "out")).sort_values("image_uri")["label"].tolist()
+    assert labels == [["cat"], ["cat", "dog"], ["dog"], ["cat", "dog"], ["dog"]]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"split,image_uri,label\nTRAIN,a.jpg,cat\nTRAIN,\"b\nc.jpg\",dog,extra\n",
+     r"cannot be parsed: line 3 has 4 fields, the header has 3"),
+    (b"split,image_uri,label\nTRAIN,caf\xe9.jpg,cat\n", r"is not UTF-8 text: .*byte 0xe9 at line 2"),
+    (b"split,image_uri,label\n", r"the table is empty"),
+    (b"", r"is empty"),
+])
+def test_bad_csv_files_are_clear_errors(tmp_path, content, message):
+    (tmp_path / "bad.csv").write_bytes(content)
+    with pytest.raises(TFRecorderError, match=message):
+        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "out"), progress=False)

@@ -43,25 +43,54 @@ def _parent(url: str) -> str:
 
 
 def read_csv(url: str) -> pd.DataFrame:
-    """Read a CSV with a header, or a headerless AutoML CSV: ``[split,]image_uri[,label[,label...]]``."""
+    """Read a CSV with a header, or a headerless AutoML CSV: ``[split,]image_uri[,label[,label...]]``.
+
+    Quoted fields may hold commas and newlines; a UTF-8 BOM and CRLF line ends are fine. A row with
+    more fields than the header, or bytes that are not UTF-8, are errors naming the line.
+    """
     with fsspec.open(url, "rb") as f:
-        text = f.read().decode("utf-8-sig")
-    lines = text.splitlines()
-    first = next(csv.reader([lines[0]])) if lines else []
-    if not first:
-        raise TFRecorderError(f"CSV {url!r} is empty")
-    names = _headerless_names(first)
+        raw = f.read()
     try:
-        df = pd.read_csv(io.StringIO(text), header=None if names else 0, names=names, skipinitialspace=True)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise TFRecorderError(f"CSV {url!r} is not UTF-8 text: byte 0x{raw[e.start]:02x} at line {line}; "
+                              f"save it as UTF-8") from None
+    widths = _field_counts(text)
+    if not widths:
+        raise TFRecorderError(f"CSV {url!r} is empty")
+    first = next(csv.reader(io.StringIO(text)))
+    names = _headerless_names(first, max(w for _, w in widths))
+    if names is None:
+        longer = next(((line, w) for line, w in widths if w > widths[0][1]), None)
+        if longer:
+            raise TFRecorderError(f"CSV {url!r} cannot be parsed: line {longer[0]} has {longer[1]} fields, the header "
+                                  f"has {widths[0][1]}")
+    try:
+        df = pd.read_csv(io.StringIO(text), header=None if names else 0, names=names, skipinitialspace=True,
+                         index_col=False)
     except (pd.errors.ParserError, ValueError) as e:
         raise TFRecorderError(f"CSV {url!r} cannot be parsed: {e}") from e
-    if names and len(names) > 3 and names[2] == LABEL_COLUMN:
-        return _merge_labels(df, names)
+    if names and LABEL_COLUMN in names and names[-1] != LABEL_COLUMN:
+        return _merge_labels(df, names[names.index(LABEL_COLUMN):])
     return df
 
 
-def _headerless_names(first: list[str]) -> list[str] | None:
-    """Column names for a headerless CSV, judged from its first row; None when the row is a header."""
+def _field_counts(text: str) -> list[tuple[int, int]]:
+    """(line number, fields) of each non-blank CSV record; quoted newlines are inside a record."""
+    reader = csv.reader(io.StringIO(text))
+    counts = []
+    line = 1
+    for record in reader:
+        if record:
+            counts.append((line, len(record)))
+        line = reader.line_num + 1
+    return counts
+
+
+def _headerless_names(first: list[str], width: int) -> list[str] | None:
+    """Column names for a headerless CSV of ``width`` fields at most, judged from its first row; None when
+    the row is a header."""
     fields = [f.strip() for f in first]
     if any(f.lower() in _COLUMN_NAMES for f in fields):
         return None
@@ -71,13 +100,12 @@ def _headerless_names(first: list[str]) -> list[str] | None:
         base = [IMAGE_COLUMN, LABEL_COLUMN]
     else:
         return None
-    extra = [f"{LABEL_COLUMN}_{i}" for i in range(1, len(fields) - len(base) + 1)]
-    return (base + extra)[: max(len(fields), 1)]
+    extra = [f"{LABEL_COLUMN}_{i}" for i in range(1, width - len(base) + 1)]
+    return (base + extra)[: max(width, 1)]
 
 
-def _merge_labels(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """AutoML multi-label rows (``split,uri,label1,label2,...``) -> one list-valued label column."""
-    label_columns = names[2:]
+def _merge_labels(df: pd.DataFrame, label_columns: list[str]) -> pd.DataFrame:
+    """AutoML multi-label rows (``[split,]uri,label1,label2,...``) -> one list-valued label column."""
     labels = [
         [str(v).strip() for v in row if isinstance(v, str) and v.strip()]
         for row in df[label_columns].itertuples(index=False, name=None)
