@@ -29,22 +29,32 @@ class ExampleEncoder:
     Features that may be absent (missing values) or vary in length (lists) are set per row.
     """
 
+    # Protobuf (upb) keeps every value ever set on a message in the message's arena until the message is
+    # freed: one Example reused for a whole shard would hold all of the shard's image bytes. So the
+    # Example is built afresh once this many bytes have gone through it.
+    REBUILD_BYTES = 8 * 1024 * 1024
+
     def __init__(self, table: Table):
+        self._splits = [s.encode("ascii") for s in table.splits]
+        self._columns = table.columns
+        self._uris = table.image_uris
+        self._build()
+
+    def _build(self) -> None:
         self._example = Example()
         self._features = self._example.features.feature
-        self._fixed: list[tuple[Any, list[Any]]] = [(self._slot("split", "bytes_list", b""),
-                                                     [s.encode("ascii") for s in table.splits])]
+        self._budget = self.REBUILD_BYTES
+        self._fixed: list[tuple[Any, list[Any]]] = [(self._slot("split", "bytes_list", b""), self._splits)]
         self._varying: list[tuple[str, str, list[Any]]] = []
-        for c in table.columns:
+        for c in self._columns:
             field = _LIST_FIELD[Kind.INT64 if c.type.role is Role.LABEL else c.type.kind]
             if c.type.is_list or c.nullable:
                 self._varying.append((c.feature, field, c.values))
             else:
                 self._fixed.append((self._slot(c.feature, field, 0.0 if field == "float_list" else
                                                (b"" if field == "bytes_list" else 0)), c.values))
-        self._uris = table.image_uris
         self._image: list[Any] = []
-        if table.image_uris is not None:
+        if self._uris is not None:
             self._image = [self._slot(name, field, b"" if field == "bytes_list" else 0)
                            for name, field in _IMAGE_FIELDS]
 
@@ -77,4 +87,8 @@ class ExampleEncoder:
                 kind_list.value.extend(value)
             else:
                 kind_list.value.append(value)
-        return self._example.SerializeToString(deterministic=True)
+        data = self._example.SerializeToString(deterministic=True)
+        self._budget -= len(data)
+        if self._budget < 0:
+            self._build()
+        return data

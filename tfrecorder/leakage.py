@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tfrecorder.splits import TRAIN, WRITTEN_SPLITS
@@ -16,12 +16,26 @@ def fingerprint(data: bytes, crc32c: int) -> int:
     return (crc32c << 32) | (len(data) & 0xFFFFFFFF)
 
 
-def find_leaks(kind: str, keyed_rows: Iterable[tuple[Any, int, str]]) -> list[dict[str, Any]]:
-    """Groups of rows sharing a key (URI or fingerprint) that span TRAIN and VALIDATION/TEST."""
-    groups: dict[Any, list[tuple[int, str]]] = defaultdict(list)
-    for key, row, split in keyed_rows:
+def find_leaks(kind: str, keyed_rows: Callable[[], Iterable[tuple[Any, int, str]]]) -> list[dict[str, Any]]:
+    """Groups of rows sharing a key (URI or fingerprint) that span TRAIN and VALIDATION/TEST.
+
+    ``keyed_rows()`` gives (key, row, split) afresh each call: a first pass finds the keys seen
+    twice, a second groups only their rows, so memory follows the duplicates, not the table.
+    """
+    seen: set[Any] = set()
+    repeated: set[Any] = set()
+    for key, _, split in keyed_rows():
         if key is not None and split in WRITTEN_SPLITS:
-            groups[key].append((row, split))
+            if key in seen:
+                repeated.add(key)
+            else:
+                seen.add(key)
+    del seen
+    groups: dict[Any, list[tuple[int, str]]] = defaultdict(list)
+    if repeated:
+        for key, row, split in keyed_rows():
+            if key in repeated and split in WRITTEN_SPLITS:
+                groups[key].append((row, split))
     leaks = []
     for key, members in groups.items():
         found = {split for _, split in members}

@@ -40,12 +40,14 @@ class Finish:
     @classmethod
     def of(cls, table: Table, options: WriteOptions, runner: str) -> Finish:
         uris = table.image_uris or []
-        leaks = leakage.find_leaks("same_uri", zip(uris, range(len(uris)), table.splits))
+        leaks = leakage.find_leaks("same_uri", lambda: zip(uris, range(len(uris)), table.splits))
         return cls(table.take([]), dict(Counter(table.splits)), options, runner, tuple(leaks))
 
     def leaks(self, results: Sequence[ShardResult]) -> list[dict[str, Any]]:
         """Same-URI leaks, then same-bytes leaks among rows whose URIs differ."""
-        keyed = ((key, row, r.spec.split) for r in results for key, row in zip(r.fingerprints, r.fingerprint_rows))
+        def keyed():
+            return ((key, row, r.spec.split) for r in results for key, row in zip(r.fingerprints, r.fingerprint_rows))
+
         seen = {tuple(e["rows"]) for e in self.uri_leaks}
         by_bytes = [e for e in leakage.find_leaks("same_bytes", keyed) if tuple(e["rows"]) not in seen]
         return sorted([*self.uri_leaks, *by_bytes], key=lambda e: e["rows"][0])

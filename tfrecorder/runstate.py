@@ -61,11 +61,14 @@ def fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOptions) 
     digest = hashlib.sha256()
 
     def add(tag: str, value: Any) -> None:
-        try:
-            data = marshal.dumps(value, 4)  # C speed for lists of int/float/bytes/None; parsed by no one
-        except ValueError:
-            data = repr(value).encode("utf-8")
-        digest.update(tag.encode("utf-8") + len(data).to_bytes(8, "little") + data)
+        digest.update(tag.encode("utf-8"))
+        parts = [value[i:i + 4096] for i in range(0, len(value), 4096)] if isinstance(value, list) else [value]
+        for part in parts:  # in slices: a few MiB at a time whatever the table size
+            try:
+                data = marshal.dumps(part, 4)  # C speed for lists of int/float/bytes/None; parsed by no one
+            except ValueError:
+                data = repr(part).encode("utf-8")
+            digest.update(len(data).to_bytes(8, "little") + data)
 
     add("version", __version__)
     add("schema", [(name, t.__name__) for name, t in table.schema.items()])

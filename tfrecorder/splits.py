@@ -28,6 +28,9 @@ def check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
     return values  # type: ignore[return-value]
 
 
+_CANONICAL = {name: name for name in KNOWN_SPLITS}
+
+
 def normalize_splits(column: str, values: Sequence[object]) -> list[str]:
     """Upper-case and trim split values; raise one SchemaError listing every unknown value."""
     out: list[str] = []
@@ -39,7 +42,7 @@ def normalize_splits(column: str, values: Sequence[object]) -> list[str]:
         if text not in KNOWN_SPLITS:
             unknown.setdefault(repr(value), []).append(pos)
             text = UNASSIGNED
-        out.append(text)
+        out.append(_CANONICAL[text])  # one shared str per split name, not one per row
     if unknown:
         count = sum(len(r) for r in unknown.values())
         rows = sorted(r for rs in unknown.values() for r in rs)
