@@ -81,6 +81,7 @@ def test_correctly_framed_records_with_random_payloads(payloads):
             writer = RecordWriter(f)
             for payload in payloads:
                 writer.write(payload)
+            writer.close()
         read_both_ways(path.read_bytes())
 
 
@@ -108,6 +109,7 @@ def test_valid_examples_of_any_shape_are_inferred_and_read(examples):
                 for name, (kind, items) in feats.items():
                     getattr(example.features.feature[name], kind).value.extend(items)
                 writer.write(example.SerializeToString())
+            writer.close()
         read_both_ways(path.read_bytes())
 
 
@@ -124,6 +126,7 @@ def test_inferred_spec_parses_every_record_with_tensorflow(examples):
                 for name, (kind, items) in feats.items():
                     getattr(example.features.feature[name], kind).value.extend(items)
                 writer.write(example.SerializeToString())
+            writer.close()
         try:
             ds = tfrecorder.load_dataset(folder, split="TRAIN", decode_images=False)
         except TFRecorderError:

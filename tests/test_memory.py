@@ -33,3 +33,18 @@ def test_encoding_a_shard_of_large_images_does_not_keep_their_bytes():
         record = encoder.encode(row, StoredImage(data, 512, 512, 3, "jpeg"))
         assert len(record) > 1 << 20
     assert rss_mib() - before < 100
+
+
+def test_image_fetches_run_at_most_a_window_ahead_of_the_writer():
+    """However long the table, only ``window`` fetched images wait to be written (bytes in flight are bounded)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tfrecorder.writers.local import ordered_map
+
+    started: list[int] = []
+    ahead = []
+    with ThreadPoolExecutor(4) as pool:
+        for consumed, value in enumerate(ordered_map(pool, window=8)(lambda i: started.append(i) or i, range(5000))):
+            assert value == consumed  # in order
+            ahead.append(len(started) - consumed)
+    assert max(ahead) <= 8 and len(started) == 5000

@@ -55,6 +55,7 @@ def test_flipped_byte_is_reported_with_record_number(offset, message):
     buffer = io.BytesIO()
     writer = RecordWriter(buffer)
     writer.write(b"payload")
+    writer.close()
     data = bytearray(buffer.getvalue())
     data[offset] ^= 0xFF
     with pytest.raises(TFRecorderError, match=message):
@@ -66,6 +67,7 @@ def test_truncated_stream_is_reported():
     writer = RecordWriter(buffer)
     writer.write(b"one")
     writer.write(b"two")
+    writer.close()
     with pytest.raises(TFRecorderError, match=r"record 1: truncated data"):
         list(read_records(io.BytesIO(buffer.getvalue()[:-2])))
 

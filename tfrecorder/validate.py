@@ -252,9 +252,18 @@ def convert_column(name: str, series: pd.Series, col_type: type[ColumnType]) -> 
 
 
 def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[Any], str] | None:
-    """Whole-column conversion for plain numpy numeric dtypes (no per-value checks needed)."""
+    """Whole-column conversion for plain numeric dtypes and all-str text columns (no per-value checks)."""
     dtype = series.dtype
-    if col_type.is_list or not isinstance(dtype, np.dtype):
+    if col_type.is_list:
+        return None
+    textual = isinstance(dtype, pd.StringDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "O")
+    if col_type.kind is Kind.BYTES and textual:
+        values = series.tolist()
+        try:  # every value a str (the usual text column): encode in one pass, no per-value checks
+            return [v.encode("utf-8") for v in values], "str"
+        except AttributeError:  # missing values, bytes or other types: the checked path
+            return None
+    if not isinstance(dtype, np.dtype):
         return None
     if col_type.kind is Kind.INT64 and dtype.kind in "bi" :
         return series.astype(np.int64).tolist(), "bool" if dtype.kind == "b" else "int"
