@@ -205,12 +205,29 @@ def _keep_jpeg(data: bytes, settings: ImageSettings) -> StoredImage | None:
         if channels is None or width * height > settings.max_pixels:
             return None
         if settings.validate == "full":
-            simplejpeg.decode_jpeg(data, colorspace="GRAY" if channels == 1 else "RGB",
-                                   min_height=1, min_width=1, min_factor=8)
+            # Gray output still entropy-decodes every component (the costly part), but skips colour work.
+            simplejpeg.decode_jpeg(data, colorspace="GRAY", min_height=1, min_width=1, min_factor=8)
     except ValueError:
         return None
-    orientation = exif_orientation(Image.open(io.BytesIO(data))) if b"Exif" in data[:65536] else 1
+    orientation = exif_orientation(Image.open(io.BytesIO(data))) if _has_exif(data) else 1
     return _oriented(data, height, width, channels, "jpeg", orientation)
+
+
+def _has_exif(data: bytes) -> bool:
+    """Whether a JPEG has an EXIF (APP1) segment, found by walking its header segments (not scanning the data)."""
+    at = 2
+    while at + 4 <= len(data) and data[at] == 0xFF:
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker == 0xDA or 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return False  # start of frame or scan: the header segments are over
+        length = int.from_bytes(data[at + 2:at + 4], "big")
+        if marker == 0xE1 and data[at + 4:at + 10] == b"Exif\x00\x00":
+            return True
+        at += 2 + length
+    return False
 
 
 def _decode_check(img: Image.Image) -> None:

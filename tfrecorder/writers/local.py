@@ -77,7 +77,7 @@ def write_local(
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="tfrecorder") as pool, tqdm(
         total=total, unit="row", desc="to_tfr", disable=not show_progress(progress)
     ) as bar:
-        mapper = ordered_map(pool, window=4 * workers) if workers > 1 else serial_map
+        mapper = ordered_map(pool, window=max(4 * workers, 32)) if workers > 1 else serial_map
         tick = lambda: bar.update(1)
         results = []
         for spec in plan:
