@@ -1,4 +1,5 @@
-"""Runners: the same 2,000-JPEG table converted by local, DirectRunner in_memory and multi_processing."""
+"""Runners: the same 2,000-JPEG table converted by local, DirectRunner in_memory and multi_processing,
+and what each Beam mode costs before the first image (``--images 8000`` shows it amortised)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,15 @@ def main(argv=None) -> None:
                    for f in files)
         assert same, f"{name} wrote different shards than local"
     base = seconds["local"]
-    print_table(f"Runners, {args.images} JPEGs, validate_images='full', median of {args.runs} (seconds)", [
-        (name, f"{s:.2f} s", f"{base:.2f} s (local)", f"{base / s:.2f}x") for name, s in seconds.items()])
+    # What a Beam run costs before any image: building the pipeline, starting workers (which import Beam).
+    small = table.head(20)
+    startup = {name: median_seconds(
+        lambda name=name: tfrecorder.convert(small, str(work / "startup"), num_shards=1, **cases[name]),
+        runs=args.runs, setup=lambda: fresh(work / "startup").rmdir()) for name in cases}
+    rows = [(name, f"{s:.2f} s", f"{base:.2f} s (local)", f"{base / s:.2f}x") for name, s in seconds.items()]
+    rows += [(f"{name}, 20 images (start-up cost)", f"{s:.2f} s", f"{startup['local']:.2f} s (local)", "report")
+             for name, s in startup.items() if name != "local"]
+    print_table(f"Runners, {args.images} JPEGs, validate_images='full', median of {args.runs} (seconds)", rows)
 
 
 if __name__ == "__main__":
