@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile
@@ -13,7 +12,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from benchmarks.common import DATA, print_table
+from benchmarks.common import DATA, peak_rss_mib, print_table
 
 
 def small_pngs(n: int) -> pd.DataFrame:
@@ -33,7 +32,7 @@ def small_pngs(n: int) -> pd.DataFrame:
 
 def _child(case: str, n: int, out: str) -> None:
     df = small_pngs(n)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_rss_mib()
     frame = df.memory_usage(deep=True).sum() / 2**20
     import tfrecorder
 
@@ -42,8 +41,8 @@ def _child(case: str, n: int, out: str) -> None:
     else:
         for _ in tfrecorder.load_dataset(out, split="TRAIN", batch_size=256):
             pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"{peak / 1024} {before / 1024} {frame}")
+    peak = peak_rss_mib()
+    print(f"{peak} {before} {frame}")
 
 
 def measure(case: str, n: int, out: str) -> tuple[float, float, float]:

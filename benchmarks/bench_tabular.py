@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile
@@ -13,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.common import print_table
+from benchmarks.common import peak_rss_mib, print_table
 
 
 def table(rows: int) -> pd.DataFrame:
@@ -57,7 +56,7 @@ def _child(case: str, rows: int, out: str) -> None:
     else:
         row_loop(df, Path(out) / "all.tfrecord")
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"{seconds} {peak} {df.memory_usage(deep=True).sum() / 2**20}")
 
 

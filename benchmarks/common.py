@@ -91,6 +91,21 @@ def interleaved_medians(cases: dict[str, Callable[[], object]], runs: int = 3) -
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def peak_rss_mib() -> float:
+    """This process's peak RSS in MiB. /proc's VmHWM, not getrusage: Linux carries ru_maxrss across exec,
+    so a benchmark child would report its parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def print_table(title: str, rows: list[tuple[str, str, str, str]]) -> None:
     """Print case | ours | baseline | ratio as a Markdown table."""
     header = ("case", "ours", "baseline", "ratio")
