@@ -110,3 +110,30 @@ def test_load_dataset_reads_gcs_through_tensorflows_own_filesystem(image_table, 
     assert sorted(from_gcs) == sorted(local) == ["0", "1", "4", "5", "8", "9"]
     for count, image in local.items():
         np.testing.assert_array_equal(from_gcs[count], image)
+
+
+def test_a_stopped_gcs_conversion_resumes_and_leaves_no_state(image_table, gcs_dir, tmp_path):
+    remote = upload_images(image_table, gcs_dir)
+    broken = f"{gcs_dir}/images/{Path(image_table.image_uri[8]).name}"  # a TRAIN row in the second shard
+    fs = fsspec.filesystem("gs")
+    good = fs.cat(broken)
+    fs.pipe(broken, b"\xff\xd8 truncated")
+    out = f"{gcs_dir}/out"
+    try:
+        tfrecorder.convert(remote, out, num_shards=2, progress=False, on_error="raise")
+    except tfrecorder.RowError as e:
+        assert broken in str(e)
+    else:
+        raise AssertionError("the broken image did not stop the run")
+    assert fs.exists(f"{out}/.tfrecorder/done/train-00000-of-00002.tfrecord.json")
+    assert not fs.exists(f"{out}/.tfrecorder/lock.json") and not fs.exists(f"{out}/dataset.json")
+
+    fs.pipe(broken, good)
+    result = tfrecorder.convert(remote, out, num_shards=2, progress=False, on_error="raise")
+    assert result.resumed_shards == 1 and result.rows.written == 12
+    fs.invalidate_cache()
+    assert not fs.exists(f"{out}/.tfrecorder/run.json") and not fs.exists(f"{out}/.tfrecorder/lock.json")
+    tfrecorder.convert(remote, str(tmp_path / "clean"), num_shards=2, progress=False)
+    for name in (p.name for p in (tmp_path / "clean").iterdir()):
+        assert fs.cat(f"{out}/{name}") == (tmp_path / "clean" / name).read_bytes(), name
+    assert tfrecorder.verify(out).ok
