@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import google_crc32c
+import numpy as np
 
 from tfrecorder import __version__
 from tfrecorder.errors import TFRecorderError
@@ -62,6 +63,10 @@ def fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOptions) 
 
     def add(tag: str, value: Any) -> None:
         digest.update(tag.encode("utf-8"))
+        if isinstance(value, np.ndarray):
+            digest.update(value.dtype.str.encode("ascii") + len(value).to_bytes(8, "little"))
+            digest.update(np.ascontiguousarray(value).data)
+            return
         parts = [value[i:i + 4096] for i in range(0, len(value), 4096)] if isinstance(value, list) else [value]
         for part in parts:  # in slices: a few MiB at a time whatever the table size
             try:

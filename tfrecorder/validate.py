@@ -23,14 +23,18 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 @dataclass(frozen=True)
 class Column:
-    """One input column, converted: values are int, float, bytes, lists of them, or None (missing)."""
+    """One input column, converted: values are int, float, bytes, lists of them, or None (missing).
+
+    A numeric column without missing values keeps its values in a numpy array (8 bytes a value
+    instead of ~36 for a list of Python numbers); ``Table.take`` hands each shard a plain list.
+    """
 
     name: str
     feature: str
     type: type[ColumnType]
     nullable: bool
     source: str  # python type of the input values: int, bool, float, str or bytes
-    values: list[Any]
+    values: list[Any] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,9 @@ class Table:
     def take(self, rows: Sequence[int]) -> Table:
         """The table of just ``rows`` (positions), in that order: what one shard's writer needs."""
 
-        def pick(values: list[Any] | None) -> list[Any] | None:
+        def pick(values: list[Any] | np.ndarray | None) -> list[Any] | None:
+            if isinstance(values, np.ndarray):
+                return values[np.asarray(rows, dtype=np.intp)].tolist()
             return None if values is None else [values[i] for i in rows]
 
         return replace(
@@ -95,7 +101,7 @@ def validate(
     given_uris = _guard(problems, lambda: _image_uris(image_col, df[image_col])) if image_col else None
     image_uris = [redact(u) if u else u for u in given_uris] if given_uris else given_uris
     row_splits = _guard(problems, lambda: _row_splits(df, split_col, image_uris, fractions))
-    label = _guard(problems, lambda: convert_column(label_col, df[label_col], schema[label_col])) \
+    label = _guard(problems, lambda: _as_list(convert_column(label_col, df[label_col], schema[label_col]))) \
         if label_col else None
     features = []
     for name, col_type in schema.items():
@@ -173,6 +179,12 @@ def _row_keys(df: pd.DataFrame) -> list[str]:
     return ["\x1f".join(map(str, row)) for row in df.astype(str).itertuples(index=False, name=None)]
 
 
+def _as_list(column: Column) -> Column:
+    if isinstance(column.values, np.ndarray):
+        return replace(column, values=column.values.tolist())
+    return column
+
+
 def _label_ids(label: Column, row_splits: list[str]) -> tuple[Column, list[str] | None]:
     missing = [i for i, (v, s) in enumerate(zip(label.values, row_splits)) if v is None and s != splits.DISCARD]
     if missing:
@@ -214,7 +226,8 @@ def convert_column(name: str, series: pd.Series, col_type: type[ColumnType]) -> 
     fast = _fast_numeric(series, col_type)
     if fast is not None:
         values, source = fast
-        return Column(name, feature, col_type, any(v is None for v in values), source, values)
+        nullable = not isinstance(values, np.ndarray) and any(v is None for v in values)
+        return Column(name, feature, col_type, nullable, source, values)
     convert = _CONVERTERS[col_type.kind]
     values: list[Any] = []
     bad: list[int] = []
@@ -265,12 +278,15 @@ def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[A
             return None
     if not isinstance(dtype, np.dtype):
         return None
-    if col_type.kind is Kind.INT64 and dtype.kind in "bi" :
-        return series.astype(np.int64).tolist(), "bool" if dtype.kind == "b" else "int"
+    if col_type.kind is Kind.INT64 and dtype.kind in "bi":
+        return series.to_numpy(dtype=np.int64), "bool" if dtype.kind == "b" else "int"
     if col_type.kind is Kind.FLOAT32 and dtype.kind == "f":
         arr = series.to_numpy(dtype=np.float64)
-        if np.any(np.abs(arr[np.isfinite(arr)]) > FLOAT32_MAX):
+        finite = np.isfinite(arr)
+        if np.any(np.abs(arr[finite]) > FLOAT32_MAX):
             return None  # let the slow path name the rows
+        if not np.isnan(arr).any():
+            return arr, "float"
         return [None if v != v else v for v in arr.tolist()], "float"
     return None
 
