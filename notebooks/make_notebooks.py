@@ -52,6 +52,11 @@ NOTEBOOKS = {
                  "print(open(os.path.join(work, 'automl.csv')).read()[:200])\n"
                  "tfrecorder.convert(os.path.join(work, 'automl.csv'), os.path.join(work, 'from_csv'))"),
         ("code", "tfrecorder.info(os.path.join(work, 'from_csv'))"),
+        ("md", "Before training on a dataset that was copied around, check it: `verify` reads every shard and "
+               "checks each record's CRCs, the counts and checksums in `dataset.json`, and that every record "
+               "parses (`tfrecorder verify DIR` on the command line). A conversion that stopped half-way "
+               "resumes when the same call is run again: finished shards are checked and kept."),
+        ("code", "print(tfrecorder.verify(os.path.join(work, 'from_csv')))"),
     ],
     "03_tabular.ipynb": [
         ("md", "# Structured data without images\n\nAny table converts: numbers, text, booleans, lists and missing "
