@@ -85,6 +85,19 @@ def test_correctly_framed_records_with_random_payloads(payloads):
         read_both_ways(path.read_bytes())
 
 
+def write_examples(path: Path, examples: list[dict]) -> Path:
+    """A TFRecord file of Examples built from ``{name: (kind, values)}`` dicts."""
+    with open(path, "wb") as f:
+        writer = RecordWriter(f)
+        for feats in examples:
+            example = Example()
+            for name, (kind, items) in feats.items():
+                getattr(example.features.feature[name], kind).value.extend(items)
+            writer.write(example.SerializeToString())
+        writer.close()
+    return path
+
+
 def features(draw_values):
     return st.dictionaries(st.text(max_size=8), draw_values, max_size=4)
 
@@ -101,16 +114,7 @@ values = st.one_of(
 def test_valid_examples_of_any_shape_are_inferred_and_read(examples):
     """Features present in some records and not others, empty lists, odd names, one name of two kinds."""
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder, "train.tfrecord")
-        with open(path, "wb") as f:
-            writer = RecordWriter(f)
-            for feats in examples:
-                example = Example()
-                for name, (kind, items) in feats.items():
-                    getattr(example.features.feature[name], kind).value.extend(items)
-                writer.write(example.SerializeToString())
-            writer.close()
-        read_both_ways(path.read_bytes())
+        read_both_ways(write_examples(Path(folder, "train.tfrecord"), examples).read_bytes())
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,15 +122,7 @@ def test_valid_examples_of_any_shape_are_inferred_and_read(examples):
 def test_inferred_spec_parses_every_record_with_tensorflow(examples):
     """What infer_manifest says load_dataset can parse: every record comes out, or a clear error up front."""
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder, "train.tfrecord")
-        with open(path, "wb") as f:
-            writer = RecordWriter(f)
-            for feats in examples:
-                example = Example()
-                for name, (kind, items) in feats.items():
-                    getattr(example.features.feature[name], kind).value.extend(items)
-                writer.write(example.SerializeToString())
-            writer.close()
+        write_examples(Path(folder, "train.tfrecord"), examples)
         try:
             ds = tfrecorder.load_dataset(folder, split="TRAIN", decode_images=False)
         except TFRecorderError:
