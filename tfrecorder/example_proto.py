@@ -48,6 +48,9 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
     return proto
 
 
+# The manifest's dtype of a feature -> the Feature field (oneof "kind") that holds its values.
+DTYPE_FIELDS = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
+
 _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file())
 _CLASSES = message_factory.GetMessages([_file()], pool=_POOL)

@@ -17,7 +17,7 @@ from typing import Any
 import fsspec
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.example_proto import parse_example
+from tfrecorder.example_proto import DTYPE_FIELDS, parse_example
 from tfrecorder.manifest import FeatureInfo, Manifest, MissingManifest, RowCounts, ShardInfo, read_manifest
 from tfrecorder.records import read_records
 from tfrecorder.storage import Folder
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 SAMPLE_RECORDS = 256
 _SKIP = (".json", ".csv", ".pbtxt", ".txt", ".pb", ".md")
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"RIFF")
-_KINDS = {"int64_list": "int64", "float_list": "float32", "bytes_list": "string"}
+_KINDS = {field: dtype for dtype, field in DTYPE_FIELDS.items()}
 TFRECORDER2_FORMAT = "tfrecorder2-base64"  # TFRecorder 2.0: URL-safe base64 of raw uint8 pixels
 
 

@@ -9,13 +9,12 @@ import fsspec
 import pandas as pd
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.example_proto import parse_example
+from tfrecorder.example_proto import DTYPE_FIELDS, parse_example
 from tfrecorder.foreign import open_dataset
 from tfrecorder.manifest import FeatureInfo, Manifest
 from tfrecorder.records import read_records
 from tfrecorder.storage import Folder
 
-_FIELDS = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
 _NULLABLE_DTYPES = {"int": "Int64", "bool": "boolean", "float": "float32", "str": "str", "bytes": object}
 _DTYPES = {"int": "int64", "bool": "bool", "float": "float32", "str": "str", "bytes": object}
 
@@ -72,7 +71,7 @@ def _column_name(feature: FeatureInfo) -> str:
 
 
 def _values(records: list[Any], feature: FeatureInfo) -> list[Any]:
-    field, name, is_list = _FIELDS[feature.dtype], feature.name, feature.shape == [None]
+    field, name, is_list = DTYPE_FIELDS[feature.dtype], feature.name, feature.shape == [None]
     text = feature.dtype == "string" and feature.source in ("str", None) and feature.name != "image"
     values: list[Any] = []
     for record in records:

@@ -56,16 +56,13 @@ def read_csv(url: str) -> pd.DataFrame:
         line = raw[: e.start].count(b"\n") + 1
         raise TFRecorderError(f"CSV {url!r} is not UTF-8 text: byte 0x{raw[e.start]:02x} at line {line}; "
                               f"save it as UTF-8") from None
-    widths = _field_counts(text)
-    if not widths:
+    first, widest, longer = _scan(text)
+    if not first:
         raise TFRecorderError(f"CSV {url!r} is empty")
-    first = next(csv.reader(io.StringIO(text)))
-    names = _headerless_names(first, max(w for _, w in widths))
-    if names is None:
-        longer = next(((line, w) for line, w in widths if w > widths[0][1]), None)
-        if longer:
-            raise TFRecorderError(f"CSV {url!r} cannot be parsed: line {longer[0]} has {longer[1]} fields, the header "
-                                  f"has {widths[0][1]}")
+    names = _headerless_names(first, widest)
+    if names is None and longer:
+        raise TFRecorderError(f"CSV {url!r} cannot be parsed: line {longer[0]} has {longer[1]} fields, the header "
+                              f"has {len(first)}")
     try:
         df = pd.read_csv(io.StringIO(text), header=None if names else 0, names=names, skipinitialspace=True,
                          index_col=False)
@@ -76,16 +73,21 @@ def read_csv(url: str) -> pd.DataFrame:
     return df
 
 
-def _field_counts(text: str) -> list[tuple[int, int]]:
-    """(line number, fields) of each non-blank CSV record; quoted newlines are inside a record."""
+def _scan(text: str) -> tuple[list[str], int, tuple[int, int] | None]:
+    """The first CSV record, the most fields in any record, and (line, fields) of the first record wider
+    than the first one; blank lines skipped, quoted newlines kept inside their record."""
     reader = csv.reader(io.StringIO(text))
-    counts = []
-    line = 1
+    first: list[str] = []
+    widest, longer, line = 0, None, 1
     for record in reader:
         if record:
-            counts.append((line, len(record)))
+            if not first:
+                first = record
+            elif len(record) > len(first) and longer is None:
+                longer = (line, len(record))
+            widest = max(widest, len(record))
         line = reader.line_num + 1
-    return counts
+    return first, widest, longer
 
 
 def _headerless_names(first: list[str], width: int) -> list[str] | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -11,12 +10,11 @@ import google_crc32c
 from google.protobuf.message import DecodeError
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.example_proto import Example
+from tfrecorder.example_proto import DTYPE_FIELDS, Example
 from tfrecorder.manifest import FeatureInfo, Manifest, read_manifest
 from tfrecorder.records import read_records
 from tfrecorder.storage import Folder
 
-_FIELDS = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
 _CHUNK = 1 << 22
 
 
@@ -161,9 +159,6 @@ def _parse_all(raw: Any, manifest: Manifest) -> Iterator[tuple[int, str | None]]
             message = str(e)
             yield index, message.split(": ", 1)[1] if message.startswith("record ") else message
             return
-        except (OSError, EOFError, zlib.error) as e:  # a damaged gzip or zlib stream
-            yield index, f"the compressed stream is damaged ({e})"
-            return
         yield index, _parse_problem(data, manifest.features)
         index += 1
 
@@ -181,7 +176,7 @@ def _parse_problem(data: bytes, features: list[FeatureInfo]) -> str | None:
                 return f"feature {f.name!r} is missing"
             continue
         kind = stored[f.name].WhichOneof("kind")
-        if kind is not None and kind != _FIELDS[f.dtype]:
+        if kind is not None and kind != DTYPE_FIELDS[f.dtype]:
             return f"feature {f.name!r} is a {kind}, dataset.json says {f.dtype}"
         count = len(getattr(stored[f.name], kind).value) if kind else 0
         if f.shape == [] and count != 1 and not (f.nullable and count == 0):
