@@ -60,7 +60,7 @@ def main(argv=None) -> None:
     import tensorflow as tf
 
     import tfrecorder
-    from tfrecorder.reader import feature_spec
+    from tfrecorder.read.tf_data import feature_spec
 
     AUTOTUNE = tf.data.AUTOTUNE
     work = Path(tempfile.mkdtemp(prefix="bench-read-"))

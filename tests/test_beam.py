@@ -40,12 +40,12 @@ def test_dataflow_needs_project_region_and_gs_output(image_table, tmp_path):
 
 
 def test_sdist_staged_for_workers_holds_this_package(tmp_path):
-    from tfrecorder.staging import build_sdist
+    from tfrecorder.write.runners.dataflow_package import build_sdist
 
     path = build_sdist(str(tmp_path))
     assert path.endswith(f"tfrecorder-{tfrecorder.__version__}.tar.gz")
     names = tarfile.open(path).getnames()
-    assert f"tfrecorder-{tfrecorder.__version__}/tfrecorder/writers/beam.py" in names
+    assert f"tfrecorder-{tfrecorder.__version__}/tfrecorder/write/runners/beam.py" in names
     assert not any("__pycache__" in n for n in names)
 
 
@@ -58,7 +58,7 @@ def test_converting_locally_imports_neither_beam_nor_tensorflow(tmp_path):
 
 
 def test_job_names_are_valid_and_unique():
-    from tfrecorder.writers.beam import job_name
+    from tfrecorder.write.runners.beam import job_name
 
     names = {job_name("Pets v2!") for _ in range(5)}
     assert len(names) == 5

@@ -12,7 +12,7 @@ from PIL import Image
 
 import tfrecorder
 from tests.conftest import SHARED_DATA, pixels
-from tfrecorder.foreign import infer_manifest
+from tfrecorder.read.infer import infer_manifest
 
 
 def example(**features) -> bytes:

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import tfrecorder
+from tfrecorder.dataset.example_proto import Example
+from tfrecorder.dataset.records import RecordWriter
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.example_proto import Example
-from tfrecorder.foreign import infer_manifest
-from tfrecorder.records import RecordWriter
+from tfrecorder.read.infer import infer_manifest
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import tfrecorder
 from tests.conftest import write_image
 from tests.servers import http_server
+from tfrecorder.dataset.storage import DEFAULT_RETRY, ImageError, Retry, fetch
 
 
 def test_http_images_with_missing_forbidden_and_flaky_urls(tmp_path):
@@ -34,12 +35,15 @@ def test_http_images_with_missing_forbidden_and_flaky_urls(tmp_path):
 
 def test_server_errors_that_persist_are_row_errors(tmp_path):
     with http_server(tmp_path) as (base, hits):
-        df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [f"{base}/status/500/z.jpg"], "label": [1]})
-        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, num_shards=1)
+        with pytest.raises(ImageError) as caught:
+            fetch(f"{base}/status/500/z.jpg", Retry(attempts=4, backoff_seconds=0.0))  # no real waiting
     assert hits["/status/500/z.jpg"] == 4  # retried, then reported
-    row = next(csv.DictReader(open(tmp_path / "out" / "errors.csv", newline="")))
-    assert row["error"] == "fetch_error" and "HTTP 500" in row["message"] and "after 4 tries" in row["message"]
-    assert result.splits["TRAIN"].rows_in == 1 and Path(tmp_path / "out" / "dataset.json").exists()
+    assert caught.value.error == "fetch_error"
+    assert "HTTP 500" in caught.value.message and "after 4 tries" in caught.value.message
+
+
+def test_retries_back_off_four_times_longer_each_time():
+    assert [DEFAULT_RETRY.delay(i) for i in range(3)] == pytest.approx([0.1, 0.4, 1.6])
 
 
 def test_every_kind_of_failure_in_one_table_is_accounted_for(tmp_path):

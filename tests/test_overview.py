@@ -8,7 +8,7 @@ import pandas as pd
 from PIL import Image
 
 import tfrecorder
-from tfrecorder.overview import ImageGrid
+from tfrecorder.read.info import ImageGrid
 
 
 def test_info_counts_labels_per_split(image_table, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.plan import TARGET_SHARD_BYTES, plan_shards
+from tfrecorder.write.plan import TARGET_SHARD_BYTES, plan_shards
 
 
 def test_rows_split_in_order_into_near_equal_contiguous_shards():

@@ -7,8 +7,8 @@ import io
 import pytest
 import tensorflow as tf
 
+from tfrecorder.dataset.records import RecordWriter, masked_crc, read_records
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.records import RecordWriter, masked_crc, read_records
 
 RECORDS = [b"", b"a", b"hello world" * 100, bytes(range(256))]
 
@@ -73,7 +73,7 @@ def test_truncated_stream_is_reported():
 
 
 def test_examples_serialize_exactly_as_tensorflows():
-    from tfrecorder.example_proto import Example
+    from tfrecorder.dataset.example_proto import Example
 
     def fill(example):
         fmap = example.features.feature

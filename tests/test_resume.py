@@ -16,15 +16,15 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.runstate import OutputLocked
+from tfrecorder.write.lock import OutputLocked
 
 # The child converts the CSV; once `done_before_block` shards are finished it blocks on the
 # third image it loads, says so on stdout, and waits there to be killed (SIGKILL, no clean-up).
 CHILD = """
 import os, sys, threading
-import tfrecorder, tfrecorder.writers as writers
+import tfrecorder, tfrecorder.write.shard as shard
 csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-real, loads = writers.load_image, []
+real, loads = shard.load_image, []
 def load_image(location, settings):
     done = os.path.join(out, ".tfrecorder", "done")
     if os.path.isdir(done) and len([n for n in os.listdir(done) if n.endswith(".json")]) >= done_before_block:
@@ -33,7 +33,7 @@ def load_image(location, settings):
             print("BLOCKED", flush=True)
             threading.Event().wait()
     return real(location, settings)
-writers.load_image = load_image
+shard.load_image = load_image
 tfrecorder.convert(csv, out, runner=runner, num_shards=4, progress=False)
 print("FINISHED", flush=True)
 """

@@ -11,8 +11,8 @@ from PIL import Image
 
 import tfrecorder
 from tests.conftest import pixels
-from tfrecorder.example_proto import Example
-from tfrecorder.records import RecordWriter
+from tfrecorder.dataset.example_proto import Example
+from tfrecorder.dataset.records import RecordWriter
 
 
 def files_under(folder: Path) -> set[Path]:

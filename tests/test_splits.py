@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import splits
+from tfrecorder.write import splits
 
 
 def test_values_are_trimmed_and_case_insensitive():

@@ -8,7 +8,7 @@ import pytest
 
 from tfrecorder import types
 from tfrecorder.errors import SchemaError
-from tfrecorder.validate import convert_column
+from tfrecorder.write.validate import convert_column
 
 
 def test_bytes_column_is_recorded_as_bytes_and_text_as_str():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tfrecorder
-from tfrecorder.manifest import read_manifest
+from tfrecorder.read.open import read_manifest
 
 
 @pytest.fixture

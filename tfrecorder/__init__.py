@@ -9,29 +9,28 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
-
 from tfrecorder import accessor as _accessor  # noqa: E402,F401  (registers df.tensorflow)
 from tfrecorder import input_schema, types  # noqa: E402
+from tfrecorder._version import __version__
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError  # noqa: E402
 from tfrecorder.schema import IMAGE_CSV_SCHEMA, Schema  # noqa: E402
 
 # Public names that import heavier modules (TensorFlow, fsspec) on first use.
 _LAZY = {
-    "convert": "tfrecorder.converter",
-    "convert_and_load": "tfrecorder.converter",
-    "ConvertResult": "tfrecorder.result",
-    "load_dataset": "tfrecorder.reader",
-    "load": "tfrecorder.reader",
-    "label_names": "tfrecorder.reader",
-    "read_manifest": "tfrecorder.manifest",
-    "create_image_csv": "tfrecorder.sources",
-    "inspect": "tfrecorder.inspection",
-    "read_tfr": "tfrecorder.frames",
-    "info": "tfrecorder.overview",
-    "show": "tfrecorder.overview",
-    "verify": "tfrecorder.verification",
-    "VerifyReport": "tfrecorder.verification",
+    "convert": "tfrecorder.write.convert",
+    "convert_and_load": "tfrecorder.write.convert",
+    "ConvertResult": "tfrecorder.write.result",
+    "load_dataset": "tfrecorder.read.tf_data",
+    "load": "tfrecorder.read.tf_data",
+    "label_names": "tfrecorder.read.tf_data",
+    "read_manifest": "tfrecorder.read.open",
+    "create_image_csv": "tfrecorder.write.sources",
+    "inspect": "tfrecorder.read.inspect",
+    "read_tfr": "tfrecorder.read.pandas",
+    "info": "tfrecorder.read.info",
+    "show": "tfrecorder.read.info",
+    "verify": "tfrecorder.read.verify",
+    "VerifyReport": "tfrecorder.read.verify",
 }
 
 __all__ = [

@@ -22,6 +22,6 @@ class TensorflowAccessor:
             >>> sorted(result.splits)
             ['TEST', 'TRAIN', 'VALIDATION']
         """
-        from tfrecorder.converter import convert
+        from tfrecorder.write.convert import convert
 
         return convert(self._df, output_dir, schema, runner, **kwargs)

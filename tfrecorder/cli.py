@@ -9,9 +9,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.records import COMPRESSIONS
 from tfrecorder.errors import TFRecorderError
-
-BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")
+from tfrecorder.write.options import (
+    BEAM_RUNNERS,
+    DEFAULT_IMAGE_FORMAT,
+    DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_ON_ERROR,
+    DEFAULT_VALIDATE,
+    IMAGE_FORMATS,
+    LOCAL,
+    ON_ERROR,
+    RUNNERS,
+    VALIDATE_MODES,
+)
+from tfrecorder.write.splits import DEFAULT_FRACTIONS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,20 +40,22 @@ def _parser() -> argparse.ArgumentParser:
                     "Any other --flag=value is passed to Apache Beam as a pipeline option.")
     convert.add_argument("source", help="CSV path/URL (header optional) or image folder")
     convert.add_argument("output_dir", help="folder to write into (local path or gs:// URL)")
-    convert.add_argument("--runner", default="local", choices=("local", *BEAM_RUNNERS))
+    convert.add_argument("--runner", default=LOCAL, choices=RUNNERS)
     convert.add_argument("--num-shards", type=int, default=None, help="shards per split (default: ~128 MiB each)")
-    convert.add_argument("--compression", default=None, choices=("gzip", "zlib"))
-    convert.add_argument("--image-format", default="keep", choices=("keep", "jpeg", "png", "raw"))
+    convert.add_argument("--compression", default=None, choices=[c for c in COMPRESSIONS if c])
+    convert.add_argument("--image-format", default=DEFAULT_IMAGE_FORMAT, choices=IMAGE_FORMATS)
     convert.add_argument("--image-size", default=None, metavar="HxW", help="resize to HEIGHTxWIDTH, e.g. 224x224")
-    convert.add_argument("--jpeg-quality", type=int, default=95, help="with --image-format jpeg (default 95)")
-    convert.add_argument("--resize-mode", default="stretch", choices=("stretch", "pad", "crop"),
+    convert.add_argument("--jpeg-quality", type=int, default=DEFAULT_JPEG_QUALITY,
+                         help=f"with --image-format jpeg (default {DEFAULT_JPEG_QUALITY})")
+    convert.add_argument("--resize-mode", default=DEFAULT_RESIZE_MODE, choices=RESIZE_MODES,
                          help="with --image-size: stretch, pad (letterbox) or crop (centre)")
-    convert.add_argument("--max-image-pixels", type=int, default=178_956_970,
+    convert.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_PIXELS,
                          help="larger images are row errors (decompression-bomb guard)")
-    convert.add_argument("--validate-images", default="full", choices=("full", "header"))
-    convert.add_argument("--on-error", default="report", choices=("report", "raise"))
+    convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES)
+    convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR)
     convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
-                         help="TRAIN,VALIDATION,TEST fractions for rows without a split (default 0.8,0.1,0.1)")
+                         help="TRAIN,VALIDATION,TEST fractions for rows without a split "
+                              f"(default {','.join(map(str, DEFAULT_FRACTIONS))})")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in OUTPUT_DIR")
     convert.add_argument("--num-workers", type=int, default=None, help="threads fetching images (local runner)")
     convert.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -114,7 +130,7 @@ def _fractions(text: str | None) -> tuple[float, ...] | None:
 
 
 def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
-    from tfrecorder.converter import convert
+    from tfrecorder.write.convert import convert
 
     beam_options = pipeline_flags(extra)
     if beam_options and args.runner not in BEAM_RUNNERS:
@@ -134,7 +150,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 
 def _info(args: argparse.Namespace) -> None:
-    from tfrecorder.overview import info
+    from tfrecorder.read.info import info
 
     print(json.dumps(info(args.tfrecord_dir).summary(), indent=2))
 
@@ -147,19 +163,19 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
     elif args.command == "info":
         _info(args)
     elif args.command == "inspect":
-        from tfrecorder.inspection import inspect
+        from tfrecorder.read.inspect import inspect
 
         folder = inspect(args.tfrecord_dir, split=args.split, num_records=args.num_records,
                          output_dir=args.output_dir)
         print(f"wrote {args.num_records} record(s) of {args.split.upper()} to {folder}")
     elif args.command == "verify":
-        from tfrecorder.verification import verify
+        from tfrecorder.read.verify import verify
 
         report = verify(args.tfrecord_dir)
         print(report)
         return 0 if report.ok else 1
     elif args.command == "create-image-csv":
-        from tfrecorder.sources import create_image_csv
+        from tfrecorder.write.sources import create_image_csv
 
         df = create_image_csv(args.image_dir, args.output_csv)
         print(f"wrote {len(df)} rows to {args.output_csv}")

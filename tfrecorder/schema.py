@@ -13,13 +13,10 @@ from tfrecorder import types
 from tfrecorder.errors import SchemaError, describe_rows
 from tfrecorder.types import ColumnType, Kind, Role
 
-# Default column names (AutoML Vision CSV order) and the feature name each role is stored under.
+# Default column names (AutoML Vision CSV order); the features they are stored under are in dataset.features.
 SPLIT_COLUMN = "split"
 IMAGE_COLUMN = "image_uri"
 LABEL_COLUMN = "label"
-ROLE_FEATURE_NAMES = {Role.SPLIT: "split", Role.IMAGE: "image_uri", Role.LABEL: "label"}
-# Features tfrecorder derives from an image; input columns may not use these names.
-IMAGE_FEATURES = ("image", "image_height", "image_width", "image_channels", "image_format", "image_name")
 
 ListLike = (list, tuple, np.ndarray)
 

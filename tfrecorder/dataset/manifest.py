@@ -1,0 +1,120 @@
+"""Manifest: dataset.json <-> Manifest dataclass, the one description every reader is driven by."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tfrecorder.errors import TFRecorderError
+
+FORMAT_NAME = "tfrecorder-dataset"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "dataset.json"
+ERRORS_NAME = "errors.csv"
+ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
+
+
+@dataclass(frozen=True)
+class FeatureInfo:
+    """One feature of every record: its tf dtype, shape ([] scalar, [null] variable-length list)."""
+
+    name: str
+    role: str  # split, image, label, feature
+    dtype: str  # int64, float32, string
+    shape: list[int | None]
+    nullable: bool = False
+    column: str | None = None  # input column it came from (None for derived image features)
+    source: str | None = None  # python type of the input values: int, bool, float, str, bytes
+    type: str | None = None  # tfrecorder.types name
+    default: Any = None  # value load_dataset gives a missing nullable scalar
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One shard file: name relative to the dataset folder, record count, size and CRC-32C of its bytes."""
+
+    file: str
+    records: int
+    bytes: int
+    crc32c: str
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """Row accounting: rows_in == written + errors + discarded."""
+
+    rows_in: int = 0
+    written: int = 0
+    errors: int = 0
+    discarded: int = 0
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything a reader needs to know about a dataset folder."""
+
+    tfrecorder_version: str
+    features: list[FeatureInfo]
+    splits: dict[str, list[ShardInfo]]
+    rows: dict[str, RowCounts]
+    compression: str | None = None
+    label: dict[str, Any] | None = None  # column, feature, type, vocabulary, multi_label
+    image: dict[str, Any] | None = None  # column, format, size, validate, channels, formats, shape
+    runner: str = "local"
+    leakage: dict[str, Any] = field(default_factory=lambda: {"count": 0, "groups": []})
+    errors_file: str = ERRORS_NAME
+    format: str = FORMAT_NAME
+    format_version: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def vocabulary(self) -> list[str] | None:
+        """Label names by id, for string labels."""
+        return (self.label or {}).get("vocabulary")
+
+    def records(self, split: str) -> int:
+        """Number of records in ``split``."""
+        return sum(s.records for s in self.splits[split])
+
+    def split_name(self, split: str) -> str:
+        """``split`` as the manifest names it (any case, trimmed), or an error listing the splits."""
+        name = str(split).strip().upper()
+        if name not in self.splits:
+            raise TFRecorderError(f"split={split!r}: the dataset has {', '.join(self.splits) or 'no splits'}")
+        return name
+
+    def feature(self, name: str) -> FeatureInfo:
+        """The feature called ``name``."""
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise TFRecorderError(f"no feature {name!r}; the dataset has {[f.name for f in self.features]}")
+
+    def to_json(self) -> str:
+        """The dataset.json text."""
+        data = asdict(self)
+        ordered = {k: data.pop(k) for k in ("format", "format_version", "tfrecorder_version")}
+        ordered.update(data)
+        return json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, where: str = MANIFEST_NAME) -> Manifest:
+        """Parse dataset.json text (as data; nothing in it is executed)."""
+        try:
+            data = json.loads(text)
+            if data.get("format") != FORMAT_NAME:
+                raise TFRecorderError(f"{where}: not a tfrecorder dataset.json (format={data.get('format')!r})")
+            if data.get("format_version", 0) > FORMAT_VERSION:
+                raise TFRecorderError(
+                    f"{where}: format version {data['format_version']} is newer than this tfrecorder "
+                    f"understands ({FORMAT_VERSION}); upgrade tfrecorder"
+                )
+            data["features"] = [FeatureInfo(**f) for f in data["features"]]
+            data["splits"] = {k: [ShardInfo(**s) for s in v] for k, v in data["splits"].items()}
+            data["rows"] = {k: RowCounts(**v) for k, v in data["rows"].items()}
+            return cls(**data)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            if isinstance(e, TFRecorderError):
+                raise
+            raise TFRecorderError(f"{where}: not a valid tfrecorder manifest: {e}") from e

@@ -1,0 +1,152 @@
+"""Foreign datasets: a Manifest inferred from TFRecord files other tools wrote (TFRecorder 2.0 included).
+
+Files are found in a folder, a glob or a list; their compression is told from their first
+bytes; they are grouped into splits by name (train*/valid*|val*|eval*/test*, else one TRAIN
+split); the feature spec comes from parsing a sample of records; records are counted by
+reading each file once, so ``cardinality()`` is known.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import fsspec
+
+from tfrecorder.dataset.example_proto import parse_example
+from tfrecorder.dataset.features import FIELDS, MISSING_DEFAULTS
+from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo
+from tfrecorder.dataset.records import read_records
+from tfrecorder.errors import TFRecorderError
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RECORDS = 256
+_SKIP = (".json", ".csv", ".pbtxt", ".txt", ".pb", ".md")
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"RIFF")
+_KINDS = {field: kind for kind, field in FIELDS.items()}
+TFRECORDER2_FORMAT = "tfrecorder2-base64"  # TFRecorder 2.0: URL-safe base64 of raw uint8 pixels
+
+
+def sniff_compression(head: bytes) -> str | None:
+    """gzip, zlib or None, from a file's first bytes."""
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] * 256 + head[1]) % 31 == 0:
+        try:
+            zlib.decompressobj().decompress(head)
+            return "zlib"
+        except zlib.error:
+            return None
+    return None
+
+
+def split_of(name: str) -> str:
+    """TRAIN, VALIDATION or TEST from a file name's prefix; TRAIN when it names none."""
+    base = posixpath.basename(name).lower()
+    if base.startswith(("valid", "val", "eval", "dev")):
+        return "VALIDATION"
+    if base.startswith("test"):
+        return "TEST"
+    return "TRAIN"
+
+
+def find_files(source: str | Sequence[str]) -> tuple[Any, list[str]]:
+    """(filesystem, paths) for a folder, a glob or a list of files."""
+    if isinstance(source, (list, tuple)):
+        fs, _ = fsspec.core.url_to_fs(str(source[0]))
+        return fs, [fsspec.core.url_to_fs(str(s))[1] for s in source]
+    fs, path = fsspec.core.url_to_fs(str(source))
+    if any(c in path for c in "*?["):
+        paths = sorted(fs.glob(path))
+    elif fs.isdir(path):
+        paths = sorted(p for p in fs.find(path, maxdepth=1) if not posixpath.basename(p).startswith((".", "_")))
+    else:
+        paths = [path]
+    paths = [p for p in paths if not p.lower().endswith(_SKIP) and fs.size(p) > 0]
+    if not paths:
+        raise TFRecorderError(f"{source!r} has no dataset.json and no TFRecord files")
+    return fs, paths
+
+
+def infer_manifest(source: str | Sequence[str]) -> Manifest:
+    """A Manifest for TFRecord files of tf.train.Example written by any tool."""
+    fs, paths = find_files(source)
+    splits: dict[str, list[ShardInfo]] = {}
+    compression = None
+    samples: list[Any] = []
+    for path in paths:
+        with fs.open(path, "rb") as f:
+            compression = sniff_compression(f.read(64))
+            f.seek(0)
+            count = 0
+            try:
+                for record in read_records(f, compression):
+                    if len(samples) < SAMPLE_RECORDS:
+                        samples.append(parse_example(record, fs.unstrip_protocol(path), count))
+                    count += 1
+            except TFRecorderError as e:
+                raise TFRecorderError(f"{fs.unstrip_protocol(path)} is not a readable TFRecord file: {e}") from e
+        shard = ShardInfo(fs.unstrip_protocol(path), count, fs.size(path), "")
+        splits.setdefault(split_of(path), []).append(shard)
+    features, image, label = _infer_features(samples, fs, paths)
+    splits = {name: splits[name] for name in ("TRAIN", "VALIDATION", "TEST") if name in splits}
+    return Manifest(
+        tfrecorder_version="foreign", features=features, splits=splits,
+        rows={k: RowCounts(sum(s.records for s in v), sum(s.records for s in v)) for k, v in splits.items()},
+        compression=compression, label=label, image=image, runner="foreign",
+    )
+
+
+def _infer_features(samples: list[Any], fs: Any, paths: list[str]):
+    seen: dict[str, dict[str, Any]] = {}
+    for example in samples:
+        for name, feature in example.features.feature.items():
+            kind = feature.WhichOneof("kind")
+            if kind is None:
+                continue
+            values = getattr(feature, kind).value
+            info = seen.setdefault(name, {"kind": kind, "lengths": set(), "present": 0, "first": None, "kinds": set()})
+            info["kinds"].add(kind)
+            info["lengths"].add(len(values))
+            info["present"] += 1
+            if info["first"] is None and len(values):
+                info["first"] = values[0]
+    features, image, label = [], None, None
+    for name, info in sorted(seen.items()):
+        if len(info["kinds"]) > 1:
+            logger.warning("feature %r is left out: it is %s in different records, which tf.io.parse_example "
+                           "cannot read with one spec", name, " and ".join(sorted(info["kinds"])))
+            continue
+        dtype = _KINDS[info["kind"]].value
+        scalar = info["lengths"] == {1}
+        nullable = scalar and info["present"] < len(samples)
+        role = "feature"
+        if dtype == "string" and scalar and image is None and _looks_like_image(info["first"]):
+            role, image = "image", {"format": "keep", "formats": [], "channels": [], "shape": None}
+        features.append(FeatureInfo(name, role, dtype, [] if scalar else [None], nullable=nullable,
+                                    default=MISSING_DEFAULTS[dtype] if nullable else None))
+    names = {f.name for f in features}
+    if image is None and {"image", "image_height", "image_width", "image_channels"} <= names:
+        image = {"format": TFRECORDER2_FORMAT, "formats": [], "channels": [], "shape": None}
+        features = [FeatureInfo(f.name, "image", f.dtype, f.shape) if f.name == "image" else f for f in features]
+    if "label" in names and next(f for f in features if f.name == "label").dtype == "int64":
+        label = {"column": "label", "feature": "label", "type": "IntegerLabel",
+                 "vocabulary": _tfrecorder2_vocabulary(fs, paths), "multi_label": False}
+    return features, image, label
+
+
+def _looks_like_image(value: Any) -> bool:
+    return isinstance(value, bytes) and value.startswith(_IMAGE_MAGIC)
+
+
+def _tfrecorder2_vocabulary(fs: Any, paths: list[str]) -> list[str] | None:
+    """TFRecorder 2.0 kept its label vocabulary (by frequency) under transform_fn/assets."""
+    folder = posixpath.dirname(paths[0])
+    for candidate in fs.glob(f"{folder}/transform_fn/assets/*vocab*"):
+        text = fs.cat_file(candidate).decode("utf-8")
+        return [line for line in text.splitlines() if line]
+    return None

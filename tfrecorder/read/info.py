@@ -1,0 +1,162 @@
+"""Overview: info() and show(), a dataset summarised and its pictures shown for a person to check."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageOps
+
+from tfrecorder._notebook import in_notebook
+from tfrecorder.dataset.manifest import Manifest
+from tfrecorder.read.open import open_dataset
+
+THUMBNAIL = 128
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What ``tfrecorder.info`` returns: renders as text, and as tables with label bars in a notebook."""
+
+    tfrecord_dir: str
+    manifest: Manifest
+    label_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """Splits, counts, bytes, schema and labels as plain data (what ``tfrecorder info`` prints)."""
+        m = self.manifest
+        return {
+            "splits": {k: {"records": m.records(k), "shards": len(v), "bytes": sum(s.bytes for s in v)}
+                       for k, v in m.splits.items()},
+            "rows": {k: vars(v) for k, v in m.rows.items()},
+            "features": {f.name: f"{f.dtype}{'[]' if f.shape == [None] else ''}{'?' if f.nullable else ''}"
+                         for f in m.features},
+            "labels": m.vocabulary,
+            "label_counts": self.label_counts,
+            "compression": m.compression,
+            "leakage": m.leakage.get("count", 0),
+        }
+
+    def __str__(self) -> str:
+        lines = [f"{self.tfrecord_dir}"]
+        for name, split in self.summary()["splits"].items():
+            lines.append(f"  {name:<10} {split['records']:>9,} records  {split['shards']:>4} shards  "
+                         f"{split['bytes'] / 2**20:>9.1f} MiB")
+            counts = self.label_counts.get(name, {})
+            if counts:
+                lines.append("    labels: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+        lines.append("  features: " + ", ".join(f"{k} ({v})" for k, v in self.summary()["features"].items()))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<h4>{html.escape(self.tfrecord_dir)}</h4><table><tr><th>split</th><th>records</th>"
+                 "<th>shards</th><th>bytes</th></tr>"]
+        for name, split in self.summary()["splits"].items():
+            parts.append(f"<tr><td>{name}</td><td>{split['records']:,}</td><td>{split['shards']}</td>"
+                         f"<td>{split['bytes']:,}</td></tr>")
+        parts.append("</table>")
+        for name, counts in self.label_counts.items():
+            top = max(counts.values(), default=1)
+            rows = "".join(
+                f"<tr><td>{html.escape(str(k))}</td><td>{v:,}</td><td><div style='background:#4c78a8;height:10px;"
+                f"width:{int(200 * v / top)}px'></div></td></tr>" for k, v in counts.items())
+            parts.append(f"<p>{name} labels</p><table>{rows}</table>")
+        return "".join(parts)
+
+
+def info(tfrecord_dir: str) -> DatasetInfo:
+    """Splits, counts, bytes, shards, schema and the label distribution of each split.
+
+    Example:
+        >>> info = tfrecorder.info(dataset_dir)
+        >>> info.label_counts["TRAIN"]
+        {'cat': 2, 'dog': 2, 'goat': 2}
+    """
+    manifest = open_dataset(tfrecord_dir)[0]
+    counts: dict[str, dict[str, int]] = {}
+    label = (manifest.label or {}).get("feature")
+    if label:
+        from tfrecorder.read.tf_data import load_dataset
+
+        names = manifest.vocabulary
+        for split in manifest.splits:
+            ds = load_dataset(tfrecord_dir, split=split, features=[label], batch_size=4096, decode_images=False)
+            counter: Counter = Counter()
+            for batch in ds.as_numpy_iterator():
+                values = batch[label]
+                flat = values.flat_values if hasattr(values, "flat_values") else np.ravel(values)
+                counter.update(int(v) for v in np.asarray(flat))
+            counts[split] = {(names[k] if names else str(k)): v for k, v in sorted(counter.items())}
+    return DatasetInfo(str(tfrecord_dir), manifest, counts)
+
+
+@dataclass(frozen=True)
+class ImageGrid:
+    """Thumbnails with captions; renders as an HTML grid in a notebook (inline images, no files)."""
+
+    thumbnails: tuple[bytes, ...]  # PNG bytes
+    captions: tuple[str, ...]
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f"<figure style='display:inline-block;margin:4px;width:{THUMBNAIL}px;vertical-align:top'>"
+            f"<img src='data:image/png;base64,{base64.b64encode(png).decode()}'/>"
+            f"<figcaption style='font-size:10px;word-break:break-all'>{html.escape(caption)}</figcaption></figure>"
+            for png, caption in zip(self.thumbnails, self.captions))
+        return f"<div>{cells}</div>"
+
+    def contact_sheet(self) -> Image.Image:
+        """All thumbnails on one picture, captions under each."""
+        columns = min(4, max(1, len(self.thumbnails)))
+        rows = -(-len(self.thumbnails) // columns)
+        cell = (THUMBNAIL + 8, THUMBNAIL + 30)
+        sheet = Image.new("RGB", (columns * cell[0], max(1, rows) * cell[1]), "white")
+        draw = ImageDraw.Draw(sheet)
+        for i, (png, caption) in enumerate(zip(self.thumbnails, self.captions)):
+            x, y = (i % columns) * cell[0] + 4, (i // columns) * cell[1] + 4
+            sheet.paste(Image.open(io.BytesIO(png)).convert("RGB"), (x, y))
+            for line, text in enumerate(caption.split("\n")[:2]):
+                draw.text((x, y + THUMBNAIL + 2 + 11 * line), text[:22], fill="black")
+        return sheet
+
+
+def show(tfrecord_dir: str, split: str = "TRAIN", n: int = 16, path: str | None = None) -> ImageGrid | str:
+    """The first ``n`` images of ``split`` with their label names and URIs, to check by eye.
+
+    In a notebook it returns an ``ImageGrid`` that renders inline (nothing written); elsewhere it
+    saves a PNG contact sheet (to ``path``, or a temporary file) and returns the file's path.
+
+    Example:
+        >>> tfrecorder.show(dataset_dir, split="TRAIN", n=4, path=str(tmp_path / "sheet.png")).endswith("sheet.png")
+        True
+    """
+    from tfrecorder.read.tf_data import load_dataset
+
+    manifest = open_dataset(tfrecord_dir)[0]
+    names = manifest.vocabulary
+    ds = load_dataset(tfrecord_dir, split=split, channels=3).take(max(0, int(n)))
+    thumbnails, captions = [], []
+    for example in ds.as_numpy_iterator():
+        image = Image.fromarray(np.asarray(example["image"]))
+        thumb = ImageOps.contain(image, (THUMBNAIL, THUMBNAIL))
+        buffer = io.BytesIO()
+        thumb.save(buffer, "PNG")
+        thumbnails.append(buffer.getvalue())
+        label = example.get("label")
+        label_text = "" if label is None else ",".join(
+            names[int(v)] if names else str(int(v)) for v in np.atleast_1d(label))
+        uri = example.get("image_uri", b"").decode("utf-8", "replace")
+        captions.append(f"{label_text}\n{os.path.basename(uri)}")
+    grid = ImageGrid(tuple(thumbnails), tuple(captions))
+    if path is None and in_notebook():
+        return grid
+    target = path or tempfile.mkstemp(prefix="tfrecorder-show-", suffix=".png")[1]
+    grid.contact_sheet().save(target)
+    return target

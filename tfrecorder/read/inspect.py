@@ -1,0 +1,74 @@
+"""Inspect: write a few records' images and a data.csv to a folder, for a person to look at."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+
+import numpy as np
+from PIL import Image
+
+from tfrecorder.read.open import open_dataset
+from tfrecorder.read.tf_data import load_dataset
+
+_EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "webp": "webp"}
+
+
+def inspect(tfrecord_dir: str, split: str = "TRAIN", num_records: int = 1, output_dir: str = "output") -> str:
+    """Write the first ``num_records`` of ``split`` as image files plus ``data.csv``; return the folder.
+
+    Image files are named by record number (``00000.jpg``), never by the stored ``image_name``,
+    so nothing in the data decides where files are written. ``data.csv`` has every other
+    feature, the label's name, and the image file name.
+
+    Example:
+        >>> folder = tfrecorder.inspect(dataset_dir, split="TRAIN", num_records=2, output_dir=str(tmp_path / "look"))
+        >>> sorted(os.listdir(folder))
+        ['00000.png', '00001.jpg', 'data.csv']
+    """
+    manifest = open_dataset(tfrecord_dir)[0]
+    vocabulary = manifest.vocabulary
+    ds = load_dataset(tfrecord_dir, split=split, decode_images=False).take(max(0, int(num_records)))
+    os.makedirs(output_dir, exist_ok=True)
+    rows = []
+    for index, example in enumerate(ds.as_numpy_iterator()):
+        row = {k: _text(v) for k, v in example.items() if k != "image"}
+        if "image" in example:
+            row["image_file"] = _write_image(output_dir, index, example)
+        if vocabulary is not None and "label" in example:
+            labels = np.atleast_1d(example["label"]).tolist()
+            row["label_name"] = "|".join(vocabulary[i] for i in labels)
+        rows.append(row)
+    columns = sorted({k for r in rows for k in r})
+    with open(os.path.join(output_dir, "data.csv"), "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return output_dir
+
+
+def _write_image(output_dir: str, index: int, example: dict) -> str:
+    fmt = example["image_format"].decode("ascii")
+    if fmt == "raw":
+        shape = (int(example["image_height"]), int(example["image_width"]), int(example["image_channels"]))
+        pixels = np.frombuffer(example["image"], np.uint8).reshape(shape)
+        buffer = io.BytesIO()
+        Image.fromarray(pixels[..., 0] if shape[2] == 1 else pixels).save(buffer, "PNG")
+        data, extension = buffer.getvalue(), "png"
+    else:
+        data, extension = example["image"], _EXTENSIONS.get(fmt, "bin")
+    name = f"{index:05d}.{extension}"
+    with open(os.path.join(output_dir, name), "wb") as f:
+        f.write(data)
+    return name
+
+
+def _text(value) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return "|".join(_text(v) for v in value.tolist())
+    if isinstance(value, np.generic):
+        return str(value.item())
+    return str(value)

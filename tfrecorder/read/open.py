@@ -1,0 +1,69 @@
+"""Open (read side's entry): a dataset folder's Manifest - its dataset.json, or one inferred from other tools'
+files - and the check that its shards are all there before anything is read."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
+from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.read.infer import infer_manifest
+
+
+class MissingManifest(TFRecorderError):
+    """A folder of files without dataset.json (the reader then infers one from the records)."""
+
+
+def check_shards(manifest: Manifest, folder: Folder, splits: list[str]) -> None:
+    """Refuse to read ``splits`` when a shard is missing or its size differs from dataset.json (one listing)."""
+    try:
+        listing = folder.fs.ls(folder.path, detail=True)
+        sizes = {p["name"].rstrip("/").rsplit("/", 1)[-1]: p.get("size") for p in listing}
+    except (FileNotFoundError, NotImplementedError):
+        return
+    for split in splits:
+        for shard in manifest.splits[split]:
+            if "/" in shard.file or not shard.crc32c:
+                continue  # not a file tfrecorder wrote next to dataset.json
+            size = sizes.get(shard.file)
+            problem = "is missing" if size is None else (
+                f"has {size} bytes, dataset.json says {shard.bytes}" if int(size) != shard.bytes else None)
+            if problem:
+                raise TFRecorderError(f"{folder.url_of(shard.file)} {problem}: the dataset is damaged; "
+                                      f"`tfrecorder verify {folder.url}` checks every shard")
+
+
+def read_manifest(tfrecord_dir: str) -> Manifest:
+    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none.
+
+    Example:
+        >>> manifest = tfrecorder.read_manifest(dataset_dir)
+        >>> manifest.records("TRAIN"), manifest.vocabulary, manifest.rows["TEST"].written
+        (6, ['cat', 'dog', 'goat'], 3)
+    """
+    folder = Folder.of(tfrecord_dir)
+    names = folder.names()
+    if MANIFEST_NAME not in names:
+        if STATE_DIR in names or any(n.endswith(".partial") for n in names):
+            raise TFRecorderError(
+                f"{tfrecord_dir!r} holds an unfinished conversion (no {MANIFEST_NAME} yet: it is still running, "
+                f"or it stopped); run the same conversion into the same output_dir again to resume it"
+            )
+        if not names:
+            raise TFRecorderError(f"{tfrecord_dir!r} does not exist or is empty")
+        raise MissingManifest(f"{tfrecord_dir!r} has no {MANIFEST_NAME}: it was not written by tfrecorder")
+    return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+
+
+def open_dataset(source: Any) -> tuple[Manifest, Folder]:
+    """The manifest of a tfrecorder folder, or one inferred from other tools' TFRecord files
+    (a folder without dataset.json, a glob, or a list of files); and the folder names are relative to."""
+    if isinstance(source, (list, tuple)) or any(c in str(source) for c in "*?["):
+        first = str(source[0]) if isinstance(source, (list, tuple)) else str(source)
+        return infer_manifest(source), Folder.of(posixpath.dirname(first) or ".")
+    try:
+        return read_manifest(source), Folder.of(source)
+    except MissingManifest:
+        return infer_manifest(source), Folder.of(source)

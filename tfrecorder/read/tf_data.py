@@ -1,0 +1,239 @@
+"""Reader: load_dataset / load / label_names, tf.data pipelines driven by dataset.json."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tensorflow as tf
+
+from tfrecorder.dataset.features import DECODE_FEATURES, DEFAULT_RESIZE_MODE, IMAGE, RESIZE_MODES
+from tfrecorder.dataset.manifest import FeatureInfo, Manifest
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.read.open import check_shards, open_dataset
+from tfrecorder.read.tf_image import image_decoder
+
+logger = logging.getLogger(__name__)
+
+AUTOTUNE = tf.data.AUTOTUNE
+_PARSE_BATCH = 256  # records parsed together when the caller wants single examples
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How ``load_dataset`` builds each split's pipeline: its keywords, checked once and passed inward whole."""
+
+    batch_size: int | None = None
+    shuffle: bool = False
+    decode_images: bool = True
+    image_size: tuple[int, int] | None = None
+    resize_mode: str = DEFAULT_RESIZE_MODE
+    as_supervised: bool = False
+    channels: int | None = None
+    features: tuple[str, ...] | None = None
+    label_key: str | None = None
+    seed: int | None = None
+    shuffle_buffer: int = 10_000
+    cache: bool = False
+    drop_remainder: bool = False
+    deterministic: bool | None = None
+    num_shards: int = 1
+    shard_index: int = 0
+
+    def __post_init__(self) -> None:
+        if self.resize_mode not in RESIZE_MODES:
+            raise TFRecorderError(f"resize_mode={self.resize_mode!r}: use one of {', '.join(map(repr, RESIZE_MODES))}")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise TFRecorderError(f"shard_index={self.shard_index} with num_shards={self.num_shards}: need "
+                                  f"0 <= shard_index < num_shards")
+
+
+def label_names(tfrecord_dir: Any) -> list[str] | None:
+    """The label vocabulary (names by id), or None when labels were integers.
+
+    Example:
+        >>> tfrecorder.label_names(dataset_dir)
+        ['cat', 'dog', 'goat']
+    """
+    return open_dataset(tfrecord_dir)[0].vocabulary
+
+
+def feature_spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, Any]:
+    """The tf.io.parse_example spec for the manifest's features (all, or ``names``)."""
+    wanted = [manifest.feature(n) for n in names] if names is not None else manifest.features
+    return {f.name: _parse_spec(f) for f in wanted}
+
+
+def _parse_spec(feature: FeatureInfo) -> Any:
+    dtype = tf.as_dtype(feature.dtype)
+    if feature.shape == [None]:
+        return tf.io.RaggedFeature(dtype)
+    if feature.nullable:
+        default = float(feature.default) if feature.dtype == "float32" else feature.default
+        return tf.io.FixedLenFeature([], dtype, default_value=default)
+    return tf.io.FixedLenFeature([], dtype)
+
+
+def load_dataset(
+    tfrecord_dir: str,
+    split: str | None = None,
+    *,
+    batch_size: int | None = None,
+    shuffle: bool = False,
+    decode_images: bool = True,
+    image_size: tuple[int, int] | None = None,
+    resize_mode: str = DEFAULT_RESIZE_MODE,
+    as_supervised: bool = False,
+    channels: int | None = None,
+    features: Sequence[str] | None = None,
+    label_key: str | None = None,
+    seed: int | None = None,
+    shuffle_buffer: int = 10_000,
+    cache: bool = False,
+    drop_remainder: bool = False,
+    deterministic: bool | None = None,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
+    """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
+
+    Elements are dicts of features (images decoded to uint8 ``(H, W, C)``), or ``(image, label)`` /
+    ``(features, label)`` with ``as_supervised=True``. Without ``shuffle`` records come in stored order.
+    Missing values of nullable columns read as the manifest's default (NaN, 0, ""); ``read_tfr`` keeps NA.
+    For multi-worker training, ``num_shards``/``shard_index`` (or a ``tf.distribute.InputContext``) give
+    each worker whole shard files when there are at least as many files as workers, else every
+    ``num_shards``-th record; ``cardinality()`` is this worker's count.
+
+    Example:
+        >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
+        >>> batch = next(iter(ds))
+        >>> batch["image"].shape, batch["image"].dtype
+        (TensorShape([2, 32, 32, 3]), tf.uint8)
+    """
+    if input_context is not None:
+        num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
+    options = ReadOptions(
+        batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
+        image_size=tuple(image_size) if image_size is not None else None, resize_mode=resize_mode,
+        as_supervised=as_supervised, channels=channels, features=tuple(features) if features is not None else None,
+        label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
+        deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
+    )
+    manifest, folder = open_dataset(tfrecord_dir)
+    names = list(manifest.splits) if split is None else [manifest.split_name(split)]
+    check_shards(manifest, folder, names)
+    if split is None:
+        return {name: _split_dataset(manifest, folder, name, options) for name in names}
+    return _split_dataset(manifest, folder, names[0], options)
+
+
+def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
+    """Every split as a dict ``{"TRAIN": ds, ...}`` (TFRecorder 2.0's ``tfrecorder.load``).
+
+    Example:
+        >>> {name: int(ds.cardinality()) for name, ds in tfrecorder.load(dataset_dir).items()}
+        {'TRAIN': 6, 'VALIDATION': 3, 'TEST': 3}
+    """
+    return load_dataset(tfrecord_dir, split=None, **kwargs)  # type: ignore[return-value]
+
+
+def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: ReadOptions) -> tf.data.Dataset:
+    o = options
+    spec = feature_spec(manifest, _selected(manifest, o))
+    if not spec:
+        raise TFRecorderError(f"split {split}: no features to read (the records have none, or none were selected)")
+    shards, count, record_shard = _worker_part(manifest.splits[split], o.num_shards, o.shard_index)
+    records = _records(manifest, folder, shards, o)
+    if record_shard is not None:
+        records = records.shard(*record_shard)
+    records = records.apply(tf.data.experimental.assert_cardinality(count))
+    if o.cache:
+        records = records.cache()
+    if o.shuffle:
+        records = records.shuffle(o.shuffle_buffer, seed=o.seed, reshuffle_each_iteration=True)
+    ragged = any(isinstance(s, tf.io.RaggedFeature) for s in spec.values())
+    parse = lambda r: tf.io.parse_example(r, spec)  # noqa: E731
+    if IMAGE.name in spec and o.decode_images:
+        _check_batchable(manifest, o.batch_size, o.image_size)
+        decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode)
+        ds = records.batch(_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
+        ds = ds.unbatch().map(decode, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
+        ds = ds.apply(tf.data.experimental.assert_cardinality(count))
+        if o.batch_size:
+            batch = ds.ragged_batch if ragged else ds.batch
+            ds = batch(o.batch_size, o.drop_remainder)
+    elif o.batch_size:
+        ds = records.batch(o.batch_size, o.drop_remainder).map(parse, num_parallel_calls=AUTOTUNE,
+                                                             deterministic=o.deterministic)
+    else:
+        ds = records.batch(_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
+        ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(count))
+    if o.as_supervised:
+        ds = ds.map(_supervised(manifest, o.label_key), num_parallel_calls=AUTOTUNE)
+    return ds.prefetch(AUTOTUNE)
+
+
+def _selected(manifest: Manifest, options: ReadOptions) -> list[str] | None:
+    if options.features is None:
+        return None
+    names = list(options.features)
+    label = options.label_key or (manifest.label or {}).get("feature")
+    if options.as_supervised and label and label not in names:
+        names.append(label)
+    if IMAGE.name in names:
+        stored = {f.name for f in manifest.features}
+        names += [f.name for f in DECODE_FEATURES if f.name not in names and f.name in stored]
+    return names
+
+
+def _worker_part(shards: list, num_shards: int, index: int) -> tuple[list, int, tuple[int, int] | None]:
+    """This worker's share of a split: whole files when there are enough of them, else every n-th record.
+
+    Returns (files to read, records this worker gets, (num_shards, index) for Dataset.shard or None).
+    """
+    if num_shards == 1:
+        return shards, sum(s.records for s in shards), None
+    if len(shards) >= num_shards:
+        mine = shards[index::num_shards]
+        return mine, sum(s.records for s in mine), None
+    total = sum(s.records for s in shards)
+    return shards, total // num_shards + (1 if index < total % num_shards else 0), (num_shards, index)
+
+
+def _records(manifest: Manifest, folder: Folder, shards: list, options: ReadOptions) -> tf.data.Dataset:
+    files = [folder.url_of(s.file) for s in shards]
+    compression = (manifest.compression or "").upper()
+    if not options.shuffle or len(files) == 1:
+        return tf.data.TFRecordDataset(files, compression_type=compression)
+    file_ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=options.seed,
+                                                                reshuffle_each_iteration=True)
+    return file_ds.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+        cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE, deterministic=options.deterministic,
+    )
+
+
+def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any) -> None:
+    if batch_size and image_size is None and (manifest.image or {}).get("shape") is None:
+        raise TFRecorderError(
+            "images in this dataset have different sizes, so they cannot be stacked into batches: "
+            "pass image_size=(height, width), or batch_size=None"
+        )
+
+
+def _supervised(manifest: Manifest, label_key: str | None):
+    key = label_key or (manifest.label or {}).get("feature")
+    if key is None:
+        raise TFRecorderError("as_supervised=True needs a label: this dataset has none; pass label_key=")
+
+    def split_label(example: dict[str, tf.Tensor]):
+        if key not in example:
+            raise TFRecorderError(f"label_key={key!r} is not among the features read")
+        rest = {k: v for k, v in example.items() if k != key}
+        return (rest["image"] if "image" in rest else rest), example[key]
+
+    return split_label

@@ -1,0 +1,244 @@
+"""Convert (orchestration): source -> validate -> plan -> write -> errors.csv -> dataset.json -> ConvertResult."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
+from tfrecorder.dataset.records import check_compression
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.schema import Schema
+from tfrecorder.types import ColumnType
+from tfrecorder.write import leakage, splits
+from tfrecorder.write.finish import Finish
+from tfrecorder.write.options import (
+    DEFAULT_IMAGE_FORMAT,
+    DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_ON_ERROR,
+    DEFAULT_RESIZE_MODE,
+    DEFAULT_VALIDATE,
+    LOCAL,
+    RUNNERS,
+    BeamOptions,
+    ImageSettings,
+    WriteOptions,
+    check_choice,
+)
+from tfrecorder.write.plan import ShardSpec, plan_shards
+from tfrecorder.write.result import ConvertResult, SplitResult
+from tfrecorder.write.resume import Run, input_fingerprint, start_run
+from tfrecorder.write.sources import read_source
+from tfrecorder.write.table import Table
+from tfrecorder.write.validate import validate
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_IMAGE_BYTES = 100_000
+
+
+def convert(
+    source: Any,
+    output_dir: str,
+    schema: Schema | Mapping[str, type[ColumnType]] | None = None,
+    runner: str = LOCAL,
+    *,
+    num_shards: int | None = None,
+    compression: str | None = None,
+    image_format: str = DEFAULT_IMAGE_FORMAT,
+    image_size: tuple[int, int] | None = None,
+    validate_images: str = DEFAULT_VALIDATE,
+    on_error: str = DEFAULT_ON_ERROR,
+    overwrite: bool = False,
+    progress: bool | None = None,
+    split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY,
+    resize_mode: str = DEFAULT_RESIZE_MODE,
+    max_image_pixels: int = DEFAULT_MAX_PIXELS,
+    num_workers: int | None = None,
+    project: str | None = None,
+    region: str | None = None,
+    dataflow_options: Mapping[str, Any] | None = None,
+    job_label: str | None = None,
+    tfrecorder_wheel: str | None = None,
+    wait: bool = False,
+) -> ConvertResult:
+    """Convert a table of images and labels (or plain columns) into TFRecord shards and ``dataset.json``.
+
+    Args:
+        source: a DataFrame, a CSV path/URL (header optional: AutoML ``split,image_uri,label`` order),
+            or an image folder (``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>``).
+        output_dir: local path or URL to write into (directly: no timestamped sub-folder).
+        schema: None to infer from column names and dtypes, a ``Schema``, or ``{column: tfrecorder.types.X}``.
+        runner: ``"local"`` (in-process, parallel IO), ``"DirectRunner"`` or ``"DataflowRunner"`` (Apache Beam).
+        num_shards: shards per split; None chooses from the bytes (about 128 MiB a shard).
+        compression: None, ``"gzip"`` or ``"zlib"``.
+        image_format: ``"keep"`` the original bytes, ``"jpeg"``/``"png"`` re-encode, ``"raw"`` uint8 pixels.
+        image_size: ``(height, width)`` to resize to (bicubic) before storing.
+        resize_mode: with ``image_size``: ``"stretch"`` (ignore aspect ratio), ``"pad"`` (keep it, pad with
+            black) or ``"crop"`` (keep it, crop the centre).
+        jpeg_quality: with ``image_format="jpeg"``.
+        max_image_pixels: larger images are row errors (``too_large``), a guard against decompression bombs;
+            at most Pillow's own limit of 178,956,970 pixels.
+        validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
+        on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
+        overwrite: replace an earlier conversion in a non-empty ``output_dir``.
+        progress: show a progress bar (None: only in terminals and notebooks).
+        split_fractions: (TRAIN, VALIDATION, TEST) fractions for rows without a split.
+        project, region: Google Cloud project and region (DataflowRunner).
+        dataflow_options: any other Beam pipeline options, e.g. ``{"machine_type": "n2-standard-4",
+            "max_num_workers": 20}`` for Dataflow, ``{"direct_running_mode": "multi_processing",
+            "direct_num_workers": 2}`` for the DirectRunner.
+        job_label: a label for the Dataflow job name (``tfrecorder-<label>-<time>-<random>``).
+        tfrecorder_wheel: a tfrecorder wheel or sdist for Dataflow workers; by default one is built
+            from the installed package.
+        wait: with DataflowRunner, wait for the job to finish (otherwise return once it is submitted).
+
+    Returns:
+        ConvertResult with per-split counts, shard files, bytes and seconds.
+
+    Example:
+        >>> import pandas as pd, tfrecorder
+        >>> df = pd.DataFrame({"split": ["TRAIN", "TEST"], "x": [1.5, 2.0], "label": ["a", "a"]})
+        >>> result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+        >>> result.splits["TRAIN"].written
+        1
+    """
+    started = time.perf_counter()
+    check_choice("runner", runner, RUNNERS)
+    settings = ImageSettings(image_format, _check_size(image_size), validate_images, jpeg_quality,
+                             int(max_image_pixels), resize_mode)
+    options = WriteOptions(settings, check_compression(compression), on_error)
+    beam_options = BeamOptions(project, region, dict(dataflow_options or {}), job_label, tfrecorder_wheel, wait)
+    beam_options.check(runner, str(output_dir))
+
+    df, base_dir = read_source(source)
+    table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions)
+    folder = Folder.of(output_dir)
+    # With num_shards given, sizes only check the shard cap: skip the file-size requests when shards are small.
+    estimate = not num_shards or table.image_locations is None or table.num_rows / num_shards > 1000
+    plan = plan_shards(table.splits, num_shards=num_shards, compression=options.compression,
+                       bytes_per_row=_bytes_per_row(table) if estimate else None)
+    finish = Finish.of(table, options, runner)
+    run = start_run(folder, input_fingerprint(table, plan, options), plan, overwrite=overwrite, runner=runner)
+    try:
+        if runner != LOCAL:
+            return _convert_beam(plan, table, folder, finish, run, started, beam_options)
+        from tfrecorder.write.runners.local import write_local
+
+        written = write_local(run.remaining(plan), table, folder, options, progress=progress, workers=num_workers,
+                              journal=run.journal)
+        manifest = finish.write(folder, [*run.resumed.values(), *written])
+        run.journal.complete()
+        return _result(folder, manifest, time.perf_counter() - started, runner, resumed=len(run.resumed))
+    finally:
+        run.lock.release()
+
+
+def _convert_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Finish, run: Run,
+                  started: float, beam_options: BeamOptions) -> ConvertResult:
+    from tfrecorder.write.runners import beam
+
+    wait = beam_options.wait
+    options = beam.pipeline_options(finish.runner, folder, beam_options)
+    if finish.runner == "DataflowRunner" and "extra_packages" not in options:
+        from tfrecorder.write.runners.dataflow_package import build_sdist
+
+        options["extra_packages"] = [build_sdist()]
+    detached = finish.runner == "DataflowRunner" and not wait and not options.get("dry_run")
+    journal = replace(run.journal, release_lock=detached)
+    outcome = beam.run_beam(run.remaining(plan), table, folder, finish, options, wait=wait, journal=journal,
+                            resumed=list(run.resumed.values()))
+    if detached and outcome.job_name:
+        run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
+    seconds = time.perf_counter() - started
+    extra = dict(job_id=outcome.job_id, job_name=outcome.job_name, job_url=outcome.job_url,
+                 counters=outcome.counters, pipeline_options=outcome.options)
+    if not outcome.finished:
+        return ConvertResult(folder.url, {}, seconds, finish.runner, **extra)
+    manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+    return replace(_result(folder, manifest, seconds, finish.runner, resumed=len(run.resumed)), **extra)
+
+
+def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:
+    """A Schema from a Schema or a ``{column: type}`` dict; None stays None (inferred later)."""
+    if schema is None or isinstance(schema, Schema):
+        return schema
+    return Schema(schema)
+
+
+def _check_size(size: Any) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    try:
+        height, width = (int(v) for v in size)
+    except (TypeError, ValueError) as e:
+        raise TFRecorderError(f"image_size={size!r}: give (height, width) in pixels") from e
+    if height <= 0 or width <= 0:
+        raise TFRecorderError(f"image_size={size!r}: height and width must be positive")
+    return height, width
+
+
+def _bytes_per_row(table: Table, sample: int = 32) -> dict[str, float]:
+    """Average stored bytes per row of each split, from a few rows (file sizes, or encoded tabular rows)."""
+    estimate: dict[str, float] = {}
+    for split in splits.WRITTEN_SPLITS:
+        rows = [i for i, s in enumerate(table.splits) if s == split]
+        picked = rows[:: max(1, len(rows) // sample)][:sample]
+        if not picked:
+            continue
+        if table.image_locations is not None:
+            estimate[split] = _average_file_size([table.image_locations[i] for i in picked])
+        else:
+            from tfrecorder.write.encode import ExampleEncoder
+
+            encoder = ExampleEncoder(table.take(picked))  # a few rows, not the whole table
+            estimate[split] = sum(len(encoder.encode(i)) + 16 for i in range(len(picked))) / len(picked)
+    return estimate
+
+
+def _average_file_size(locations: list[str | None]) -> float:
+    import fsspec
+
+    sizes = []
+    for location in locations:
+        try:
+            fs, path = fsspec.core.url_to_fs(location)
+            sizes.append(fs.size(path))
+        except (OSError, ValueError, TypeError):
+            continue
+    return sum(sizes) / len(sizes) if sizes else _DEFAULT_IMAGE_BYTES
+
+
+def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str, resumed: int = 0) -> ConvertResult:
+    split_results = {}
+    for split, counts in manifest.rows.items():
+        shards = manifest.splits.get(split, [])
+        split_results[split] = SplitResult(
+            counts.rows_in, counts.written, counts.errors, counts.discarded,
+            tuple(folder.url_of(s.file) for s in shards), sum(s.bytes for s in shards),
+        )
+    warning = leakage.summarize(manifest.leakage.get("groups", []))
+    if warning:
+        logger.warning("%s: %s", folder.url, warning)
+    return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
+                         warnings=(warning,) if warning else (), resumed_shards=resumed)
+
+
+def convert_and_load(source: Any, output_dir: str, **kwargs: Any):
+    """Convert, then load every split (TFRecorder 2.0's ``convert_and_load``): ``{"TRAIN": ds, ...}``.
+
+    Example:
+        >>> splits = tfrecorder.convert_and_load(df, str(tmp_path / "both"), progress=False)
+        >>> sorted(splits), int(splits["TRAIN"].cardinality())
+        (['TEST', 'TRAIN', 'VALIDATION'], 6)
+    """
+    from tfrecorder.read.tf_data import load  # the one arrow from write to read: convert, then load
+
+    result = convert(source, output_dir, **kwargs)
+    return load(result.tfrecord_dir)

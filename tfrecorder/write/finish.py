@@ -1,0 +1,152 @@
+"""Outputs: errors.csv, then dataset.json, from the shard results - the last step of every runner."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfrecorder import types
+from tfrecorder._version import __version__
+from tfrecorder.dataset import features
+from tfrecorder.dataset.manifest import (
+    ERRORS_COLUMNS,
+    ERRORS_NAME,
+    MANIFEST_NAME,
+    FeatureInfo,
+    Manifest,
+    RowCounts,
+    ShardInfo,
+)
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.types import Role
+from tfrecorder.write import leakage, splits
+from tfrecorder.write.options import WriteOptions
+from tfrecorder.write.shard import ImageStats, RowFailure, ShardResult
+from tfrecorder.write.table import Table
+
+
+@dataclass(frozen=True)
+class Finish:
+    """What the last step needs, without the table's values (small enough to ship to a Beam worker)."""
+
+    table: Table  # table.take([]): schema and column descriptions only
+    rows_in: dict[str, int]
+    options: WriteOptions
+    runner: str
+    uri_leaks: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, table: Table, options: WriteOptions, runner: str) -> Finish:
+        uris = table.image_uris or []
+        leaks = leakage.find_leaks("same_uri", lambda: zip(uris, range(len(uris)), table.splits))
+        return cls(table.take([]), dict(Counter(table.splits)), options, runner, tuple(leaks))
+
+    def leaks(self, results: Sequence[ShardResult]) -> list[dict[str, Any]]:
+        """Same-URI leaks, then same-bytes leaks among rows whose URIs differ."""
+        def keyed():
+            return ((key, row, r.spec.split) for r in results for key, row in zip(r.fingerprints, r.fingerprint_rows))
+
+        seen = {tuple(e["rows"]) for e in self.uri_leaks}
+        by_bytes = [e for e in leakage.find_leaks("same_bytes", keyed) if tuple(e["rows"]) not in seen]
+        return sorted([*self.uri_leaks, *by_bytes], key=lambda e: e["rows"][0])
+
+    def write(self, folder: Folder, results: Sequence[ShardResult]) -> Manifest:
+        """Write errors.csv, then dataset.json (last: its presence means the dataset is complete)."""
+        order = {name: i for i, name in enumerate(splits.WRITTEN_SPLITS)}
+        results = sorted(results, key=lambda r: (order[r.spec.split], r.spec.index))
+        failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
+        folder.write_text(ERRORS_NAME, errors_csv(failures))
+        manifest = build_manifest(self, results)
+        folder.write_text(MANIFEST_NAME, manifest.to_json())
+        return manifest
+
+
+def errors_csv(failures: Sequence[RowFailure]) -> str:
+    """errors.csv text: a header and one line per row not written."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(ERRORS_COLUMNS)
+    for f in failures:
+        writer.writerow((f.row, f.split, f.image_uri or "", f.error, f.message))
+    return buffer.getvalue()
+
+
+def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
+    """The Manifest for a finished conversion (``results`` in plan order)."""
+    table, settings = finish.table, finish.options.images
+    schema = table.schema
+    shards: dict[str, list[ShardInfo]] = {}
+    for r in results:
+        shards.setdefault(r.spec.split, []).append(ShardInfo(r.spec.filename, r.records, r.bytes, r.crc32c))
+    stats = ImageStats()
+    for r in results:
+        stats = stats.merge(r.images)
+    label = None
+    if table.label is not None:
+        label = {"column": table.label.name, "feature": table.label.feature, "type": table.label.type.__name__,
+                 "vocabulary": table.vocabulary, "multi_label": table.label.type.is_list}
+    image = None
+    if table.image_uris is not None:
+        image = {"column": schema.column_for(Role.IMAGE), "format": settings.format,
+                 "size": list(settings.size) if settings.size else None, "validate": settings.validate,
+                 "channels": sorted(stats.channels), "formats": sorted(stats.formats),
+                 "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None,
+                 "orientations": sorted(stats.orientations)}
+    leaks = finish.leaks(results)
+    return Manifest(
+        leakage={"count": len(leaks), "groups": leaks[: leakage.MAX_REPORTED]},
+        tfrecorder_version=__version__,
+        features=_features(table),
+        splits=shards,
+        rows=_row_counts(finish.rows_in, results),
+        compression=finish.options.compression,
+        label=label,
+        image=image,
+        runner=finish.runner,
+    )
+
+
+def _features(table: Table) -> list[FeatureInfo]:
+    schema = table.schema
+    role_columns = {  # the input column and type behind the derived features that come from a column
+        features.IMAGE_URI: (schema.column_for(Role.IMAGE), types.ImageUri),
+        features.SPLIT: (schema.column_for(Role.SPLIT), types.SplitKey),
+    }
+    derived = [*(features.IMAGE_FEATURES if table.image_uris is not None else ()), features.SPLIT]
+    infos: list[FeatureInfo] = []
+    for f in derived:
+        column, col_type = role_columns.get(f, (None, None))
+        infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], column=column,
+                                 source="str" if col_type else None, type=col_type.__name__ if col_type else None))
+    for c in table.columns:
+        kind = features.LABEL.kind if c.type.role is Role.LABEL else c.type.kind
+        nullable = c.nullable and not c.type.is_list
+        infos.append(FeatureInfo(
+            c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], nullable=nullable,
+            column=c.name, source=c.source, type=c.type.__name__,
+            default=features.MISSING_DEFAULTS[kind] if nullable else None,
+        ))
+    return infos
+
+
+def _row_counts(rows_in: dict[str, int], results: Sequence[ShardResult]) -> dict[str, RowCounts]:
+    rows_in = Counter(rows_in)
+    written, errors = Counter(), Counter()
+    for r in results:
+        written[r.spec.split] += r.records
+        errors[r.spec.split] += len(r.failures)
+    counts = {}
+    for split in (*splits.WRITTEN_SPLITS, splits.DISCARD):
+        if rows_in[split]:
+            discarded = rows_in[split] if split == splits.DISCARD else 0
+            counts[split] = RowCounts(rows_in[split], written[split], errors[split], discarded)
+            if counts[split].rows_in != written[split] + errors[split] + discarded:
+                raise TFRecorderError(f"internal error: split {split} lost rows ({counts[split]})")
+    return counts
+
+

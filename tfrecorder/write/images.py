@@ -1,0 +1,195 @@
+"""Images: check, decode and re-encode one image's bytes with libjpeg-turbo and Pillow (fetching is in storage)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import simplejpeg
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE
+from tfrecorder.dataset.storage import ImageError, fetch
+from tfrecorder.write.options import ImageSettings
+
+logger = logging.getLogger(__name__)
+
+
+# Modes whose original bytes tf.io.decode_image turns into the pixels Pillow sees, and the channels it gives.
+_KEEP_CHANNELS: dict[str, dict[str, int]] = {
+    "JPEG": {"L": 1, "RGB": 3},
+    "PNG": {"1": 1, "L": 1, "LA": 2, "RGB": 3, "RGBA": 4},
+    "GIF": {"P": 3, "L": 3, "RGB": 3},
+    "BMP": {"RGB": 3, "RGBA": 4},
+    "WEBP": {"RGB": 3, "RGBA": 4},
+}
+# What a mode becomes when pixels are decoded: the uint8 mode stored and its channel count.
+_TARGET_MODES = {"1": "L", "L": "L", "LA": "LA", "RGB": "RGB", "RGBA": "RGBA", "I;16": "L", "I": "L",
+                 "I;16B": "L", "F": "L", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB", "PA": "RGBA",
+                 "RGBa": "RGBA", "La": "LA"}
+_CHANNELS = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    """The bytes that go into the record's ``image`` feature, and what they hold."""
+
+    data: bytes
+    height: int
+    width: int
+    channels: int
+    format: str  # jpeg, png, gif, bmp, webp or raw
+    orientation: int = 1  # EXIF orientation of kept bytes (height and width are as displayed, after it)
+
+
+def _oriented(data: bytes, height: int, width: int, channels: int, fmt: str, orientation: int) -> StoredImage:
+    if orientation in (5, 6, 7, 8):  # these orientations turn the picture a quarter: it shows width x height
+        height, width = width, height
+    return StoredImage(data, height, width, channels, fmt, orientation)
+
+
+EXIF_ORIENTATION = 0x0112
+# What a malformed EXIF block can raise in Pillow; orientation then counts as 1 (as viewers do).
+_EXIF_ERRORS = (OSError, ValueError, SyntaxError, TypeError, KeyError, IndexError, struct.error)
+
+
+def exif_orientation(img: Image.Image) -> int:
+    """The EXIF orientation (1-8) of an opened image; 1 when absent or unreadable."""
+    try:
+        value = img.getexif().get(EXIF_ORIENTATION, 1)
+    except _EXIF_ERRORS:
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def load_image(location: str | None, settings: ImageSettings) -> StoredImage:
+    """Fetch, check and (if settings ask) re-encode one image."""
+    return prepare_image(fetch(location), settings)
+
+
+def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
+    """Check ``data`` as settings.validate says and return what to store."""
+    if settings.format == "keep" and settings.size is None and data[:2] == b"\xff\xd8":
+        stored = _keep_jpeg(data, settings)
+        if stored is not None:
+            return stored
+    try:
+        img = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError as e:
+        raise ImageError("unsupported_format", "not an image file Pillow can read") from e
+    except Image.DecompressionBombError as e:
+        raise ImageError("too_large", str(e)) from e
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ImageError("decode_error", f"unreadable image header: {e}") from e
+    width, height = img.size
+    if width * height > settings.max_pixels:
+        raise ImageError("too_large", f"{width}x{height} pixels is over the limit of {settings.max_pixels}")
+    keep_channels = _KEEP_CHANNELS.get(img.format or "", {}).get(img.mode)
+    if img.format == "PNG" and img.mode == "P":
+        keep_channels = 4 if "transparency" in img.info else 3
+    if settings.format == "keep" and settings.size is None and keep_channels is not None:
+        if settings.validate == "full":
+            _decode_check(img)
+        return _oriented(data, height, width, keep_channels, img.format.lower(), exif_orientation(img))
+    return _reencode(img, settings)
+
+
+_JPEG_CHANNELS = {"Gray": 1, "YCbCr": 3, "RGB": 3}
+
+
+def _keep_jpeg(data: bytes, settings: ImageSettings) -> StoredImage | None:
+    """Check a JPEG with libjpeg-turbo (simplejpeg): the header in microseconds, the whole
+    bitstream at 1/8 scale, without holding the GIL. None hands the image to Pillow, which
+    re-encodes CMYK/YCCK and has the last word on anything libjpeg-turbo complained about."""
+    try:
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+        channels = _JPEG_CHANNELS.get(colorspace)
+        if channels is None or width * height > settings.max_pixels:
+            return None
+        if settings.validate == "full":
+            # Gray output still entropy-decodes every component (the costly part), but skips colour work.
+            simplejpeg.decode_jpeg(data, colorspace="GRAY", min_height=1, min_width=1, min_factor=8)
+    except ValueError:
+        return None
+    orientation = exif_orientation(Image.open(io.BytesIO(data))) if _has_exif(data) else 1
+    return _oriented(data, height, width, channels, "jpeg", orientation)
+
+
+def _has_exif(data: bytes) -> bool:
+    """Whether a JPEG has an EXIF (APP1) segment, found by walking its header segments (not scanning the data)."""
+    at = 2
+    while at + 4 <= len(data) and data[at] == 0xFF:
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker == 0xDA or 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return False  # start of frame or scan: the header segments are over
+        length = int.from_bytes(data[at + 2:at + 4], "big")
+        if marker == 0xE1 and data[at + 4:at + 10] == b"Exif\x00\x00":
+            return True
+        at += 2 + length
+    return False
+
+
+def _decode_check(img: Image.Image) -> None:
+    """Decode every pixel once (JPEG at 1/8 scale: still the whole bitstream) to catch corrupt files."""
+    try:
+        if img.format == "JPEG":
+            img.draft(img.mode, (max(1, img.width // 8), max(1, img.height // 8)))
+        img.load()
+    except Image.DecompressionBombError as e:
+        raise ImageError("too_large", str(e)) from e
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError) as e:
+        raise ImageError("decode_error", f"corrupt or truncated {img.format} image: {e}") from e
+
+
+def _reencode(img: Image.Image, settings: ImageSettings) -> StoredImage:
+    """Decode, orient, convert to a uint8 mode, resize, and encode as PNG, JPEG or raw pixels."""
+    source_format = img.format
+    try:
+        img.load()
+        img = ImageOps.exif_transpose(img)
+        target = _target_mode(img)
+        if img.mode in ("I;16", "I;16B", "I"):
+            img = Image.fromarray((np.asarray(img, dtype=np.uint32) >> 8).clip(0, 255).astype(np.uint8))
+        img = img.convert(target)
+    except Image.DecompressionBombError as e:
+        raise ImageError("too_large", str(e)) from e
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError) as e:
+        raise ImageError("decode_error", f"corrupt or truncated {img.format} image: {e}") from e
+    if settings.size is not None:
+        img = resize(img, settings.size, settings.resize_mode)
+    fmt = settings.format
+    if fmt == "keep":  # resized, or not decodable by TensorFlow as it is: JPEG stays JPEG, others go lossless
+        fmt = "jpeg" if source_format == "JPEG" and img.mode in ("L", "RGB") and settings.size else "png"
+    if fmt == "jpeg" and img.mode not in ("L", "RGB"):
+        img = img.convert("RGB" if img.mode in ("RGBA", "P") else "L")
+    channels = _CHANNELS[img.mode]
+    if fmt == "raw":
+        data = np.asarray(img, dtype=np.uint8).tobytes()
+    else:
+        buffer = io.BytesIO()
+        options = {"quality": settings.jpeg_quality} if fmt == "jpeg" else {"compress_level": 6}
+        img.save(buffer, format=fmt.upper(), **options)
+        data = buffer.getvalue()
+    return StoredImage(data, img.height, img.width, channels, fmt)
+
+
+def resize(img: Image.Image, size: tuple[int, int], mode: str = DEFAULT_RESIZE_MODE) -> Image.Image:
+    """Resize to (height, width) with bicubic resampling: stretched, padded (letterbox) or centre-cropped."""
+    height, width = size
+    if mode == "pad":
+        return ImageOps.pad(img, (width, height), Image.Resampling.BICUBIC, color=0)
+    if mode == "crop":
+        return ImageOps.fit(img, (width, height), Image.Resampling.BICUBIC)
+    return img.resize((width, height), Image.Resampling.BICUBIC)
+
+
+def _target_mode(img: Image.Image) -> str:
+    if img.mode == "P":
+        return "RGBA" if "transparency" in img.info else "RGB"
+    return _TARGET_MODES.get(img.mode, "RGB")

@@ -1,0 +1,128 @@
+"""Journal (IO edge): a run's records in ``output_dir/.tfrecorder/`` - run.json, and one JSON per finished shard.
+
+``run.json`` holds the input fingerprint, the version and the shard count; ``done/<shard>.json`` holds a
+finished shard's record count, size, CRC-32C, its errors.csv lines, image stats and content keys:
+everything the last step needs, so a re-run can keep the shard after checking the file. Nothing
+here is pickled or evaluated: the files are JSON, read as data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfrecorder._version import __version__
+from tfrecorder.dataset.records import ChecksumFile
+from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.write.lock import LOCK_NAME
+from tfrecorder.write.plan import ShardSpec
+from tfrecorder.write.shard import ImageStats, RowFailure, ShardResult
+
+logger = logging.getLogger(__name__)
+
+RUN_NAME = f"{STATE_DIR}/run.json"
+DONE_DIR = f"{STATE_DIR}/done"
+
+
+
+@dataclass(frozen=True)
+class Journal:
+    """Records of finished shards (small and picklable: Beam workers write them too)."""
+
+    folder: Folder
+    release_lock: bool = False  # the pipeline's last step removes the lock (a Dataflow job not waited for)
+
+    def record(self, result: ShardResult) -> None:
+        """Note that ``result``'s shard is complete (after its file is in place)."""
+        self.folder.write_text(f"{DONE_DIR}/{result.spec.filename}.json", json.dumps(_to_json(result)))
+
+    def finished(self, plan: Sequence[ShardSpec]) -> dict[str, ShardResult]:
+        """Shards of ``plan`` finished by an earlier run whose files still have the recorded size and CRC-32C."""
+        found: dict[str, ShardResult] = {}
+        for spec in plan:
+            try:
+                data = json.loads(self.folder.read_text(f"{DONE_DIR}/{spec.filename}.json"))
+                result = _from_json(spec, data)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, TypeError, KeyError) as e:
+                logger.warning("%s: rewriting %s: its record is unreadable (%s)", self.folder.url, spec.filename, e)
+                continue
+            problem = _check_file(self.folder, spec.filename, result.bytes, result.crc32c)
+            if problem:
+                logger.warning("%s: rewriting %s: %s", self.folder.url, spec.filename, problem)
+                continue
+            found[spec.filename] = result
+        return found
+
+    def start(self, fingerprint: str, shards: int, started: str) -> None:
+        """Record a new run: the input fingerprint, this version and the shard count."""
+        self.folder.write_text(RUN_NAME, json.dumps({
+            "fingerprint": fingerprint, "tfrecorder_version": __version__, "shards": shards, "started": started,
+        }, indent=2))
+
+    def read_run(self) -> dict[str, Any] | None:
+        """The earlier run's record; None if there is none, {} if it is unreadable."""
+        try:
+            data = json.loads(self.folder.read_text(RUN_NAME))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            logger.warning("%s: ignoring an unreadable %s (%s)", self.folder.url, RUN_NAME, e)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def clear(self) -> None:
+        """Forget an earlier run (overwrite): its run record and finished-shard records."""
+        self.folder.remove(DONE_DIR)
+        self.folder.remove(RUN_NAME)
+
+    def complete(self) -> None:
+        """The dataset is complete (dataset.json written): remove the run's records."""
+        self.clear()
+        if self.release_lock:
+            self.folder.remove(LOCK_NAME)
+        self.folder.remove_empty_dir(STATE_DIR)
+
+
+def _to_json(result: ShardResult) -> dict[str, Any]:
+    images = result.images
+    return {
+        "file": result.spec.filename, "records": result.records, "bytes": result.bytes, "crc32c": result.crc32c,
+        "failures": [[f.row, f.split, f.image_uri, f.error, f.message] for f in result.failures],
+        "images": {"channels": sorted(images.channels), "formats": sorted(images.formats),
+                   "shapes": sorted(images.shapes), "orientations": sorted(images.orientations)},
+        "fingerprints": result.fingerprints.tolist(), "fingerprint_rows": result.fingerprint_rows.tolist(),
+    }
+
+
+def _from_json(spec: ShardSpec, data: dict[str, Any]) -> ShardResult:
+    if data["file"] != spec.filename:
+        raise ValueError(f"it describes {data['file']!r}")
+    images = data["images"]
+    stats = ImageStats(frozenset(images["channels"]), frozenset(images["formats"]),
+                       frozenset(tuple(s) for s in images["shapes"]), frozenset(images["orientations"]))
+    failures = tuple(RowFailure(int(r), str(s), u, str(e), str(m)) for r, s, u, e, m in data["failures"])
+    return ShardResult(spec, int(data["records"]), int(data["bytes"]), str(data["crc32c"]), failures, stats,
+                       array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]))
+
+
+def _check_file(folder: Folder, name: str, size: int, crc32c: str) -> str | None:
+    """None if the file has ``size`` bytes and CRC-32C ``crc32c``, else what is wrong."""
+    path = folder.join(name)
+    try:
+        info = folder.fs.info(path)
+    except FileNotFoundError:
+        return "the file is missing"
+    if int(info.get("size", -1)) != size:
+        return f"it has {info.get('size')} bytes, not the {size} recorded"
+    with folder.fs.open(path, "rb") as f:
+        checksum = ChecksumFile(f).drain().crc32c
+    if checksum != crc32c:
+        return "its CRC-32C differs from the one recorded"
+    return None
+

@@ -1,0 +1,49 @@
+"""Labels (pure): the sorted vocabulary of TRAIN's string labels, and label ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tfrecorder.errors import SchemaError, describe_rows
+from tfrecorder.write.splits import DISCARD, TRAIN
+
+
+def build_vocabulary(labels: Sequence[object], splits: Sequence[str]) -> list[str]:
+    """Sorted distinct labels of TRAIN rows; list labels contribute each item."""
+    seen: set[str] = set()
+    for label, split in zip(labels, splits):
+        if split == TRAIN and label is not None:
+            seen.update(label if isinstance(label, list) else [label])
+    return sorted(seen)
+
+
+def to_label_ids(
+    column: str, labels: Sequence[object], splits: Sequence[str], vocabulary: Sequence[str]
+) -> list[object]:
+    """Map string labels (or lists of them) to vocabulary indices.
+
+    A VALIDATION/TEST label absent from TRAIN cannot be learned, so it is an error
+    naming the labels and rows; DISCARD rows are not checked.
+    """
+    index = {name: i for i, name in enumerate(vocabulary)}
+    unseen: dict[str, list[int]] = {}
+    out: list[object] = []
+    for pos, (label, split) in enumerate(zip(labels, splits)):
+        items = label if isinstance(label, list) else [label]
+        ids = []
+        for item in items:
+            if item in index:
+                ids.append(index[item])
+            elif split != DISCARD and item is not None:
+                unseen.setdefault(str(item), []).append(pos)
+        out.append(ids if isinstance(label, list) else (ids[0] if ids else None))
+    if unseen:
+        rows = sorted(r for rs in unseen.values() for r in rs)
+        names = ", ".join(repr(n) for n in sorted(unseen)[:10])
+        where = "the table has no TRAIN rows" if not vocabulary else "TRAIN has none of them"
+        raise SchemaError(
+            f"column {column!r}: labels {names} appear in VALIDATION/TEST but not in TRAIN "
+            f"({describe_rows(rows)}); {where}, so a model could never learn them. "
+            f"Add TRAIN examples or mark those rows DISCARD."
+        )
+    return out

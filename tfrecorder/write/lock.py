@@ -1,0 +1,156 @@
+"""Lock (IO edge): one conversion at a time per output folder; a lock left by a dead process is broken.
+
+``output_dir/.tfrecorder/lock.json`` names the owner (host, pid, user, start time, runner). A lock
+whose owner was a process on this machine that no longer runs is stale and broken with a warning;
+one from another machine or handed to a Dataflow job only a person can judge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.errors import TFRecorderError
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = f"{STATE_DIR}/lock.json"
+
+
+class OutputLocked(TFRecorderError):
+    """Another conversion is writing into the same output_dir."""
+
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """The owner of a lock, as written in lock.json."""
+
+    host: str
+    pid: int
+    user: str
+    started: str
+    runner: str
+    process_start: str | None = None  # /proc start time, to tell a reused pid from the owner
+    job: str | None = None
+
+    @classmethod
+    def mine(cls, runner: str) -> LockInfo:
+        return cls(socket.gethostname(), os.getpid(), _user(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   runner, _process_start(os.getpid()))
+
+    def describe(self) -> str:
+        job = f", Dataflow job {self.job}" if self.job else ""
+        return f"{self.user} on {self.host} (pid {self.pid}, {self.runner}{job}) since {self.started}"
+
+    def is_stale(self) -> bool:
+        """True when the owner was a process on this machine that no longer runs."""
+        if self.job or self.host != socket.gethostname():
+            return False  # a Dataflow job, or another machine: only a person can tell
+        if not _alive(self.pid):
+            return True
+        return self.process_start is not None and _process_start(self.pid) not in (None, self.process_start)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _process_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+class Lock:
+    """The output folder's lock: taken before anything is written, released when the run ends."""
+
+    def __init__(self, folder: Folder, info: LockInfo):
+        self.folder = folder
+        self.info = info
+        self.held = True
+
+    @classmethod
+    def acquire(cls, folder: Folder, runner: str) -> Lock:
+        """Take the lock, breaking a stale one; OutputLocked if a live conversion holds it."""
+        info = LockInfo.mine(runner)
+        folder.fs.makedirs(folder.join(STATE_DIR), exist_ok=True)
+        for _ in range(2):
+            if _create_exclusive(folder, LOCK_NAME, json.dumps(dataclasses.asdict(info), indent=2)):
+                return cls(folder, info)
+            owner = read_lock(folder)
+            if owner is None or owner.is_stale():
+                logger.warning("%s: breaking a stale lock left by %s", folder.url,
+                               owner.describe() if owner else "an unreadable lock file")
+                folder.fs.rm(folder.join(LOCK_NAME))
+                continue
+            raise OutputLocked(
+                f"output_dir {folder.url!r} is being written by another conversion: {owner.describe()}. "
+                f"Wait for it to finish; if it is no longer running, delete {folder.url_of(LOCK_NAME)}"
+            )
+        raise OutputLocked(f"output_dir {folder.url!r}: could not take the lock {folder.url_of(LOCK_NAME)}")
+
+    def hand_to_job(self, job: str) -> None:
+        """The lock now belongs to a pipeline that outlives this process; its last step removes it."""
+        self.info = dataclasses.replace(self.info, job=job)
+        self.folder.write_text(LOCK_NAME, json.dumps(dataclasses.asdict(self.info), indent=2))
+        self.held = False
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        self.folder.remove(LOCK_NAME)
+        self.folder.remove_empty_dir(STATE_DIR)
+
+
+def read_lock(folder: Folder) -> LockInfo | None:
+    """The lock's owner, or None when there is no readable lock."""
+    try:
+        data = json.loads(folder.read_text(LOCK_NAME))
+        return LockInfo(**{k: data.get(k) for k in ("host", "pid", "user", "started", "runner",
+                                                      "process_start", "job")})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _create_exclusive(folder: Folder, name: str, text: str) -> bool:
+    """Create ``name`` only if it does not exist. Atomic on local disks; on object stores a check then a write."""
+    path = folder.join(name)
+    if folder.is_local:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return True
+    if folder.fs.exists(path):
+        return False
+    with folder.fs.open(path, "wb") as f:
+        f.write(text.encode("utf-8"))
+    return True

@@ -1,0 +1,84 @@
+"""Options (pure data): the choices and defaults of ``convert``/``to_tfr``, and the frozen objects carrying them.
+
+The CLI builds its flags from these constants, so its choices and defaults cannot drift from the library's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.errors import TFRecorderError
+
+LOCAL = "local"
+BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")
+RUNNERS = (LOCAL, *BEAM_RUNNERS)
+IMAGE_FORMATS = ("keep", "jpeg", "png", "raw")
+VALIDATE_MODES = ("full", "header")
+ON_ERROR = ("report", "raise")
+DEFAULT_IMAGE_FORMAT = "keep"
+DEFAULT_VALIDATE = "full"
+DEFAULT_ON_ERROR = "report"
+DEFAULT_JPEG_QUALITY = 95
+DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb (2 x MAX_IMAGE_PIXELS)
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    """How images are checked and stored (to_tfr's image_* arguments)."""
+
+    format: str = DEFAULT_IMAGE_FORMAT
+    size: tuple[int, int] | None = None  # (height, width)
+    validate: str = DEFAULT_VALIDATE
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    resize_mode: str = DEFAULT_RESIZE_MODE
+
+    def __post_init__(self) -> None:
+        check_choice("image_format", self.format, IMAGE_FORMATS)
+        check_choice("validate_images", self.validate, VALIDATE_MODES)
+        check_choice("resize_mode", self.resize_mode, RESIZE_MODES)
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Settings every shard writer needs."""
+
+    images: ImageSettings
+    compression: str | None
+    on_error: str
+
+    def __post_init__(self) -> None:
+        check_choice("on_error", self.on_error, ON_ERROR)
+
+
+@dataclass(frozen=True)
+class BeamOptions:
+    """The Beam and Dataflow settings of a conversion (TFRecorder 2.0's keyword names)."""
+
+    project: str | None = None
+    region: str | None = None
+    pipeline: Mapping[str, Any] = field(default_factory=dict)  # ``dataflow_options``: any Beam pipeline option
+    job_label: str | None = None
+    wheel: str | None = None  # ``tfrecorder_wheel``
+    wait: bool = False
+
+    def check(self, runner: str, output_dir: str) -> None:
+        """What Dataflow needs that the arguments lack, as a TFRecorderError naming the argument."""
+        if runner != "DataflowRunner":
+            return
+        missing = [n for n, v in (("project", self.project), ("region", self.region)) if not v]
+        if missing:
+            raise TFRecorderError(f"runner='DataflowRunner' needs {' and '.join(missing)}: pass "
+                                  f"{', '.join(f'{m}=...' for m in missing)}")
+        if not output_dir.startswith("gs://"):
+            raise TFRecorderError(f"runner='DataflowRunner' writes to Cloud Storage: output_dir must be a gs:// "
+                                  f"URL, not {output_dir!r}")
+
+
+def check_choice(name: str, value: Any, allowed: Sequence[Any]) -> None:
+    """A TFRecorderError naming the argument and its choices when ``value`` is not one of them."""
+    if value not in allowed:
+        raise TFRecorderError(f"{name}={value!r}: use one of {', '.join(map(repr, allowed))}")

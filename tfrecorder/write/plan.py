@@ -1,0 +1,69 @@
+"""Plan (pure): rows -> frozen ShardSpecs saying which rows go to which shard file, before any IO."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tfrecorder.dataset.records import SUFFIXES
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.write.splits import WRITTEN_SPLITS
+
+SHARD_TEMPLATE = "{split}-{index:05d}-of-{count:05d}{suffix}"
+TARGET_SHARD_BYTES = 128 * 1024 * 1024
+MAX_SHARD_BYTES = 4 * 1024**3  # a cap on explicit num_shards: one reader per shard file, retried whole on failure
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """One shard file: its split, name and the table rows it holds, in order."""
+
+    split: str
+    index: int
+    count: int
+    filename: str
+    rows: tuple[int, ...]
+
+
+def shard_filename(split: str, index: int, count: int, compression: str | None) -> str:
+    """``train-00000-of-00002.tfrecord`` (``.gz`` with gzip)."""
+    return SHARD_TEMPLATE.format(split=split.lower(), index=index, count=count, suffix=SUFFIXES[compression])
+
+
+def shard_count(num_rows: int, bytes_per_row: float, num_shards: int | None) -> int:
+    """``num_shards`` if given, else enough shards of about TARGET_SHARD_BYTES (at least 1, at most one per row)."""
+    if num_shards:
+        if num_shards < 0:
+            raise TFRecorderError(f"num_shards={num_shards}: give a positive number, or None to choose by size")
+        count = max(1, min(num_shards, num_rows))
+        if num_rows * bytes_per_row / count > MAX_SHARD_BYTES:
+            least = math.ceil(num_rows * bytes_per_row / MAX_SHARD_BYTES)
+            size = num_rows * bytes_per_row / count / 1024**3
+            raise TFRecorderError(
+                f"num_shards={num_shards} makes shards of about {size:.1f} GiB, over the {MAX_SHARD_BYTES // 1024**3} "
+                f"GiB cap; pass num_shards={least} or more, or None (~128 MiB each)"
+            )
+        return count
+    return max(1, min(num_rows, math.ceil(num_rows * bytes_per_row / TARGET_SHARD_BYTES)))
+
+
+def plan_shards(
+    splits: Sequence[str],
+    *,
+    num_shards: int | None = None,
+    bytes_per_row: Mapping[str, float] | None = None,
+    compression: str | None = None,
+) -> tuple[ShardSpec, ...]:
+    """Divide each written split's rows, in input order, into contiguous shards of near-equal size."""
+    specs: list[ShardSpec] = []
+    for split in WRITTEN_SPLITS:
+        rows = [i for i, s in enumerate(splits) if s == split]
+        if not rows:
+            continue
+        count = shard_count(len(rows), (bytes_per_row or {}).get(split, 0.0), num_shards)
+        for index in range(count):
+            start, stop = len(rows) * index // count, len(rows) * (index + 1) // count
+            name = shard_filename(split, index, count, compression)
+            specs.append(ShardSpec(split, index, count, name, tuple(rows[start:stop])))
+    return tuple(specs)

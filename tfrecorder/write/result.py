@@ -1,0 +1,116 @@
+"""Result: what a conversion did (ConvertResult), renderable as text and as a notebook table."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfrecorder.dataset.manifest import RowCounts
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    """One split's row accounting and the shard files written for it."""
+
+    rows_in: int
+    written: int
+    errors: int
+    discarded: int
+    shards: tuple[str, ...]
+    bytes: int
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """What ``to_tfr``/``convert`` did.
+
+    ``result["tfrecord_dir"]``, ``result["job_id"]`` and ``result["metrics"]`` work as in TFRecorder 2.0.
+
+    Example:
+        >>> result = tfrecorder.convert(df, str(tmp_path / "r"), progress=False)
+        >>> result.splits["TRAIN"].written, result["metrics"]["rows"], result.errors
+        (6, 12, 0)
+    """
+
+    tfrecord_dir: str
+    splits: dict[str, SplitResult]
+    seconds: float
+    runner: str = "local"
+    errors_file: str | None = None
+    job_id: str | None = None
+    job_url: str | None = None
+    job_name: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)  # Beam counters: rows, written, errors, bytes
+    pipeline_options: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    resumed_shards: int = 0  # shards an interrupted earlier run had finished, checked and kept
+
+    @property
+    def rows(self) -> RowCounts:
+        """Totals over every split (DISCARD included)."""
+        return RowCounts(*(sum(getattr(s, k) for s in self.splits.values())
+                           for k in ("rows_in", "written", "errors", "discarded")))
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of every shard written."""
+        return sum(s.bytes for s in self.splits.values())
+
+    @property
+    def metrics(self) -> dict[str, int]:
+        """Counts by name, as TFRecorder 2.0's ``result["metrics"]``."""
+        totals = self.rows
+        return {"rows": totals.rows_in, "written": totals.written, "errors": totals.errors,
+                "discarded": totals.discarded, "bytes": self.bytes}
+
+    def __getitem__(self, key: str) -> Any:
+        if key in ("tfrecord_dir", "job_id", "job_url", "metrics", "seconds", "splits"):
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def _rows(self) -> list[tuple[str, int, int, int, int, int, str]]:
+        return [(name, s.rows_in, s.written, s.errors, s.discarded, len(s.shards), _size(s.bytes))
+                for name, s in self.splits.items()]
+
+    def __str__(self) -> str:
+        if not self.splits and (self.job_name or self.job_id):
+            state = "built (dry run, not submitted)" if self.pipeline_options.get("dry_run") else "submitted"
+            lines = [f"Dataflow job {self.job_name or self.job_id} {state}: it writes {self.tfrecord_dir}"]
+            if self.job_url:
+                lines.append(self.job_url)
+            return "\n".join(lines)
+        header = ("split", "rows", "written", "errors", "discarded", "shards", "bytes")
+        table = [header] + [tuple(map(str, r)) for r in self._rows()]
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                 for r in table]
+        lines.append(f"wrote {self.tfrecord_dir} in {self.seconds:.1f} s ({self.runner})")
+        if self.resumed_shards:
+            total = sum(len(s.shards) for s in self.splits.values())
+            lines.append(f"resumed an interrupted run: {self.resumed_shards} of {total} shards were already written")
+        if self.errors and self.errors_file:
+            lines.append(f"{self.errors} rows not written: see {self.errors_file}")
+        if self.job_url:
+            lines.append(f"Dataflow job {self.job_id}: {self.job_url}")
+        lines.extend(f"warning: {w}" for w in self.warnings)
+        return "\n".join(lines)
+
+    @property
+    def errors(self) -> int:
+        """Rows that failed (listed in errors.csv)."""
+        return self.rows.errors
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in ("split", "rows", "written", "errors", "discarded", "shards", "bytes"))
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in self._rows())
+        caption = html.escape(f"{self.tfrecord_dir} - {self.seconds:.1f} s ({self.runner})")
+        return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

@@ -1,0 +1,117 @@
+"""Resume (IO edge): start a conversion in its output folder - fresh, resumed from an earlier run's finished
+shards, or refused - and the input fingerprint that tells a re-run of the same conversion from another.
+
+While a conversion runs, ``output_dir/.tfrecorder/`` holds its lock (``lock``), and its run and
+finished-shard records (``journal``). The folder is removed once ``dataset.json`` is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import marshal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tfrecorder._version import __version__
+from tfrecorder.dataset.manifest import MANIFEST_NAME
+from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.write.journal import Journal
+from tfrecorder.write.lock import Lock
+from tfrecorder.write.options import WriteOptions
+from tfrecorder.write.plan import ShardSpec
+from tfrecorder.write.shard import ShardResult
+from tfrecorder.write.table import Table
+
+logger = logging.getLogger(__name__)
+
+
+def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOptions) -> str:
+    """SHA-256 of everything that decides the bytes written: the validated table, settings, plan, version.
+
+    Image files are named by their URIs, not hashed: a file changed between a crash and the
+    re-run is not noticed (its shard is rewritten only if it was not finished).
+    """
+    digest = hashlib.sha256()
+
+    def add(tag: str, value: Any) -> None:
+        digest.update(tag.encode("utf-8"))
+        if isinstance(value, np.ndarray):
+            digest.update(value.dtype.str.encode("ascii") + len(value).to_bytes(8, "little"))
+            digest.update(np.ascontiguousarray(value).data)
+            return
+        parts = [value[i:i + 4096] for i in range(0, len(value), 4096)] if isinstance(value, list) else [value]
+        for part in parts:  # in slices: a few MiB at a time whatever the table size
+            try:
+                data = marshal.dumps(part, 4)  # C speed for lists of int/float/bytes/None; parsed by no one
+            except ValueError:
+                data = repr(part).encode("utf-8")
+            digest.update(len(data).to_bytes(8, "little") + data)
+
+    add("version", __version__)
+    add("schema", [(name, t.__name__) for name, t in table.schema.items()])
+    add("options", (dataclasses.astuple(options.images), options.compression, options.on_error))
+    add("plan", [(s.filename, s.rows) for s in plan])
+    add("splits", table.splits)
+    add("image_uris", table.image_uris)
+    add("image_locations", table.image_locations)
+    add("vocabulary", table.vocabulary)
+    for column in table.columns:
+        add("column", (column.name, column.feature, column.type.__name__, column.nullable, column.source))
+        add("values", column.values)
+    return digest.hexdigest()
+
+
+@dataclass
+class Run:
+    """A conversion holding the output folder: its lock, journal and the shards an earlier run finished."""
+
+    lock: Lock
+    journal: Journal
+    resumed: dict[str, ShardResult]
+
+    def remaining(self, plan: Sequence[ShardSpec]) -> list[ShardSpec]:
+        return [s for s in plan if s.filename not in self.resumed]
+
+
+def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec], *, overwrite: bool,
+              runner: str) -> Run:
+    """Lock ``folder`` and decide: a fresh run, a resumed one, or an error (before any shard is written)."""
+    lock = Lock.acquire(folder, runner)
+    try:
+        journal = Journal(folder)
+        names = [n for n in folder.names() if n != STATE_DIR]
+        earlier = journal.read_run()
+        resumed: dict[str, ShardResult] = {}
+        if overwrite and (names or earlier is not None):
+            removed = folder.remove_outputs()
+            journal.clear()
+            logger.info("overwrite: removed %s", removed)
+        elif earlier is not None and MANIFEST_NAME not in names:
+            if earlier.get("fingerprint") != fingerprint:
+                raise TFRecorderError(
+                    f"output_dir {folder.url!r} holds an unfinished conversion of a different table or "
+                    f"settings (started {earlier.get('started', '?')}); run that conversion again to finish it, "
+                    f"or pass overwrite=True to replace it"
+                )
+            resumed = journal.finished(plan)
+            logger.info("%s: resuming an unfinished conversion: %d of %d shards already written",
+                        folder.url, len(resumed), len(plan))
+        elif names:
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            complete = ": it holds a finished conversion" if MANIFEST_NAME in names else ""
+            raise TFRecorderError(
+                f"output_dir {folder.url!r} is not empty ({shown}){complete}; choose an empty folder or pass "
+                f"overwrite=True"
+            )
+        if earlier is None or overwrite:
+            journal.start(fingerprint, len(plan), lock.info.started)
+        return Run(lock, journal, resumed)
+    except BaseException:
+        lock.release()
+        raise

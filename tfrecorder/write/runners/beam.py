@@ -1,0 +1,177 @@
+"""Beam writer: carries out the same ShardSpecs in an Apache Beam pipeline; the only module importing apache_beam.
+
+The pipeline moves row metadata, never image bytes: one element per shard holds the
+shard's rows (``table.take(spec.rows)``); the worker that gets it fetches the images and
+writes the shard with the same ``write_shard`` the local runner uses. A last step, inside
+the pipeline, writes errors.csv and dataset.json, so a Dataflow job that outlives the
+submitting process still leaves a complete, self-describing dataset.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import RowError, TFRecorderError
+from tfrecorder.write.finish import Finish
+from tfrecorder.write.journal import Journal
+from tfrecorder.write.options import BeamOptions
+from tfrecorder.write.plan import ShardSpec
+from tfrecorder.write.runners.local import default_workers, ordered_map
+from tfrecorder.write.shard import ShardResult, write_shard
+from tfrecorder.write.table import Table
+
+logger = logging.getLogger(__name__)
+
+COUNTERS = "tfrecorder"
+CONSOLE_URL = "https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
+
+
+@dataclass(frozen=True)
+class BeamOutcome:
+    """What running the pipeline gave: whether it finished, the job, its counters and options."""
+
+    finished: bool
+    job_id: str | None = None
+    job_name: str | None = None
+    job_url: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class _WriteShard(beam.DoFn):
+    """Writes one shard from its rows; counts rows, written records, errors and bytes."""
+
+    def __init__(self, folder: Folder, options, journal: Journal | None = None):
+        self._folder = folder
+        self._options = options
+        self._journal = journal
+        self._counters = {n: Metrics.counter(COUNTERS, n) for n in ("rows", "written", "errors", "bytes")}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def setup(self) -> None:
+        workers = default_workers()
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tfrecorder")
+        self._mapper = ordered_map(self._pool, window=4 * workers)
+
+    def teardown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    def process(self, task: tuple[ShardSpec, Table]):
+        spec, rows = task
+        result = write_shard(spec, rows, self._folder, self._options, self._mapper)
+        if self._journal is not None:
+            self._journal.record(result)
+        self._counters["rows"].inc(len(spec.rows))
+        self._counters["written"].inc(result.records)
+        self._counters["errors"].inc(len(result.failures))
+        self._counters["bytes"].inc(result.bytes)
+        yield result
+
+
+def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed: Sequence[ShardResult] = (),
+            journal: Journal | None = None) -> int:
+    finish.write(folder, [*resumed, *results])
+    if journal is not None:
+        journal.complete()
+    return len(results)
+
+
+def build_pipeline(pipeline: beam.Pipeline, plan: Sequence[ShardSpec], table: Table, folder: Folder,
+                   finish: Finish, journal: Journal | None = None, resumed: Sequence[ShardResult] = ()) -> None:
+    """Add the conversion's steps to ``pipeline``: write the shards of ``plan``, then errors.csv and
+    dataset.json from their results and the ``resumed`` ones an earlier run finished."""
+    tasks = [(spec, table.take(spec.rows)) for spec in plan]
+    _ = (
+        pipeline
+        | "Shards" >> beam.Create(tasks, reshuffle=False)
+        | "Spread" >> beam.Reshuffle()
+        | "WriteShards" >> beam.ParDo(_WriteShard(folder, finish.options, journal))
+        | "Collect" >> beam.combiners.ToList()
+        | "WriteManifest" >> beam.Map(_finish, folder, finish, list(resumed), journal)
+    )
+
+
+def job_name(label: str | None) -> str:
+    """A valid, unique Dataflow job name: ``tfrecorder-<label>-<utc time>-<random>``."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", (label or "").lower()).strip("-")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    name = "-".join(p for p in ("tfrecorder", stem[:30].strip("-"), stamp, secrets.token_hex(3)) if p)
+    return name
+
+
+def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> dict[str, Any]:
+    """The pipeline options for ``runner`` (``beam_options`` already checked by ``convert``)."""
+    options: dict[str, Any] = {"runner": runner}
+    if runner == "DataflowRunner":
+        options.update(
+            project=beam_options.project, region=beam_options.region, job_name=job_name(beam_options.job_label),
+            temp_location=folder.url_of("_beam/temp"), staging_location=folder.url_of("_beam/staging"),
+        )
+        if beam_options.wheel:
+            options["extra_packages"] = [beam_options.wheel]
+    options.update(beam_options.pipeline)
+    return options
+
+
+def run_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Finish, options: dict[str, Any],
+             *, wait: bool, journal: Journal | None = None, resumed: Sequence[ShardResult] = ()) -> BeamOutcome:
+    """Run the pipeline; wait for it (DirectRunner always) or return once the job is submitted."""
+    pipeline = beam.Pipeline(options=PipelineOptions(flags=[], **options))
+    build_pipeline(pipeline, plan, table, folder, finish, journal, resumed)
+    runner = options["runner"]
+    dry_run = bool(options.get("dry_run"))
+    try:
+        result = pipeline.run()
+        if runner != "DataflowRunner" or wait and not dry_run:
+            result.wait_until_finish()
+    except Exception as e:  # Beam wraps worker errors; give the user ours back
+        raise RowError.find_in(str(e)) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
+    if runner != "DataflowRunner" or wait and not dry_run:
+        state = str(result.state)
+        if "DONE" not in state:
+            raise TFRecorderError(f"the Beam pipeline ended in state {state}")
+        return BeamOutcome(True, counters=_counters(result), options=options,
+                           **_job(result, options))
+    return BeamOutcome(False, options=options, **_job(result, options))
+
+
+def _last_line(error: Exception) -> str:
+    """The last non-blank line of an error: in Beam's wrapped worker errors, the original cause."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+def _job(result: Any, options: dict[str, Any]) -> dict[str, Any]:
+    if options["runner"] != "DataflowRunner":
+        return {}
+    job = getattr(result, "job", None)
+    job_id = getattr(job, "id", None) if job is not None and not callable(getattr(job, "id", None)) else None
+    if job_id is None and hasattr(result, "job_id"):
+        job_id = result.job_id()
+    url = CONSOLE_URL.format(region=options["region"], job_id=job_id, project=options["project"]) if job_id else None
+    return {"job_id": job_id or None, "job_name": options.get("job_name"), "job_url": url}
+
+
+def _counters(result: Any) -> dict[str, int]:
+    try:
+        found = result.metrics().query(MetricsFilter().with_namespace(COUNTERS))["counters"]
+    except (AttributeError, NotImplementedError, KeyError):
+        return {}
+    totals: dict[str, int] = {}
+    for counter in found:
+        totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + int(counter.committed or 0)
+    return totals

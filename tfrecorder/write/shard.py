@@ -1,0 +1,134 @@
+"""Shard: ``write_shard``, the one shard writer every runner uses, and what it returns (ShardResult, RowFailure)."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import google_crc32c
+
+from tfrecorder.dataset.records import ChecksumFile, RecordWriter
+from tfrecorder.dataset.storage import Folder, ImageError
+from tfrecorder.errors import RowError
+from tfrecorder.write.encode import ExampleEncoder
+from tfrecorder.write.images import StoredImage, load_image
+from tfrecorder.write.leakage import content_key
+from tfrecorder.write.options import WriteOptions
+from tfrecorder.write.plan import ShardSpec
+from tfrecorder.write.table import Table
+
+
+@dataclass(frozen=True)
+class RowFailure:
+    """A row that was not written, and why (one line of errors.csv)."""
+
+    row: int
+    split: str
+    image_uri: str | None
+    error: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ImageStats:
+    """What the stored images of some records hold: channel counts, formats, and one (h, w) if all share it."""
+
+    channels: frozenset[int] = frozenset()
+    formats: frozenset[str] = frozenset()
+    shapes: frozenset[tuple[int, int]] = frozenset()  # at most two kept: enough to know "all the same"
+    orientations: frozenset[int] = frozenset()
+
+    def add(self, image: StoredImage) -> ImageStats:
+        shape = (image.height, image.width)
+        if image.channels in self.channels and image.format in self.formats and (
+                shape in self.shapes or len(self.shapes) > 1) and image.orientation in self.orientations:
+            return self
+        shapes = self.shapes if len(self.shapes) > 1 else self.shapes | {shape}
+        return ImageStats(self.channels | {image.channels}, self.formats | {image.format}, shapes,
+                          self.orientations | {image.orientation})
+
+    def merge(self, other: ImageStats) -> ImageStats:
+        shapes = self.shapes | other.shapes
+        return ImageStats(self.channels | other.channels, self.formats | other.formats,
+                          shapes if len(shapes) < 2 else frozenset(sorted(shapes)[:2]),
+                          self.orientations | other.orientations)
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What writing one ShardSpec produced."""
+
+    spec: ShardSpec
+    records: int
+    bytes: int
+    crc32c: str
+    failures: tuple[RowFailure, ...]
+    images: ImageStats = ImageStats()
+    fingerprints: array = field(default_factory=lambda: array("Q"))  # content key of each written image
+    fingerprint_rows: array = field(default_factory=lambda: array("q"))  # ... and its row
+
+
+# A function that maps row positions to images (or the ImageError each raised), in order.
+ImageOrError = StoredImage | ImageError
+ImageMapper = Callable[[Callable[[int], ImageOrError], Iterable[int]], Iterator[ImageOrError]]
+
+
+def serial_map(fn, rows):
+    """The ImageMapper that fetches one image at a time."""
+    return map(fn, rows)
+
+
+def write_shard(
+    spec: ShardSpec,
+    table: Table,
+    folder: Folder,
+    options: WriteOptions,
+    image_map: ImageMapper = serial_map,
+    on_row: Callable[[], None] | None = None,
+) -> ShardResult:
+    """Write one shard under a temporary name, then move it into place.
+
+    ``table`` is ``whole_table.take(spec.rows)``: the shard's rows only, in shard order (position
+    ``i`` in it is row ``spec.rows[i]`` of the whole table), so that a runner ships row metadata to
+    the worker that writes the shard, never image bytes.
+    """
+    encoder = ExampleEncoder(table)
+    failures: list[RowFailure] = []
+    stats = ImageStats()
+    fingerprints, fingerprint_rows = array("Q"), array("q")
+    with folder.create(spec.filename) as raw:
+        counted = ChecksumFile(raw)
+        writer = RecordWriter(counted, options.compression)  # type: ignore[arg-type]
+        for local, image in enumerate(_images(table, options, image_map)):
+            if isinstance(image, ImageError):
+                uri = table.image_uris[local] if table.image_uris is not None else None
+                failure = RowFailure(spec.rows[local], spec.split, uri, image.error, image.message)
+                if options.on_error == "raise":
+                    raise RowError(failure.row, failure.split, str(failure.image_uri), image.error, image.message)
+                failures.append(failure)
+            else:
+                writer.write(encoder.encode(local, image))
+                if image is not None:
+                    stats = stats.add(image)
+                    fingerprints.append(content_key(image.data, google_crc32c.value(image.data)))
+                    fingerprint_rows.append(spec.rows[local])
+            if on_row is not None:
+                on_row()
+        writer.close()
+    return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, fingerprints,
+                       fingerprint_rows)
+
+
+def _images(table: Table, options: WriteOptions, image_map: ImageMapper):
+    if table.image_locations is None:
+        return (None for _ in range(table.num_rows))
+    locations, settings = table.image_locations, options.images
+
+    def fetch(row: int) -> StoredImage | ImageError:
+        try:
+            return load_image(locations[row], settings)
+        except ImageError as e:
+            return e
+
+    return image_map(fetch, range(table.num_rows))

@@ -1,0 +1,161 @@
+"""Sources (IO edge): a DataFrame, a CSV (with or without header) or an image folder -> (DataFrame, base folder)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import posixpath
+from typing import Any
+
+import fsspec
+import pandas as pd
+
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.write.splits import KNOWN_SPLITS
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
+_COLUMN_NAMES = {SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN}
+
+
+def read_source(source: Any) -> tuple[pd.DataFrame, str | None]:
+    """The table in ``source`` and the folder its relative image paths are relative to (None for a DataFrame)."""
+    if isinstance(source, pd.DataFrame):
+        return source, None
+    if not isinstance(source, (str, os.PathLike)):
+        raise TFRecorderError(
+            f"source={type(source).__name__}: give a pandas DataFrame, a CSV path/URL or an image folder"
+        )
+    url = os.fspath(source)
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        raise TFRecorderError(f"source {url!r} does not exist")
+    if fs.isdir(path):
+        return image_folder_table(url), None
+    return read_csv(url), _parent(url)
+
+
+def _parent(url: str) -> str:
+    if "://" in url:
+        return posixpath.dirname(url)
+    return os.path.dirname(os.path.abspath(url))
+
+
+def read_csv(url: str) -> pd.DataFrame:
+    """Read a CSV with a header, or a headerless AutoML CSV: ``[split,]image_uri[,label[,label...]]``.
+
+    Quoted fields may hold commas and newlines; a UTF-8 BOM and CRLF line ends are fine. A row with
+    more fields than the header, or bytes that are not UTF-8, are errors naming the line.
+    """
+    with fsspec.open(url, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise TFRecorderError(f"CSV {url!r} is not UTF-8 text: byte 0x{raw[e.start]:02x} at line {line}; "
+                              f"save it as UTF-8") from None
+    first, widest, longer = _scan(text)
+    if not first:
+        raise TFRecorderError(f"CSV {url!r} is empty")
+    names = _headerless_names(first, widest)
+    if names is None and longer:
+        raise TFRecorderError(f"CSV {url!r} cannot be parsed: line {longer[0]} has {longer[1]} fields, the header "
+                              f"has {len(first)}")
+    try:
+        df = pd.read_csv(io.StringIO(text), header=None if names else 0, names=names, skipinitialspace=True,
+                         index_col=False)
+    except (pd.errors.ParserError, ValueError) as e:
+        raise TFRecorderError(f"CSV {url!r} cannot be parsed: {e}") from e
+    if names and LABEL_COLUMN in names and names[-1] != LABEL_COLUMN:
+        return _merge_labels(df, names[names.index(LABEL_COLUMN):])
+    return df
+
+
+def _scan(text: str) -> tuple[list[str], int, tuple[int, int] | None]:
+    """The first CSV record, the most fields in any record, and (line, fields) of the first record wider
+    than the first one; blank lines skipped, quoted newlines kept inside their record."""
+    reader = csv.reader(io.StringIO(text))
+    first: list[str] = []
+    widest, longer, line = 0, None, 1
+    for record in reader:
+        if record:
+            if not first:
+                first = record
+            elif len(record) > len(first) and longer is None:
+                longer = (line, len(record))
+            widest = max(widest, len(record))
+        line = reader.line_num + 1
+    return first, widest, longer
+
+
+def _headerless_names(first: list[str], width: int) -> list[str] | None:
+    """Column names for a headerless CSV of ``width`` fields at most, judged from its first row; None when
+    the row is a header."""
+    fields = [f.strip() for f in first]
+    if any(f.lower() in _COLUMN_NAMES for f in fields):
+        return None
+    if fields[0].upper() in KNOWN_SPLITS:
+        base = [SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN]
+    elif "/" in fields[0] or "\\" in fields[0] or fields[0].lower().endswith(IMAGE_EXTENSIONS):
+        base = [IMAGE_COLUMN, LABEL_COLUMN]
+    else:
+        return None
+    extra = [f"{LABEL_COLUMN}_{i}" for i in range(1, width - len(base) + 1)]
+    return (base + extra)[: max(width, 1)]
+
+
+def _merge_labels(df: pd.DataFrame, label_columns: list[str]) -> pd.DataFrame:
+    """AutoML multi-label rows (``[split,]uri,label1,label2,...``) -> one list-valued label column."""
+    labels = [
+        [str(v).strip() for v in row if isinstance(v, str) and v.strip()]
+        for row in df[label_columns].itertuples(index=False, name=None)
+    ]
+    out = df.drop(columns=label_columns)
+    out[LABEL_COLUMN] = pd.Series(labels, index=df.index, dtype=object)
+    return out
+
+
+def image_folder_table(url: str) -> pd.DataFrame:
+    """Rows for ``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>`` (split then assigned by hash)."""
+    fs, root = fsspec.core.url_to_fs(url)
+    root = root.rstrip("/")
+    files = sorted(p for p in fs.find(root) if p.lower().endswith(IMAGE_EXTENSIONS))
+    rows = []
+    for path in files:
+        parts = path[len(root) + 1:].split("/")
+        if len(parts) == 3 and parts[0].upper() in KNOWN_SPLITS:
+            rows.append((parts[0].upper(), _file_url(url, fs, path), parts[1]))
+        elif len(parts) == 2:
+            rows.append((None, _file_url(url, fs, path), parts[0]))
+    if not rows:
+        raise TFRecorderError(
+            f"image folder {url!r} has no images laid out as <dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file> "
+            f"(extensions {', '.join(IMAGE_EXTENSIONS)})"
+        )
+    df = pd.DataFrame(rows, columns=[SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN])
+    if df[SPLIT_COLUMN].isna().all():
+        df = df.drop(columns=[SPLIT_COLUMN])
+    else:
+        df[SPLIT_COLUMN] = df[SPLIT_COLUMN].fillna("UNASSIGNED")
+    return df
+
+
+def _file_url(url: str, fs: Any, path: str) -> str:
+    return fs.unstrip_protocol(path) if "://" in url else path
+
+
+def create_image_csv(image_dir: str, output_csv: str) -> pd.DataFrame:
+    """Write the table of an image folder as a CSV (``tfrecorder create-image-csv``); returns it.
+
+    Example:
+        >>> images = make_sample_images(str(tmp_path / "imgs"), n=6)
+        >>> table = tfrecorder.create_image_csv(str(tmp_path / "imgs"), str(tmp_path / "imgs.csv"))
+        >>> list(table.columns), len(table)
+        (['split', 'image_uri', 'label'], 6)
+    """
+    df = image_folder_table(image_dir)
+    with fsspec.open(output_csv, "w", encoding="utf-8", newline="") as f:
+        df.to_csv(f, index=False)
+    return df
