@@ -1,4 +1,6 @@
-"""Beam runners: identical output to the local writer, Dataflow checked with Beam's dry run, no eager imports."""
+"""Beam runners: identical output to the local writer, Dataflow's argument checks and packaging, no eager imports.
+
+Dataflow itself is exercised with Beam's dry run against the GCS emulator in test_gcs.py."""
 
 from __future__ import annotations
 

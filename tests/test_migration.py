@@ -1,4 +1,5 @@
-"""TFRecorder 2.0's README examples run unchanged (local paths instead of buckets; Dataflow as a dry run)."""
+"""TFRecorder 2.0's README examples run unchanged (local paths instead of buckets; its Dataflow example is
+run with Beam's dry run in test_gcs.py, against the GCS emulator)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ def test_tfrecorder_2_readme_examples(tmp_path):
     assert Path(result["tfrecord_dir"]).is_dir() and result["metrics"]["written"] == 4
 
     # Converting with the library function, from a CSV and from an image directory
-    tfrecorder.convert(source=str(tmp_path / "data.csv"), output_dir=str(tmp_path / "out2"))
-    tfrecorder.convert(source=str(tmp_path / "images"), output_dir=str(tmp_path / "out3"))
+    from_csv = tfrecorder.convert(source=str(tmp_path / "data.csv"), output_dir=str(tmp_path / "out2"))
+    from_folder = tfrecorder.convert(source=str(tmp_path / "images"), output_dir=str(tmp_path / "out3"))
+    for converted in (from_csv, from_folder):
+        assert {k: v.written for k, v in converted.splits.items()} == {"TRAIN": 2, "VALIDATION": 1, "TEST": 1}
+    assert tfrecorder.label_names(str(tmp_path / "out3")) == ["cat", "goat"]
 
     # Flexible schema
     from tfrecorder import input_schema, types
@@ -32,6 +36,8 @@ def test_tfrecorder_2_readme_examples(tmp_path):
     schema = input_schema.Schema({"split": types.SplitKey, "image_uri": types.ImageUri,
                                   "label": types.StringLabel, "weight": types.FloatInput})
     df.tensorflow.to_tfr(output_dir=str(tmp_path / "out4"), schema=schema)
+    weights = tfrecorder.read_tfr(str(tmp_path / "out4"), columns=["weight"])["weight"]
+    assert sorted(weights.tolist()) == [0.5, 1.0, 1.5, 2.0]
 
     # Loading and inspecting
     dataset_dict = tfrecorder.load(str(tmp_path / "out1"))
