@@ -91,3 +91,22 @@ def test_pipeline_flags_parsing():
     assert pipeline_flags(["--max_num_workers=20", "--use-public-ips", "false", "--streaming",
                            "--machine_type", "n2-standard-4"]) == {
         "max_num_workers": 20, "use_public_ips": False, "streaming": True, "machine_type": "n2-standard-4"}
+
+
+def test_convert_flags_have_the_library_defaults_and_choices():
+    """The CLI builds its flags from the library's constants: every flag's default is convert()'s."""
+    import inspect
+
+    from tfrecorder.cli import _parser
+    from tfrecorder.write.convert import convert
+
+    convert_parser = _parser()._subparsers._group_actions[0].choices["convert"]
+    flags = {a.dest: a for a in convert_parser._actions if a.dest not in ("help", "source", "output_dir")}
+    defaults = {name: p.default for name, p in inspect.signature(convert).parameters.items()}
+    renamed = {"no_progress": None, "split_fractions": None}  # flags whose value is translated before the call
+    for dest, action in flags.items():
+        if dest in renamed:
+            continue
+        assert action.default == defaults[dest], dest
+    assert flags["runner"].choices is not None and "DataflowRunner" in flags["runner"].choices
+    assert set(flags["image_format"].choices) >= {"keep", "jpeg", "png", "raw"}

@@ -130,6 +130,7 @@ def _infer_features(samples: list[Any], fs: Any, paths: list[str]):
         features.append(FeatureInfo(name, role, dtype, [] if scalar else [None], nullable=nullable,
                                     default=MISSING_DEFAULTS[dtype] if nullable else None))
     names = {f.name for f in features}
+    # TFRecorder 2.0's own feature names (its format, not ours: they stay as 2.0 wrote them)
     if image is None and {"image", "image_height", "image_width", "image_channels"} <= names:
         image = {"format": TFRECORDER2_FORMAT, "formats": [], "channels": [], "shape": None}
         features = [FeatureInfo(f.name, "image", f.dtype, f.shape) if f.name == "image" else f for f in features]

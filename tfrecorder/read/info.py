@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
 from tfrecorder._notebook import in_notebook
+from tfrecorder.dataset.features import IMAGE, IMAGE_URI
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.read.open import open_dataset
 
@@ -141,18 +142,19 @@ def show(tfrecord_dir: str, split: str = "TRAIN", n: int = 16, path: str | None 
 
     manifest = open_dataset(tfrecord_dir)[0]
     names = manifest.vocabulary
+    label_feature = (manifest.label or {}).get("feature")
     ds = load_dataset(tfrecord_dir, split=split, channels=3).take(max(0, int(n)))
     thumbnails, captions = [], []
     for example in ds.as_numpy_iterator():
-        image = Image.fromarray(np.asarray(example["image"]))
+        image = Image.fromarray(np.asarray(example[IMAGE.name]))
         thumb = ImageOps.contain(image, (THUMBNAIL, THUMBNAIL))
         buffer = io.BytesIO()
         thumb.save(buffer, "PNG")
         thumbnails.append(buffer.getvalue())
-        label = example.get("label")
+        label = example.get(label_feature) if label_feature else None
         label_text = "" if label is None else ",".join(
             names[int(v)] if names else str(int(v)) for v in np.atleast_1d(label))
-        uri = example.get("image_uri", b"").decode("utf-8", "replace")
+        uri = example.get(IMAGE_URI.name, b"").decode("utf-8", "replace")
         captions.append(f"{label_text}\n{os.path.basename(uri)}")
     grid = ImageGrid(tuple(thumbnails), tuple(captions))
     if path is None and in_notebook():

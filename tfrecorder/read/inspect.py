@@ -9,6 +9,7 @@ import os
 import numpy as np
 from PIL import Image
 
+from tfrecorder.dataset.features import IMAGE, IMAGE_CHANNELS, IMAGE_FORMAT, IMAGE_HEIGHT, IMAGE_WIDTH
 from tfrecorder.read.open import open_dataset
 from tfrecorder.read.tf_data import load_dataset
 
@@ -32,12 +33,13 @@ def inspect(tfrecord_dir: str, split: str = "TRAIN", num_records: int = 1, outpu
     ds = load_dataset(tfrecord_dir, split=split, decode_images=False).take(max(0, int(num_records)))
     os.makedirs(output_dir, exist_ok=True)
     rows = []
+    label = (manifest.label or {}).get("feature")
     for index, example in enumerate(ds.as_numpy_iterator()):
-        row = {k: _text(v) for k, v in example.items() if k != "image"}
-        if "image" in example:
+        row = {k: _text(v) for k, v in example.items() if k != IMAGE.name}
+        if IMAGE.name in example:
             row["image_file"] = _write_image(output_dir, index, example)
-        if vocabulary is not None and "label" in example:
-            labels = np.atleast_1d(example["label"]).tolist()
+        if vocabulary is not None and label in example:
+            labels = np.atleast_1d(example[label]).tolist()
             row["label_name"] = "|".join(vocabulary[i] for i in labels)
         rows.append(row)
     columns = sorted({k for r in rows for k in r})
@@ -49,15 +51,15 @@ def inspect(tfrecord_dir: str, split: str = "TRAIN", num_records: int = 1, outpu
 
 
 def _write_image(output_dir: str, index: int, example: dict) -> str:
-    fmt = example["image_format"].decode("ascii")
+    fmt = example[IMAGE_FORMAT.name].decode("ascii")
     if fmt == "raw":
-        shape = (int(example["image_height"]), int(example["image_width"]), int(example["image_channels"]))
-        pixels = np.frombuffer(example["image"], np.uint8).reshape(shape)
+        shape = tuple(int(example[f.name]) for f in (IMAGE_HEIGHT, IMAGE_WIDTH, IMAGE_CHANNELS))
+        pixels = np.frombuffer(example[IMAGE.name], np.uint8).reshape(shape)
         buffer = io.BytesIO()
         Image.fromarray(pixels[..., 0] if shape[2] == 1 else pixels).save(buffer, "PNG")
         data, extension = buffer.getvalue(), "png"
     else:
-        data, extension = example["image"], _EXTENSIONS.get(fmt, "bin")
+        data, extension = example[IMAGE.name], _EXTENSIONS.get(fmt, "bin")
     name = f"{index:05d}.{extension}"
     with open(os.path.join(output_dir, name), "wb") as f:
         f.write(data)

@@ -9,7 +9,7 @@ import fsspec
 import pandas as pd
 
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.features import FIELDS
+from tfrecorder.dataset.features import FIELDS, IMAGE
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_records
 from tfrecorder.dataset.storage import Folder
@@ -73,7 +73,7 @@ def _column_name(feature: FeatureInfo) -> str:
 
 def _values(records: list[Any], feature: FeatureInfo) -> list[Any]:
     field, name, is_list = FIELDS[feature.dtype], feature.name, feature.shape == [None]
-    text = feature.dtype == "string" and feature.source in ("str", None) and feature.name != "image"
+    text = feature.dtype == "string" and feature.source in ("str", None) and feature.name != IMAGE.name
     values: list[Any] = []
     for record in records:
         fmap = record.features.feature
@@ -102,7 +102,7 @@ def _series(values: list[Any], feature: FeatureInfo) -> pd.Series:
     if feature.shape == [None]:
         return pd.Series(values, dtype=object)
     source = feature.source or {"int64": "int", "float32": "float", "string": "str"}[feature.dtype]
-    if feature.name == "image" or any(isinstance(v, bytes) for v in values):
+    if feature.name == IMAGE.name or any(isinstance(v, bytes) for v in values):
         source = "bytes"
     elif feature.role == "label":
         source = "int"  # ids; names are restored from the vocabulary

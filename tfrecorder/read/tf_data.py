@@ -234,6 +234,6 @@ def _supervised(manifest: Manifest, label_key: str | None):
         if key not in example:
             raise TFRecorderError(f"label_key={key!r} is not among the features read")
         rest = {k: v for k, v in example.items() if k != key}
-        return (rest["image"] if "image" in rest else rest), example[key]
+        return (rest[IMAGE.name] if IMAGE.name in rest else rest), example[key]
 
     return split_label
