@@ -60,7 +60,7 @@ def main(argv=None) -> None:
     import tensorflow as tf
 
     import tfrecorder
-    from tfrecorder.read.tf_data import feature_spec
+
 
     AUTOTUNE = tf.data.AUTOTUNE
     work = Path(tempfile.mkdtemp(prefix="bench-read-"))
@@ -83,8 +83,8 @@ def main(argv=None) -> None:
 
     tabular = tabular_table(args.rows)
     tfrecorder.convert(tabular, str(work / "tabular"), progress=False, num_shards=4)
-    manifest = tfrecorder.read_manifest(str(work / "tabular"))
-    spec = feature_spec(manifest)
+
+    spec = tfrecorder.feature_spec(str(work / "tabular"))
     tab_shards = sorted(str(p) for p in (work / "tabular").glob("*.tfrecord"))
     ours_tab = lambda: consume(tfrecorder.load_dataset(str(work / "tabular"), split="TRAIN", batch_size=256))  # noqa
     single = lambda: consume(tf.data.TFRecordDataset(tab_shards).map(  # noqa: E731

@@ -30,4 +30,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tfrecorder.cli import native_stderr_silenced
+
+    with native_stderr_silenced():  # TensorFlow's C++ start-up lines are noise in a demo
+        sys.exit(main())

@@ -27,7 +27,7 @@ def valid_file(compression: str | None = None) -> bytes:
         df = pd.DataFrame({"split": ["TRAIN"] * 3, "label": ["a", "b", "a"], "x": [0.5, 1.0, 2.0],
                            "tags": [[1, 2], [], [3]], "note": ["é", "", "z"]})
         tfrecorder.convert(df, out + "/d", compression=compression, progress=False)
-        return next(Path(out, "d").glob("train-*")).read_bytes()
+        return next(Path(out, "d").glob("train-*.tfrecord*")).read_bytes()
 
 
 VALID = {None: valid_file(), "gzip": valid_file("gzip"), "zlib": valid_file("zlib")}

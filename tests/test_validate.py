@@ -64,7 +64,8 @@ def test_non_empty_output_dir_needs_overwrite(tmp_path, tabular_table):
     convert(tabular_table, out, overwrite=True, num_shards=1)
     names = sorted(p.name for p in out.iterdir())
     assert "notes.txt" in names  # a user's own file is left alone
-    assert [n for n in names if n.startswith("train")] == ["train-00000-of-00001.tfrecord"]
+    train = ["train-00000-of-00001.tfindex", "train-00000-of-00001.tfrecord"]
+    assert [n for n in names if n.startswith("train")] == train
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -23,6 +23,7 @@ _LAZY = {
     "load_dataset": "tfrecorder.read.tf_data",
     "load": "tfrecorder.read.tf_data",
     "label_names": "tfrecorder.read.tf_data",
+    "feature_spec": "tfrecorder.read.tf_data",
     "read_manifest": "tfrecorder.read.open",
     "create_image_csv": "tfrecorder.write.sources",
     "inspect": "tfrecorder.read.inspect",

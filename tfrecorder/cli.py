@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.records import COMPRESSIONS
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.types import TRAIN
 from tfrecorder.write.options import (
     BEAM_RUNNERS,
     DEFAULT_IMAGE_FORMAT,
@@ -70,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
 
     inspect = commands.add_parser("inspect", help="write sample images and a CSV of records to look at")
     inspect.add_argument("tfrecord_dir")
-    inspect.add_argument("--split", default="TRAIN")
+    inspect.add_argument("--split", default=TRAIN)
     inspect.add_argument("--num-records", type=int, default=1)
     inspect.add_argument("--output-dir", default="output")
 
@@ -182,11 +185,43 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """Send what C and C++ libraries write to file descriptor 2 - TensorFlow's start-up lines (CUDA stubs,
+    cuInit, CPU features) - to /dev/null, while Python's ``sys.stderr`` (our messages, progress bars,
+    warnings, logging) still reaches the terminal.
+
+    For programs of ours (the command, the demo): the library never redirects a user's process.
+    """
+    sys.stderr.flush()
+    real = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    python_stderr = sys.stderr
+    sys.stderr = os.fdopen(os.dup(real), "w", buffering=1, encoding=python_stderr.encoding or "utf-8",
+                           errors="backslashreplace")
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        sys.stderr.close()
+        sys.stderr = python_stderr
+        os.dup2(real, 2)
+        os.close(real)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tfrecorder`` command; returns the exit status."""
     args, extra = _parser().parse_known_args(argv)
-    if args.verbose:
+    if args.verbose:  # everything, TensorFlow's own lines included
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        return _main(args, extra)
+    with native_stderr_silenced():
+        return _main(args, extra)
+
+
+def _main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     try:
         return _run(args, extra)
     except (TFRecorderError, OSError) as e:

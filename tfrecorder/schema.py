@@ -64,16 +64,40 @@ class Schema(Mapping[str, type[ColumnType]]):
         """The column that plays ``role``, or None."""
         return next((n for n, t in self._columns.items() if t.role is role), None)
 
+    # TFRecorder 2.0's names for the same facts.
+    @property
+    def split_key(self) -> str | None:
+        """The split column (TFRecorder 2.0's name)."""
+        return self.column_for(Role.SPLIT)
+
+    @property
+    def image_uri_key(self) -> str | None:
+        """The image URI column (TFRecorder 2.0's name)."""
+        return self.column_for(Role.IMAGE)
+
+    @property
+    def label_key(self) -> str | None:
+        """The label column (TFRecorder 2.0's name)."""
+        return self.column_for(Role.LABEL)
+
+    @property
+    def input_schema_map(self) -> dict[str, type[ColumnType]]:
+        """``{column: type}``, as given (TFRecorder 2.0's name)."""
+        return dict(self._columns)
+
+    def get_input_keys(self) -> list[str]:
+        """The column names, in order (TFRecorder 2.0's name)."""
+        return list(self._columns)
+
     @classmethod
     def infer(cls, df: pd.DataFrame) -> Schema:
         """Infer a schema from column names (split, image_uri, label) and dtypes."""
         return cls({str(name): infer_column_type(str(name), df[name]) for name in df.columns})
 
 
-# TFRecorder 2.0's default schema: split, image_uri, label (string).
-IMAGE_CSV_SCHEMA = Schema(
-    {SPLIT_COLUMN: types.SplitKey, IMAGE_COLUMN: types.ImageUri, LABEL_COLUMN: types.StringLabel}
-)
+# TFRecorder 2.0's default schema: split, image_uri, label (string); the map under its 2.0 name too.
+image_csv_schema_map = {SPLIT_COLUMN: types.SplitKey, IMAGE_COLUMN: types.ImageUri, LABEL_COLUMN: types.StringLabel}
+IMAGE_CSV_SCHEMA = Schema(image_csv_schema_map)
 
 
 def is_missing(value: Any) -> bool:

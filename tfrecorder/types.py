@@ -28,12 +28,17 @@ class Kind(enum.StrEnum):
     BYTES = "string"
 
 
+# Split values: the three a dataset is written in, DISCARD (counted, not written) and UNASSIGNED (assigned by hash).
+TRAIN, VALIDATION, TEST, DISCARD, UNASSIGNED = "TRAIN", "VALIDATION", "TEST", "DISCARD", "UNASSIGNED"
+
+
 class ColumnType:
     """Base of every column type. Subclasses set ``role``, ``kind`` and ``is_list``."""
 
     role: ClassVar[Role] = Role.FEATURE
     kind: ClassVar[Kind] = Kind.BYTES
     is_list: ClassVar[bool] = False
+    allowed_values: ClassVar[tuple[str, ...]] = ()  # TFRecorder 2.0's name: the values a column may take, if fixed
 
     def __init__(self) -> None:  # pragma: no cover - types are used as classes
         raise TypeError(f"{type(self).__name__} is a column type: use the class itself")
@@ -44,6 +49,7 @@ class SplitKey(ColumnType):
 
     role = Role.SPLIT
     kind = Kind.BYTES
+    allowed_values = (TRAIN, VALIDATION, TEST, DISCARD, UNASSIGNED)
 
 
 class ImageUri(ColumnType):

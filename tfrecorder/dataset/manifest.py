@@ -6,10 +6,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tfrecorder.dataset.records import TF_COMPRESSION_TYPES
 from tfrecorder.errors import TFRecorderError
 
 FORMAT_NAME = "tfrecorder-dataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: shard index files, tf_compression_type, tfds
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
@@ -38,6 +39,7 @@ class ShardInfo:
     records: int
     bytes: int
     crc32c: str
+    index: str | None = None  # its .tfindex file (offset length per record), beside it
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,12 @@ class Manifest:
     splits: dict[str, list[ShardInfo]]
     rows: dict[str, RowCounts]
     compression: str | None = None
+    tf_compression_type: str = ""  # TensorFlow's spelling of compression: "", "GZIP" or "ZLIB"
     label: dict[str, Any] | None = None  # column, feature, type, vocabulary, multi_label
     image: dict[str, Any] | None = None  # column, format, size, validate, channels, formats, shape
     runner: str = "local"
     leakage: dict[str, Any] = field(default_factory=lambda: {"count": 0, "groups": []})
+    tfds: dict[str, Any] | None = None  # the TFDS metadata beside the shards, or why there is none
     errors_file: str = ERRORS_NAME
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
@@ -113,6 +117,7 @@ class Manifest:
             data["features"] = [FeatureInfo(**f) for f in data["features"]]
             data["splits"] = {k: [ShardInfo(**s) for s in v] for k, v in data["splits"].items()}
             data["rows"] = {k: RowCounts(**v) for k, v in data["rows"].items()}
+            data.setdefault("tf_compression_type", TF_COMPRESSION_TYPES[data.get("compression")])  # version 1
             return cls(**data)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             if isinstance(e, TFRecorderError):

@@ -11,6 +11,7 @@ import gzip
 import struct
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
 import google_crc32c
@@ -25,10 +26,16 @@ if google_crc32c.implementation != "c":  # pragma: no cover - depends on the whe
 
 COMPRESSIONS = (None, "gzip", "zlib")
 SUFFIXES = {None: ".tfrecord", "gzip": ".tfrecord.gz", "zlib": ".tfrecord.zlib"}
+# TensorFlow's spelling, for TFRecordDataset(compression_type=...): it reads "gzip" as no compression.
+TF_COMPRESSION_TYPES = {None: "", "gzip": "GZIP", "zlib": "ZLIB"}
+# ``<shard stem>.tfindex``: one "offset length" line per record, the format of the PyTorch ``tfrecord``
+# package's tfrecord2idx (and NVIDIA DALI's); offsets count in the decompressed stream of gzip/zlib shards.
+INDEX_SUFFIX = ".tfindex"
 _MASK_DELTA = 0xA282EAD8
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _FLUSH_BYTES = 1 << 20
+MAX_RECORD_BYTES = 2**31 - 1  # protobuf's limit on one message: no tf.train.Example is longer
 _DRAIN_CHUNK = 1 << 22
 
 
@@ -105,11 +112,15 @@ class _ZlibWriter:
 class RecordWriter:
     """Writes framed records to an open binary file; counts records and the bytes given to it.
 
-    The caller owns ``raw`` and closes it after ``close()``.
+    With ``index``, writes each record's ``offset length`` line there too (see INDEX_SUFFIX).
+    The caller owns ``raw`` and ``index`` and closes them after ``close()``.
     """
 
-    def __init__(self, raw: BinaryIO, compression: str | None = None):
+    def __init__(self, raw: BinaryIO, compression: str | None = None, index: BinaryIO | None = None):
         self.records = 0
+        self._offset = 0  # in the uncompressed stream
+        self._index = index
+        self._index_lines: list[str] = []
         self._raw = raw
         if compression == "gzip":
             self._out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0, filename="")
@@ -125,6 +136,9 @@ class RecordWriter:
         length = _LENGTH.pack(len(record))
         self._pending += (length, _CRC.pack(masked_crc(length)), record, _CRC.pack(masked_crc(record)))
         self._pending_bytes += len(record) + 16
+        if self._index is not None:
+            self._index_lines.append(f"{self._offset} {len(record) + 16}\n")
+        self._offset += len(record) + 16
         self.records += 1
         if self._pending_bytes >= _FLUSH_BYTES:
             self._flush()
@@ -134,6 +148,9 @@ class RecordWriter:
             self._out.write(b"".join(self._pending))  # one write per ~1 MiB, not four small ones per record
             self._pending.clear()
             self._pending_bytes = 0
+        if self._index_lines:
+            self._index.write("".join(self._index_lines).encode("ascii"))
+            self._index_lines.clear()
 
     def close(self) -> None:
         self._flush()
@@ -141,8 +158,22 @@ class RecordWriter:
             self._out.close()
 
 
+@dataclass(frozen=True)
+class Frame:
+    """One record as stored: where its frame starts (in the uncompressed stream), the frame's length, the data."""
+
+    offset: int
+    length: int
+    data: bytes
+
+
 def read_records(raw: BinaryIO, compression: str | None = None, *, check_crc: bool = True) -> Iterator[bytes]:
     """Yield the records of a TFRecord stream, raising TFRecorderError on damage (with the record number)."""
+    return (frame.data for frame in read_frames(raw, compression, check_crc=check_crc))
+
+
+def read_frames(raw: BinaryIO, compression: str | None = None, *, check_crc: bool = True) -> Iterator[Frame]:
+    """Yield the records of a TFRecord stream with their offsets; TFRecorderError on damage (record number)."""
     stream: BinaryIO
     if compression == "gzip":
         stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
@@ -150,7 +181,7 @@ def read_records(raw: BinaryIO, compression: str | None = None, *, check_crc: bo
         stream = _ZlibReader(raw)  # type: ignore[assignment]
     else:
         stream = raw
-    index = 0
+    index = offset = 0
 
     def read(size: int) -> bytes:
         if compression is None:
@@ -170,13 +201,17 @@ def read_records(raw: BinaryIO, compression: str | None = None, *, check_crc: bo
         if check_crc and _CRC.unpack(header[8:])[0] != masked_crc(length_bytes):
             raise TFRecorderError(f"record {index}: length CRC mismatch (corrupt length field)")
         (length,) = _LENGTH.unpack(length_bytes)
+        if length > MAX_RECORD_BYTES:  # read before allocating: a damaged or hostile length is not a MemoryError
+            raise TFRecorderError(f"record {index}: length {length} is over the {MAX_RECORD_BYTES}-byte limit of "
+                                  f"one tf.train.Example (a damaged file, or not a TFRecord file)")
         body = read(length + 4)
         if len(body) < length + 4:
             raise TFRecorderError(f"record {index}: truncated data ({len(body)} of {length + 4} bytes)")
         data = body[:length]
         if check_crc and _CRC.unpack(body[length:])[0] != masked_crc(data):
             raise TFRecorderError(f"record {index}: data CRC mismatch (corrupt payload)")
-        yield data
+        yield Frame(offset, length + 16, data)
+        offset += length + 16
         index += 1
 
 

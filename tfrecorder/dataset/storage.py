@@ -18,7 +18,8 @@ from tfrecorder.dataset.redact import redact
 logger = logging.getLogger(__name__)
 
 STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see runstate)
-OUTPUT_PATTERNS = ("*.tfrecord", "*.tfrecord.gz", "*.tfrecord.zlib", "dataset.json", "errors.csv", ".*.partial")
+OUTPUT_PATTERNS = ("*.tfrecord", "*.tfrecord.gz", "*.tfrecord.zlib", "*.tfindex", "dataset.json", "errors.csv",
+                   "dataset_info.json", "features.json", "*.labels.txt", ".*.partial")
 
 
 @dataclass(frozen=True)

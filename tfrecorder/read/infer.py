@@ -19,13 +19,14 @@ import fsspec
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.features import FIELDS, MISSING_DEFAULTS
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo
-from tfrecorder.dataset.records import read_records
+from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.types import TEST, TRAIN, VALIDATION
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_RECORDS = 256
-_SKIP = (".json", ".csv", ".pbtxt", ".txt", ".pb", ".md")
+_SKIP = (".json", ".csv", ".pbtxt", ".txt", ".pb", ".md", INDEX_SUFFIX)
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"RIFF")
 _KINDS = {field: kind for kind, field in FIELDS.items()}
 TFRECORDER2_FORMAT = "tfrecorder2-base64"  # TFRecorder 2.0: URL-safe base64 of raw uint8 pixels
@@ -48,10 +49,10 @@ def split_of(name: str) -> str:
     """TRAIN, VALIDATION or TEST from a file name's prefix; TRAIN when it names none."""
     base = posixpath.basename(name).lower()
     if base.startswith(("valid", "val", "eval", "dev")):
-        return "VALIDATION"
+        return VALIDATION
     if base.startswith("test"):
-        return "TEST"
-    return "TRAIN"
+        return TEST
+    return TRAIN
 
 
 def find_files(source: str | Sequence[str]) -> tuple[Any, list[str]]:
@@ -93,7 +94,7 @@ def infer_manifest(source: str | Sequence[str]) -> Manifest:
         shard = ShardInfo(fs.unstrip_protocol(path), count, fs.size(path), "")
         splits.setdefault(split_of(path), []).append(shard)
     features, image, label = _infer_features(samples, fs, paths)
-    splits = {name: splits[name] for name in ("TRAIN", "VALIDATION", "TEST") if name in splits}
+    splits = {name: splits[name] for name in (TRAIN, VALIDATION, TEST) if name in splits}
     return Manifest(
         tfrecorder_version="foreign", features=features, splits=splits,
         rows={k: RowCounts(sum(s.records for s in v), sum(s.records for s in v)) for k, v in splits.items()},

@@ -18,6 +18,7 @@ from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.features import IMAGE, IMAGE_URI
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.read.open import open_dataset
+from tfrecorder.types import TRAIN
 
 THUMBNAIL = 128
 
@@ -128,7 +129,7 @@ class ImageGrid:
         return sheet
 
 
-def show(tfrecord_dir: str, split: str = "TRAIN", n: int = 16, path: str | None = None) -> ImageGrid | str:
+def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = None) -> ImageGrid | str:
     """The first ``n`` images of ``split`` with their label names and URIs, to check by eye.
 
     In a notebook it returns an ``ImageGrid`` that renders inline (nothing written); elsewhere it

@@ -12,11 +12,12 @@ from PIL import Image
 from tfrecorder.dataset.features import IMAGE, IMAGE_CHANNELS, IMAGE_FORMAT, IMAGE_HEIGHT, IMAGE_WIDTH
 from tfrecorder.read.open import open_dataset
 from tfrecorder.read.tf_data import load_dataset
+from tfrecorder.types import TRAIN
 
 _EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "webp": "webp"}
 
 
-def inspect(tfrecord_dir: str, split: str = "TRAIN", num_records: int = 1, output_dir: str = "output") -> str:
+def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_dir: str = "output") -> str:
     """Write the first ``num_records`` of ``split`` as image files plus ``data.csv``; return the folder.
 
     Image files are named by record number (``00000.jpg``), never by the stored ``image_name``,

@@ -61,7 +61,21 @@ def label_names(tfrecord_dir: Any) -> list[str] | None:
     return open_dataset(tfrecord_dir)[0].vocabulary
 
 
-def feature_spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, Any]:
+def feature_spec(tfrecord_dir: Any, features: Sequence[str] | None = None) -> dict[str, Any]:
+    """The ``tf.io.parse_example`` spec of a dataset's records (every feature, or ``features``).
+
+    Scalars are ``FixedLenFeature`` (nullable ones with dataset.json's default), lists ``RaggedFeature``.
+    For reading the shards with plain ``tf.data``; ``load_dataset`` does all of this for you.
+
+    Example:
+        >>> spec = tfrecorder.feature_spec(dataset_dir)
+        >>> spec["label"]
+        FixedLenFeature(shape=[], dtype=tf.int64, default_value=None)
+    """
+    return _spec(open_dataset(tfrecord_dir)[0], features)
+
+
+def _spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, Any]:
     """The tf.io.parse_example spec for the manifest's features (all, or ``names``)."""
     wanted = [manifest.feature(n) for n in names] if names is not None else manifest.features
     return {f.name: _parse_spec(f) for f in wanted}
@@ -143,7 +157,7 @@ def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
 
 def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: ReadOptions) -> tf.data.Dataset:
     o = options
-    spec = feature_spec(manifest, _selected(manifest, o))
+    spec = _spec(manifest, _selected(manifest, o))
     if not spec:
         raise TFRecorderError(f"split {split}: no features to read (the records have none, or none were selected)")
     shards, count, record_shard = _worker_part(manifest.splits[split], o.num_shards, o.shard_index)

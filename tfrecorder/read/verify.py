@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,8 +11,8 @@ from google.protobuf.message import DecodeError
 
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.dataset.features import FIELDS
-from tfrecorder.dataset.manifest import FeatureInfo, Manifest
-from tfrecorder.dataset.records import ChecksumFile, read_records
+from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
+from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import read_manifest
@@ -71,7 +72,7 @@ def verify(tfrecord_dir: str) -> VerifyReport:
     shards = records = size = 0
     for split, infos in manifest.splits.items():
         for info in infos:
-            found = _check_shard(folder, manifest, info.file, info.records, info.bytes, info.crc32c)
+            found = _check_shard(folder, manifest, info)
             shards += 1
             records += found.records
             size += found.bytes
@@ -95,51 +96,92 @@ class _Found:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _check_shard(folder: Folder, manifest: Manifest, name: str, expected_records: int, expected_bytes: int,
-                 crc32c: str) -> _Found:
+def _check_shard(folder: Folder, manifest: Manifest, info: ShardInfo) -> _Found:
     found = _Found()
+    name = info.file
     path = folder.join(name)
     try:
         actual = int(folder.fs.info(path).get("size", -1))
     except FileNotFoundError:
         found.problems.append(Problem(name, None, "the shard is missing"))
         return found
-    if actual != expected_bytes:
-        found.problems.append(Problem(name, None, f"{actual} bytes, dataset.json says {expected_bytes}"))
-    with folder.fs.open(path, "rb") as raw:
+    if actual != info.bytes:
+        found.problems.append(Problem(name, None, f"{actual} bytes, dataset.json says {info.bytes}"))
+    with folder.fs.open(path, "rb") as raw, contextlib.ExitStack() as stack:
+        index = _IndexCheck.open(folder, info.index, stack, found)
         counted = ChecksumFile(raw)
         damaged = False
-        for index, problem in _parse_all(counted, manifest):
-            if problem is None:
-                found.records += 1
-                continue
-            found.problems.append(Problem(name, index, problem))
-            damaged = True
-            break
+        for number, frame, problem in _parse_all(counted, manifest):
+            if problem is not None:
+                found.problems.append(Problem(name, number, problem))
+                damaged = True
+                break
+            found.records += 1
+            if index is not None:
+                index.check(number, frame)
+        if index is not None and not damaged:
+            index.finish()
         counted.drain()
     found.bytes = counted.bytes
-    if not damaged and found.records != expected_records:
-        found.problems.append(Problem(name, None, f"{found.records} records, dataset.json says {expected_records}"))
-    if counted.crc32c != crc32c:
+    if not damaged and found.records != info.records:
+        found.problems.append(Problem(name, None, f"{found.records} records, dataset.json says {info.records}"))
+    if counted.crc32c != info.crc32c:
         found.problems.append(Problem(name, None, f"CRC-32C of the file is {counted.crc32c}, "
-                                                  f"dataset.json says {crc32c}"))
+                                                  f"dataset.json says {info.crc32c}"))
     return found
 
 
-def _parse_all(raw: Any, manifest: Manifest) -> Iterator[tuple[int, str | None]]:
-    """(record number, None) per good record; (record number, cause) for the first bad one, then stops."""
+@dataclass
+class _IndexCheck:
+    """Reads a shard's .tfindex in step with its records: each line must frame the record it stands for."""
+
+    name: str
+    lines: Iterator[bytes]
+    found: _Found
+    wrong: bool = False
+
+    @classmethod
+    def open(cls, folder: Folder, name: str | None, stack: contextlib.ExitStack, found: _Found) -> _IndexCheck | None:
+        if name is None:
+            return None  # written before index files existed (dataset.json format version 1)
+        try:
+            return cls(name, iter(stack.enter_context(folder.fs.open(folder.join(name), "rb"))), found)
+        except FileNotFoundError:
+            found.problems.append(Problem(name, None, "the index file is missing"))
+            return None
+
+    def check(self, number: int, frame: Frame) -> None:
+        if self.wrong:
+            return
+        line = next(self.lines, b"")
+        if line.split() != [str(frame.offset).encode(), str(frame.length).encode()]:
+            said = line.strip().decode("ascii", "replace") or "nothing"
+            self._problem(number, f"says {said!r}; the record is at offset {frame.offset}, {frame.length} bytes")
+
+    def finish(self) -> None:
+        if not self.wrong and next(self.lines, None) is not None:
+            self._problem(None, "lists more records than the shard holds")
+
+    def _problem(self, number: int | None, message: str) -> None:
+        self.found.problems.append(Problem(self.name, number, message))
+        self.wrong = True
+
+
+def _parse_all(raw: Any, manifest: Manifest) -> Iterator[tuple[int, Frame | None, str | None]]:
+    """(record number, frame, None) per good record; (record number, None, cause) for the first bad one, then stops."""
     index = 0
-    records = read_records(raw, manifest.compression)
+    frames = read_frames(raw, manifest.compression)
     while True:
         try:
-            data = next(records)
+            frame = next(frames)
         except StopIteration:
             return
         except TFRecorderError as e:
             message = str(e)
-            yield index, message.split(": ", 1)[1] if message.startswith("record ") else message
+            yield index, None, message.split(": ", 1)[1] if message.startswith("record ") else message
             return
-        yield index, _parse_problem(data, manifest.features)
+        problem = _parse_problem(frame.data, manifest.features)
+        yield index, (frame if problem is None else None), problem
         index += 1
 
 

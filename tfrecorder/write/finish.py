@@ -6,7 +6,7 @@ import csv
 import io
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tfrecorder import types
@@ -21,6 +21,7 @@ from tfrecorder.dataset.manifest import (
     RowCounts,
     ShardInfo,
 )
+from tfrecorder.dataset.records import TF_COMPRESSION_TYPES
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
@@ -28,6 +29,7 @@ from tfrecorder.write import leakage, splits
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.shard import ImageStats, RowFailure, ShardResult
 from tfrecorder.write.table import Table
+from tfrecorder.write.tfds import tfds_metadata
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,18 @@ class Finish:
         return sorted([*self.uri_leaks, *by_bytes], key=lambda e: e["rows"][0])
 
     def write(self, folder: Folder, results: Sequence[ShardResult]) -> Manifest:
-        """Write errors.csv, then dataset.json (last: its presence means the dataset is complete)."""
+        """Write errors.csv, the TFDS metadata, then dataset.json (last: its presence means the dataset is
+        complete)."""
         order = {name: i for i, name in enumerate(splits.WRITTEN_SPLITS)}
         results = sorted(results, key=lambda r: (order[r.spec.split], r.spec.index))
         failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
         folder.write_text(ERRORS_NAME, errors_csv(failures))
         manifest = build_manifest(self, results)
+        tfds = tfds_metadata(folder.path, manifest.features, manifest.splits, compression=manifest.compression,
+                             label=manifest.label, image=manifest.image)
+        for name, text in tfds.files.items():
+            folder.write_text(name, text)
+        manifest = replace(manifest, tfds=tfds.summary())
         folder.write_text(MANIFEST_NAME, manifest.to_json())
         return manifest
 
@@ -82,7 +90,8 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
     schema = table.schema
     shards: dict[str, list[ShardInfo]] = {}
     for r in results:
-        shards.setdefault(r.spec.split, []).append(ShardInfo(r.spec.filename, r.records, r.bytes, r.crc32c))
+        shards.setdefault(r.spec.split, []).append(
+            ShardInfo(r.spec.filename, r.records, r.bytes, r.crc32c, r.spec.index_filename))
     stats = ImageStats()
     for r in results:
         stats = stats.merge(r.images)
@@ -105,6 +114,7 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
         splits=shards,
         rows=_row_counts(finish.rows_in, results),
         compression=finish.options.compression,
+        tf_compression_type=TF_COMPRESSION_TYPES[finish.options.compression],
         label=label,
         image=image,
         runner=finish.runner,

@@ -53,6 +53,8 @@ class Journal:
                 logger.warning("%s: rewriting %s: its record is unreadable (%s)", self.folder.url, spec.filename, e)
                 continue
             problem = _check_file(self.folder, spec.filename, result.bytes, result.crc32c)
+            index_problem = _check_file(self.folder, spec.index_filename, result.index_bytes, result.index_crc32c)
+            problem = problem or (index_problem and f"its index {spec.index_filename}: {index_problem}")
             if problem:
                 logger.warning("%s: rewriting %s: %s", self.folder.url, spec.filename, problem)
                 continue
@@ -97,6 +99,7 @@ def _to_json(result: ShardResult) -> dict[str, Any]:
         "images": {"channels": sorted(images.channels), "formats": sorted(images.formats),
                    "shapes": sorted(images.shapes), "orientations": sorted(images.orientations)},
         "fingerprints": result.fingerprints.tolist(), "fingerprint_rows": result.fingerprint_rows.tolist(),
+        "index_bytes": result.index_bytes, "index_crc32c": result.index_crc32c,
     }
 
 
@@ -108,7 +111,8 @@ def _from_json(spec: ShardSpec, data: dict[str, Any]) -> ShardResult:
                        frozenset(tuple(s) for s in images["shapes"]), frozenset(images["orientations"]))
     failures = tuple(RowFailure(int(r), str(s), u, str(e), str(m)) for r, s, u, e, m in data["failures"])
     return ShardResult(spec, int(data["records"]), int(data["bytes"]), str(data["crc32c"]), failures, stats,
-                       array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]))
+                       array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]),
+                       int(data["index_bytes"]), str(data["index_crc32c"]))
 
 
 def _check_file(folder: Folder, name: str, size: int, crc32c: str) -> str | None:

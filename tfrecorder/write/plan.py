@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tfrecorder.dataset.records import SUFFIXES
+from tfrecorder.dataset.records import INDEX_SUFFIX, SUFFIXES
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.splits import WRITTEN_SPLITS
 
@@ -24,6 +24,11 @@ class ShardSpec:
     count: int
     filename: str
     rows: tuple[int, ...]
+
+    @property
+    def index_filename(self) -> str:
+        """``train-00000-of-00002.tfindex``: the shard's record index, beside it."""
+        return shard_filename(self.split, self.index, self.count, None).removesuffix(SUFFIXES[None]) + INDEX_SUFFIX
 
 
 def shard_filename(split: str, index: int, count: int, compression: str | None) -> str:

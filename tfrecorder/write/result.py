@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,16 +22,23 @@ class SplitResult:
     bytes: int
 
 
-@dataclass(frozen=True)
-class ConvertResult:
+# The keys of the dict TFRecorder 2.0's to_tfr returned.
+TFRECORDER2_KEYS = ("tfrecord_dir", "job_id", "metrics")
+
+
+@dataclass(frozen=True, eq=False)
+class ConvertResult(Mapping[str, Any]):
     """What ``to_tfr``/``convert`` did.
 
-    ``result["tfrecord_dir"]``, ``result["job_id"]`` and ``result["metrics"]`` work as in TFRecorder 2.0.
+    It is also the read-only dict TFRecorder 2.0 returned, over its keys ``tfrecord_dir``, ``job_id`` and
+    ``metrics``: ``result["metrics"]``, ``"job_id" in result``, ``result.get(...)``, ``dict(result)`` work.
 
     Example:
         >>> result = tfrecorder.convert(df, str(tmp_path / "r"), progress=False)
         >>> result.splits["TRAIN"].written, result["metrics"]["rows"], result.errors
         (6, 12, 0)
+        >>> sorted(dict(result)), "metrics" in result
+        (['job_id', 'metrics', 'tfrecord_dir'], True)
     """
 
     tfrecord_dir: str
@@ -65,9 +73,15 @@ class ConvertResult:
                 "discarded": totals.discarded, "bytes": self.bytes}
 
     def __getitem__(self, key: str) -> Any:
-        if key in ("tfrecord_dir", "job_id", "job_url", "metrics", "seconds", "splits"):
+        if key in TFRECORDER2_KEYS:  # everything else is an attribute: result.seconds, result.splits, ...
             return getattr(self, key)
         raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(TFRECORDER2_KEYS)
+
+    def __len__(self) -> int:
+        return len(TFRECORDER2_KEYS)
 
     def _rows(self) -> list[tuple[str, int, int, int, int, int, str]]:
         return [(name, s.rows_in, s.written, s.errors, s.discarded, len(s.shards), _size(s.bytes))

@@ -67,6 +67,8 @@ class ShardResult:
     images: ImageStats = ImageStats()
     fingerprints: array = field(default_factory=lambda: array("Q"))  # content key of each written image
     fingerprint_rows: array = field(default_factory=lambda: array("q"))  # ... and its row
+    index_bytes: int = 0  # the .tfindex file beside the shard: its size and CRC-32C
+    index_crc32c: str = ""
 
 
 # A function that maps row positions to images (or the ImageError each raised), in order.
@@ -97,9 +99,9 @@ def write_shard(
     failures: list[RowFailure] = []
     stats = ImageStats()
     fingerprints, fingerprint_rows = array("Q"), array("q")
-    with folder.create(spec.filename) as raw:
-        counted = ChecksumFile(raw)
-        writer = RecordWriter(counted, options.compression)  # type: ignore[arg-type]
+    with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
+        counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
+        writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
         for local, image in enumerate(_images(table, options, image_map)):
             if isinstance(image, ImageError):
                 uri = table.image_uris[local] if table.image_uris is not None else None
@@ -117,7 +119,7 @@ def write_shard(
                 on_row()
         writer.close()
     return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, fingerprints,
-                       fingerprint_rows)
+                       fingerprint_rows, index.bytes, index.crc32c)
 
 
 def _images(table: Table, options: WriteOptions, image_map: ImageMapper):

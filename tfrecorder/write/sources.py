@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
 import posixpath
+from collections.abc import Sequence
 from typing import Any
 
 import fsspec
@@ -45,8 +47,9 @@ def _parent(url: str) -> str:
 def read_csv(url: str) -> pd.DataFrame:
     """Read a CSV with a header, or a headerless AutoML CSV: ``[split,]image_uri[,label[,label...]]``.
 
-    Quoted fields may hold commas and newlines; a UTF-8 BOM and CRLF line ends are fine. A row with
-    more fields than the header, or bytes that are not UTF-8, are errors naming the line.
+    Quoted fields may hold commas and newlines, and be of any length; a UTF-8 BOM and CRLF line ends are
+    fine. A row with more fields than the header, or bytes that are not UTF-8, are errors naming the line.
+    Values keep what they say (see ``typed_columns``): only an empty cell is missing.
     """
     with fsspec.open(url, "rb") as f:
         raw = f.read()
@@ -65,18 +68,66 @@ def read_csv(url: str) -> pd.DataFrame:
                               f"has {len(first)}")
     try:
         df = pd.read_csv(io.StringIO(text), header=None if names else 0, names=names, skipinitialspace=True,
-                         index_col=False)
+                         index_col=False, dtype=str, keep_default_na=False, na_values=[""])
     except (pd.errors.ParserError, ValueError) as e:
         raise TFRecorderError(f"CSV {url!r} cannot be parsed: {e}") from e
-    if names and LABEL_COLUMN in names and names[-1] != LABEL_COLUMN:
-        return _merge_labels(df, names[names.index(LABEL_COLUMN):])
-    return df
+    if names and LABEL_COLUMN in names and names[-1] != LABEL_COLUMN:  # multi-label rows: labels stay text
+        return _merge_labels(typed_columns(df, skip=names[names.index(LABEL_COLUMN):]),
+                             names[names.index(LABEL_COLUMN):])
+    return typed_columns(df)
+
+
+_LEADING_ZERO = r"^[+-]?0\d"  # 007, -01.5: an id or a code, not a number
+_BOOLEANS = {"True": True, "False": False, "true": True, "false": False, "TRUE": True, "FALSE": False}
+
+
+def typed_columns(df: pd.DataFrame, skip: Sequence[str] = ()) -> pd.DataFrame:
+    """Columns of CSV text (empty cells missing) as what their values say, never changing one.
+
+    Integers stay integers, nullable (``Int64``) when some are missing; numbers with a fraction or
+    exponent become float64; True/False become bool (``boolean`` with missing values); anything else -
+    numbers with leading zeros like ``007``, ids beyond int64, ``NA``, ``None``, ``null`` - stays text.
+    """
+    return df.assign(**{str(name): _typed(df[name]) for name in df.columns if name not in skip})
+
+
+def _typed(column: pd.Series) -> pd.Series:
+    given = column.dropna()
+    if given.empty:
+        return column
+    if given.isin(_BOOLEANS.keys()).all():
+        values = column.map(_BOOLEANS)
+        return values.astype("boolean") if len(given) < len(column) else values.astype(bool)
+    try:
+        numbers = pd.to_numeric(given)
+    except (ValueError, TypeError):
+        return column
+    if numbers.dtype.kind not in "if" or given.str.contains(_LEADING_ZERO).any():
+        return column  # beyond int64 (uint64, object), or codes with leading zeros
+    if numbers.dtype.kind == "i":
+        return pd.to_numeric(column).astype("Int64") if len(given) < len(column) else numbers.astype("int64")
+    return pd.to_numeric(column).astype("float64")
 
 
 def _scan(text: str) -> tuple[list[str], int, tuple[int, int] | None]:
     """The first CSV record, the most fields in any record, and (line, fields) of the first record wider
     than the first one; blank lines skipped, quoted newlines kept inside their record."""
-    reader = csv.reader(io.StringIO(text))
+    with _no_field_size_limit():
+        return _scan_records(csv.reader(io.StringIO(text)))
+
+
+@contextlib.contextmanager
+def _no_field_size_limit():
+    """The csv module refuses cells over 131,072 characters (a module-wide setting): lift it while we scan."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(2**31 - 1)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _scan_records(reader: Any) -> tuple[list[str], int, tuple[int, int] | None]:
     first: list[str] = []
     widest, longer, line = 0, None, 1
     for record in reader:

@@ -6,14 +6,13 @@ import hashlib
 from collections.abc import Sequence
 
 from tfrecorder.errors import SchemaError, describe_rows
+from tfrecorder.types import DISCARD, TEST, TRAIN, UNASSIGNED, VALIDATION, SplitKey
 
-TRAIN = "TRAIN"
-VALIDATION = "VALIDATION"
-TEST = "TEST"
-DISCARD = "DISCARD"
-UNASSIGNED = "UNASSIGNED"
+__all__ = ["TRAIN", "VALIDATION", "TEST", "DISCARD", "UNASSIGNED", "WRITTEN_SPLITS", "KNOWN_SPLITS",
+           "DEFAULT_FRACTIONS",
+           "check_fractions", "normalize_splits", "hash_fraction", "assign_split"]
 WRITTEN_SPLITS = (TRAIN, VALIDATION, TEST)
-KNOWN_SPLITS = (*WRITTEN_SPLITS, DISCARD, UNASSIGNED)
+KNOWN_SPLITS = SplitKey.allowed_values
 DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
 
 

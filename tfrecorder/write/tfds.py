@@ -1,0 +1,150 @@
+"""TFDS metadata (pure): dataset_info.json, features.json and label.labels.txt, so that
+``tfds.builder_from_directory(output_dir)`` and ``tfds.load`` read the shards as they are.
+
+Plain JSON and text in the layout TFDS writes (its ``DatasetInfo`` and ``FeaturesDict`` as JSON): no
+TFDS import. TFDS reads uncompressed shards only, needs every listed feature in every record, and
+decodes images with ``tf.image.decode_image``; what it cannot read is left out of features.json and
+named in dataset.json's ``tfds.left_out`` with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfrecorder.dataset.features import IMAGE, LABEL
+from tfrecorder.dataset.manifest import FeatureInfo, ShardInfo
+
+DATASET_INFO_NAME = "dataset_info.json"
+FEATURES_NAME = "features.json"
+FILE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # our shard names: train-00000-of-00002.tfrecord
+DEFAULT_NAME = "dataset"
+DEFAULT_VERSION = "1.0.0"
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_CLASS = "tensorflow_datasets.core.features."
+_TFDS_IMAGE_FORMATS = {"jpeg", "png", "bmp"}  # decode_image gives GIF and WebP as 4-D animations
+
+
+def labels_file(feature: str) -> str:
+    """The file TFDS keeps a ClassLabel's names in: ``label.labels.txt``."""
+    return f"{feature}.labels.txt"
+
+
+@dataclass(frozen=True)
+class TfdsMetadata:
+    """What tfrecorder writes for TFDS in one dataset folder, or why it writes nothing."""
+
+    name: str | None = None
+    version: str | None = None
+    files: dict[str, str] = field(default_factory=dict)  # file name -> text
+    left_out: dict[str, str] = field(default_factory=dict)  # feature -> why TFDS cannot read it
+    not_written: str | None = None  # why there is no TFDS metadata at all
+
+    def summary(self) -> dict[str, Any]:
+        """dataset.json's ``tfds`` entry."""
+        if self.not_written:
+            return {"written": False, "why": self.not_written}
+        return {"written": True, "name": self.name, "version": self.version, "files": sorted(self.files),
+                "left_out": dict(self.left_out)}
+
+
+def name_and_version(folder_path: str) -> tuple[str, str]:
+    """TFDS's ``<data_dir>/<name>/<version>/`` read off the output folder: ``data/pets/1.0.0`` gives
+    ("pets", "1.0.0"). Any other folder gives ("dataset", "1.0.0"), so that the same conversion writes the
+    same bytes into whichever folder (tfds.builder_from_directory reads it all the same)."""
+    parts = [p for p in folder_path.replace("\\", "/").split("/") if p]
+    if len(parts) < 2 or not _VERSION.match(parts[-1]):
+        return DEFAULT_NAME, DEFAULT_VERSION
+    name = re.sub(r"[^a-z0-9_]+", "_", parts[-2].lower()).strip("_") or DEFAULT_NAME
+    return (f"d_{name}" if name[0].isdigit() else name), parts[-1]
+
+
+def tfds_metadata(
+    folder_path: str,
+    features: Sequence[FeatureInfo],
+    shards: Mapping[str, Sequence[ShardInfo]],
+    *,
+    compression: str | None,
+    label: Mapping[str, Any] | None,
+    image: Mapping[str, Any] | None,
+) -> TfdsMetadata:
+    """The TFDS files for a dataset with these features and shards (None-compressed only)."""
+    if compression is not None:
+        return TfdsMetadata(not_written=f"TFDS reads uncompressed TFRecord files only (these are {compression})")
+    name, version = name_and_version(folder_path)
+    connectors: dict[str, dict[str, Any]] = {}
+    left_out: dict[str, str] = {}
+    for feature in features:
+        connector, why = _connector(feature, label, image)
+        if connector is None:
+            left_out[feature.name] = why
+        else:
+            connectors[feature.name] = connector
+    files = {
+        FEATURES_NAME: _json({"pythonClassName": _CLASS + "features_dict.FeaturesDict",
+                              "featuresDict": {"features": connectors}}),
+        DATASET_INFO_NAME: _json(_dataset_info(name, version, shards, connectors)),
+    }
+    vocabulary = (label or {}).get("vocabulary")
+    if vocabulary is not None and LABEL.name in connectors:
+        files[labels_file(LABEL.name)] = "".join(f"{v}\n" for v in vocabulary)
+    return TfdsMetadata(name, version, files, left_out)
+
+
+def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None,
+               image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
+    if feature.nullable:
+        return None, "some records lack it (missing values), and TFDS needs every feature in every record"
+    if feature.name == IMAGE.name:
+        return _image_connector(image or {})
+    if feature.name == LABEL.name and (label or {}).get("vocabulary") is not None:
+        classes = {"pythonClassName": _CLASS + "class_label_feature.ClassLabel",
+                   "classLabel": {"numClasses": str(len(label["vocabulary"]))}}
+        return (_sequence(classes) if feature.shape == [None] else classes), ""
+    if feature.dtype == "string" and feature.source != "bytes":
+        scalar = {"pythonClassName": _CLASS + "text_feature.Text", "text": {}}
+    else:
+        scalar = {"pythonClassName": _CLASS + "scalar.Scalar",
+                  "tensor": {"shape": {}, "dtype": feature.dtype, "encoding": "none"}}
+    return (_sequence(scalar) if feature.shape == [None] else scalar), ""
+
+
+def _image_connector(image: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    if image.get("format") == "raw":
+        return None, "raw pixels: TFDS's Image decodes encoded files only (convert with image_format='png')"
+    odd = sorted(set(image.get("formats") or []) - _TFDS_IMAGE_FORMATS)
+    if odd:
+        return None, (f"{', '.join(odd)} images: TFDS decodes them as 4-D animations "
+                      f"(convert with image_format='png')")
+    channels = image.get("channels") or [3]
+    depth = channels[0] if len(channels) == 1 and channels[0] != 2 else 3
+    return {"pythonClassName": _CLASS + "image_feature.Image",
+            "image": {"shape": {"dimensions": ["-1", "-1", str(depth)]}, "dtype": "uint8"}}, ""
+
+
+def _sequence(inner: dict[str, Any]) -> dict[str, Any]:
+    return {"pythonClassName": _CLASS + "sequence_feature.Sequence",
+            "sequence": {"feature": inner, "length": "-1"}}
+
+
+def _dataset_info(name: str, version: str, shards: Mapping[str, Sequence[ShardInfo]],
+                  connectors: Mapping[str, Any]) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "name": name,
+        "version": version,
+        "fileFormat": "tfrecord",
+        "description": "Written by tfrecorder; dataset.json beside this file describes every feature.",
+        "splits": [{"name": split.lower(), "filepathTemplate": FILE_TEMPLATE,
+                    "shardLengths": [str(s.records) for s in infos], "numBytes": str(sum(s.bytes for s in infos))}
+                   for split, infos in shards.items()],
+    }
+    if IMAGE.name in connectors and LABEL.name in connectors:
+        info["supervisedKeys"] = {"tuple": {"items": [{"featureKey": IMAGE.name}, {"featureKey": LABEL.name}]}}
+    return info
+
+
+def _json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2) + "\n"
