@@ -110,3 +110,17 @@ def test_convert_flags_have_the_library_defaults_and_choices():
         assert action.default == defaults[dest], dest
     assert flags["runner"].choices is not None and "DataflowRunner" in flags["runner"].choices
     assert set(flags["image_format"].choices) >= {"keep", "jpeg", "png", "raw"}
+
+
+def test_commands_print_no_tensorflow_start_up_lines(csv_file, tmp_path):
+    """Without TF_CPP_MIN_LOG_LEVEL set, as a new user runs it: stderr has none of TensorFlow's C++ lines."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    out = str(tmp_path / "out")
+    for args in (["convert", str(csv_file), out, "--no-progress"], ["info", out], ["verify", out],
+                 ["inspect", out, "--output-dir", str(tmp_path / "look")]):
+        proc = subprocess.run([sys.executable, "-m", "tfrecorder", *args], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert proc.returncode == 0 and proc.stderr == "", (args, proc.stderr)
+    proc = subprocess.run([sys.executable, "-m", "tfrecorder", "info", str(tmp_path / "nowhere")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1 and proc.stderr.startswith("tfrecorder: error: ")  # our own lines still show
