@@ -58,13 +58,16 @@ def use_emulator(address: str) -> None:
 
 @contextmanager
 def http_server(root):
-    """Serve files under ``root`` on 127.0.0.1; ``/status/404/...`` answers 404 (403 likewise), and
-    ``/flaky/<n>/<file>`` answers 503 to its first n requests, then serves the file. Yields (base URL, hits)."""
+    """Serve files under ``root`` on 127.0.0.1; ``/status/404/...`` answers 404 (403 likewise),
+    ``/flaky/<n>/<file>`` answers 503 to its first n requests, then serves the file, ``/endless/...`` sends a
+    body without end (until the client hangs up, 4 GiB at most) and ``/silent/...`` never answers (until the
+    server stops, 60 s at most). Yields (base URL, hits)."""
     import http.server
     import threading
     from pathlib import Path
 
     hits: dict[str, int] = {}
+    stopping = threading.Event()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -72,6 +75,11 @@ def http_server(root):
             parts = self.path.split("?")[0].lstrip("/").split("/")
             if parts[0] == "status":
                 return self._send(int(parts[1]), b"")
+            if parts[0] == "silent":
+                stopping.wait(60)
+                return None
+            if parts[0] == "endless":
+                return self._endless()
             if parts[0] == "flaky":
                 if hits[self.path] <= int(parts[1]):
                     return self._send(503, b"busy")
@@ -85,6 +93,18 @@ def http_server(root):
             self.end_headers()
             self.wfile.write(body)
 
+        def _endless(self):
+            self.send_response(200)
+            self.end_headers()  # no Content-Length: the body ends when the connection does
+            chunk = b"\xff" * (1 << 20)
+            try:
+                for _ in range(4096):
+                    if stopping.is_set():
+                        return
+                    self.wfile.write(chunk)
+            except OSError:  # the client hung up: what the test wants
+                return
+
         def log_message(self, *args):  # keep test output clean
             pass
 
@@ -94,5 +114,6 @@ def http_server(root):
     try:
         yield f"http://127.0.0.1:{server.server_port}", hits
     finally:
+        stopping.set()
         server.shutdown()
         server.server_close()

@@ -11,7 +11,7 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tests.servers import http_server
-from tfrecorder.dataset.storage import DEFAULT_RETRY, ImageError, Retry, fetch
+from tfrecorder.dataset.fetch import DEFAULT_RETRY, FetchLimits, ImageError, Retry, fetch
 
 
 def test_http_images_with_missing_forbidden_and_flaky_urls(tmp_path):
@@ -36,7 +36,7 @@ def test_http_images_with_missing_forbidden_and_flaky_urls(tmp_path):
 def test_server_errors_that_persist_are_row_errors(tmp_path):
     with http_server(tmp_path) as (base, hits):
         with pytest.raises(ImageError) as caught:
-            fetch(f"{base}/status/500/z.jpg", Retry(attempts=4, backoff_seconds=0.0))  # no real waiting
+            fetch(f"{base}/status/500/z.jpg", FetchLimits(retry=Retry(attempts=4, backoff_seconds=0.0)))
     assert hits["/status/500/z.jpg"] == 4  # retried, then reported
     assert caught.value.error == "fetch_error"
     assert "HTTP 500" in caught.value.message and "after 4 tries" in caught.value.message

@@ -25,14 +25,14 @@ import os, sys, threading
 import tfrecorder, tfrecorder.write.shard as shard
 csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 real, loads = shard.load_image, []
-def load_image(location, settings):
+def load_image(location, settings, limits):
     done = os.path.join(out, ".tfrecorder", "done")
     if os.path.isdir(done) and len([n for n in os.listdir(done) if n.endswith(".json")]) >= done_before_block:
         loads.append(location)
         if len(loads) == 3:
             print("BLOCKED", flush=True)
             threading.Event().wait()
-    return real(location, settings)
+    return real(location, settings, limits)
 shard.load_image = load_image
 tfrecorder.convert(csv, out, runner=runner, num_shards=4, progress=False)
 print("FINISHED", flush=True)

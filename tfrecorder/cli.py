@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.dataset.records import COMPRESSIONS
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TRAIN
@@ -54,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="with --image-size: stretch, pad (letterbox) or crop (centre)")
     convert.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_PIXELS,
                          help="larger images are row errors (decompression-bomb guard)")
+    convert.add_argument("--max-image-bytes", type=int, default=DEFAULT_MAX_IMAGE_BYTES,
+                         help="larger image files are row errors, found without reading them whole")
+    convert.add_argument("--image-timeout", type=float, default=DEFAULT_IMAGE_TIMEOUT,
+                         help="seconds a remote image server may stay silent before a try fails")
     convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES)
     convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR)
     convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
@@ -143,6 +148,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
         args.source, args.output_dir, runner=args.runner, num_shards=args.num_shards, compression=args.compression,
         image_format=args.image_format, image_size=_image_size(args.image_size), jpeg_quality=args.jpeg_quality,
         resize_mode=args.resize_mode, max_image_pixels=args.max_image_pixels,
+        max_image_bytes=args.max_image_bytes, image_timeout=args.image_timeout,
         validate_images=args.validate_images, on_error=args.on_error, overwrite=args.overwrite,
         progress=False if args.no_progress else None, num_workers=args.num_workers,
         project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,

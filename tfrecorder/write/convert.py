@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits, size_of
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import check_compression
 from tfrecorder.dataset.storage import Folder
@@ -61,6 +62,8 @@ def convert(
     resize_mode: str = DEFAULT_RESIZE_MODE,
     max_image_pixels: int = DEFAULT_MAX_PIXELS,
     num_workers: int | None = None,
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+    image_timeout: float = DEFAULT_IMAGE_TIMEOUT,
     project: str | None = None,
     region: str | None = None,
     dataflow_options: Mapping[str, Any] | None = None,
@@ -85,6 +88,10 @@ def convert(
         jpeg_quality: with ``image_format="jpeg"``.
         max_image_pixels: larger images are row errors (``too_large``), a guard against decompression bombs;
             at most Pillow's own limit of 178,956,970 pixels.
+        max_image_bytes: larger image files are row errors (``too_large``), found before they are read
+            where the size is known, and as soon as the limit is passed while streaming where it is not.
+        image_timeout: seconds a remote image server may take to connect, and to send each part of an
+            answer, before the try fails (retried 4 times, then a ``fetch_error`` row).
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
@@ -113,7 +120,8 @@ def convert(
     check_choice("runner", runner, RUNNERS)
     settings = ImageSettings(image_format, _check_size(image_size), validate_images, jpeg_quality,
                              int(max_image_pixels), resize_mode)
-    options = WriteOptions(settings, check_compression(compression), on_error)
+    options = WriteOptions(settings, check_compression(compression), on_error,
+                           FetchLimits(int(max_image_bytes), float(image_timeout)))
     beam_options = BeamOptions(project, region, dict(dataflow_options or {}), job_label, tfrecorder_wheel, wait)
     beam_options.check(runner, str(output_dir))
 
@@ -123,7 +131,7 @@ def convert(
     # With num_shards given, sizes only check the shard cap: skip the file-size requests when shards are small.
     estimate = not num_shards or table.image_locations is None or table.num_rows / num_shards > 1000
     plan = plan_shards(table.splits, num_shards=num_shards, compression=options.compression,
-                       bytes_per_row=_bytes_per_row(table) if estimate else None)
+                       bytes_per_row=_bytes_per_row(table, options.fetch) if estimate else None)
     finish = Finish.of(table, options, runner)
     run = start_run(folder, input_fingerprint(table, plan, options), plan, overwrite=overwrite, runner=runner)
     try:
@@ -184,7 +192,7 @@ def _check_size(size: Any) -> tuple[int, int] | None:
     return height, width
 
 
-def _bytes_per_row(table: Table, sample: int = 32) -> dict[str, float]:
+def _bytes_per_row(table: Table, limits: FetchLimits, sample: int = 32) -> dict[str, float]:
     """Average stored bytes per row of each split, from a few rows (file sizes, or encoded tabular rows)."""
     estimate: dict[str, float] = {}
     for split in splits.WRITTEN_SPLITS:
@@ -193,7 +201,7 @@ def _bytes_per_row(table: Table, sample: int = 32) -> dict[str, float]:
         if not picked:
             continue
         if table.image_locations is not None:
-            estimate[split] = _average_file_size([table.image_locations[i] for i in picked])
+            estimate[split] = _average_file_size([table.image_locations[i] for i in picked], limits)
         else:
             from tfrecorder.write.encode import ExampleEncoder
 
@@ -202,16 +210,8 @@ def _bytes_per_row(table: Table, sample: int = 32) -> dict[str, float]:
     return estimate
 
 
-def _average_file_size(locations: list[str | None]) -> float:
-    import fsspec
-
-    sizes = []
-    for location in locations:
-        try:
-            fs, path = fsspec.core.url_to_fs(location)
-            sizes.append(fs.size(path))
-        except (OSError, ValueError, TypeError):
-            continue
+def _average_file_size(locations: list[str | None], limits: FetchLimits) -> float:
+    sizes = [size for size in (size_of(location, limits) for location in locations) if size is not None]
     return sum(sizes) / len(sizes) if sizes else _DEFAULT_IMAGE_BYTES
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import struct
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +15,7 @@ import simplejpeg
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE
-from tfrecorder.dataset.storage import ImageError, fetch
+from tfrecorder.dataset.fetch import FetchLimits, ImageError, fetch
 from tfrecorder.write.options import ImageSettings
 
 logger = logging.getLogger(__name__)
@@ -65,9 +68,9 @@ def exif_orientation(img: Image.Image) -> int:
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
-def load_image(location: str | None, settings: ImageSettings) -> StoredImage:
-    """Fetch, check and (if settings ask) re-encode one image."""
-    return prepare_image(fetch(location), settings)
+def load_image(location: str | None, settings: ImageSettings, limits: FetchLimits = FetchLimits()) -> StoredImage:
+    """Fetch (within ``limits``), check and (if settings ask) re-encode one image."""
+    return prepare_image(fetch(location, limits), settings)
 
 
 def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
@@ -92,9 +95,48 @@ def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
         keep_channels = 4 if "transparency" in img.info else 3
     if settings.format == "keep" and settings.size is None and keep_channels is not None:
         if settings.validate == "full":
-            _decode_check(img)
+            with DECODE_MEMORY.hold(_pixel_bytes(img, scale=8 if img.format == "JPEG" else 1)):
+                _decode_check(img)
         return _oriented(data, height, width, keep_channels, img.format.lower(), exif_orientation(img))
-    return _reencode(img, settings)
+    with DECODE_MEMORY.hold(2 * _pixel_bytes(img)):  # the decoded pixels and a converted copy
+        return _reencode(img, settings)
+
+
+class MemoryBudget:
+    """Bytes of decoded pixels that all threads of this process may hold at once.
+
+    A decode waits until its bytes fit beside the others'; one image larger than the whole budget
+    still decodes, alone. Bounds what a pool of workers costs when several huge images come together.
+    """
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, nbytes: int) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: self.used == 0 or self.used + nbytes <= self.limit)
+            self.used += nbytes
+            self.peak = max(self.peak, self.used)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.used -= nbytes
+                self._changed.notify_all()
+
+
+DECODE_MEMORY = MemoryBudget(1024**3)
+_BYTES_PER_BAND = {"I": 4, "F": 4, "I;16": 2, "I;16B": 2, "I;16L": 2}
+
+
+def _pixel_bytes(img: Image.Image, scale: int = 1) -> int:
+    """What decoding ``img`` (at 1/scale in each direction) holds in memory."""
+    bands = len(img.getbands()) * _BYTES_PER_BAND.get(img.mode, 1)
+    return max(1, img.width // scale) * max(1, img.height // scale) * bands
 
 
 _JPEG_CHANNELS = {"Gray": 1, "YCbCr": 3, "RGB": 3}

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.fetch import FetchLimits
 from tfrecorder.errors import TFRecorderError
 
 LOCAL = "local"
@@ -49,6 +50,7 @@ class WriteOptions:
     images: ImageSettings
     compression: str | None
     on_error: str
+    fetch: FetchLimits = field(default_factory=FetchLimits)  # max_image_bytes, image_timeout
 
     def __post_init__(self) -> None:
         check_choice("on_error", self.on_error, ON_ERROR)

@@ -55,7 +55,9 @@ def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOpt
 
     add("version", __version__)
     add("schema", [(name, t.__name__) for name, t in table.schema.items()])
-    add("options", (dataclasses.astuple(options.images), options.compression, options.on_error))
+    # the fetch timeout and retries change no byte written: a re-run may use others
+    add("options", (dataclasses.astuple(options.images), options.compression, options.on_error,
+                    options.fetch.max_bytes))
     add("plan", [(s.filename, s.rows) for s in plan])
     add("splits", table.splits)
     add("image_uris", table.image_uris)

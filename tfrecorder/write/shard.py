@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 import google_crc32c
 
+from tfrecorder.dataset.fetch import ImageError
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
-from tfrecorder.dataset.storage import Folder, ImageError
+from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import RowError
 from tfrecorder.write.encode import ExampleEncoder
 from tfrecorder.write.images import StoredImage, load_image
@@ -129,7 +130,7 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper):
 
     def fetch(row: int) -> StoredImage | ImageError:
         try:
-            return load_image(locations[row], settings)
+            return load_image(locations[row], settings, options.fetch)
         except ImageError as e:
             return e
 

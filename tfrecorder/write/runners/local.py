@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from tfrecorder._notebook import in_notebook
-from tfrecorder.dataset.storage import Folder, is_remote
+from tfrecorder.dataset.fetch import is_remote
+from tfrecorder.dataset.storage import Folder
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec

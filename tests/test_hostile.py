@@ -1,0 +1,90 @@
+"""What hostile and unlucky users found (reliability round 2): each case reproduces the report, then checks
+the fix. Image reads are bounded in bytes and time; dataset.json cannot send readers outside the folder."""
+
+from __future__ import annotations
+
+import csv
+import os
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tests.conftest import write_image
+from tests.servers import http_server
+from tfrecorder.dataset.fetch import FetchLimits, ImageError, Retry, fetch
+from tfrecorder.write.images import MemoryBudget
+
+
+def errors_of(out: Path) -> dict[int, tuple[str, str]]:
+    with open(out / "errors.csv", newline="") as f:
+        return {int(r["row"]): (r["error"], r["message"]) for r in csv.DictReader(f)}
+
+
+def test_files_that_are_not_images_or_are_too_big_are_row_errors_without_being_read(tmp_path):
+    good = write_image(tmp_path / "good.jpg")
+    fifo = tmp_path / "pipe.jpg"
+    os.mkfifo(fifo)  # reading it would wait forever for a writer
+    sparse = tmp_path / "huge.jpg"
+    with open(sparse, "wb") as f:
+        f.truncate(3 * 1024**3)  # 3 GiB on paper, no blocks on disk: it must not be read
+    uris = [str(good), "/dev/zero", str(fifo), str(sparse)]
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": uris, "label": 1})
+    out = tmp_path / "out"
+    result = tfrecorder.convert(df, str(out), progress=False, num_shards=1)
+    assert result.splits["TRAIN"].written == 1 and result.errors == 3
+    errors = errors_of(out)
+    assert errors[1] == ("not_a_file", "not a regular file (a character device): /dev/zero")
+    assert errors[2] == ("not_a_file", f"not a regular file (a FIFO): {fifo}")
+    assert errors[3] == ("too_large", f"3221225472 bytes is over max_image_bytes=268435456: {sparse}")
+    assert tfrecorder.verify(str(out)).ok
+
+
+def test_max_image_bytes_is_a_row_error_naming_the_uri(tmp_path):
+    small, big = write_image(tmp_path / "s.png", "PNG", size=(8, 8)), write_image(tmp_path / "b.png", "PNG",
+                                                                                size=(200, 200))
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(small), str(big)], "label": 1})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False, max_image_bytes=2000)
+    error, message = errors_of(tmp_path / "out")[1]
+    assert error == "too_large" and message.endswith(f"bytes is over max_image_bytes=2000: {big}")
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"max_image_bytes=2147483648: give a size from 1 to"):
+        tfrecorder.convert(df, str(tmp_path / "o2"), max_image_bytes=2**31)
+
+
+def test_an_endless_http_body_stops_at_max_image_bytes(tmp_path):
+    with http_server(tmp_path) as (base, _):
+        df = pd.DataFrame({"split": "TRAIN", "image_uri": [f"{base}/endless/x.jpg"], "label": 1})
+        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, max_image_bytes=4 * 1024**2)
+    assert result.errors == 1
+    assert errors_of(tmp_path / "out")[0] == (
+        "too_large", f"more than 4194304 bytes is over max_image_bytes=4194304: {base}/endless/x.jpg")
+
+
+def test_a_server_that_never_answers_is_a_fetch_error_after_the_timeout(tmp_path):
+    with http_server(tmp_path) as (base, hits):
+        with pytest.raises(ImageError) as caught:
+            fetch(f"{base}/silent/x.jpg", FetchLimits(timeout=0.3, retry=Retry(attempts=2, backoff_seconds=0.0)))
+    assert hits["/silent/x.jpg"] == 2
+    assert caught.value.error == "fetch_error"
+    assert caught.value.message.startswith(f"no answer within 0.3 s for {base}/silent/x.jpg after 2 tries")
+
+
+def test_decoding_workers_share_one_memory_budget():
+    budget = MemoryBudget(100)
+    gate = threading.Barrier(8)
+
+    def decode(nbytes: int) -> None:
+        gate.wait()  # all eight ask at once
+        with budget.hold(nbytes):
+            pass
+
+    threads = [threading.Thread(target=decode, args=(80,)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert budget.peak == 80 and budget.used == 0  # one at a time: two would be 160
+    with budget.hold(500):  # larger than the whole budget: it still goes, alone
+        assert budget.used == 500
