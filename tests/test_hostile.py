@@ -88,3 +88,69 @@ def test_decoding_workers_share_one_memory_budget():
     assert budget.peak == 80 and budget.used == 0  # one at a time: two would be 160
     with budget.hold(500):  # larger than the whole budget: it still goes, alone
         assert budget.used == 500
+
+
+def _edit_manifest(out: Path, edit) -> None:
+    import json
+
+    manifest = json.loads((out / "dataset.json").read_text())
+    edit(manifest)
+    (out / "dataset.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("name", ["../other/x.tfrecord", "/etc/passwd", "file:///etc/passwd", "sub/x.tfrecord",
+                                  "..", "C:\\x.tfrecord", "URL"])
+def test_dataset_json_cannot_send_readers_outside_the_folder(tabular_table, tmp_path, name):
+    out = tmp_path / "out"
+    tfrecorder.convert(tabular_table, str(out), progress=False)
+    with http_server(tmp_path) as (base, hits):
+        target = f"{base}/x.tfrecord" if name == "URL" else name
+
+        def point_away(manifest):
+            manifest["splits"]["TRAIN"][0]["file"] = target
+
+        _edit_manifest(out, point_away)
+        readers = (tfrecorder.load_dataset, tfrecorder.read_tfr, tfrecorder.verify, tfrecorder.info,
+                   tfrecorder.label_names)
+        for read in readers:
+            with pytest.raises(tfrecorder.TFRecorderError, match=r"split TRAIN: shard .* is not a plain file name"):
+                read(str(out))
+    assert hits == {}  # nothing was fetched
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda m: m["features"][2].update(dtype="float64"), r"feature 'x' has dtype 'float64'"),
+    (lambda m: m["features"][2].update(shape=[3]), r"feature 'x' has dtype 'float32' and shape \[3\]"),
+    (lambda m: m["splits"]["TRAIN"][0].update(index="../i.tfindex"), r"index '../i.tfindex' is not a plain file"),
+])
+def test_damaged_dataset_json_is_a_clear_error(tabular_table, tmp_path, edit, message):
+    out = tmp_path / "out"
+    tfrecorder.convert(tabular_table, str(out), progress=False)
+    _edit_manifest(out, edit)
+    with pytest.raises(tfrecorder.TFRecorderError, match=message):
+        tfrecorder.load_dataset(str(out))
+    with pytest.raises(tfrecorder.TFRecorderError, match=message):
+        tfrecorder.verify(str(out))
+
+
+def test_bad_channels_in_dataset_json_are_blamed_on_dataset_json(image_table, tmp_path):
+    out = tmp_path / "out"
+    tfrecorder.convert(image_table, str(out), progress=False)
+    _edit_manifest(out, lambda m: m["image"].update(channels=[7]))
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"image channels \[7\] are not among 1, 2, 3, 4; dataset"):
+        tfrecorder.load_dataset(str(out), split="TRAIN")
+
+
+def test_huge_record_lengths_are_reported_not_allocated(tmp_path):
+    """A length field of 2**40 with a correct CRC: verify reports it, read_tfr refuses it, neither allocates."""
+    from tfrecorder.dataset.records import masked_crc
+
+    out = tmp_path / "out"
+    tfrecorder.convert(pd.DataFrame({"split": ["TRAIN"], "x": [1]}), str(out), progress=False)
+    shard = out / "train-00000-of-00001.tfrecord"
+    length = (2**40).to_bytes(8, "little")
+    shard.write_bytes(length + masked_crc(length).to_bytes(4, "little") + b"\x00" * 16)
+    report = tfrecorder.verify(str(out))
+    assert any("length 1099511627776 is over the 2147483647-byte limit" in str(p) for p in report.problems)
+    with pytest.raises(tfrecorder.TFRecorderError, match="is over the 2147483647-byte limit"):
+        tfrecorder.read_tfr(str(out))

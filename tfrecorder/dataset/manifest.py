@@ -6,10 +6,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tfrecorder.dataset.features import FIELDS
 from tfrecorder.dataset.records import TF_COMPRESSION_TYPES
 from tfrecorder.errors import TFRecorderError
 
 FORMAT_NAME = "tfrecorder-dataset"
+_DTYPES = tuple(kind.value for kind in FIELDS)  # the dtypes a tf.train.Example can hold
 FORMAT_VERSION = 2  # 2: shard index files, tf_compression_type, tfds
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
@@ -116,6 +118,18 @@ class Manifest:
                 )
             data["features"] = [FeatureInfo(**f) for f in data["features"]]
             data["splits"] = {k: [ShardInfo(**s) for s in v] for k, v in data["splits"].items()}
+            for split, shards in data["splits"].items():
+                for shard in shards:
+                    _check_name(where, f"split {split}: shard", shard.file)
+                    if shard.index is not None:
+                        _check_name(where, f"split {split}: index", shard.index)
+            _check_name(where, "errors_file", data.get("errors_file", ERRORS_NAME))
+            for feature in data["features"]:
+                _check_feature(where, feature)
+            channels = (data.get("image") or {}).get("channels") or []
+            if not all(isinstance(c, int) and 1 <= c <= 4 for c in channels):
+                raise TFRecorderError(f"{where}: image channels {channels!r} are not among 1, 2, 3, 4; dataset.json "
+                                      f"is damaged or was edited")
             data["rows"] = {k: RowCounts(**v) for k, v in data["rows"].items()}
             data.setdefault("tf_compression_type", TF_COMPRESSION_TYPES[data.get("compression")])  # version 1
             return cls(**data)
@@ -123,3 +137,22 @@ class Manifest:
             if isinstance(e, TFRecorderError):
                 raise
             raise TFRecorderError(f"{where}: not a valid tfrecorder manifest: {e}") from e
+
+
+def is_plain_name(name: object) -> bool:
+    """A file name inside the folder: no folder part, no URL, not "." or ".." (what dataset.json may name)."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+            and ":" not in name and "\x00" not in name)
+
+
+def _check_name(where: str, what: str, name: object) -> None:
+    if not is_plain_name(name):
+        raise TFRecorderError(f"{where}: {what} {name!r} is not a plain file name inside the dataset folder; "
+                              f"dataset.json is damaged or was edited, so nothing was read")
+
+
+def _check_feature(where: str, feature: FeatureInfo) -> None:
+    if feature.dtype not in _DTYPES or feature.shape not in ([], [None]):
+        raise TFRecorderError(
+            f"{where}: feature {feature.name!r} has dtype {feature.dtype!r} and shape {feature.shape!r}; "
+            f"dataset.json stores {', '.join(_DTYPES)} scalars ([]) or lists ([null]): it is damaged or was edited")
