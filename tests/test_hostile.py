@@ -149,8 +149,65 @@ def test_huge_record_lengths_are_reported_not_allocated(tmp_path):
     tfrecorder.convert(pd.DataFrame({"split": ["TRAIN"], "x": [1]}), str(out), progress=False)
     shard = out / "train-00000-of-00001.tfrecord"
     length = (2**40).to_bytes(8, "little")
-    shard.write_bytes(length + masked_crc(length).to_bytes(4, "little") + b"\x00" * 16)
+    size = shard.stat().st_size  # the size dataset.json lists, so readers get as far as the length field
+    shard.write_bytes((length + masked_crc(length).to_bytes(4, "little")).ljust(size, b"\x00"))
     report = tfrecorder.verify(str(out))
     assert any("length 1099511627776 is over the 2147483647-byte limit" in str(p) for p in report.problems)
     with pytest.raises(tfrecorder.TFRecorderError, match="is over the 2147483647-byte limit"):
         tfrecorder.read_tfr(str(out))
+
+
+def _tabular(n: int, seed: int = 0) -> pd.DataFrame:
+    """``n`` TRAIN rows whose records all have the same size (so shards of equal row counts are equal in bytes)."""
+    return pd.DataFrame({"split": ["TRAIN"] * n, "x": [10**6 + 10 * i + seed for i in range(n)],
+                         "note": [f"row {i:06d} of table {seed}" for i in range(n)]})
+
+
+def test_a_shard_copied_over_another_is_an_error_for_every_reader(tmp_path):
+    out = tmp_path / "out"
+    tfrecorder.convert(_tabular(200), str(out), progress=False, num_shards=2)  # two shards of the same size
+    first, second = out / "train-00000-of-00002.tfrecord", out / "train-00001-of-00002.tfrecord"
+    assert first.stat().st_size == second.stat().st_size
+    second.write_bytes(first.read_bytes())  # 100 duplicated rows, 100 missing: no reader may return that
+    with pytest.raises(Exception, match="train-00001-of-00002.tfrecord is not the shard dataset.json describes: "
+                                        "its first record is not the one dataset.json lists"):
+        list(tfrecorder.load_dataset(str(out), split="TRAIN"))
+    with pytest.raises(tfrecorder.TFRecorderError, match="its first record is not the one dataset.json lists"):
+        tfrecorder.read_tfr(str(out))
+
+
+def test_a_test_shard_copied_over_a_train_shard_is_refused_by_read_tfr(tmp_path):
+    out = tmp_path / "out"
+    df = pd.DataFrame({"split": ["TRAIN", "TEST"] * 50, "x": range(100)})
+    tfrecorder.convert(df, str(out), progress=False)
+    (out / "train-00000-of-00001.tfrecord").write_bytes((out / "test-00000-of-00001.tfrecord").read_bytes())
+    with pytest.raises(tfrecorder.TFRecorderError, match="train-00000-of-00001.tfrecord .*dataset.json"):
+        tfrecorder.read_tfr(str(out), split="TRAIN")
+
+
+def test_a_reader_gets_an_error_not_a_mixture_when_the_folder_is_overwritten(tmp_path):
+    out = tmp_path / "out"
+    tfrecorder.convert(_tabular(60_000, seed=1), str(out), progress=False, num_shards=3)
+    records = iter(tfrecorder.load_dataset(str(out), split="TRAIN"))
+    assert int(next(records)["x"]) % 10 == 1  # the first shard is open
+    tfrecorder.convert(_tabular(60_000, seed=2), str(out), progress=False, num_shards=3, overwrite=True)
+    with pytest.raises(Exception, match="train-00001-of-00003.tfrecord is not the shard dataset.json describes"):
+        seen = [int(r["x"]) for r in records]
+        assert all(x % 10 == 1 for x in seen)  # if it ever got here, every record would be the old table's
+
+
+def test_overwrite_deletes_only_what_our_dataset_json_lists(tmp_path):
+    folder = tmp_path / "data"
+    write_image(folder / "images" / "a.jpg")
+    pd.DataFrame({"split": ["TRAIN"], "image_uri": ["images/a.jpg"], "label": ["cat"]}).to_csv(
+        folder / "data.csv", index=False)
+    (folder / "other-dataset.tfrecord").write_bytes(b"a user's own records")
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"holds TFRecord files that no dataset.json of tfrecorder "
+                                                        r"lists: other-dataset.tfrecord"):
+        tfrecorder.convert(str(folder / "data.csv"), str(folder), progress=False, overwrite=True)
+    assert (folder / "other-dataset.tfrecord").read_bytes() == b"a user's own records"
+    (folder / "other-dataset.tfrecord").unlink()
+    tfrecorder.convert(str(folder / "data.csv"), str(folder), progress=False, overwrite=True)
+    tfrecorder.convert(str(folder / "data.csv"), str(folder), progress=False, overwrite=True, num_shards=1)
+    assert (folder / "data.csv").exists() and (folder / "images" / "a.jpg").exists()
+    assert tfrecorder.verify(str(folder)).ok

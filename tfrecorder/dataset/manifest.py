@@ -42,6 +42,7 @@ class ShardInfo:
     bytes: int
     crc32c: str
     index: str | None = None  # its .tfindex file (offset length per record), beside it
+    first_crc: int | None = None  # masked CRC of its first record: readers check it when they open the file
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,10 @@ class Manifest:
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Written for readers without tfrecorder; always what ``compression`` says, whatever the file held.
+        object.__setattr__(self, "tf_compression_type", TF_COMPRESSION_TYPES.get(self.compression, ""))
 
     @property
     def vocabulary(self) -> list[str] | None:
@@ -131,7 +136,6 @@ class Manifest:
                 raise TFRecorderError(f"{where}: image channels {channels!r} are not among 1, 2, 3, 4; dataset.json "
                                       f"is damaged or was edited")
             data["rows"] = {k: RowCounts(**v) for k, v in data["rows"].items()}
-            data.setdefault("tf_compression_type", TF_COMPRESSION_TYPES[data.get("compression")])  # version 1
             return cls(**data)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             if isinstance(e, TFRecorderError):

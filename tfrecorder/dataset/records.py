@@ -118,6 +118,7 @@ class RecordWriter:
 
     def __init__(self, raw: BinaryIO, compression: str | None = None, index: BinaryIO | None = None):
         self.records = 0
+        self.first_crc: int | None = None  # the first record's masked CRC: a cheap identity of the shard
         self._offset = 0  # in the uncompressed stream
         self._index = index
         self._index_lines: list[str] = []
@@ -134,7 +135,10 @@ class RecordWriter:
 
     def write(self, record: bytes) -> None:
         length = _LENGTH.pack(len(record))
-        self._pending += (length, _CRC.pack(masked_crc(length)), record, _CRC.pack(masked_crc(record)))
+        crc = masked_crc(record)
+        if self.first_crc is None:
+            self.first_crc = crc
+        self._pending += (length, _CRC.pack(masked_crc(length)), record, _CRC.pack(crc))
         self._pending_bytes += len(record) + 16
         if self._index is not None:
             self._index_lines.append(f"{self._offset} {len(record) + 16}\n")
@@ -156,6 +160,13 @@ class RecordWriter:
         self._flush()
         if self._compressed:
             self._out.close()
+
+
+def first_record_crc(raw: BinaryIO, compression: str | None = None) -> int | None:
+    """The masked CRC of a stream's first record, read without reading the rest; None if it has no record."""
+    for frame in read_frames(raw, compression, check_crc=False):
+        return masked_crc(frame.data)
+    return None
 
 
 @dataclass(frozen=True)

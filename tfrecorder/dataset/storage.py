@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import logging
 import os
 from collections.abc import Iterator
@@ -15,9 +14,6 @@ import fsspec
 logger = logging.getLogger(__name__)
 
 STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see runstate)
-OUTPUT_PATTERNS = ("*.tfrecord", "*.tfrecord.gz", "*.tfrecord.zlib", "*.tfindex", "dataset.json", "errors.csv",
-                   "dataset_info.json", "features.json", "*.labels.txt", ".*.partial")
-
 
 @dataclass(frozen=True)
 class Folder:
@@ -113,13 +109,6 @@ class Folder:
 
     def makedirs(self) -> None:
         self.fs.makedirs(self.path, exist_ok=True)
-
-    def remove_outputs(self) -> list[str]:
-        """Delete what an earlier conversion wrote here (shards, manifest, errors); leave anything else."""
-        removed = [n for n in self.names() if any(fnmatch.fnmatch(n, p) for p in OUTPUT_PATTERNS)]
-        for name in removed:
-            self.fs.rm(self.join(name))
-        return removed
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
+from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest, ShardInfo
+from tfrecorder.dataset.records import first_record_crc
 from tfrecorder.dataset.storage import STATE_DIR, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest
@@ -33,6 +34,32 @@ def check_shards(manifest: Manifest, folder: Folder, splits: list[str]) -> None:
             if problem:
                 raise TFRecorderError(f"{folder.url_of(shard.file)} {problem}: the dataset is damaged; "
                                       f"`tfrecorder verify {folder.url}` checks every shard")
+
+
+def check_shard(folder: Folder, shard: ShardInfo, compression: str | None) -> None:
+    """Refuse a shard file that is not the one dataset.json describes - its size or first record differ.
+
+    Readers call it as they open each shard, not once at the start: a file replaced while a dataset is
+    read (another conversion into the folder, a shard copied over another) is an error, never a mixture.
+    """
+    if not shard.crc32c:
+        return  # another tool's file: nothing recorded to compare with
+    path = folder.join(shard.file)
+    try:
+        size = folder.fs.size(path)
+        problem = None if size == shard.bytes else f"it has {size} bytes, dataset.json says {shard.bytes}"
+        if problem is None and shard.first_crc is not None:
+            with folder.fs.open(path, "rb") as f:
+                if first_record_crc(f, compression) != shard.first_crc:
+                    problem = "its first record is not the one dataset.json lists"
+    except FileNotFoundError:
+        problem = "it is missing"
+    except TFRecorderError as e:
+        problem = f"it is damaged ({e})"
+    if problem:
+        raise TFRecorderError(f"{folder.url_of(shard.file)} is not the shard dataset.json describes: {problem}. "
+                              f"It was replaced or damaged (another conversion into this folder?); read the "
+                              f"dataset again, and `tfrecorder verify {folder.url}` checks every shard")
 
 
 def read_manifest(tfrecord_dir: str) -> Manifest:

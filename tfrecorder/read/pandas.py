@@ -14,7 +14,7 @@ from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_records
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.open import open_dataset
+from tfrecorder.read.open import check_shard, check_shards, open_dataset
 
 _NULLABLE_DTYPES = {"int": "Int64", "bool": "boolean", "float": "float32", "str": "str", "bytes": object}
 _DTYPES = {"int": "int64", "bool": "bool", "float": "float32", "str": "str", "bytes": object}
@@ -36,6 +36,7 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     """
     manifest, folder = open_dataset(tfrecord_dir)
     names = [manifest.split_name(split)] if split is not None else list(manifest.splits)
+    check_shards(manifest, folder, names)
     features = manifest.features
     records = [r for name in names for r in _records(folder, manifest, name)]
     data = {_column_name(f): _values(records, f) for f in features}
@@ -59,6 +60,7 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
 def _records(folder: Folder, manifest: Manifest, split: str) -> list[Any]:
     out = []
     for shard in manifest.splits[split]:
+        check_shard(folder, shard, manifest.compression)  # as it is opened: a replaced file is an error
         with fsspec.open(folder.url_of(shard.file), "rb") as f:
             try:
                 out.extend(parse_example(r, shard.file, i) for i, r in enumerate(read_records(f, manifest.compression)))

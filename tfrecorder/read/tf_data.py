@@ -13,7 +13,7 @@ from tfrecorder.dataset.features import DECODE_FEATURES, DEFAULT_RESIZE_MODE, IM
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.open import check_shards, open_dataset
+from tfrecorder.read.open import check_shard, check_shards, open_dataset
 from tfrecorder.read.tf_image import image_decoder
 
 logger = logging.getLogger(__name__)
@@ -219,16 +219,29 @@ def _worker_part(shards: list, num_shards: int, index: int) -> tuple[list, int, 
 
 
 def _records(manifest: Manifest, folder: Folder, shards: list, options: ReadOptions) -> tf.data.Dataset:
-    files = [folder.url_of(s.file) for s in shards]
-    compression = (manifest.compression or "").upper()
-    if not options.shuffle or len(files) == 1:
-        return tf.data.TFRecordDataset(files, compression_type=compression)
-    file_ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=options.seed,
-                                                                reshuffle_each_iteration=True)
-    return file_ds.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
-        cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE, deterministic=options.deterministic,
-    )
+    """The split's serialized records; each shard is checked against dataset.json as it is opened."""
+    files = tf.constant([folder.url_of(s.file) for s in shards])
+    compression = manifest.tf_compression_type
+
+    def problem(position: tf.Tensor) -> str:
+        try:
+            check_shard(folder, shards[int(position)], manifest.compression)
+        except TFRecorderError as e:
+            return str(e)
+        return ""
+
+    def open_shard(position: tf.Tensor) -> tf.data.Dataset:
+        message = tf.py_function(problem, [position], tf.string)
+        with tf.control_dependencies([tf.debugging.Assert(tf.equal(message, ""), [message])]):
+            file = tf.gather(files, position)
+        return tf.data.TFRecordDataset(file, compression_type=compression)
+
+    positions = tf.data.Dataset.range(len(shards))
+    if not options.shuffle or len(shards) == 1:
+        return positions.interleave(open_shard, cycle_length=1)  # one shard after another, in order
+    positions = positions.shuffle(len(shards), seed=options.seed, reshuffle_each_iteration=True)
+    return positions.interleave(open_shard, cycle_length=min(len(shards), 8), num_parallel_calls=AUTOTUNE,
+                                deterministic=options.deterministic)
 
 
 def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any) -> None:

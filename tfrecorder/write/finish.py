@@ -21,7 +21,6 @@ from tfrecorder.dataset.manifest import (
     RowCounts,
     ShardInfo,
 )
-from tfrecorder.dataset.records import TF_COMPRESSION_TYPES
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
@@ -91,7 +90,7 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
     shards: dict[str, list[ShardInfo]] = {}
     for r in results:
         shards.setdefault(r.spec.split, []).append(
-            ShardInfo(r.spec.filename, r.records, r.bytes, r.crc32c, r.spec.index_filename))
+            ShardInfo(r.spec.filename, r.records, r.bytes, r.crc32c, r.spec.index_filename, r.first_crc))
     stats = ImageStats()
     for r in results:
         stats = stats.merge(r.images)
@@ -114,7 +113,6 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
         splits=shards,
         rows=_row_counts(finish.rows_in, results),
         compression=finish.options.compression,
-        tf_compression_type=TF_COMPRESSION_TYPES[finish.options.compression],
         label=label,
         image=image,
         runner=finish.runner,

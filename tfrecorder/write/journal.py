@@ -99,7 +99,7 @@ def _to_json(result: ShardResult) -> dict[str, Any]:
         "images": {"channels": sorted(images.channels), "formats": sorted(images.formats),
                    "shapes": sorted(images.shapes), "orientations": sorted(images.orientations)},
         "fingerprints": result.fingerprints.tolist(), "fingerprint_rows": result.fingerprint_rows.tolist(),
-        "index_bytes": result.index_bytes, "index_crc32c": result.index_crc32c,
+        "index_bytes": result.index_bytes, "index_crc32c": result.index_crc32c, "first_crc": result.first_crc,
     }
 
 
@@ -112,7 +112,7 @@ def _from_json(spec: ShardSpec, data: dict[str, Any]) -> ShardResult:
     failures = tuple(RowFailure(int(r), str(s), u, str(e), str(m)) for r, s, u, e, m in data["failures"])
     return ShardResult(spec, int(data["records"]), int(data["bytes"]), str(data["crc32c"]), failures, stats,
                        array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]),
-                       int(data["index_bytes"]), str(data["index_crc32c"]))
+                       int(data["index_bytes"]), str(data["index_crc32c"]), data["first_crc"])
 
 
 def _check_file(folder: Folder, name: str, size: int, crc32c: str) -> str | None:

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import logging
 import marshal
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from tfrecorder._version import __version__
-from tfrecorder.dataset.manifest import MANIFEST_NAME
+from tfrecorder.dataset.features import LABEL
+from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
+from tfrecorder.dataset.records import INDEX_SUFFIX
 from tfrecorder.dataset.storage import STATE_DIR, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.journal import Journal
@@ -27,6 +30,7 @@ from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.shard import ShardResult
 from tfrecorder.write.table import Table
+from tfrecorder.write.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +95,7 @@ def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec], *, ov
         earlier = journal.read_run()
         resumed: dict[str, ShardResult] = {}
         if overwrite and (names or earlier is not None):
-            removed = folder.remove_outputs()
+            removed = _remove_earlier_output(folder, names, earlier is not None)
             journal.clear()
             logger.info("overwrite: removed %s", removed)
         elif earlier is not None and MANIFEST_NAME not in names:
@@ -117,3 +121,40 @@ def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec], *, ov
     except BaseException:
         lock.release()
         raise
+
+
+# Our shard and index names (plan.SHARD_TEMPLATE), how an unfinished run of ours is recognised without dataset.json.
+_SHARD_NAME = re.compile(r"^(train|validation|test)-\d{5}-of-\d{5}(\.tfrecord(\.gz|\.zlib)?|\.tfindex)$")
+_METADATA_NAMES = (ERRORS_NAME, DATASET_INFO_NAME, FEATURES_NAME, labels_file(LABEL.name))
+
+
+def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: bool) -> list[str]:
+    """For overwrite=True: delete what an earlier conversion of ours wrote here - the files its dataset.json
+    lists, or an unfinished run's shards - and nothing else; refuse if TFRecord files that no dataset.json of
+    ours lists would stay beside the new dataset (a user's own data is never deleted, nor silently mixed in)."""
+    ours = {n for n in names if n.startswith(".") and n.endswith(".partial")}
+    manifest = _earlier_manifest(folder) if MANIFEST_NAME in names else None
+    if manifest is not None:
+        ours |= {MANIFEST_NAME, manifest.errors_file, *(manifest.tfds or {}).get("files", [])}
+        ours |= {name for shards in manifest.splits.values() for s in shards for name in (s.file, s.index) if name}
+    if unfinished_run or (manifest is None and MANIFEST_NAME in names):
+        ours |= {n for n in names if _SHARD_NAME.match(n)} | {MANIFEST_NAME, *_METADATA_NAMES}
+    strangers = [n for n in names if n not in ours and (".tfrecord" in n or n.endswith(INDEX_SUFFIX))]
+    if strangers:
+        raise TFRecorderError(
+            f"output_dir {folder.url!r} holds TFRecord files that no dataset.json of tfrecorder lists: "
+            f"{', '.join(strangers[:5])}{', ...' if len(strangers) > 5 else ''}; overwrite=True deletes only what "
+            f"an earlier conversion wrote. Move those files, or choose another output_dir")
+    removed = sorted(n for n in names if n in ours)
+    for name in removed:
+        folder.remove(name)
+    return removed
+
+
+def _earlier_manifest(folder: Folder) -> Manifest | None:
+    try:
+        return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+    except (OSError, TFRecorderError) as e:
+        logger.warning("%s: the earlier dataset.json is unreadable (%s); only files named like our shards are "
+                       "replaced", folder.url, e)
+        return None

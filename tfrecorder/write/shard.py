@@ -70,6 +70,7 @@ class ShardResult:
     fingerprint_rows: array = field(default_factory=lambda: array("q"))  # ... and its row
     index_bytes: int = 0  # the .tfindex file beside the shard: its size and CRC-32C
     index_crc32c: str = ""
+    first_crc: int | None = None  # masked CRC of the first record (None: no record)
 
 
 # A function that maps row positions to images (or the ImageError each raised), in order.
@@ -120,7 +121,7 @@ def write_shard(
                 on_row()
         writer.close()
     return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, fingerprints,
-                       fingerprint_rows, index.bytes, index.crc32c)
+                       fingerprint_rows, index.bytes, index.crc32c, writer.first_crc)
 
 
 def _images(table: Table, options: WriteOptions, image_map: ImageMapper):
