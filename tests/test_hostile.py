@@ -211,3 +211,47 @@ def test_overwrite_deletes_only_what_our_dataset_json_lists(tmp_path):
     tfrecorder.convert(str(folder / "data.csv"), str(folder), progress=False, overwrite=True, num_shards=1)
     assert (folder / "data.csv").exists() and (folder / "images" / "a.jpg").exists()
     assert tfrecorder.verify(str(folder)).ok
+
+
+def test_csv_values_are_not_changed_on_the_way_in(tmp_path):
+    (tmp_path / "t.csv").write_text(
+        "split,id,code,word,label\n"
+        "TRAIN,123456789,007,None,cat \n"
+        "TRAIN,,010,null,cat\n"
+        "TEST,5,2,NA,n/a\n"
+        "TRAIN,6,3,,n/a\n")
+    tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "out"), progress=False)
+    df = tfrecorder.read_tfr(str(tmp_path / "out")).astype(object).where(lambda d: d.notna(), None)
+    assert df["id"].tolist() == [123456789, None, 6, 5]  # an integer with a blank stays an integer
+    assert str(tfrecorder.read_tfr(str(tmp_path / "out"))["id"].dtype) == "Int64"
+    assert df["code"].tolist() == ["007", "010", "3", "2"]  # leading zeros: text
+    assert df["word"].tolist() == ["None", "null", None, "NA"]  # only the empty cell is missing
+    assert tfrecorder.label_names(str(tmp_path / "out")) == ["cat", "n/a"]  # "cat " is "cat"; "n/a" is a label
+
+
+def test_a_csv_with_a_column_named_twice_is_refused(tmp_path):
+    (tmp_path / "t.csv").write_text("split,label,x,label\nTRAIN,a,1,b\n")
+    with pytest.raises(tfrecorder.SchemaError, match=r"the header names column 'label' twice \(columns 2 and 4\)"):
+        tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "out"))
+
+
+def test_a_cell_longer_than_the_csv_module_allows_is_read(tmp_path):
+    long = "x" * 200_000
+    (tmp_path / "t.csv").write_text(f"split,note\nTRAIN,{long}\n")
+    tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "out"), progress=False)
+    assert tfrecorder.read_tfr(str(tmp_path / "out"))["note"][0] == long
+
+
+@pytest.mark.parametrize("value", ["traın", "teſt"])
+def test_split_look_alikes_are_refused(value):
+    with pytest.raises(tfrecorder.SchemaError, match="rows have values outside TRAIN/VALIDATION/TEST"):
+        tfrecorder.convert(pd.DataFrame({"split": [value], "x": [1]}), "unused")
+
+
+def test_leakage_groups_list_a_bounded_number_of_rows(tmp_path):
+    image = write_image(tmp_path / "a.jpg")
+    df = pd.DataFrame({"split": ["TRAIN"] * 30 + ["TEST"] * 5, "image_uri": str(image), "label": 1})
+    out = tmp_path / "out"
+    tfrecorder.convert(df, str(out), progress=False)
+    (group,) = tfrecorder.read_manifest(str(out)).leakage["groups"]
+    assert group["rows"] == list(range(10)) and group["row_count"] == 35

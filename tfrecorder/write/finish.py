@@ -107,7 +107,7 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
                  "orientations": sorted(stats.orientations)}
     leaks = finish.leaks(results)
     return Manifest(
-        leakage={"count": len(leaks), "groups": leaks[: leakage.MAX_REPORTED]},
+        leakage={"count": len(leaks), "groups": [leakage.bounded(e) for e in leaks[: leakage.MAX_REPORTED]]},
         tfrecorder_version=__version__,
         features=_features(table),
         splits=shards,

@@ -6,8 +6,6 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-import google_crc32c
-
 from tfrecorder.dataset.fetch import ImageError
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
@@ -115,7 +113,7 @@ def write_shard(
                 writer.write(encoder.encode(local, image))
                 if image is not None:
                     stats = stats.add(image)
-                    fingerprints.append(content_key(image.data, google_crc32c.value(image.data)))
+                    fingerprints.append(content_key(image.data))
                     fingerprint_rows.append(spec.rows[local])
             if on_row is not None:
                 on_row()

@@ -13,7 +13,7 @@ from typing import Any
 import fsspec
 import pandas as pd
 
-from tfrecorder.errors import TFRecorderError
+from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.splits import KNOWN_SPLITS
 
@@ -63,6 +63,8 @@ def read_csv(url: str) -> pd.DataFrame:
     if not first:
         raise TFRecorderError(f"CSV {url!r} is empty")
     names = _headerless_names(first, widest)
+    if names is None:
+        _check_header(url, [f.strip() for f in first])
     if names is None and longer:
         raise TFRecorderError(f"CSV {url!r} cannot be parsed: line {longer[0]} has {longer[1]} fields, the header "
                               f"has {len(first)}")
@@ -75,6 +77,16 @@ def read_csv(url: str) -> pd.DataFrame:
         return _merge_labels(typed_columns(df, skip=names[names.index(LABEL_COLUMN):]),
                              names[names.index(LABEL_COLUMN):])
     return typed_columns(df)
+
+
+def _check_header(url: str, header: list[str]) -> None:
+    """Two columns of one name would be renamed by pandas (``label.1``) and one silently used: refuse."""
+    seen: dict[str, int] = {}
+    for position, name in enumerate(header, 1):
+        if name in seen:
+            raise SchemaError(f"CSV {url!r}: the header names column {name!r} twice (columns {seen[name]} and "
+                              f"{position}); rename one of them")
+        seen[name] = position
 
 
 _LEADING_ZERO = r"^[+-]?0\d"  # 007, -01.5: an id or a code, not a number

@@ -35,7 +35,8 @@ def normalize_splits(column: str, values: Sequence[object]) -> list[str]:
     out: list[str] = []
     unknown: dict[str, list[int]] = {}
     for pos, value in enumerate(values):
-        text = value.strip().upper() if isinstance(value, str) else None
+        # ASCII only: str.upper() would turn look-alikes such as "traın" (dotless i) into TRAIN
+        text = value.strip().upper() if isinstance(value, str) and value.isascii() else None
         if text == "":
             text = UNASSIGNED
         if text not in KNOWN_SPLITS:

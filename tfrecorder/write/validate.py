@@ -156,11 +156,12 @@ def _label_ids(label: Column, row_splits: list[str]) -> tuple[Column, list[str] 
 
 
 def _decode(value: Any) -> Any:
+    """A label as text, trimmed at both ends: "cat " and " cat" are the class "cat"."""
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+        return value.decode("utf-8", "replace").strip()
     if isinstance(value, list):
         return [_decode(v) for v in value]
-    return value
+    return value.strip() if isinstance(value, str) else value
 
 
 def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
