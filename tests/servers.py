@@ -56,6 +56,16 @@ def use_emulator(address: str) -> None:
     fsspec.filesystem("gs").clear_instance_cache()
 
 
+class Hits(dict):
+    """Requests by path; ``arrived`` is set once any request has come (to wait on, instead of sleeping)."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+
+        self.arrived = threading.Event()
+
+
 @contextmanager
 def http_server(root):
     """Serve files under ``root`` on 127.0.0.1; ``/status/404/...`` answers 404 (403 likewise),
@@ -66,12 +76,13 @@ def http_server(root):
     import threading
     from pathlib import Path
 
-    hits: dict[str, int] = {}
+    hits = Hits()
     stopping = threading.Event()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             hits[self.path] = hits.get(self.path, 0) + 1
+            hits.arrived.set()
             parts = self.path.split("?")[0].lstrip("/").split("/")
             if parts[0] == "status":
                 return self._send(int(parts[1]), b"")

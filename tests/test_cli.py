@@ -126,3 +126,19 @@ def test_commands_print_no_tensorflow_start_up_lines(csv_file, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tfrecorder", "info", str(tmp_path / "nowhere")],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1 and proc.stderr.startswith("tfrecorder: error: ")  # our own lines still show
+
+
+def test_ctrl_c_prints_one_line_saying_how_to_resume(tmp_path):
+    import signal
+
+    from tests.servers import http_server
+
+    with http_server(tmp_path) as (base, hits):
+        (tmp_path / "t.csv").write_text(f"split,image_uri,label\nTRAIN,{base}/silent/a.jpg,1\n")
+        proc = subprocess.Popen([sys.executable, "-m", "tfrecorder", "convert", str(tmp_path / "t.csv"),
+                                 str(tmp_path / "out"), "--no-progress"], stderr=subprocess.PIPE, text=True, env=ENV)
+        assert hits.arrived.wait(120)  # it is waiting on the image server
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert stderr == "tfrecorder: interrupted: run the same command again to resume where it stopped\n"

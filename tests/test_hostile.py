@@ -255,3 +255,100 @@ def test_leakage_groups_list_a_bounded_number_of_rows(tmp_path):
     tfrecorder.convert(df, str(out), progress=False)
     (group,) = tfrecorder.read_manifest(str(out)).leakage["groups"]
     assert group["rows"] == list(range(10)) and group["row_count"] == 35
+
+
+def test_a_folder_named_like_a_glob_is_a_path(tabular_table, tmp_path):
+    out = tmp_path / "exp[1]"
+    tfrecorder.convert(tabular_table, str(out), progress=False)
+    (tmp_path / "exp1").mkdir()  # what the glob would have matched instead
+    assert len(list(tfrecorder.load_dataset(str(out), split="TRAIN"))) == 6
+    assert len(tfrecorder.read_tfr(str(out))) == 8
+    assert tfrecorder.info(str(out)).label_counts["TRAIN"] and tfrecorder.label_names(str(out)) is None
+    assert tfrecorder.verify(str(out)).ok
+
+
+def test_a_missing_dataset_json_is_named_not_read_around(tabular_table, tmp_path):
+    out = tmp_path / "out"
+    tfrecorder.convert(tabular_table, str(out), progress=False)
+    (out / "dataset.json").unlink()
+    for read in (tfrecorder.load_dataset, tfrecorder.read_tfr, tfrecorder.verify, tfrecorder.label_names):
+        with pytest.raises(tfrecorder.TFRecorderError, match=r"has no dataset.json, but files tfrecorder writes "
+                                                            r"beside one \(errors.csv\): it was deleted or lost"):
+            read(str(out))
+    assert len(tfrecorder.read_tfr(str(out / "*.tfrecord"))) == 8  # the way to read the shards anyway
+
+
+def test_a_glob_is_no_way_around_an_unfinished_conversion(tabular_table, tmp_path):
+    out = tmp_path / "inprog"
+    tfrecorder.convert(tabular_table, str(out), progress=False, compression="gzip")
+    (out / "dataset.json").unlink()
+    (out / ".tfrecorder").mkdir()  # what a running (or stopped) conversion leaves
+    with pytest.raises(tfrecorder.TFRecorderError, match="holds an unfinished conversion"):
+        tfrecorder.load_dataset(str(out / "*.gz"))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 128 KiB tmpfs (root only: skipped where mounting is not allowed)."""
+    import subprocess
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def test_a_full_disk_names_the_file_and_a_rerun_after_freeing_space_resumes(small_disk, tmp_path):
+    import subprocess
+
+    uris = [str(write_image(tmp_path / "img" / f"{i}.png", "PNG", size=(48, 48), seed=i)) for i in range(80)]
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": uris, "label": 1})
+    out = small_disk / "out"
+    with pytest.raises(tfrecorder.TFRecorderError, match=rf"no space left on the device writing {out}/.*: free "
+                                                        r"some space .* run the same conversion again"):
+        tfrecorder.convert(df, str(out), progress=False, num_shards=8)
+    subprocess.run(["mount", "-o", "remount,size=8m", str(small_disk)], check=True)
+    result = tfrecorder.convert(df, str(out), progress=False, num_shards=8)
+    assert result.resumed_shards > 0 and result.splits["TRAIN"].written == 80
+    assert tfrecorder.verify(str(out)).ok
+
+
+def test_of_many_simultaneous_starts_exactly_one_takes_the_lock(tmp_path):
+    from tfrecorder.dataset.storage import Folder
+    from tfrecorder.write.lock import Lock, OutputLocked
+
+    folder = Folder.of(str(tmp_path / "out"))
+    start = threading.Barrier(16)
+    won, refused = [], []
+
+    def contend() -> None:
+        start.wait()
+        try:
+            won.append(Lock.acquire(folder, "local"))
+        except OutputLocked:
+            refused.append(1)
+
+    threads = [threading.Thread(target=contend) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(won) == 1 and len(refused) == 15
+    assert sorted(os.listdir(tmp_path / "out" / ".tfrecorder")) == ["lock.json"]  # complete, nothing else left
+    won[0].release()
+
+
+def test_run_records_left_beside_a_finished_dataset_are_tidied_by_the_next_run(tabular_table, tmp_path):
+    out = tmp_path / "out"
+    tfrecorder.convert(tabular_table, str(out), progress=False)
+    (out / ".tfrecorder" / "done").mkdir(parents=True)  # as a kill between dataset.json and the clean-up leaves
+    (out / ".tfrecorder" / "run.json").write_text('{"fingerprint": "x"}')
+    with pytest.raises(tfrecorder.TFRecorderError, match="it holds a finished conversion"):
+        tfrecorder.convert(tabular_table, str(out), progress=False)
+    assert not (out / ".tfrecorder").exists()
+    assert tfrecorder.verify(str(out)).ok

@@ -236,6 +236,12 @@ def _main(args: argparse.Namespace, extra: Sequence[str]) -> int:
         message = " ".join(str(e).split()) or type(e).__name__
         print(f"tfrecorder: error: {message}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        if args.verbose:
+            raise
+        again = ": run the same command again to resume where it stopped" if args.command == "convert" else ""
+        print(f"tfrecorder: interrupted{again}", file=sys.stderr)
+        return 130  # the shell's code for Ctrl-C
 
 
 if __name__ == "__main__":

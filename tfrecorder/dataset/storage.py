@@ -58,25 +58,35 @@ class Folder:
     def create(self, name: str) -> Iterator[BinaryIO]:
         """Open ``name`` for writing so that it appears only when complete.
 
-        Local files are written under ``.<name>.partial`` and renamed; an object store
-        (gs://, s3://) shows an object only once its upload finishes, so it is written
-        in place. On error nothing is left under ``name``.
+        Local files are written under ``.<name>.partial``, flushed to the disk (fsync), renamed, and
+        the rename made durable (fsync of the folder): after a power loss a file is whole or absent.
+        An object store (gs://, s3://) shows an object only once its upload finishes, so it is written
+        in place. On error nothing is left under ``name``; an OSError names the file.
         """
         target = self.join(name)
-        if self.is_local:
-            parent, _, base = name.rpartition("/")
-            path = self.join(f"{parent}/.{base}.partial" if parent else f".{base}.partial")
-            if parent:
-                self.fs.makedirs(self.join(parent), exist_ok=True)
-        else:
-            path = target
+        if not self.is_local:
+            try:
+                with self.fs.open(target, "wb") as f:
+                    yield f
+            except BaseException as e:
+                self._remove_quietly(target)
+                _name_file(e, self.url_of(name))
+                raise
+            return
+        parent, _, base = name.rpartition("/")
+        path = self.join(f"{parent}/.{base}.partial" if parent else f".{base}.partial")
+        if parent:
+            self.fs.makedirs(self.join(parent), exist_ok=True)
         try:
-            with self.fs.open(path, "wb") as f:
+            with open(path, "wb") as f:
                 yield f
-            if path != target:
-                self.fs.mv(path, target)
-        except BaseException:
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(path, target)
+            _fsync_dir(os.path.dirname(target))
+        except BaseException as e:
             self._remove_quietly(path)
+            _name_file(e, target)
             raise
 
     def write_text(self, name: str, text: str) -> None:
@@ -109,6 +119,26 @@ class Folder:
 
     def makedirs(self) -> None:
         self.fs.makedirs(self.path, exist_ok=True)
+
+
+def _name_file(error: BaseException, filename: str) -> None:
+    """Let ``error`` say which file it was about when it does not (ENOSPC from a write names none)."""
+    if isinstance(error, OSError) and not error.filename:
+        error.filename = filename
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a rename in ``path`` durable (where the platform lets a folder be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems (and platforms) cannot sync a folder
+    finally:
+        os.close(fd)
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

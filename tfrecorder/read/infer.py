@@ -55,13 +55,21 @@ def split_of(name: str) -> str:
     return TRAIN
 
 
+def is_glob(source: str) -> bool:
+    """A pattern to expand: it has * ? or [ and names nothing that exists (a folder called exp[1] is a path)."""
+    if not any(c in source for c in "*?["):
+        return False
+    fs, path = fsspec.core.url_to_fs(source)
+    return not fs.exists(path)
+
+
 def find_files(source: str | Sequence[str]) -> tuple[Any, list[str]]:
     """(filesystem, paths) for a folder, a glob or a list of files."""
     if isinstance(source, (list, tuple)):
         fs, _ = fsspec.core.url_to_fs(str(source[0]))
         return fs, [fsspec.core.url_to_fs(str(s))[1] for s in source]
     fs, path = fsspec.core.url_to_fs(str(source))
-    if any(c in path for c in "*?["):
+    if is_glob(str(source)):
         paths = sorted(fs.glob(path))
     elif fs.isdir(path):
         paths = sorted(p for p in fs.find(path, maxdepth=1) if not posixpath.basename(p).startswith((".", "_")))

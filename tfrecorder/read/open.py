@@ -6,11 +6,11 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest, ShardInfo
-from tfrecorder.dataset.records import first_record_crc
+from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest, ShardInfo
+from tfrecorder.dataset.records import INDEX_SUFFIX, first_record_crc
 from tfrecorder.dataset.storage import STATE_DIR, Folder
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.infer import infer_manifest
+from tfrecorder.read.infer import infer_manifest, is_glob
 
 
 class MissingManifest(TFRecorderError):
@@ -73,23 +73,36 @@ def read_manifest(tfrecord_dir: str) -> Manifest:
     folder = Folder.of(tfrecord_dir)
     names = folder.names()
     if MANIFEST_NAME not in names:
-        if STATE_DIR in names or any(n.endswith(".partial") for n in names):
-            raise TFRecorderError(
-                f"{tfrecord_dir!r} holds an unfinished conversion (no {MANIFEST_NAME} yet: it is still running, "
-                f"or it stopped); run the same conversion into the same output_dir again to resume it"
-            )
+        _refuse_unfinished(tfrecord_dir, names)
         if not names:
             raise TFRecorderError(f"{tfrecord_dir!r} does not exist or is empty")
+        ours = sorted(n for n in names if n.endswith(INDEX_SUFFIX) or n == ERRORS_NAME)
+        if ours:
+            raise TFRecorderError(
+                f"{tfrecord_dir!r} has no {MANIFEST_NAME}, but files tfrecorder writes beside one ({ours[0]}): "
+                f"it was deleted or lost, and with it the label names and the checks of every shard. Convert "
+                f"again, or read the shards as another tool's files with a glob such as "
+                f"'{tfrecord_dir.rstrip('/')}/*.tfrecord*'")
         raise MissingManifest(f"{tfrecord_dir!r} has no {MANIFEST_NAME}: it was not written by tfrecorder")
     return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+
+
+def _refuse_unfinished(where: str, names: list[str]) -> None:
+    if STATE_DIR in names or any(n.endswith(".partial") for n in names):
+        raise TFRecorderError(
+            f"{where!r} holds an unfinished conversion (no {MANIFEST_NAME} yet: it is still running, "
+            f"or it stopped); run the same conversion into the same output_dir again to resume it"
+        )
 
 
 def open_dataset(source: Any) -> tuple[Manifest, Folder]:
     """The manifest of a tfrecorder folder, or one inferred from other tools' TFRecord files
     (a folder without dataset.json, a glob, or a list of files); and the folder names are relative to."""
-    if isinstance(source, (list, tuple)) or any(c in str(source) for c in "*?["):
+    if isinstance(source, (list, tuple)) or is_glob(str(source)):
         first = str(source[0]) if isinstance(source, (list, tuple)) else str(source)
-        return infer_manifest(source), Folder.of(posixpath.dirname(first) or ".")
+        parent = Folder.of(posixpath.dirname(first) or ".")
+        _refuse_unfinished(parent.url, parent.names())  # a glob is no way around an unfinished conversion
+        return infer_manifest(source), parent
     try:
         return read_manifest(source), Folder.of(source)
     except MissingManifest:

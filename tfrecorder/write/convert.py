@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -144,6 +145,12 @@ def convert(
         manifest = finish.write(folder, [*run.resumed.values(), *written])
         run.journal.complete()
         return _result(folder, manifest, time.perf_counter() - started, runner, resumed=len(run.resumed))
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        raise TFRecorderError(
+            f"no space left on the device writing {e.filename or folder.url}: free some space (or move "
+            f"output_dir), then run the same conversion again: it keeps the shards already written") from e
     finally:
         run.lock.release()
 

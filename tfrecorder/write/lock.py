@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -99,14 +100,17 @@ class Lock:
         """Take the lock, breaking a stale one; OutputLocked if a live conversion holds it."""
         info = LockInfo.mine(runner)
         folder.fs.makedirs(folder.join(STATE_DIR), exist_ok=True)
-        for _ in range(2):
+        for _ in range(3):
             if _create_exclusive(folder, LOCK_NAME, json.dumps(dataclasses.asdict(info), indent=2)):
                 return cls(folder, info)
-            owner = read_lock(folder)
+            try:
+                owner = _read_owner(folder)
+            except FileNotFoundError:
+                continue  # released between our try and our look: try again
             if owner is None or owner.is_stale():
                 logger.warning("%s: breaking a stale lock left by %s", folder.url,
                                owner.describe() if owner else "an unreadable lock file")
-                folder.fs.rm(folder.join(LOCK_NAME))
+                _break(folder, owner)
                 continue
             raise OutputLocked(
                 f"output_dir {folder.url!r} is being written by another conversion: {owner.describe()}. "
@@ -131,23 +135,52 @@ class Lock:
 def read_lock(folder: Folder) -> LockInfo | None:
     """The lock's owner, or None when there is no readable lock."""
     try:
-        data = json.loads(folder.read_text(LOCK_NAME))
-        return LockInfo(**{k: data.get(k) for k in ("host", "pid", "user", "started", "runner",
-                                                      "process_start", "job")})
-    except (OSError, ValueError, TypeError):
+        return _read_owner(folder)
+    except FileNotFoundError:
         return None
 
 
+def _read_owner(folder: Folder) -> LockInfo | None:
+    """The lock's owner; None if the file cannot be understood; FileNotFoundError if there is none."""
+    try:
+        data = json.loads(folder.read_text(LOCK_NAME))
+        return LockInfo(**{k: data.get(k) for k in ("host", "pid", "user", "started", "runner",
+                                                      "process_start", "job")})
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _break(folder: Folder, stale: LockInfo | None) -> None:
+    """Remove a stale lock - unless another conversion replaced it meanwhile (then the next try meets that one)."""
+    try:
+        if _read_owner(folder) == stale:
+            folder.fs.rm(folder.join(LOCK_NAME))
+    except FileNotFoundError:
+        pass
+
+
 def _create_exclusive(folder: Folder, name: str, text: str) -> bool:
-    """Create ``name`` only if it does not exist. Atomic on local disks; on object stores a check then a write."""
+    """Create ``name`` with ``text`` only if it does not exist.
+
+    Locally the content is written to a file of this process's own first, then hard-linked to ``name``:
+    linking is atomic and fails if ``name`` exists, so the lock is never visible empty or half written.
+    On object stores it is a check, then a write (not atomic: see the README).
+    """
     path = folder.join(name)
     if folder.is_local:
+        own = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(own, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.link(own, path)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        finally:
+            os.unlink(own)
         return True
     if folder.fs.exists(path):
         return False

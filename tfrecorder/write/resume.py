@@ -93,6 +93,11 @@ def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec], *, ov
         journal = Journal(folder)
         names = [n for n in folder.names() if n != STATE_DIR]
         earlier = journal.read_run()
+        if earlier is not None and MANIFEST_NAME in names:
+            # the run finished (dataset.json is there) but stopped before removing its records: tidy them
+            logger.info("%s: removing the run records a finished conversion left", folder.url)
+            journal.clear()
+            earlier = None
         resumed: dict[str, ShardResult] = {}
         if overwrite and (names or earlier is not None):
             removed = _remove_earlier_output(folder, names, earlier is not None)
