@@ -67,3 +67,15 @@ def test_job_names_are_valid_and_unique():
     for name in names:
         assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 63
         assert name.startswith("tfrecorder-pets-v2-")
+
+
+def test_direct_runner_leaves_nothing_outside_output_dir(tabular_table, tmp_path):
+    import os
+    import tempfile
+
+    tfrecorder.convert(tabular_table, str(tmp_path / "warm"), runner="DirectRunner")  # Beam's one-time set-up
+    before = set(os.listdir(tempfile.gettempdir()))
+    for mode in ("in_memory", "multi_processing"):
+        tfrecorder.convert(tabular_table, str(tmp_path / mode), runner="DirectRunner",
+                           dataflow_options={"direct_running_mode": mode, "direct_num_workers": 2})
+    assert set(os.listdir(tempfile.gettempdir())) - before == set()  # no /tmp/beam-temp* per conversion

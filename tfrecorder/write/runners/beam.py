@@ -130,7 +130,7 @@ def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> 
 def run_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Finish, options: dict[str, Any],
              *, wait: bool, journal: Journal | None = None, resumed: Sequence[ShardResult] = ()) -> BeamOutcome:
     """Run the pipeline; wait for it (DirectRunner always) or return once the job is submitted."""
-    pipeline = beam.Pipeline(options=PipelineOptions(flags=[], **options))
+    pipeline = beam.Pipeline(runner=_runner(options["runner"]), options=PipelineOptions(flags=[], **options))
     build_pipeline(pipeline, plan, table, folder, finish, journal, resumed)
     runner = options["runner"]
     dry_run = bool(options.get("dry_run"))
@@ -147,6 +147,17 @@ def run_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Fi
         return BeamOutcome(True, counters=_counters(result), options=options,
                            **_job(result, options))
     return BeamOutcome(False, options=options, **_job(result, options))
+
+
+def _runner(name: str) -> Any:
+    """The runner object for ``name``. For "DirectRunner", Beam's FnApiRunner itself: Beam's DirectRunner would
+    first try its Prism runner, which downloads a binary from the internet and leaves a /tmp/beam-temp*
+    folder behind when it cannot; FnApiRunner is what it falls back to, and honours direct_running_mode."""
+    if name == "DirectRunner":
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+        return FnApiRunner()
+    return None  # Beam picks it from the options
 
 
 def _last_line(error: Exception) -> str:
