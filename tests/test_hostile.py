@@ -352,3 +352,17 @@ def test_run_records_left_beside_a_finished_dataset_are_tidied_by_the_next_run(t
         tfrecorder.convert(tabular_table, str(out), progress=False)
     assert not (out / ".tfrecorder").exists()
     assert tfrecorder.verify(str(out)).ok
+
+
+def test_verify_images_finds_a_truncated_jpeg_that_header_checks_stored(tmp_path):
+    good = write_image(tmp_path / "good.jpg", size=(64, 64))
+    data = write_image(tmp_path / "whole.jpg", size=(64, 64), seed=3).read_bytes()
+    (tmp_path / "cut.jpg").write_bytes(data[: len(data) * 2 // 3])
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(good), str(tmp_path / "cut.jpg")], "label": 1})
+    out = tmp_path / "out"
+    result = tfrecorder.convert(df, str(out), progress=False, validate_images="header")
+    assert result.splits["TRAIN"].written == 2  # headers only: the cut file passes
+    assert tfrecorder.verify(str(out)).ok  # CRCs and parsing are fine
+    report = tfrecorder.verify(str(out), images=True)
+    assert [p.record for p in report.problems] == [1]
+    assert f"the image of '{tmp_path / 'cut.jpg'}' does not decode" in str(report.problems[0])

@@ -87,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Read every shard of TFRECORD_DIR and check record CRCs, record counts, file checksums and "
                     "that every record parses with the dataset.json spec. Exit status 1 on any problem.")
     verify.add_argument("tfrecord_dir")
+    verify.add_argument("--images", action="store_true",
+                        help="also decode every image (slower; finds images damaged since, or only header-checked)")
 
     csv = commands.add_parser("create-image-csv", help="write the CSV table of an image folder")
     csv.add_argument("image_dir", help="<dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file>")
@@ -180,7 +182,7 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
     elif args.command == "verify":
         from tfrecorder.read.verify import verify
 
-        report = verify(args.tfrecord_dir)
+        report = verify(args.tfrecord_dir, images=args.images)
         print(report)
         return 0 if report.ok else 1
     elif args.command == "create-image-csv":
