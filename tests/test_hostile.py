@@ -8,8 +8,10 @@ import os
 import threading
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import tensorflow as tf
 
 import tfrecorder
 from tests.conftest import write_image
@@ -119,7 +121,7 @@ def test_dataset_json_cannot_send_readers_outside_the_folder(tabular_table, tmp_
 
 
 @pytest.mark.parametrize("edit,message", [
-    (lambda m: m["features"][2].update(dtype="float64"), r"feature 'x' has dtype 'float64'"),
+    (lambda m: m["features"][2].update(dtype="float16"), r"feature 'x' has dtype 'float16'"),
     (lambda m: m["features"][2].update(shape=[3]), r"feature 'x' has dtype 'float32' and shape \[3\]"),
     (lambda m: m["splits"]["TRAIN"][0].update(index="../i.tfindex"), r"index '../i.tfindex' is not a plain file"),
 ])
@@ -366,3 +368,23 @@ def test_verify_images_finds_a_truncated_jpeg_that_header_checks_stored(tmp_path
     report = tfrecorder.verify(str(out), images=True)
     assert [p.record for p in report.problems] == [1]
     assert f"the image of '{tmp_path / 'cut.jpg'}' does not decode" in str(report.problems[0])
+
+
+def test_floats_float32_would_change_are_stored_exactly(tmp_path):
+    df = pd.DataFrame({"split": ["TRAIN"] * 3, "t": [1700000001.75, 1700000002.5, float("nan")],
+                       "price": [0.1, 2.35, 19.99], "x": [0.5, 1.25, -3.0]})
+    out = tmp_path / "out"
+    tfrecorder.convert(df, str(out), progress=False)
+    dtypes = {f.name: f.dtype for f in tfrecorder.read_manifest(str(out)).features}
+    assert (dtypes["t"], dtypes["price"], dtypes["x"]) == ("float64", "float32", "float32")
+    back = tfrecorder.read_tfr(str(out))
+    assert back["t"].tolist()[:2] == [1700000001.75, 1700000002.5] and np.isnan(back["t"][2])
+    assert back["price"].astype(str).tolist() == ["0.1", "2.35", "19.99"]  # float32, as written
+    batch = next(iter(tfrecorder.load_dataset(str(out), split="TRAIN", batch_size=3)))
+    assert batch["t"].dtype == tf.float64 and batch["t"].numpy()[:2].tolist() == [1700000001.75, 1700000002.5]
+    assert np.isnan(batch["t"].numpy()[2])
+    assert tfrecorder.verify(str(out)).ok
+    rounded = tfrecorder.convert(df, str(tmp_path / "f32"), progress=False, float_precision="float32")
+    assert tfrecorder.read_tfr(rounded.tfrecord_dir)["t"][0] == 1700000000.0  # asked for
+    with pytest.raises(tfrecorder.TFRecorderError, match="float_precision='half': use one of 'auto'"):
+        tfrecorder.convert(df, str(tmp_path / "bad"), float_precision="half")

@@ -130,7 +130,8 @@ def test_the_readme_plain_tf_snippet_reads_a_dataset(tabular_table, tmp_path, mo
     snippet = readme.split("<!-- test: tests/test_interop.py runs this block -->", 1)[1]
     code = snippet.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
-    tfrecorder.convert(tabular_table, "out", progress=False, compression="gzip", num_shards=2)
+    table = tabular_table.assign(t=[1700000001.75 + i for i in range(7)] + [None])  # a float64 column
+    tfrecorder.convert(table, "out", progress=False, compression="gzip", num_shards=2)
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README's code
     batch = next(iter(namespace["train"]))
@@ -139,6 +140,7 @@ def test_the_readme_plain_tf_snippet_reads_a_dataset(tabular_table, tmp_path, mo
     x = batch["x"].numpy()
     assert np.isnan(x[2]) and x[[0, 1, 3]].tolist() == [0.5, 1.5, 3.0]  # a missing float reads as NaN
     assert batch["scores"].to_list() == [list(v) for v in expected["scores"]]
+    assert batch["t"].dtype == tf.float64 and batch["t"].numpy()[0] == 1700000001.75
     assert namespace["spec"].keys() == tfrecorder.feature_spec("out").keys()
 
 

@@ -18,11 +18,13 @@ from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TRAIN
 from tfrecorder.write.options import (
     BEAM_RUNNERS,
+    DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
     DEFAULT_VALIDATE,
+    FLOAT_PRECISIONS,
     IMAGE_FORMATS,
     LOCAL,
     ON_ERROR,
@@ -55,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="with --image-size: stretch, pad (letterbox) or crop (centre)")
     convert.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_PIXELS,
                          help="larger images are row errors (decompression-bomb guard)")
+    convert.add_argument("--float-precision", default=DEFAULT_FLOAT_PRECISION, choices=FLOAT_PRECISIONS,
+                         help="auto: float64 only for columns float32 would change; float32 or float64 always")
     convert.add_argument("--max-image-bytes", type=int, default=DEFAULT_MAX_IMAGE_BYTES,
                          help="larger image files are row errors, found without reading them whole")
     convert.add_argument("--image-timeout", type=float, default=DEFAULT_IMAGE_TIMEOUT,
@@ -150,7 +154,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
         args.source, args.output_dir, runner=args.runner, num_shards=args.num_shards, compression=args.compression,
         image_format=args.image_format, image_size=_image_size(args.image_size), jpeg_quality=args.jpeg_quality,
         resize_mode=args.resize_mode, max_image_pixels=args.max_image_pixels,
-        max_image_bytes=args.max_image_bytes, image_timeout=args.image_timeout,
+        max_image_bytes=args.max_image_bytes, image_timeout=args.image_timeout, float_precision=args.float_precision,
         validate_images=args.validate_images, on_error=args.on_error, overwrite=args.overwrite,
         progress=False if args.no_progress else None, num_workers=args.num_workers,
         project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,

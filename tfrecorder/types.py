@@ -26,6 +26,7 @@ class Kind(enum.StrEnum):
     INT64 = "int64"
     FLOAT32 = "float32"
     BYTES = "string"
+    FLOAT64 = "float64"  # storage only (see float_precision): a float column float32 would change
 
 
 # Split values: the three a dataset is written in, DISCARD (counted, not written) and UNASSIGNED (assigned by hash).

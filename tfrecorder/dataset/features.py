@@ -11,18 +11,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tfrecorder.types import Kind, Role
 
-# The tf.train.Example list that holds each dtype's values (the Feature's oneof ``kind``).
-FIELDS: dict[Kind, str] = {Kind.INT64: "int64_list", Kind.FLOAT32: "float_list", Kind.BYTES: "bytes_list"}
+# The tf.train.Example list that holds each dtype's values (the Feature's oneof ``kind``). tf.train.Example
+# has no float64 list: a float64 value is stored as its IEEE-754 bits in an int64 list (tf.bitcast reads it).
+FIELDS: dict[Kind, str] = {Kind.INT64: "int64_list", Kind.FLOAT32: "float_list", Kind.BYTES: "bytes_list",
+                           Kind.FLOAT64: "int64_list"}
+# What a list read from another tool's record holds: each list's own kind (float64 is ours alone).
+KINDS_BY_FIELD: dict[str, Kind] = {FIELDS[k]: k for k in (Kind.INT64, Kind.FLOAT32, Kind.BYTES)}
 # The value load_dataset gives a missing nullable scalar, as dataset.json writes it ("NaN": JSON has no NaN).
-MISSING_DEFAULTS: dict[Kind, Any] = {Kind.INT64: 0, Kind.FLOAT32: "NaN", Kind.BYTES: ""}
+MISSING_DEFAULTS: dict[Kind, Any] = {Kind.INT64: 0, Kind.FLOAT32: "NaN", Kind.BYTES: "", Kind.FLOAT64: "NaN"}
 # How an image is fitted to image_size, by the writer and by load_dataset alike: ignore the aspect ratio,
 # keep it and pad with black (letterbox), or keep it and crop the centre.
 RESIZE_MODES = ("stretch", "pad", "crop")
 DEFAULT_RESIZE_MODE = "stretch"
 # A value of each dtype that stands in a slot until a row's own value is set.
-PLACEHOLDERS: dict[Kind, Any] = {Kind.INT64: 0, Kind.FLOAT32: 0.0, Kind.BYTES: b""}
+PLACEHOLDERS: dict[Kind, Any] = {Kind.INT64: 0, Kind.FLOAT32: 0.0, Kind.BYTES: b"", Kind.FLOAT64: 0}
+
+
+def float64_bits(value: float) -> int:
+    """A float64 as the int64 its bits spell (how a float64 is stored)."""
+    return int(np.float64(value).view(np.int64))
 
 
 @dataclass(frozen=True)

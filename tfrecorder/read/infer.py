@@ -17,7 +17,7 @@ from typing import Any
 import fsspec
 
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.features import FIELDS, MISSING_DEFAULTS
+from tfrecorder.dataset.features import KINDS_BY_FIELD, MISSING_DEFAULTS
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.errors import TFRecorderError
@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 SAMPLE_RECORDS = 256
 _SKIP = (".json", ".csv", ".pbtxt", ".txt", ".pb", ".md", INDEX_SUFFIX)
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"RIFF")
-_KINDS = {field: kind for kind, field in FIELDS.items()}
+
 TFRECORDER2_FORMAT = "tfrecorder2-base64"  # TFRecorder 2.0: URL-safe base64 of raw uint8 pixels
 
 
@@ -130,7 +130,7 @@ def _infer_features(samples: list[Any], fs: Any, paths: list[str]):
             logger.warning("feature %r is left out: it is %s in different records, which tf.io.parse_example "
                            "cannot read with one spec", name, " and ".join(sorted(info["kinds"])))
             continue
-        dtype = _KINDS[info["kind"]].value
+        dtype = KINDS_BY_FIELD[info["kind"]].value
         scalar = info["lengths"] == {1}
         nullable = scalar and info["present"] < len(samples)
         role = "feature"

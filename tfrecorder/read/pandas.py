@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import fsspec
+import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.example_proto import parse_example
@@ -15,6 +16,7 @@ from tfrecorder.dataset.records import read_records
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset
+from tfrecorder.types import Kind
 
 _NULLABLE_DTYPES = {"int": "Int64", "bool": "boolean", "float": "float32", "str": "str", "bytes": object}
 _DTYPES = {"int": "int64", "bool": "bool", "float": "float32", "str": "str", "bytes": object}
@@ -103,6 +105,9 @@ def _decode(value: Any) -> Any:
 def _series(values: list[Any], feature: FeatureInfo) -> pd.Series:
     if feature.shape == [None]:
         return pd.Series(values, dtype=object)
+    if feature.dtype == Kind.FLOAT64:  # stored as the int64 bits of each value; a missing one is NaN
+        bits = np.array([0 if v is None else v for v in values], dtype=np.int64).view(np.float64)
+        return pd.Series(np.where([v is None for v in values], np.nan, bits), dtype="float64")
     source = feature.source or {"int64": "int", "float32": "float", "string": "str"}[feature.dtype]
     if feature.name == IMAGE.name or any(isinstance(v, bytes) for v in values):
         source = "bytes"

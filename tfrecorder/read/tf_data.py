@@ -9,16 +9,26 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfrecorder.dataset.features import DECODE_FEATURES, DEFAULT_RESIZE_MODE, IMAGE, RESIZE_MODES
+from tfrecorder.dataset.features import (
+    DECODE_FEATURES,
+    DEFAULT_RESIZE_MODE,
+    FIELDS,
+    IMAGE,
+    RESIZE_MODES,
+    float64_bits,
+)
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset
 from tfrecorder.read.tf_image import image_decoder
+from tfrecorder.types import Kind
 
 logger = logging.getLogger(__name__)
 
 AUTOTUNE = tf.data.AUTOTUNE
+# The tensor dtype of each tf.train.Example list.
+FIELD_DTYPES = {"int64_list": tf.int64, "float_list": tf.float32, "bytes_list": tf.string}
 _PARSE_BATCH = 256  # records parsed together when the caller wants single examples
 
 
@@ -65,7 +75,9 @@ def feature_spec(tfrecord_dir: Any, features: Sequence[str] | None = None) -> di
     """The ``tf.io.parse_example`` spec of a dataset's records (every feature, or ``features``).
 
     Scalars are ``FixedLenFeature`` (nullable ones with dataset.json's default), lists ``RaggedFeature``.
-    For reading the shards with plain ``tf.data``; ``load_dataset`` does all of this for you.
+    A float64 feature (dtype "float64" in dataset.json, see ``float_precision``) is stored as the int64
+    bits of each value: parse it as int64, then ``tf.bitcast(x, tf.float64)``. For reading the shards
+    with plain ``tf.data``; ``load_dataset`` does all of this for you.
 
     Example:
         >>> spec = tfrecorder.feature_spec(dataset_dir)
@@ -82,13 +94,31 @@ def _spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, A
 
 
 def _parse_spec(feature: FeatureInfo) -> Any:
-    dtype = tf.as_dtype(feature.dtype)
+    kind = Kind(feature.dtype)
+    dtype = tf.as_dtype(FIELD_DTYPES[FIELDS[kind]])  # float64: its bits, an int64 (tf.bitcast to read it)
     if feature.shape == [None]:
         return tf.io.RaggedFeature(dtype)
     if feature.nullable:
-        default = float(feature.default) if feature.dtype == "float32" else feature.default
+        default = feature.default
+        if kind is Kind.FLOAT32:
+            default = float(default)
+        elif kind is Kind.FLOAT64:
+            default = float64_bits(float(default))
         return tf.io.FixedLenFeature([], dtype, default_value=default)
     return tf.io.FixedLenFeature([], dtype)
+
+
+def _parser(manifest: Manifest, spec: dict[str, Any]):
+    """Serialized records -> parsed features, float64 ones restored from their bits."""
+    wide = [name for name in spec if manifest.feature(name).dtype == Kind.FLOAT64]
+
+    def parse(records: tf.Tensor) -> dict[str, tf.Tensor]:
+        parsed = tf.io.parse_example(records, spec)
+        for name in wide:
+            parsed[name] = tf.bitcast(parsed[name], tf.float64)
+        return parsed
+
+    return parse
 
 
 def load_dataset(
@@ -170,7 +200,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     if o.shuffle:
         records = records.shuffle(o.shuffle_buffer, seed=o.seed, reshuffle_each_iteration=True)
     ragged = any(isinstance(s, tf.io.RaggedFeature) for s in spec.values())
-    parse = lambda r: tf.io.parse_example(r, spec)  # noqa: E731
+    parse = _parser(manifest, spec)
     if IMAGE.name in spec and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode)

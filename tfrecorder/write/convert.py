@@ -19,12 +19,14 @@ from tfrecorder.types import ColumnType
 from tfrecorder.write import leakage, splits
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.options import (
+    DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
     DEFAULT_RESIZE_MODE,
     DEFAULT_VALIDATE,
+    FLOAT_PRECISIONS,
     LOCAL,
     RUNNERS,
     BeamOptions,
@@ -63,6 +65,7 @@ def convert(
     resize_mode: str = DEFAULT_RESIZE_MODE,
     max_image_pixels: int = DEFAULT_MAX_PIXELS,
     num_workers: int | None = None,
+    float_precision: str = DEFAULT_FLOAT_PRECISION,
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     image_timeout: float = DEFAULT_IMAGE_TIMEOUT,
     project: str | None = None,
@@ -89,6 +92,11 @@ def convert(
         jpeg_quality: with ``image_format="jpeg"``.
         max_image_pixels: larger images are row errors (``too_large``), a guard against decompression bombs;
             at most Pillow's own limit of 178,956,970 pixels.
+        float_precision: ``"auto"`` stores a float column as float32 when that keeps every value as written
+            (0.1, 2.35, values exact in float32), and as float64 otherwise (1700000001.75, pi): never a silent
+            rounding. ``"float32"`` always (rounding accepted), ``"float64"`` always. A float64 feature is
+            stored as the int64 bits of each value (tf.train.Example has no float64 list); ``load_dataset``,
+            ``read_tfr`` and ``feature_spec`` users get float64 back (see dataset.json's dtype).
         max_image_bytes: larger image files are row errors (``too_large``), found before they are read
             where the size is known, and as soon as the limit is passed while streaming where it is not.
         image_timeout: seconds a remote image server may take to connect, and to send each part of an
@@ -127,7 +135,9 @@ def convert(
     beam_options.check(runner, str(output_dir))
 
     df, base_dir = read_source(source)
-    table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions)
+    check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
+    table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions,
+                     float_precision=float_precision)
     folder = Folder.of(output_dir)
     # With num_shards given, sizes only check the shard cap: skip the file-size requests when shards are small.
     estimate = not num_shards or table.image_locations is None or table.num_rows / num_shards > 1000

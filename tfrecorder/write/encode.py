@@ -61,7 +61,7 @@ class ExampleEncoder:
         self._fixed: list[tuple[Any, list[Any]]] = [(self._slot(features.SPLIT.name, Kind.BYTES), self._splits)]
         self._varying: list[tuple[str, str, list[Any]]] = []
         for c in self._columns:
-            kind = features.LABEL.kind if c.type.role is Role.LABEL else c.type.kind
+            kind = features.LABEL.kind if c.type.role is Role.LABEL else c.kind
             if c.type.is_list or c.nullable:
                 self._varying.append((c.feature, features.FIELDS[kind], c.values))
             else:

@@ -132,7 +132,7 @@ def _features(table: Table) -> list[FeatureInfo]:
         infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], column=column,
                                  source="str" if col_type else None, type=col_type.__name__ if col_type else None))
     for c in table.columns:
-        kind = features.LABEL.kind if c.type.role is Role.LABEL else c.type.kind
+        kind = features.LABEL.kind if c.type.role is Role.LABEL else c.kind
         nullable = c.nullable and not c.type.is_list
         infos.append(FeatureInfo(
             c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], nullable=nullable,

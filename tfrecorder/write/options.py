@@ -19,9 +19,11 @@ RUNNERS = (LOCAL, *BEAM_RUNNERS)
 IMAGE_FORMATS = ("keep", "jpeg", "png", "raw")
 VALIDATE_MODES = ("full", "header")
 ON_ERROR = ("report", "raise")
+FLOAT_PRECISIONS = ("auto", "float32", "float64")
 DEFAULT_IMAGE_FORMAT = "keep"
 DEFAULT_VALIDATE = "full"
 DEFAULT_ON_ERROR = "report"
+DEFAULT_FLOAT_PRECISION = "auto"
 DEFAULT_JPEG_QUALITY = 95
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb (2 x MAX_IMAGE_PIXELS)
 

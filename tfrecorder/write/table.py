@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.schema import Schema
-from tfrecorder.types import ColumnType
+from tfrecorder.types import ColumnType, Kind
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,13 @@ class Column:
     type: type[ColumnType]
     nullable: bool
     source: str  # python type of the input values: int, bool, float, str or bytes
-    values: list[Any] | np.ndarray
+    values: list[Any] | np.ndarray  # float64-stored columns hold each value's bits as an int
+    stored_as: Kind | None = None  # the kind written, when it is not the type's (float64 for a float column)
+
+    @property
+    def kind(self) -> Kind:
+        """The kind its values are written as."""
+        return self.stored_as or self.type.kind
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,8 @@ def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None,
                image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
     if feature.nullable:
         return None, "some records lack it (missing values), and TFDS needs every feature in every record"
+    if feature.dtype == "float64":
+        return None, "float64, stored as the int64 bits of each value (tf.train.Example has no float64 list)"
     if feature.name == IMAGE.name:
         return _image_connector(image or {})
     if feature.name == LABEL.name and (label or {}).get("vocabulary") is not None:

@@ -29,8 +29,13 @@ def validate(
     *,
     base_dir: str | None = None,
     split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
+    float_precision: str = "auto",
 ) -> Table:
-    """Check ``df`` against ``schema`` (None: inferred) and convert it; SchemaError names column, values, rows."""
+    """Check ``df`` against ``schema`` (None: inferred) and convert it; SchemaError names column, values, rows.
+
+    Float columns are stored as float32, unless float32 would change a value as written (see
+    ``store_floats``) and ``float_precision`` is "auto", or it is "float64".
+    """
     if len(df) == 0:
         raise SchemaError("the table is empty: there are no rows to convert")
     if schema is None:
@@ -55,7 +60,8 @@ def validate(
     features = []
     for name, col_type in schema.items():
         if col_type.role is Role.FEATURE:
-            features.append(_guard(problems, lambda n=name, t=col_type: convert_column(n, df[n], t)))
+            column = _guard(problems, lambda n=name, t=col_type: convert_column(n, df[n], t))
+            features.append(store_floats(column, float_precision) if column else column)
     if problems:
         raise SchemaError("; ".join(problems) if len(problems) > 1 else problems[0])
 
@@ -78,6 +84,39 @@ def feature_name(column: str, col_type: type[ColumnType]) -> str:
     """The feature a column is stored under: its role's (``split``, ``image_uri``, ``label``) or its own name."""
     role_feature = ROLE_FEATURES.get(col_type.role)
     return role_feature.name if role_feature else column
+
+
+def store_floats(column: Column, precision: str) -> Column:
+    """A float column as float32 when that keeps every value as written; else (precision "auto"), or always
+    (precision "float64"), as float64 - its values then the int64 bits of each float. Never a silent rounding."""
+    if column.type.kind is not Kind.FLOAT32 or column.type.is_list or precision == "float32":
+        return column
+    values = column.values
+    array = values if isinstance(values, np.ndarray) else np.array([np.nan if v is None else v for v in values],
+                                                                    dtype=np.float64)
+    if precision == "auto" and float32_holds(array):
+        return column
+    bits = array.view(np.int64)
+    if not isinstance(values, np.ndarray):
+        bits = [None if v is None else b for v, b in zip(values, bits.tolist())]
+    return replace(column, values=bits, stored_as=Kind.FLOAT64)
+
+
+def float32_holds(values: np.ndarray) -> bool:
+    """Whether every value reads the same after float32: exact in float32, a decimal of at most 6 significant
+    digits (which float32's 24 bits always give back: 0.1, 2.35), or one whose shortest decimal survives it.
+    1700000001.75 does not (float32 gives 1700000000.0), nor do most computed values such as pi."""
+    finite = values[np.isfinite(values)]
+    rest = finite[finite.astype(np.float32).astype(np.float64) != finite]
+    for decimals in range(7):  # cheap, vectorised: short decimals, the values of most CSVs
+        if not rest.size:
+            return True
+        rest = rest[~((np.round(rest, decimals) == rest) & (np.abs(rest) * 10.0**decimals < 1e6))]
+    for start in range(0, rest.size, 4096):  # the rest by their shortest decimal; stops at the first change
+        chunk = rest[start:start + 4096]
+        if not (chunk.astype(np.float32).astype(str).astype(np.float64) == chunk).all():
+            return False
+    return True
 
 
 def _guard(problems: list[str], step: Callable[[], Any]) -> Any:
