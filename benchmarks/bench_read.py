@@ -1,4 +1,5 @@
-"""Reading: load_dataset against hand-tuned tf.data pipelines over the same data, in the same process."""
+"""Reading: load_dataset against the pipelines users write over the same JPEGs, in the same process, with the
+quality of each as PSNR against Pillow's LANCZOS resize of the full-size decode."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pandas as pd
 from benchmarks.common import interleaved_medians, jpeg_table, print_table
 
 AUTOTUNE = None  # set once TensorFlow is imported
+SIZE, BATCH, QUALITY_IMAGES = (224, 224), 64, 16
 
 
 def consume(ds) -> int:
@@ -21,25 +23,72 @@ def consume(ds) -> int:
     return count
 
 
-def files_pipeline(tf, paths, size, batch):
-    """The tf.data guide's pipeline over JPEG files: list_files -> read_file -> decode -> resize -> batch."""
+def users_load(tf, antialias: bool = False):
+    """What TF's tutorials write: read_file -> decode_jpeg(channels=3) (default IDCT) -> resize (bilinear)."""
     def load(path):
         image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
-        return tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image, size, antialias=True)), 0, 255), tf.uint8)
+        resized = tf.image.resize(image, SIZE, antialias=antialias)
+        return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
 
-    ds = tf.data.Dataset.from_tensor_slices(paths)
-    return ds.map(load, num_parallel_calls=AUTOTUNE).batch(batch).prefetch(AUTOTUNE)
+    return load
 
 
-def memory_pipeline(tf, blobs, size, batch):
-    """The decode limit: JPEG bytes already in memory -> decode -> resize -> batch."""
-    def load(data):
-        image = tf.io.decode_jpeg(data, channels=3)
-        return tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image, size, antialias=True)), 0, 255), tf.uint8)
+def users_pipeline(tf, pattern: str, antialias: bool = False):
+    """list_files -> map(load) -> batch -> prefetch, AUTOTUNE throughout."""
+    files = tf.data.Dataset.list_files(pattern)
+    return files.map(users_load(tf, antialias), num_parallel_calls=AUTOTUNE).batch(BATCH).prefetch(AUTOTUNE)
 
-    ds = tf.data.Dataset.from_tensor_slices(blobs).cache()
-    consume(ds)  # fill the cache before timing
-    return ds.map(load, num_parallel_calls=AUTOTUNE).batch(batch).prefetch(AUTOTUNE)
+
+def keras_pipeline(tf, folder: str):
+    """Keras' image_dataset_from_directory with its defaults (bilinear), no labels."""
+    return tf.keras.utils.image_dataset_from_directory(folder, labels=None, image_size=SIZE, batch_size=BATCH,
+                                                       shuffle=False, verbose=False)
+
+
+def psnr(images, references) -> float:
+    errors = [np.mean((np.asarray(a, np.float64) - np.asarray(r, np.float64)) ** 2) for a, r in zip(images, references)]
+    return float(np.mean([10 * np.log10(255.0**2 / e) for e in errors]))
+
+
+def image_case(tf, tfrecorder, work: Path, n: int, size: tuple[int, int], runs: int) -> list[tuple[str, ...]]:
+    """The rows of one image size: ours and the baselines, speed ratio and PSNR."""
+    from PIL import Image
+
+    table = jpeg_table(n, size).assign(split="TRAIN")
+    paths = table["image_uri"].tolist()
+    folder = work / f"files-{size[0]}x{size[1]}"  # exactly these n files, for the pipelines that list a folder
+    folder.mkdir()
+    for path in paths:
+        (folder / Path(path).name).symlink_to(path)
+    folder = str(folder)
+    out = work / f"images-{size[0]}x{size[1]}"
+    tfrecorder.convert(table, str(out), progress=False, num_shards=8)
+    ours = lambda: tfrecorder.load_dataset(str(out), split="TRAIN", batch_size=BATCH, image_size=SIZE)  # noqa: E731
+    cases = {
+        "ours": lambda: consume(ours()),
+        "users": lambda: consume(users_pipeline(tf, f"{folder}/*.jpg")),
+        "users_aa": lambda: consume(users_pipeline(tf, f"{folder}/*.jpg", antialias=True)),
+        "keras": lambda: consume(keras_pipeline(tf, folder)),
+    }
+    for fn in cases.values():  # warm caches and tracing
+        fn()
+    times = interleaved_medians(cases, runs)
+
+    sample = paths[:QUALITY_IMAGES]
+    reference = [np.asarray(Image.open(p).convert("RGB").resize(SIZE[::-1], Image.Resampling.LANCZOS)) for p in sample]
+    ours_images = [x for batch in ours().take(1).as_numpy_iterator() for x in batch["image"]][:QUALITY_IMAGES]
+    quality = {
+        "ours": psnr(ours_images, reference),
+        "users": psnr([users_load(tf)(p).numpy() for p in sample], reference),
+        "users_aa": psnr([users_load(tf, True)(p).numpy() for p in sample], reference),
+        "keras": psnr([x for batch in keras_pipeline(tf, folder).take(1) for x in batch.numpy()][:QUALITY_IMAGES],
+                      reference),
+    }
+    rate = lambda key: f"{n / times[key]:,.0f} img/s, {quality[key]:.1f} dB"  # noqa: E731
+    label = f"load_dataset {size[1]}x{size[0]} -> 224"
+    names = {"users": "users' pipeline (bilinear, TF defaults)", "users_aa": "same with antialias=True",
+             "keras": "Keras image_dataset_from_directory"}
+    return [(label, rate("ours"), f"{names[k]}: {rate(k)}", f"{times[k] / times['ours']:.2f}x") for k in names]
 
 
 def tabular_table(rows: int, columns: int = 20) -> pd.DataFrame:
@@ -53,56 +102,41 @@ def tabular_table(rows: int, columns: int = 20) -> pd.DataFrame:
 def main(argv=None) -> None:
     global AUTOTUNE
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--images", type=int, default=2000)
+    parser.add_argument("--images", type=int, default=1000, help="500x375 JPEGs")
+    parser.add_argument("--large", type=int, default=300, help="1600x1200 JPEGs")
+    parser.add_argument("--phone", type=int, default=200, help="4032x3024 JPEGs (12 MP)")
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     import tensorflow as tf
 
     import tfrecorder
 
-
     AUTOTUNE = tf.data.AUTOTUNE
     work = Path(tempfile.mkdtemp(prefix="bench-read-"))
-    table = jpeg_table(args.images).assign(split="TRAIN")
-    paths = table["image_uri"].tolist()
-    tfrecorder.convert(table, str(work / "images"), progress=False, num_shards=8)
-    size, batch = (224, 224), 64
-
-    ours = lambda: consume(tfrecorder.load_dataset(  # noqa: E731
-        str(work / "images"), split="TRAIN", batch_size=batch, image_size=size, shuffle=True, seed=0))
-    files = lambda: consume(files_pipeline(tf, paths, size, batch))  # noqa: E731
-    in_memory = memory_pipeline(tf, [Path(p).read_bytes() for p in paths], size, batch)
-    shards = sorted(str(p) for p in (work / "images").glob("*.tfrecord"))
-    raw = lambda: consume(tf.data.TFRecordDataset(shards, num_parallel_reads=AUTOTUNE))  # noqa: E731
-    for fn in (ours, files, raw):  # warm caches and tf.function tracing
-        fn()
-    times = interleaved_medians({"ours": ours, "files": files, "memory": lambda: consume(in_memory), "raw": raw},
-                                args.runs)
-    t_ours, t_files, t_memory, t_raw = times["ours"], times["files"], times["memory"], times["raw"]
+    rows = []
+    for n, size in ((args.images, (375, 500)), (args.large, (1200, 1600)), (args.phone, (3024, 4032))):
+        if n:
+            rows += image_case(tf, tfrecorder, work, n, size, args.runs)
 
     tabular = tabular_table(args.rows)
-    tfrecorder.convert(tabular, str(work / "tabular"), progress=False, num_shards=4)
-
+    tfrecorder.convert(tabular, str(work / "tabular"), progress=False, num_shards=4, float_precision="float32")
     spec = tfrecorder.feature_spec(str(work / "tabular"))
     tab_shards = sorted(str(p) for p in (work / "tabular").glob("*.tfrecord"))
     ours_tab = lambda: consume(tfrecorder.load_dataset(str(work / "tabular"), split="TRAIN", batch_size=256))  # noqa
     single = lambda: consume(tf.data.TFRecordDataset(tab_shards).map(  # noqa: E731
         lambda r: tf.io.parse_single_example(r, spec), num_parallel_calls=AUTOTUNE).batch(256).prefetch(AUTOTUNE))
-    ours_tab(), single()
-    times = interleaved_medians({"ours": ours_tab, "single": single}, args.runs)
-    t_ours_tab, t_single = times["ours"], times["single"]
-
-    n = args.images
-    rate = lambda s, k=n, unit="img": f"{k / s:,.0f} {unit}/s"  # noqa: E731
-    print_table(f"Read, {n} JPEGs -> decode + resize 224 + batch 64; {args.rows:,} tabular rows x 20; "
-                f"median of {args.runs}", [
-        ("load_dataset images", rate(t_ours), f"tf.data over JPEG files: {rate(t_files)}", f"{t_files / t_ours:.2f}x"),
-        ("load_dataset images", rate(t_ours), f"decode from memory: {rate(t_memory)}", f"{t_memory / t_ours:.2f}x"),
-        ("raw TFRecordDataset iteration", rate(t_raw, unit="rec"), "(no parsing, no decode)", "report"),
-        ("load_dataset tabular, batch 256", rate(t_ours_tab, args.rows, "rows"),
-         f"map(parse_single_example): {rate(t_single, args.rows, 'rows')}", f"{t_single / t_ours_tab:.2f}x"),
-    ])
+    raw = lambda: consume(tf.data.TFRecordDataset(tab_shards, num_parallel_reads=AUTOTUNE))  # noqa: E731
+    ours_tab(), single(), raw()
+    times = interleaved_medians({"ours": ours_tab, "single": single, "raw": raw}, args.runs)
+    rate = lambda key, unit="rows": f"{args.rows / times[key]:,.0f} {unit}/s"  # noqa: E731
+    rows += [
+        ("load_dataset tabular, batch 256", rate("ours"), f"map(parse_single_example): {rate('single')}",
+         f"{times['single'] / times['ours']:.2f}x"),
+        ("raw TFRecordDataset iteration", rate("raw", "rec"), "(no parsing, no decode)", "report"),
+    ]
+    print_table(f"Read: images -> 224x224, batch {BATCH} (speed, PSNR vs Pillow LANCZOS of the full decode); "
+                f"{args.rows:,} tabular rows x 20; median of {args.runs}", rows)
 
 
 if __name__ == "__main__":

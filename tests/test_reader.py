@@ -172,3 +172,46 @@ def test_load_dataset_resize_modes(tmp_path, mode):
         assert np.abs(image - centre).mean() < 3
     else:
         assert image.min() >= 0 and image[:2].max() > 0
+
+
+@pytest.mark.parametrize("height,width,mode,ratio", [
+    (1200, 1600, "stretch", 4), (375, 500, "stretch", 1), (3024, 4032, "stretch", 8), (448, 448, "stretch", 2),
+    (1200, 1600, "crop", 4), (1200, 1600, "pad", 4), (600, 2400, "crop", 2), (600, 2400, "pad", 8),
+])
+def test_the_largest_jpeg_ratio_that_still_covers_the_target_is_chosen(height, width, mode, ratio):
+    from tfrecorder.read.tf_image import JPEG_RATIOS, jpeg_scale
+
+    assert JPEG_RATIOS[int(jpeg_scale(height, width, (224, 224), mode))] == ratio
+
+
+def _psnr(a, b) -> float:
+    error = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
+    return float(10 * np.log10(255.0**2 / error))
+
+
+def test_reduced_scale_decoding_keeps_shapes_and_beats_the_naive_pipelines_quality(tmp_path):
+    """Against Pillow LANCZOS from the full-size decode: ours (1/4-scale decode + bilinear) is at least as
+    close as TensorFlow's default pipeline (full decode + bilinear without antialiasing), and close."""
+    from PIL import Image
+
+    from benchmarks.common import scene
+
+    paths = []
+    for i in range(3):  # photo-like scenes: edges and textures, where resizing filters differ
+        paths.append(tmp_path / f"{i}.jpg")
+        scene(i, (1200, 1600)).save(paths[-1], quality=90)
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(p) for p in paths], "label": 1})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    def load(method):
+        ds = tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", image_size=(224, 224),
+                                     resize_method=method)
+        return [example["image"] for example in ds.as_numpy_iterator()]
+
+    ours, naive = load("auto"), load("bilinear")
+    reference = [np.asarray(Image.open(p).convert("RGB").resize((224, 224), Image.Resampling.LANCZOS)) for p in paths]
+    assert all(image.shape == (224, 224, 3) for image in ours + naive)
+    ours_psnr = np.mean([_psnr(a, r) for a, r in zip(ours, reference)])
+    naive_psnr = np.mean([_psnr(a, r) for a, r in zip(naive, reference)])
+    assert ours_psnr >= naive_psnr and ours_psnr > 30, (ours_psnr, naive_psnr)
+    with pytest.raises(tfrecorder.TFRecorderError, match="resize_method='cubic': use one of 'auto'"):
+        tfrecorder.load_dataset(str(tmp_path / "out"), image_size=(8, 8), resize_method="cubic")

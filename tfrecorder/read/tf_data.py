@@ -21,7 +21,7 @@ from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset
-from tfrecorder.read.tf_image import image_decoder
+from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder
 from tfrecorder.types import Kind
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ class ReadOptions:
     decode_images: bool = True
     image_size: tuple[int, int] | None = None
     resize_mode: str = DEFAULT_RESIZE_MODE
+    resize_method: str = DEFAULT_RESIZE_METHOD
     as_supervised: bool = False
     channels: int | None = None
     features: tuple[str, ...] | None = None
@@ -54,6 +55,9 @@ class ReadOptions:
     shard_index: int = 0
 
     def __post_init__(self) -> None:
+        if self.resize_method not in RESIZE_METHODS:
+            raise TFRecorderError(f"resize_method={self.resize_method!r}: use one of "
+                                  f"{', '.join(map(repr, RESIZE_METHODS))}")
         if self.resize_mode not in RESIZE_MODES:
             raise TFRecorderError(f"resize_mode={self.resize_mode!r}: use one of {', '.join(map(repr, RESIZE_MODES))}")
         if not 0 <= self.shard_index < self.num_shards:
@@ -130,6 +134,7 @@ def load_dataset(
     decode_images: bool = True,
     image_size: tuple[int, int] | None = None,
     resize_mode: str = DEFAULT_RESIZE_MODE,
+    resize_method: str = DEFAULT_RESIZE_METHOD,
     as_supervised: bool = False,
     channels: int | None = None,
     features: Sequence[str] | None = None,
@@ -148,6 +153,10 @@ def load_dataset(
     Elements are dicts of features (images decoded to uint8 ``(H, W, C)``), or ``(image, label)`` /
     ``(features, label)`` with ``as_supervised=True``. Without ``shuffle`` records come in stored order.
     Missing values of nullable columns read as the manifest's default (NaN, 0, ""); ``read_tfr`` keeps NA.
+    With ``image_size``, ``resize_method="auto"`` decodes each JPEG at 1/2, 1/4 or 1/8 scale when that still
+    covers the target (less work, and an antialiasing filter in itself), then resizes bilinearly, antialiased
+    only when it still shrinks more than 3x; ``"bilinear"`` is exactly TensorFlow's default (full decode, no
+    antialiasing), ``"area"`` and ``"lanczos3"`` (antialiased, the highest quality) decode in full.
     For multi-worker training, ``num_shards``/``shard_index`` (or a ``tf.distribute.InputContext``) give
     each worker whole shard files when there are at least as many files as workers, else every
     ``num_shards``-th record; ``cardinality()`` is this worker's count.
@@ -163,6 +172,7 @@ def load_dataset(
     options = ReadOptions(
         batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
         image_size=tuple(image_size) if image_size is not None else None, resize_mode=resize_mode,
+        resize_method=resize_method,
         as_supervised=as_supervised, channels=channels, features=tuple(features) if features is not None else None,
         label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
         deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
@@ -203,7 +213,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     parse = _parser(manifest, spec)
     if IMAGE.name in spec and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
-        decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode)
+        decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
         ds = records.batch(_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
         ds = ds.unbatch().map(decode, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))
