@@ -62,10 +62,27 @@ def jpeg_table(n: int = 2000, size: tuple[int, int] = (375, 500)) -> pd.DataFram
     for i in range(n):
         path = folder / f"{i:05d}.jpg"
         if not path.exists():
-            scene(i, size).save(path, quality=90)
+            _make_scene_jpeg(folder, i, size)
         split = "TRAIN" if i % 10 < 8 else ("VALIDATION" if i % 10 == 8 else "TEST")
         rows.append((split, str(path), f"class{i % 5}", i * 0.5))
     return pd.DataFrame(rows, columns=["split", "image_uri", "label", "weight"])
+
+
+_SCENES = 2500  # distinct scenes; further images are mirror images of them (drawing a scene takes ~0.3 s)
+_VARIANTS = (Image.Transpose.FLIP_LEFT_RIGHT, Image.Transpose.FLIP_TOP_BOTTOM, Image.Transpose.ROTATE_180)
+
+
+def _make_scene_jpeg(folder: Path, i: int, size: tuple[int, int]) -> None:
+    path = folder / f"{i:05d}.jpg"
+    if i < _SCENES:
+        scene(i, size).save(path, quality=90)
+        return
+    base = folder / f"{i % _SCENES:05d}.jpg"
+    if not base.exists():
+        _make_scene_jpeg(folder, i % _SCENES, size)
+    variant = _VARIANTS[(i // _SCENES - 1) % len(_VARIANTS)]
+    with Image.open(base) as image:  # new bytes of the same size and kind: no two files alike
+        image.transpose(variant).save(path, quality=90)
 
 
 def median_seconds(fn: Callable[[], object], runs: int = 3, setup: Callable[[], object] | None = None) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -133,3 +135,70 @@ def test_bad_csv_files_are_clear_errors(tmp_path, content, message):
     (tmp_path / "bad.csv").write_bytes(content)
     with pytest.raises(TFRecorderError, match=message):
         tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "out"), progress=False)
+
+
+def _shard_bytes(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.tfrecord"))}
+
+
+def test_csv_glob_and_parquet_give_the_same_dataset_as_one_csv(image_tree, tmp_path):
+    """A table kept as one CSV, as parts in two folders (relative image paths relative to each part's own
+    folder, one column typed alike in every part though a part alone would type it otherwise), or as
+    Parquet: the same records."""
+    paths = sorted((image_tree / "images").rglob("*.*"))
+    rows = [(p.parts[-3], p, p.parts[-2], i if i != 2 else 7, "007" if i == 0 else str(i)) for i, p in enumerate(paths)]
+    header = "split,image_uri,label,weight,code\n"
+
+    def line(split, path, label, weight, code, base):
+        return f"{split},{os.path.relpath(path, base)},{label},{weight},{code}\n"
+
+    (tmp_path / "whole.csv").write_text(header + "".join(line(*r, tmp_path) for r in rows))
+    for i, part in enumerate((rows[:2], rows[2:3], rows[3:])):  # part 1 alone: "2" would read as a number
+        folder = tmp_path / "parts" / f"p{i}"
+        folder.mkdir(parents=True)
+        (folder / f"part-{i}.csv").write_text(header + "".join(line(*r, folder) for r in part))
+    whole = tfrecorder.convert(str(tmp_path / "whole.csv"), str(tmp_path / "a"), progress=False)
+    parts = tfrecorder.convert(str(tmp_path / "parts" / "*" / "part-*.csv"), str(tmp_path / "b"), progress=False)
+    assert written(parts) == written(whole) == {"TRAIN": 3, "VALIDATION": 1, "TEST": 1}
+    a, b = tfrecorder.read_tfr(str(tmp_path / "a")), tfrecorder.read_tfr(str(tmp_path / "b"))
+    columns = ["split", "label", "weight", "code", "image"]
+    pd.testing.assert_frame_equal(a[columns], b[columns])
+    assert "007" in a["code"].tolist() and "2" in a["code"].tolist()  # text in every part
+
+    df = pd.DataFrame([(s, str(p), label, w, c) for s, p, label, w, c in rows],
+                      columns=["split", "image_uri", "label", "weight", "code"])
+    df.to_parquet(tmp_path / "table.parquet")
+    (tmp_path / "no_extension").write_bytes((tmp_path / "table.parquet").read_bytes())
+    from_df = tfrecorder.convert(df, str(tmp_path / "c"), progress=False)
+    from_parquet = tfrecorder.convert(str(tmp_path / "table.parquet"), str(tmp_path / "d"), progress=False)
+    tfrecorder.convert(str(tmp_path / "no_extension"), str(tmp_path / "e"), progress=False)  # found by PAR1
+    assert written(from_parquet) == written(from_df)
+    assert _shard_bytes(tmp_path / "d") == _shard_bytes(tmp_path / "c") == _shard_bytes(tmp_path / "e")
+
+
+def test_parquet_keeps_nullable_integers_and_relative_paths(image_tree, tmp_path):
+    paths = sorted((image_tree / "images").rglob("*.*"))
+    df = pd.DataFrame({"image_uri": [p.relative_to(image_tree).as_posix() for p in paths],
+                       "label": [p.parts[-2] for p in paths],
+                       "count": pd.array([1, None, 3, 4, 123456789], dtype="Int64")})
+    df.to_parquet(image_tree / "t.parquet")
+    tfrecorder.convert(str(image_tree / "t.parquet"), str(tmp_path / "out"), progress=False)
+    back = tfrecorder.read_tfr(str(tmp_path / "out")).sort_values("image_uri")
+    assert str(back["count"].dtype) == "Int64"
+    assert sorted(back["count"].dropna().tolist()) == [1, 3, 4, 123456789]
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("nothing-*.csv", None, "matches no file"),
+    ("mixed-*", "mixed", "both CSV and Parquet"),
+    ("cols-*.csv", "columns", "needs the same columns"),
+])
+def test_bad_globs_are_clear_errors(tmp_path, name, content, message):
+    if content == "mixed":
+        (tmp_path / "mixed-1.csv").write_text("image_uri,label\na.jpg,x\n")
+        pd.DataFrame({"image_uri": ["b.jpg"], "label": ["y"]}).to_parquet(tmp_path / "mixed-2.parquet")
+    elif content == "columns":
+        (tmp_path / "cols-1.csv").write_text("image_uri,label\na.jpg,x\n")
+        (tmp_path / "cols-2.csv").write_text("image_uri,label,weight\nb.jpg,y,1\n")
+    with pytest.raises(TFRecorderError, match=message):
+        tfrecorder.convert(str(tmp_path / name), str(tmp_path / "out"), progress=False)

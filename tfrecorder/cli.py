@@ -41,10 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     convert = commands.add_parser(
-        "convert", help="convert a CSV, image folder or table into TFRecord shards",
+        "convert", help="convert a CSV, Parquet, image folder or table into TFRecord shards",
         description="Convert SOURCE into TFRecord shards, dataset.json and errors.csv in OUTPUT_DIR. "
                     "Any other --flag=value is passed to Apache Beam as a pipeline option.")
-    convert.add_argument("source", help="CSV path/URL (header optional) or image folder")
+    convert.add_argument("source", help="CSV or Parquet path/URL, a glob of them (quote it), or an image folder")
     convert.add_argument("output_dir", help="folder to write into (local path or gs:// URL)")
     convert.add_argument("--runner", default=LOCAL, choices=RUNNERS)
     convert.add_argument("--num-shards", type=int, default=None, help="shards per split (default: ~128 MiB each)")

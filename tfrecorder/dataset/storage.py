@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -14,6 +15,50 @@ import fsspec
 logger = logging.getLogger(__name__)
 
 STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see runstate)
+WRITEBACK_BYTES = 32 * 1024**2  # a durable file being written is flushed to the disk in the background this often
+
+
+class _WritebackFile:
+    """A local file being written whose bytes are sent to the disk as they come, by a background
+    ``fdatasync`` every WRITEBACK_BYTES: the fsync before the rename then waits for the last part only.
+    (Measured at 10,000 JPEGs: the end-of-shard fsyncs took 0.53 s of 2.98.)"""
+
+    def __init__(self, raw: BinaryIO):
+        self._raw = raw
+        self._unsynced = 0
+        self._sync: threading.Thread | None = None
+
+    def write(self, data: Any) -> int:
+        written = self._raw.write(data)
+        self._unsynced += written
+        if self._unsynced >= WRITEBACK_BYTES and (self._sync is None or not self._sync.is_alive()):
+            self._raw.flush()
+            self._sync = threading.Thread(target=_datasync, args=(self._raw.fileno(),), daemon=True)
+            self._sync.start()
+            self._unsynced = 0
+        return written
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def wait(self) -> None:
+        """Wait for the background flush (before the file is closed)."""
+        if self._sync is not None:
+            self._sync.join()
+
+    def finish(self) -> None:
+        """Wait for the background flush, then make the whole file durable."""
+        self.wait()
+        self._raw.flush()
+        os.fsync(self._raw.fileno())
+
+
+def _datasync(fd: int) -> None:
+    try:
+        os.fdatasync(fd)
+    except OSError:  # the final fsync reports any real failure
+        pass
+
 
 @dataclass(frozen=True)
 class Folder:
@@ -55,11 +100,13 @@ class Folder:
         return "file" in _protocols(self.fs)
 
     @contextlib.contextmanager
-    def create(self, name: str) -> Iterator[BinaryIO]:
+    def create(self, name: str, durable: bool = True) -> Iterator[BinaryIO]:
         """Open ``name`` for writing so that it appears only when complete.
 
-        Local files are written under ``.<name>.partial``, flushed to the disk (fsync), renamed, and
-        the rename made durable (fsync of the folder): after a power loss a file is whole or absent.
+        Local files are written under ``.<name>.partial``, flushed to the disk (fsync; unless not
+        ``durable``: a record that may be lost, such as the resume journal's), then renamed. Renames
+        are made durable by ``sync()``, once for many files: after a power loss a file is whole or
+        absent, and everything before a ``sync()`` is there.
         An object store (gs://, s3://) shows an object only once its upload finishes, so it is written
         in place. On error nothing is left under ``name``; an OSError names the file.
         """
@@ -79,20 +126,32 @@ class Folder:
             self.fs.makedirs(self.join(parent), exist_ok=True)
         try:
             with open(path, "wb") as f:
-                yield f
-                f.flush()
-                os.fsync(f.fileno())
+                if not durable:
+                    yield f
+                else:
+                    writer = _WritebackFile(f)
+                    try:
+                        yield writer  # type: ignore[misc]
+                    except BaseException:
+                        writer.wait()
+                        raise
+                    writer.finish()
             os.replace(path, target)
-            _fsync_dir(os.path.dirname(target))
         except BaseException as e:
             self._remove_quietly(path)
             _name_file(e, target)
             raise
 
-    def write_text(self, name: str, text: str) -> None:
+    def write_text(self, name: str, text: str, durable: bool = True) -> None:
         """Write ``name`` whole (see ``create``)."""
-        with self.create(name) as f:
+        with self.create(name, durable) as f:
             f.write(text.encode("utf-8"))
+
+    def sync(self) -> None:
+        """Make the files renamed into this local folder so far durable (one fsync of the folder: a per-file
+        one cost 1.5 ms a file, a quarter of writing 2,000 images); object stores need none."""
+        if self.is_local:
+            _fsync_dir(self.path)
 
     def _remove_quietly(self, path: str) -> None:
         try:

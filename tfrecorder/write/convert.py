@@ -78,7 +78,8 @@ def convert(
     """Convert a table of images and labels (or plain columns) into TFRecord shards and ``dataset.json``.
 
     Args:
-        source: a DataFrame, a CSV path/URL (header optional: AutoML ``split,image_uri,label`` order),
+        source: a DataFrame, a CSV or Parquet path/URL or a glob of them (``parts/*.csv``; CSV header optional:
+            AutoML ``split,image_uri,label`` order),
             or an image folder (``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>``).
         output_dir: local path or URL to write into (directly: no timestamped sub-folder).
         schema: None to infer from column names and dtypes, a ``Schema``, or ``{column: tfrecorder.types.X}``.

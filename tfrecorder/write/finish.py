@@ -69,7 +69,9 @@ class Finish:
         for name, text in tfds.files.items():
             folder.write_text(name, text)
         manifest = replace(manifest, tfds=tfds.summary())
+        folder.sync()  # every shard and file it names is in place for good before dataset.json says so
         folder.write_text(MANIFEST_NAME, manifest.to_json())
+        folder.sync()
         return manifest
 
 

@@ -38,7 +38,9 @@ class Journal:
 
     def record(self, result: ShardResult) -> None:
         """Note that ``result``'s shard is complete (after its file is in place)."""
-        self.folder.write_text(f"{DONE_DIR}/{result.spec.filename}.json", json.dumps(_to_json(result)))
+        # Not fsynced: after a power loss a lost or empty record only means the shard is written again.
+        self.folder.write_text(f"{DONE_DIR}/{result.spec.filename}.json", json.dumps(_to_json(result)),
+                               durable=False)
 
     def finished(self, plan: Sequence[ShardSpec]) -> dict[str, ShardResult]:
         """Shards of ``plan`` finished by an earlier run whose files still have the recorded size and CRC-32C."""

@@ -71,8 +71,8 @@ class ShardResult:
     first_crc: int | None = None  # masked CRC of the first record (None: no record)
 
 
-# A function that maps row positions to images (or the ImageError each raised), in order.
-ImageOrError = StoredImage | ImageError
+# A function that maps row positions to (image and its content key) or the ImageError each raised, in order.
+ImageOrError = tuple[StoredImage, int] | tuple[ImageError, None]
 ImageMapper = Callable[[Callable[[int], ImageOrError], Iterable[int]], Iterator[ImageOrError]]
 
 
@@ -102,7 +102,7 @@ def write_shard(
     with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
         writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
-        for local, image in enumerate(_images(table, options, image_map)):
+        for local, (image, key) in enumerate(_images(table, options, image_map)):
             if isinstance(image, ImageError):
                 uri = table.image_uris[local] if table.image_uris is not None else None
                 failure = RowFailure(spec.rows[local], spec.split, uri, image.error, image.message)
@@ -113,7 +113,7 @@ def write_shard(
                 writer.write(encoder.encode(local, image))
                 if image is not None:
                     stats = stats.add(image)
-                    fingerprints.append(content_key(image.data))
+                    fingerprints.append(key)
                     fingerprint_rows.append(spec.rows[local])
             if on_row is not None:
                 on_row()
@@ -124,13 +124,16 @@ def write_shard(
 
 def _images(table: Table, options: WriteOptions, image_map: ImageMapper):
     if table.image_locations is None:
-        return (None for _ in range(table.num_rows))
+        return ((None, None) for _ in range(table.num_rows))
     locations, settings = table.image_locations, options.images
 
-    def fetch(row: int) -> StoredImage | ImageError:
+    def fetch(row: int) -> ImageOrError:
+        """Runs on the mapper's threads: the read, the check and the content hash (hashlib lets go of the
+        GIL) all happen there, leaving the writing thread only encoding and writing."""
         try:
-            return load_image(locations[row], settings, options.fetch)
+            image = load_image(locations[row], settings, options.fetch)
         except ImageError as e:
-            return e
+            return e, None
+        return image, content_key(image.data)
 
     return image_map(fetch, range(table.num_rows))

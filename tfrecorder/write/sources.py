@@ -1,4 +1,5 @@
-"""Sources (IO edge): a DataFrame, a CSV (with or without header) or an image folder -> (DataFrame, base folder)."""
+"""Sources (IO edge): a DataFrame, CSV or Parquet files (one, or a glob), or an image folder -> (DataFrame,
+the folder(s) its relative image paths are relative to)."""
 
 from __future__ import annotations
 
@@ -21,21 +22,85 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".
 _COLUMN_NAMES = {SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN}
 
 
-def read_source(source: Any) -> tuple[pd.DataFrame, str | None]:
-    """The table in ``source`` and the folder its relative image paths are relative to (None for a DataFrame)."""
+PARQUET_EXTENSIONS = (".parquet", ".pq")
+_PARQUET_MAGIC = b"PAR1"
+_GLOB_CHARACTERS = "*?["
+
+BaseDir = str | list[str | None] | None  # one folder for the table, or one per row (a table of several files)
+
+
+def read_source(source: Any) -> tuple[pd.DataFrame, BaseDir]:
+    """The table in ``source`` and the folder(s) its relative image paths are relative to (None for a DataFrame).
+
+    ``source`` is a DataFrame, an image folder, a CSV or Parquet file, or a glob of them (``parts/*.csv``,
+    ``gs://bucket/table/*.parquet``): the files' rows in the order of their sorted names, each file's
+    relative image paths relative to its own folder.
+    """
     if isinstance(source, pd.DataFrame):
         return source, None
     if not isinstance(source, (str, os.PathLike)):
         raise TFRecorderError(
-            f"source={type(source).__name__}: give a pandas DataFrame, a CSV path/URL or an image folder"
+            f"source={type(source).__name__}: give a pandas DataFrame, a CSV or Parquet path/URL (or a glob of "
+            f"them) or an image folder"
         )
     url = os.fspath(source)
     fs, path = fsspec.core.url_to_fs(url)
     if not fs.exists(path):
+        if any(c in path for c in _GLOB_CHARACTERS):
+            return _read_glob(url, fs, path)
         raise TFRecorderError(f"source {url!r} does not exist")
     if fs.isdir(path):
         return image_folder_table(url), None
-    return read_csv(url), _parent(url)
+    return read_table_file(url), _parent(url)
+
+
+def read_table_file(url: str) -> pd.DataFrame:
+    """One CSV or Parquet file (Parquet: by its extension or its PAR1 magic bytes)."""
+    if is_parquet(url):
+        return read_parquet(url)
+    return read_csv(url)
+
+
+def is_parquet(url: str) -> bool:
+    if url.lower().endswith(PARQUET_EXTENSIONS):
+        return True
+    with fsspec.open(url, "rb") as f:
+        return f.read(4) == _PARQUET_MAGIC
+
+
+def read_parquet(url: str) -> pd.DataFrame:
+    """A Parquet file (pyarrow, through fsspec for URLs): its columns keep their stored types."""
+    try:
+        return pd.read_parquet(url, dtype_backend="numpy_nullable")
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+
+
+def _read_glob(url: str, fs: Any, path: str) -> tuple[pd.DataFrame, list[str | None]]:
+    matches = sorted(p for p in fs.glob(path) if not fs.isdir(p))
+    if not matches:
+        raise TFRecorderError(f"source {url!r} matches no file")
+    urls = [fs.unstrip_protocol(p) if "://" in url else p for p in matches]
+    kinds = {is_parquet(u) for u in urls}
+    parquet = kinds == {True}
+    if len(kinds) > 1:
+        raise TFRecorderError(f"source {url!r} matches both CSV and Parquet files: give a glob of one kind")
+    if parquet:
+        parts = [read_parquet(u) for u in urls]
+        label_columns: list[str] = []
+    else:  # CSV text is typed once for the whole table: a column must not get a type per file
+        texts = [_csv_text(u) for u in urls]
+        parts = [text for text, _ in texts]
+        label_columns = list(dict.fromkeys(c for _, labels in texts for c in labels))
+    columns = [c for c in parts[0].columns if c not in label_columns]
+    for u, part in zip(urls[1:], parts[1:]):
+        if [c for c in part.columns if c not in label_columns] != columns:
+            raise SchemaError(f"source {url!r}: {u!r} has columns {[str(c) for c in part.columns]}, but "
+                              f"{urls[0]!r} has {[str(c) for c in parts[0].columns]}; every file of a glob "
+                              f"needs the same columns")
+    base = [folder for u, part in zip(urls, parts) for folder in [_parent(u)] * len(part)]
+    table = pd.concat(parts, ignore_index=True)
+    return (table if parquet else _typed_table(table, label_columns)), base
 
 
 def _parent(url: str) -> str:
@@ -51,6 +116,18 @@ def read_csv(url: str) -> pd.DataFrame:
     fine. A row with more fields than the header, or bytes that are not UTF-8, are errors naming the line.
     Values keep what they say (see ``typed_columns``): only an empty cell is missing.
     """
+    return _typed_table(*_csv_text(url))
+
+
+def _typed_table(df: pd.DataFrame, label_columns: list[str]) -> pd.DataFrame:
+    """CSV text typed by ``typed_columns``; headerless multi-label columns merged into one list column."""
+    if label_columns:
+        return _merge_labels(typed_columns(df, skip=label_columns), label_columns)
+    return typed_columns(df)
+
+
+def _csv_text(url: str) -> tuple[pd.DataFrame, list[str]]:
+    """A CSV's cells as text (empty cells missing), and the columns of a headerless multi-label row."""
     with fsspec.open(url, "rb") as f:
         raw = f.read()
     try:
@@ -74,9 +151,8 @@ def read_csv(url: str) -> pd.DataFrame:
     except (pd.errors.ParserError, ValueError) as e:
         raise TFRecorderError(f"CSV {url!r} cannot be parsed: {e}") from e
     if names and LABEL_COLUMN in names and names[-1] != LABEL_COLUMN:  # multi-label rows: labels stay text
-        return _merge_labels(typed_columns(df, skip=names[names.index(LABEL_COLUMN):]),
-                             names[names.index(LABEL_COLUMN):])
-    return typed_columns(df)
+        return df, names[names.index(LABEL_COLUMN):]
+    return df, []
 
 
 def _check_header(url: str, header: list[str]) -> None:

@@ -27,7 +27,7 @@ def validate(
     df: pd.DataFrame,
     schema: Schema | None = None,
     *,
-    base_dir: str | None = None,
+    base_dir: str | Sequence[str | None] | None = None,
     split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
     float_precision: str = "auto",
 ) -> Table:
@@ -73,7 +73,7 @@ def validate(
         num_rows=len(df),
         splits=row_splits,
         image_uris=image_uris,
-        image_locations=[resolve_uri(u, base_dir) for u in given_uris] if given_uris else None,
+        image_locations=_locations(given_uris, base_dir) if given_uris else None,
         label=label,
         vocabulary=vocabulary,
         features=tuple(features),
@@ -201,6 +201,14 @@ def _decode(value: Any) -> Any:
     if isinstance(value, list):
         return [_decode(v) for v in value]
     return value.strip() if isinstance(value, str) else value
+
+
+def _locations(uris: list[str | None], base_dir: str | Sequence[str | None] | None) -> list[str | None]:
+    """Where each row's image is: relative paths joined to the folder of the file the row came from
+    (``base_dir``: one folder for the whole table, or one per row for a table read from several files)."""
+    if base_dir is None or isinstance(base_dir, str):
+        return [resolve_uri(u, base_dir) for u in uris]
+    return [resolve_uri(u, base) for u, base in zip(uris, base_dir)]
 
 
 def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
