@@ -41,3 +41,32 @@ def test_explicit_num_shards_cannot_make_shards_over_the_cap():
                                               r"pass num_shards=3 or more"):
         plan_shards(["TRAIN"] * 100_000, num_shards=1, bytes_per_row={"TRAIN": 100_000})
     assert len(plan_shards(["TRAIN"] * 100_000, num_shards=3, bytes_per_row={"TRAIN": 100_000})) == 3
+
+
+@pytest.mark.parametrize("kind", ["alternating small JPEG and PNG", "tabular"])
+def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_path, kind):
+    """The bytes a shard count is chosen from match the records written (within 10%): for tiny images the
+    other features are a large part of each record, and a table alternating two formats of different sizes
+    is sampled across both (an evenly spaced sample of 32 saw only one)."""
+    import pandas as pd
+
+    import tfrecorder
+    from tests.conftest import write_image
+    from tfrecorder.dataset.fetch import FetchLimits
+    from tfrecorder.write.convert import _bytes_per_row
+    from tfrecorder.write.validate import validate
+
+    rows = 640
+    if kind == "tabular":
+        df = pd.DataFrame({"split": "TRAIN", "x": range(rows), "note": [f"row {i}" for i in range(rows)]})
+    else:
+        files = [write_image(tmp_path / f"{i}.{'png' if i % 2 else 'jpg'}", "PNG" if i % 2 else "JPEG",
+                             size=(32, 32), seed=i) for i in range(rows)]
+        df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(f) for f in files],
+                           "label": [f"class {i % 7}" for i in range(rows)], "weight": 0.5})
+        assert files[1].stat().st_size > 2 * files[0].stat().st_size
+    estimate = _bytes_per_row(validate(df), FetchLimits())["TRAIN"]
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    shards = tfrecorder.read_manifest(str(tmp_path / "out")).splits["TRAIN"]
+    actual = sum(s.bytes for s in shards) / sum(s.records for s in shards)
+    assert abs(estimate - actual) / actual < 0.10, (estimate, actual)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import errno
+import heapq
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+
+import google_crc32c
 
 from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits, size_of
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
@@ -210,27 +213,41 @@ def _check_size(size: Any) -> tuple[int, int] | None:
     return height, width
 
 
-def _bytes_per_row(table: Table, limits: FetchLimits, sample: int = 32) -> dict[str, float]:
-    """Average stored bytes per row of each split, from a few rows (file sizes, or encoded tabular rows)."""
+def _bytes_per_row(table: Table, limits: FetchLimits, sample: int = 64) -> dict[str, float]:
+    """Average stored bytes per record of each split, from a sample of its rows: each whole record (every
+    feature and the framing, the image counted by its file size), for the rows whose URIs (or row numbers,
+    without images) hash lowest - a sample that does not follow the table's order, so a table alternating
+    small JPEGs and large PNGs is not judged by one kind."""
+    from tfrecorder.write.encode import ExampleEncoder
+    from tfrecorder.write.images import StoredImage
+
     estimate: dict[str, float] = {}
+    keys = table.image_uris or [str(row) for row in range(table.num_rows)]
     for split in splits.WRITTEN_SPLITS:
         rows = [i for i, s in enumerate(table.splits) if s == split]
-        picked = rows[:: max(1, len(rows) // sample)][:sample]
+        picked = sorted(heapq.nsmallest(sample, rows, key=lambda i: _sample_key(keys[i])))
         if not picked:
             continue
-        if table.image_locations is not None:
-            estimate[split] = _average_file_size([table.image_locations[i] for i in picked], limits)
+        encoder = ExampleEncoder(table.take(picked))  # a few rows, not the whole table
+        if table.image_locations is None:
+            sizes = [len(encoder.encode(i)) for i in range(len(picked))]
         else:
-            from tfrecorder.write.encode import ExampleEncoder
-
-            encoder = ExampleEncoder(table.take(picked))  # a few rows, not the whole table
-            estimate[split] = sum(len(encoder.encode(i)) + 16 for i in range(len(picked))) / len(picked)
+            files = [size_of(table.image_locations[row], limits) for row in picked]
+            known = [size for size in files if size is not None]
+            fallback = sum(known) / len(known) if known else _DEFAULT_IMAGE_BYTES
+            empty = StoredImage(b"", 1, 1, 3, "jpeg")  # the record without its image bytes, then the file's size
+            sizes = [len(encoder.encode(i, empty)) + int(fallback if size is None else size) + _BYTES_PREFIX
+                     for i, size in enumerate(files)]
+        estimate[split] = sum(sizes) / len(sizes) + _RECORD_FRAMING
     return estimate
 
 
-def _average_file_size(locations: list[str | None], limits: FetchLimits) -> float:
-    sizes = [size for size in (size_of(location, limits) for location in locations) if size is not None]
-    return sum(sizes) / len(sizes) if sizes else _DEFAULT_IMAGE_BYTES
+_RECORD_FRAMING = 16  # a TFRecord's length, its CRC and the data's CRC
+_BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 bytes up to 256 MiB)
+
+
+def _sample_key(key: str | None) -> int:
+    return google_crc32c.value((key or "").encode("utf-8", "surrogatepass"))
 
 
 def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str, resumed: int = 0) -> ConvertResult:
