@@ -70,6 +70,10 @@ def tfrecorder2_format(paths, out: Path) -> None:
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 
 
+def speedup(ratio: float) -> str:
+    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{ratio:.2f}x (slower)"
+
+
 def size_case(tfrecorder, table, work: Path, runs: int) -> list[tuple[str, str, str, str]]:
     """The rows for one table of JPEGs: ours (header and full checks) against the loop, `cat` and decode limits."""
     paths, labels = table["image_uri"].tolist(), [int(v[-1]) for v in table["label"]]
@@ -100,13 +104,13 @@ def size_case(tfrecorder, table, work: Path, runs: int) -> list[tuple[str, str, 
     rate = lambda seconds: f"{n / seconds:,.0f} img/s ({mb / seconds:,.0f} MB/s)"  # noqa: E731
     return [
         (f"{n:,} JPEGs: to_tfr, header", rate(ours_header), f"tutorial loop: {rate(tutorial)}",
-         f"{tutorial / ours_header:.2f}x faster"),
+         speedup(tutorial / ours_header)),
         (f"{n:,} JPEGs: to_tfr, header", rate(ours_header), f"cat: {rate(cat)}",
          f"{cat / ours_header:.2f}x of the limit"),
         (f"{n:,} JPEGs: to_tfr, header", rate(ours_header), f"cat, then fsync: {rate(times['cat_fsync'])}",
          f"{times['cat_fsync'] / ours_header:.2f}x of the limit"),
         (f"{n:,} JPEGs: to_tfr, full", rate(ours_full), f"tutorial loop: {rate(tutorial)}",
-         f"{tutorial / ours_full:.2f}x faster"),
+         speedup(tutorial / ours_full)),
         (f"{n:,} JPEGs: to_tfr, full", rate(ours_full), f"decode limit (1/8-scale check, all cores, in memory): "
          f"{rate(times['decode'])}", f"{times['decode'] / ours_full:.2f}x of the limit"),
         (f"{n:,} JPEGs: output size, keep bytes", f"{ours_bytes / 1e6:.1f} MB", f"inputs: {source_bytes / 1e6:.1f} MB",

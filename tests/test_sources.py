@@ -127,7 +127,13 @@ def test_headerless_csv_without_split_column_and_with_rows_of_different_widths(i
 @pytest.mark.parametrize("content, message", [
     (b"split,image_uri,label\nTRAIN,a.jpg,cat\nTRAIN,\"b\nc.jpg\",dog,extra\n",
      r"cannot be parsed: line 3 has 4 fields, the header has 3"),
+    (b"split,image_uri,label\nTRAIN,a.jpg,cat,extra\nTRAIN,b.jpg,dog\n",
+     r"cannot be parsed: line 2 has 4 fields, the header has 3"),
+    (b"split,image_uri,label\n" + b"TRAIN,a.jpg,cat\n" * 9000 + b"TRAIN,b.jpg,dog,x\n",  # past the first 64 KiB
+     r"cannot be parsed: line 9002 has 4 fields, the header has 3"),
     (b"split,image_uri,label\nTRAIN,caf\xe9.jpg,cat\n", r"is not UTF-8 text: .*byte 0xe9 at line 2"),
+    (b"split,image_uri,label\n" + b"TRAIN,a.jpg,cat\n" * 9000 + b"TRAIN,\xff.jpg,cat\n",
+     r"is not UTF-8 text: .*byte 0xff at line 9002"),
     (b"split,image_uri,label\n", r"the table is empty"),
     (b"", r"is empty"),
 ])
