@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from PIL import Image
 
-from benchmarks.common import DATA, peak_rss_mib, print_table
+from benchmarks.common import DATA, peak_rss_mib, print_table, work_dir
 
 
 def small_pngs(n: int) -> pd.DataFrame:
@@ -61,7 +59,7 @@ def main(argv=None) -> None:
     if args.child:
         return _child(args.child, args.images, args.out)
     rows = []
-    work = Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    work = work_dir("bench-memory-")
     for n in (int(v) for v in args.sizes.split(",")):
         small_pngs(n)  # make files outside the measured process
         out = str(work / f"out-{n}")

@@ -4,13 +4,12 @@ quality of each as PSNR against Pillow's LANCZOS resize of the full-size decode.
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.common import interleaved_best, jpeg_table, print_table
+from benchmarks.common import interleaved_best, jpeg_table, print_table, work_dir
 
 AUTOTUNE = None  # set once TensorFlow is imported
 SIZE, BATCH, QUALITY_IMAGES = (224, 224), 64, 16
@@ -113,7 +112,7 @@ def main(argv=None) -> None:
     import tfrecorder
 
     AUTOTUNE = tf.data.AUTOTUNE
-    work = Path(tempfile.mkdtemp(prefix="bench-read-"))
+    work = work_dir("bench-read-")
     rows = []
     for n, size in ((args.images, (375, 500)), (args.large, (1200, 1600)), (args.phone, (3024, 4032))):
         if n:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import tempfile
-from pathlib import Path
 
-from benchmarks.common import fresh, jpeg_table, median_seconds, print_table
+from benchmarks.common import fresh, jpeg_table, median_seconds, print_table, work_dir
 
 
 def main(argv=None) -> None:
@@ -20,7 +18,7 @@ def main(argv=None) -> None:
     import tfrecorder
 
     table = jpeg_table(args.images)
-    work = Path(tempfile.mkdtemp(prefix="bench-runners-"))
+    work = work_dir("bench-runners-")
     cases = {
         "local": dict(runner="local", progress=False),
         "DirectRunner in_memory": dict(runner="DirectRunner", dataflow_options={"direct_running_mode": "in_memory"}),

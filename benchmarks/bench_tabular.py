@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.common import peak_rss_mib, print_table
+from benchmarks.common import fresh, peak_rss_mib, print_table, work_dir
 
 
 def table(rows: int) -> pd.DataFrame:
@@ -46,7 +45,33 @@ def row_loop(df: pd.DataFrame, out: Path) -> None:
             writer.write(example.SerializeToString())
 
 
+def _reader_child(case: str, out: str) -> None:
+    """Read the dataset at ``out`` back: read_tfr (all columns, or 3) or iterating load_dataset (batch 256)."""
+    import tfrecorder
+
+    if case == "load_dataset":  # each reader's modules imported before the clock and the memory count start
+        import tensorflow as tf
+
+        tf.constant(0)
+    else:
+        import tfrecorder.read.pandas  # noqa: F401 - pandas, numpy and pyarrow
+    before = peak_rss_mib()
+    start = time.perf_counter()
+    if case == "load_dataset":
+        for ds in tfrecorder.load_dataset(out, batch_size=256).values():
+            for _ in ds:
+                pass
+        frame = 0.0
+    else:
+        df = tfrecorder.read_tfr(out, columns=["label", "i0", "s0"] if case == "read_tfr_columns" else None)
+        frame = df.memory_usage(deep=True).sum() / 2**20
+    seconds = time.perf_counter() - start
+    print(f"{seconds} {peak_rss_mib() - before} {frame}")
+
+
 def _child(case: str, rows: int, out: str) -> None:
+    if case in ("read_tfr", "read_tfr_columns", "load_dataset"):
+        return _reader_child(case, out)
     df = table(rows)
     start = time.perf_counter()
     if case == "ours":
@@ -60,12 +85,7 @@ def _child(case: str, rows: int, out: str) -> None:
     print(f"{seconds} {peak} {df.memory_usage(deep=True).sum() / 2**20}")
 
 
-def run(case: str, rows: int) -> tuple[float, float, float]:
-    out = tempfile.mkdtemp(prefix=f"bench-tab-{case}-")
-    if case != "ours":
-        Path(out).mkdir(exist_ok=True)
-    else:
-        Path(out).rmdir()
+def run(case: str, rows: int, out: str) -> tuple[float, float, float]:
     proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_tabular", "--child", case, "--rows", str(rows),
                            "--out", out], capture_output=True, text=True, check=True)
     seconds, peak, frame = map(float, proc.stdout.split())
@@ -80,12 +100,23 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         return _child(args.child, args.rows, args.out)
-    ours, ours_peak, frame = run("ours", args.rows)
-    loop, loop_peak, _ = run("loop", args.rows)
+    work = work_dir("bench-tab-")
+    out = str(work / "ours")
+    ours, ours_peak, frame = run("ours", args.rows, out)
+    loop, loop_peak, _ = run("loop", args.rows, str(fresh(work / "loop")))
+    read, read_growth, read_frame = run("read_tfr", args.rows, out)
+    some, some_growth, some_frame = run("read_tfr_columns", args.rows, out)
+    iterate, iterate_growth, _ = run("load_dataset", args.rows, out)
     print_table(f"Tabular, {args.rows:,} rows x 20 columns (each case in its own process)", [
         ("to_tfr local", f"{args.rows / ours:,.0f} rows/s ({ours:.1f} s)",
          f"row-by-row Example loop: {args.rows / loop:,.0f} rows/s ({loop:.1f} s)", f"{loop / ours:.2f}x faster"),
         ("peak RSS", f"{ours_peak:,.0f} MiB", f"loop: {loop_peak:,.0f} MiB (DataFrame: {frame:,.0f} MiB)", "report"),
+        ("read_tfr, every column", f"{read:.1f} s", f"iterating load_dataset, batch 256: {iterate:.1f} s",
+         f"{read / iterate:.2f}x its time"),
+        ("read_tfr, every column: memory", f"+{read_growth:,.0f} MiB at the peak",
+         f"the DataFrame it returns: {read_frame:,.0f} MiB", f"{read_growth / read_frame:.2f}x"),
+        ("read_tfr, columns=[label, i0, s0]", f"{some:.1f} s, +{some_growth:,.0f} MiB",
+         f"the DataFrame it returns: {some_frame:,.0f} MiB", f"{some_growth / some_frame:.2f}x"),
     ])
 
 

@@ -6,13 +6,12 @@ import argparse
 import base64
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from benchmarks.common import fresh, input_bytes, interleaved_best, jpeg_table, print_table
+from benchmarks.common import fresh, input_bytes, interleaved_best, jpeg_table, print_table, work_dir
 
 
 def tutorial_loop(paths, labels, out: Path) -> None:
@@ -125,7 +124,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     import tfrecorder
 
-    work = Path(tempfile.mkdtemp(prefix="bench-write-"))
+    work = work_dir("bench-write-")
     tables = {n: jpeg_table(n) for n in args.images}
     warm = tables[args.images[0]].head(20)  # TensorFlow and our imports, before anything is timed
     tutorial_loop(warm["image_uri"].tolist(), [0] * len(warm), work / "warm.tfrecord")

@@ -150,6 +150,17 @@ def print_table(title: str, rows: list[tuple[str, str, str, str]]) -> None:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 
 
+def work_dir(prefix: str) -> Path:
+    """A temporary folder for a benchmark's files, removed when the process exits (however it exits)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def fresh(path: Path) -> Path:
     """An empty folder at ``path``."""
     import shutil

@@ -37,6 +37,7 @@ _CRC = struct.Struct("<I")
 _FLUSH_BYTES = 1 << 20
 MAX_RECORD_BYTES = 2**31 - 1  # protobuf's limit on one message: no tf.train.Example is longer
 _DRAIN_CHUNK = 1 << 22
+_FIRST_READ, _BLOCK_READ = 1 << 16, 1 << 23  # read_blocks' first and largest reads
 
 
 class ChecksumFile:
@@ -185,6 +186,23 @@ def read_records(raw: BinaryIO, compression: str | None = None, *, check_crc: bo
 
 def read_frames(raw: BinaryIO, compression: str | None = None, *, check_crc: bool = True) -> Iterator[Frame]:
     """Yield the records of a TFRecord stream with their offsets; TFRecorderError on damage (record number)."""
+    for block in read_blocks(raw, compression, check_crc=check_crc):
+        for offset, data in zip(block.offsets, block.records):
+            yield Frame(offset, len(data) + 16, data)
+
+
+@dataclass(frozen=True)
+class Block:
+    """The records framed from one read of a stream: the number of the first, each frame's offset, the data."""
+
+    first: int
+    offsets: list[int]
+    records: list[bytes]
+
+
+def read_blocks(raw: BinaryIO, compression: str | None = None, *, check_crc: bool = True) -> Iterator[Block]:
+    """The records of a TFRecord stream, a read at a time: 64 KiB first (a reader that wants one record reads
+    little), doubling to 8 MiB. One loop over the buffer frames them; TFRecorderError on damage."""
     stream: BinaryIO
     if compression == "gzip":
         stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
@@ -192,38 +210,55 @@ def read_frames(raw: BinaryIO, compression: str | None = None, *, check_crc: boo
         stream = _ZlibReader(raw)  # type: ignore[assignment]
     else:
         stream = raw
-    index = offset = 0
+    index = base = 0  # the number of the next record, and the stream offset of ``pending``
+    pending, size, needed = b"", _FIRST_READ, 0
 
     def read(size: int) -> bytes:
-        if compression is None:
-            return stream.read(size)
         try:
             return stream.read(size)
         except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
+            if compression is None:
+                raise
             raise TFRecorderError(f"record {index}: the {compression} stream is damaged ({e})") from e
 
     while True:
-        header = read(12)
-        if not header:
-            return
-        if len(header) < 12:
-            raise TFRecorderError(f"record {index}: truncated header ({len(header)} of 12 bytes)")
-        length_bytes = header[:8]
-        if check_crc and _CRC.unpack(header[8:])[0] != masked_crc(length_bytes):
-            raise TFRecorderError(f"record {index}: length CRC mismatch (corrupt length field)")
-        (length,) = _LENGTH.unpack(length_bytes)
-        if length > MAX_RECORD_BYTES:  # read before allocating: a damaged or hostile length is not a MemoryError
-            raise TFRecorderError(f"record {index}: length {length} is over the {MAX_RECORD_BYTES}-byte limit of "
-                                  f"one tf.train.Example (a damaged file, or not a TFRecord file)")
-        body = read(length + 4)
-        if len(body) < length + 4:
-            raise TFRecorderError(f"record {index}: truncated data ({len(body)} of {length + 4} bytes)")
-        data = body[:length]
-        if check_crc and _CRC.unpack(body[length:])[0] != masked_crc(data):
-            raise TFRecorderError(f"record {index}: data CRC mismatch (corrupt payload)")
-        yield Frame(offset, length + 16, data)
-        offset += length + 16
-        index += 1
+        chunk = read(max(size, needed))
+        buf = pending + chunk if pending else chunk
+        pos, offsets, records, needed, damage = 0, [], [], 0, None
+        while len(buf) - pos >= 12:
+            (length,) = _LENGTH.unpack_from(buf, pos)
+            if check_crc and _CRC.unpack_from(buf, pos + 8)[0] != masked_crc(buf[pos:pos + 8]):
+                damage = "length CRC mismatch (corrupt length field)"
+                break
+            if length > MAX_RECORD_BYTES:  # before reading on: a damaged or hostile length is not a MemoryError
+                damage = (f"length {length} is over the {MAX_RECORD_BYTES}-byte limit of one tf.train.Example "
+                          f"(a damaged file, or not a TFRecord file)")
+                break
+            end = pos + 16 + length
+            if end > len(buf):
+                needed = end - len(buf)  # the rest of this record, in the next read
+                break
+            data = buf[pos + 12:end - 4]
+            if check_crc and _CRC.unpack_from(buf, end - 4)[0] != masked_crc(data):
+                damage = "data CRC mismatch (corrupt payload)"
+                break
+            offsets.append(base + pos)
+            records.append(data)
+            pos = end
+        if records:  # the good records before any damage are read
+            yield Block(index, offsets, records)
+            index += len(records)
+        if damage:
+            raise TFRecorderError(f"record {index}: {damage}")
+        pending, base = buf[pos:], base + pos
+        if not chunk:
+            break
+        size = min(size * 2, _BLOCK_READ)
+    if len(pending) >= 12:
+        (length,) = _LENGTH.unpack_from(pending)
+        raise TFRecorderError(f"record {index}: truncated data ({len(pending) - 12} of {length + 4} bytes)")
+    if pending:
+        raise TFRecorderError(f"record {index}: truncated header ({len(pending)} of 12 bytes)")
 
 
 class _ZlibReader:

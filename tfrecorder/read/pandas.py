@@ -8,18 +8,17 @@ from typing import Any
 import fsspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.features import FIELDS, IMAGE
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
-from tfrecorder.dataset.records import read_records
+from tfrecorder.dataset.records import read_blocks
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.read import wire
 from tfrecorder.read.open import check_shard, check_shards, open_dataset
 from tfrecorder.types import Kind
-
-_NULLABLE_DTYPES = {"int": "Int64", "bool": "boolean", "float": "float32", "str": "str", "bytes": object}
-_DTYPES = {"int": "int64", "bool": "bool", "float": "float32", "str": "str", "bytes": object}
 
 
 def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
@@ -38,83 +37,190 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     """
     manifest, folder = open_dataset(tfrecord_dir)
     names = [manifest.split_name(split)] if split is not None else list(manifest.splits)
-    check_shards(manifest, folder, names)
-    features = manifest.features
-    records = [r for name in names for r in _records(folder, manifest, name)]
-    data = {_column_name(f): _values(records, f) for f in features}
-    frame = pd.DataFrame({name: _series(values, f) for f, (name, values) in zip(features, data.items())},
-                         index=pd.RangeIndex(len(records)))  # rows even when records have no features
-    vocabulary = manifest.vocabulary
     label = manifest.label or {}
-    if vocabulary is not None and label.get("column") in frame:
-        column = label["column"]
-        ids = frame[column]
-        frame[f"{column}_id"] = ids
-        frame[column] = ids.map(lambda v: [vocabulary[i] for i in v] if isinstance(v, list) else vocabulary[v])
+    label_column = label.get("column") if manifest.vocabulary is not None else None
+    available = [_column_name(f) for f in manifest.features]
+    if label_column in available:
+        available.append(f"{label_column}_id")
     if columns is not None:
-        missing = [c for c in columns if c not in frame.columns]
+        missing = [c for c in columns if c not in available]
         if missing:
-            raise TFRecorderError(f"columns {missing} are not in the dataset; it has {list(frame.columns)}")
-        frame = frame[list(columns)]
-    return frame
+            raise TFRecorderError(f"columns {missing} are not in the dataset; it has {available}")
+    wanted = set(available if columns is None else columns)
+    if label_column is not None and f"{label_column}_id" in wanted:
+        wanted.add(label_column)
+    features = [f for f in manifest.features if _column_name(f) in wanted]  # only these are decoded
+    check_shards(manifest, folder, names)
+    expected = sum(shard.records for name in names for shard in manifest.splits[name])
+    collectors = [_Collector(f, expected) for f in features]
+    rows = 0
+    for name in names:
+        for records, where, first in _batches(folder, manifest, name):  # a batch of records at a time
+            rows += len(records)
+            decoded = wire.decode(records, features)
+            if decoded is None:  # not in the plain layout: protobuf decodes it
+                examples = [parse_example(r, where, first + i) for i, r in enumerate(records)]
+                decoded = [_decoded(examples, f) for f in features]
+            for collector, column in zip(collectors, decoded):
+                collector.add(column)
+    frame = pd.DataFrame({_column_name(c.feature): c.series() for c in collectors},
+                         index=pd.RangeIndex(rows), copy=False)  # rows even when records have no features
+    if label_column in frame:
+        ids = frame[label_column]
+        frame[f"{label_column}_id"] = ids
+        frame[label_column] = _label_names(ids, manifest.vocabulary or [])
+    return frame[list(columns)] if columns is not None else frame
 
 
-def _records(folder: Folder, manifest: Manifest, split: str) -> list[Any]:
-    out = []
+# Records decoded together: enough that numpy's cost per call vanishes, few enough to stay small in memory.
+_BATCH_RECORDS, _BATCH_BYTES = 16384, 1 << 23
+
+
+def _batches(folder: Folder, manifest: Manifest, split: str):
+    """(records, shard URL, number of the first) for each batch of ``split``'s records, shard by shard;
+    each shard checked against dataset.json as it is opened."""
     for shard in manifest.splits[split]:
         check_shard(folder, shard, manifest.compression)  # as it is opened: a replaced file is an error
-        with fsspec.open(folder.url_of(shard.file), "rb") as f:
+        url = folder.url_of(shard.file)
+        with fsspec.open(url, "rb") as f:
+            batch: list[bytes] = []
+            first = size = 0
             try:
-                out.extend(parse_example(r, shard.file, i) for i, r in enumerate(read_records(f, manifest.compression)))
+                for block in read_blocks(f, manifest.compression):
+                    batch.extend(block.records)
+                    size += sum(map(len, block.records))
+                    if len(batch) >= _BATCH_RECORDS or size >= _BATCH_BYTES:
+                        yield batch, url, first
+                        first, batch, size = first + len(batch), [], 0
             except TFRecorderError as e:
-                raise TFRecorderError(f"{folder.url_of(shard.file)}: {e}") from e
-    return out
+                raise TFRecorderError(f"{url}: {e}") from e
+            if batch:
+                yield batch, url, first
+
+
+def _label_names(ids: pd.Series, vocabulary: list[str]) -> pd.Series:
+    if ids.dtype == "int64":  # one label per row, none missing: a lookup, not a Python call per row
+        return pd.Series(np.asarray(vocabulary, dtype=object)[ids.to_numpy()], index=ids.index, dtype="str")
+    return ids.map(lambda v: [vocabulary[i] for i in v] if isinstance(v, list) else vocabulary[v])
+
+
+class _Collector:
+    """One feature's values over the batches read so far: numbers in numpy arrays (with a mask of the
+    missing ones), never a Python object per number; bytes and text in pyarrow arrays; lists as objects.
+
+    Numbers go straight into arrays of the expected row count (dataset.json's): joining per-batch arrays
+    at the end would hold every number column twice at once.
+    """
+
+    def __init__(self, feature: FeatureInfo, expected_rows: int):
+        self.feature = feature
+        self._arrays: list[np.ndarray] = []
+        self._masks: list[np.ndarray] = []
+        self._objects: list[Any] = []
+        self._binary: list[pa.Array] = []
+        self._filled = 0
+        if _is_number(feature):
+            self._arrays = [np.zeros(expected_rows, np.float32 if feature.dtype == Kind.FLOAT32 else np.int64)]
+            self._masks = [np.ones(expected_rows, bool)]
+
+    def add(self, column: wire.Numbers | wire.Binary | wire.Objects) -> None:
+        if isinstance(column, wire.Objects):
+            self._objects.extend(_text(column.values, self.feature))
+        elif isinstance(column, wire.Binary):
+            self._binary.append(column.values)
+        else:
+            end = self._filled + len(column.values)
+            if len(self._arrays) == 1 and end <= len(self._arrays[0]):
+                self._arrays[0][self._filled:end] = column.values
+                self._masks[0][self._filled:end] = column.missing
+            else:  # more rows than dataset.json counts: arrays joined at the end
+                self._arrays = [self._arrays[0][:self._filled], *self._arrays[1:], column.values]
+                self._masks = [self._masks[0][:self._filled], *self._masks[1:], column.missing]
+            self._filled = end
+
+    def series(self) -> pd.Series:
+        """The feature as a Series; what was collected is let go (the frame is built a column at a time)."""
+        if self.feature.shape == [None]:
+            objects, self._objects = self._objects, []
+            return pd.Series(objects, dtype=object)
+        if not _is_number(self.feature):
+            chunks, self._binary = self._binary, []
+            return _binary_series(pa.chunked_array(chunks, pa.large_binary()), self.feature)
+        arrays, masks, self._arrays, self._masks = self._arrays, self._masks, [], []
+        values = arrays[0][:self._filled] if len(arrays) == 1 else np.concatenate(arrays)
+        missing = masks[0][:self._filled] if len(masks) == 1 else np.concatenate(masks)
+        return _numeric_series(values, missing, self.feature)
+
+
+def _is_number(feature: FeatureInfo) -> bool:
+    """A scalar number: wire.decode gives it as wire.Numbers."""
+    return feature.shape != [None] and feature.dtype in (Kind.INT64, Kind.FLOAT32, Kind.FLOAT64)
+
+
+def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Objects:
+    """One feature over parsed Examples, as wire.decode gives it."""
+    field, name, is_list = FIELDS[feature.dtype], feature.name, feature.shape == [None]
+    values: list[Any] = []
+    for example in examples:
+        fmap = example.features.feature
+        if name not in fmap:
+            values.append(None)
+            continue
+        items = list(getattr(fmap[name], field).value)
+        values.append(items if is_list else (items[0] if items else None))
+    if is_list:
+        return wire.Objects(values)
+    if not _is_number(feature):
+        return wire.Binary(pa.array(values, type=pa.large_binary()))
+    missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    dtype = np.float32 if feature.dtype == Kind.FLOAT32 else np.int64
+    return wire.Numbers(np.fromiter((0 if v is None else v for v in values), dtype=dtype, count=len(values)),
+                        missing)
+
+
+def _numeric_series(values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> pd.Series:
+    """A scalar number feature as a Series: float64 from its bits, NaN or NA where missing, bools as bools."""
+    any_missing = bool(missing.any())
+    if feature.dtype in (Kind.FLOAT64, Kind.FLOAT32):  # float64 is stored as the int64 bits of each value
+        floats = values.view(np.float64) if feature.dtype == Kind.FLOAT64 else values
+        floats[missing] = np.nan  # in place: no second copy of the column
+        return pd.Series(floats, copy=False)
+    source = "int" if feature.role == "label" else feature.source or "int"
+    if source == "bool":
+        flags = values.astype(bool)
+        return pd.Series(pd.arrays.BooleanArray(flags, missing)) if any_missing else pd.Series(flags, dtype=bool)
+    return pd.Series(pd.arrays.IntegerArray(values, missing)) if any_missing else pd.Series(values, dtype="int64")
 
 
 def _column_name(feature: FeatureInfo) -> str:
     return feature.column or feature.name
 
 
-def _values(records: list[Any], feature: FeatureInfo) -> list[Any]:
-    field, name, is_list = FIELDS[feature.dtype], feature.name, feature.shape == [None]
-    text = feature.dtype == "string" and feature.source in ("str", None) and feature.name != IMAGE.name
-    values: list[Any] = []
-    for record in records:
-        fmap = record.features.feature
-        if name not in fmap:
-            values.append(None)
-            continue
-        items = list(getattr(fmap[name], field).value)
-        values.append(items if is_list else (items[0] if items else None))
-    if text:
+def _is_text(feature: FeatureInfo) -> bool:
+    """Stored as bytes, read back as str: text columns, and another tool's bytes features (when UTF-8)."""
+    return feature.dtype == Kind.BYTES and feature.source in ("str", None) and feature.name != IMAGE.name
+
+
+def _text(values: list[Any], feature: FeatureInfo) -> list[Any]:
+    """A list feature's bytes as str for a text feature; another tool's bytes that are not UTF-8 stay bytes."""
+    if not _is_text(feature):
+        return values
+    try:
+        return [[v.decode("utf-8") for v in items] if items is not None else None for items in values]
+    except UnicodeDecodeError:
+        if feature.source == "str":
+            raise TFRecorderError(f"feature {feature.name!r}: a stored text value is not UTF-8") from None
+        return values
+
+
+def _binary_series(values: pa.ChunkedArray, feature: FeatureInfo) -> pd.Series:
+    """A scalar bytes feature: str for text (pyarrow-backed, as pandas stores text), else bytes objects."""
+    if _is_text(feature):
         try:
-            values = [_decode(v) for v in values]
-        except UnicodeDecodeError:
+            text = pa.chunked_array([chunk.view(pa.large_string()) for chunk in values.chunks], pa.large_string())
+            text.validate(full=True)  # UTF-8 checked where the bytes lie: no copy
+            return pd.Series(pd.array(text, dtype="str"), copy=False)
+        except pa.ArrowInvalid:
             if feature.source == "str":
-                raise TFRecorderError(f"feature {name!r}: a stored text value is not UTF-8") from None
-            # another tool's bytes that are not text: they stay bytes
-    return values
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, list):
-        return [v.decode("utf-8") for v in value]
-    return value.decode("utf-8") if value is not None else None
-
-
-def _series(values: list[Any], feature: FeatureInfo) -> pd.Series:
-    if feature.shape == [None]:
-        return pd.Series(values, dtype=object)
-    if feature.dtype == Kind.FLOAT64:  # stored as the int64 bits of each value; a missing one is NaN
-        bits = np.array([0 if v is None else v for v in values], dtype=np.int64).view(np.float64)
-        return pd.Series(np.where([v is None for v in values], np.nan, bits), dtype="float64")
-    source = feature.source or {"int64": "int", "float32": "float", "string": "str"}[feature.dtype]
-    if feature.name == IMAGE.name or any(isinstance(v, bytes) for v in values):
-        source = "bytes"
-    elif feature.role == "label":
-        source = "int"  # ids; names are restored from the vocabulary
-    dtype = _NULLABLE_DTYPES[source] if any(v is None for v in values) else _DTYPES[source]
-    return pd.Series(values, dtype=dtype)
-
-
-
+                raise TFRecorderError(f"feature {feature.name!r}: a stored text value is not UTF-8") from None
+    return pd.Series(values.to_pandas(), dtype=object)
