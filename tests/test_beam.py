@@ -79,3 +79,31 @@ def test_direct_runner_leaves_nothing_outside_output_dir(tabular_table, tmp_path
         tfrecorder.convert(tabular_table, str(tmp_path / mode), runner="DirectRunner",
                            dataflow_options={"direct_running_mode": mode, "direct_num_workers": 2})
     assert set(os.listdir(tempfile.gettempdir())) - before == set()  # no /tmp/beam-temp* per conversion
+
+
+def test_the_job_holds_names_of_row_files_not_rows(tmp_path, monkeypatch):
+    """Dataflow refuses job requests over ~20 MB: the pipeline must not grow with the table. Each shard's rows
+    go to a file under output_dir/_beam/rows/ (removed once the dataset is complete), the job holds names."""
+    import apache_beam as beam
+    import numpy as np
+    import pandas as pd
+
+    sizes = {}
+    run = beam.Pipeline.run
+
+    def measured(pipeline, *args, **kwargs):
+        sizes[len(sizes)] = len(pipeline.to_runner_api().SerializeToString())
+        return run(pipeline, *args, **kwargs)
+
+    monkeypatch.setattr(beam.Pipeline, "run", measured)
+    for rows in (500, 50_000):
+        rng = np.random.default_rng(0)
+        table = pd.DataFrame({"split": rng.choice(["TRAIN", "TEST"], rows), "label": rng.integers(0, 3, rows),
+                              "x": rng.normal(size=rows), "note": [f"row {i}" for i in range(rows)]})
+        out = tmp_path / str(rows)
+        tfrecorder.convert(table, str(out), runner="DirectRunner", num_shards=2)
+        assert sorted(p.name for p in out.iterdir() if not p.name.endswith((".tfrecord", ".tfindex"))) == [
+            "dataset.json", "dataset_info.json", "errors.csv", "features.json"]  # no _beam/ left behind
+        assert len(tfrecorder.read_tfr(str(out))) == rows
+    small, large = sizes[0], sizes[1]
+    assert large < 1_000_000 and abs(large - small) <= 0.1 * small, (small, large)

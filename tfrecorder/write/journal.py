@@ -63,6 +63,12 @@ class Journal:
             found[spec.filename] = result
         return found
 
+    def recorded(self, specs: Sequence[ShardSpec]) -> list[ShardResult]:
+        """The results recorded for ``specs``, read without checking the files again (``finished`` checked
+        them when the run started): what a pipeline's last step needs of the shards an earlier run wrote."""
+        return [_from_json(spec, json.loads(self.folder.read_text(f"{DONE_DIR}/{spec.filename}.json")))
+                for spec in specs]
+
     def start(self, fingerprint: str, shards: int, started: str) -> None:
         """Record a new run: the input fingerprint, this version and the shard count."""
         self.folder.write_text(RUN_NAME, json.dumps({

@@ -1,21 +1,25 @@
 """Beam writer: carries out the same ShardSpecs in an Apache Beam pipeline; the only module importing apache_beam.
 
-The pipeline moves row metadata, never image bytes: one element per shard holds the
-shard's rows (``table.take(spec.rows)``); the worker that gets it fetches the images and
-writes the shard with the same ``write_shard`` the local runner uses. A last step, inside
-the pipeline, writes errors.csv and dataset.json, so a Dataflow job that outlives the
-submitting process still leaves a complete, self-describing dataset.
+The pipeline moves file names, never rows or image bytes: each shard's rows
+(``table.take(spec.rows)``) are written to a file under ``output_dir/_beam/rows/`` before the
+job starts, and the job holds only those names, so its size does not grow with the table
+(Dataflow refuses job requests over about 20 MB: with the rows inside, near 1.4M rows). The
+worker that gets a name reads the rows, fetches the images and writes the shard with the same
+``write_shard`` the local runner uses. A last step, inside the pipeline, writes errors.csv and
+dataset.json, then removes the row files, so a Dataflow job that outlives the submitting
+process still leaves a complete, self-describing dataset.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import secrets
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apache_beam as beam
@@ -36,6 +40,8 @@ from tfrecorder.write.table import Table
 logger = logging.getLogger(__name__)
 
 COUNTERS = "tfrecorder"
+BEAM_DIR = "_beam"  # in output_dir: Dataflow's temp and staging folders, and the rows handed to the workers
+ROWS_DIR = f"{BEAM_DIR}/rows"
 CONSOLE_URL = "https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
 
 
@@ -54,9 +60,10 @@ class BeamOutcome:
 class _WriteShard(beam.DoFn):
     """Writes one shard from its rows; counts rows, written records, errors and bytes."""
 
-    def __init__(self, folder: Folder, options, journal: Journal | None = None):
+    def __init__(self, folder: Folder, options, template: Table, journal: Journal | None = None):
         self._folder = folder
         self._options = options
+        self._template = template  # the table's schema and columns, without values
         self._journal = journal
         self._counters = {n: Metrics.counter(COUNTERS, n) for n in ("rows", "written", "errors", "bytes")}
         self._pool: ThreadPoolExecutor | None = None
@@ -70,8 +77,8 @@ class _WriteShard(beam.DoFn):
         if self._pool is not None:
             self._pool.shutdown()
 
-    def process(self, task: tuple[ShardSpec, Table]):
-        spec, rows = task
+    def process(self, name: str):
+        spec, rows = _load_rows(self._folder, name, self._template)
         result = write_shard(spec, rows, self._folder, self._options, self._mapper)
         if self._journal is not None:
             self._journal.record(result)
@@ -82,26 +89,75 @@ class _WriteShard(beam.DoFn):
         yield result
 
 
-def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed: Sequence[ShardResult] = (),
+def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed: list[ShardSpec],
             journal: Journal | None = None) -> int:
-    finish.write(folder, [*resumed, *results])
+    earlier = journal.recorded(resumed) if journal is not None and resumed else []
+    finish.write(folder, [*earlier, *results])
+    folder.remove(ROWS_DIR)  # the dataset is complete: the rows handed to the workers are no longer needed
+    folder.remove_empty_dir(BEAM_DIR)
     if journal is not None:
         journal.complete()
     return len(results)
 
 
+def _stage_rows(folder: Folder, spec: ShardSpec, rows: Table) -> str:
+    """Write a shard's rows (``table.take(spec.rows)``) to a Parquet file under ROWS_DIR; its path.
+
+    The values only, a column each (row numbers, splits, URIs, then the label and extra columns in
+    encoding order), and the shard's name in the file's metadata: the schema and column types travel in
+    the job (``Finish.table``). Data, never code: nothing here is unpickled by the workers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {"row": pa.array(spec.rows, pa.int64()), "split": pa.array(rows.splits, pa.string())}
+    if rows.image_uris is not None:
+        columns["image_uri"] = pa.array(rows.image_uris, pa.string())
+        columns["image_location"] = pa.array(rows.image_locations, pa.string())
+    for i, column in enumerate(rows.columns):
+        columns[f"column_{i}"] = pa.array(column.values)
+    table = pa.table(columns).replace_schema_metadata(
+        {"tfrecorder_shard": json.dumps([spec.split, spec.index, spec.count, spec.filename])})
+    path = f"{ROWS_DIR}/{spec.filename}.parquet"
+    with folder.create(path, durable=False) as f:  # lost in a crash, it is written again by the re-run
+        pq.write_table(table, f)
+    return path
+
+
+def _load_rows(folder: Folder, path: str, template: Table) -> tuple[ShardSpec, Table]:
+    """What ``_stage_rows`` wrote: the shard and its rows, as ``table.take(spec.rows)`` gave them."""
+    import pyarrow.parquet as pq
+
+    with folder.fs.open(folder.join(path), "rb") as f:
+        table = pq.read_table(f)
+    split, index, count, filename = json.loads(table.schema.metadata[b"tfrecorder_shard"])
+    spec = ShardSpec(split, index, count, filename, tuple(table["row"].to_pylist()))
+    columns = [table[f"column_{i}"].to_pylist() for i in range(len(template.columns))]
+    label = replace(template.label, values=columns.pop(0)) if template.label else None
+    images = template.image_uris is not None
+    return spec, replace(
+        template, num_rows=len(spec.rows), splits=table["split"].to_pylist(),
+        image_uris=table["image_uri"].to_pylist() if images else None,
+        image_locations=table["image_location"].to_pylist() if images else None,
+        label=label, features=tuple(replace(c, values=v) for c, v in zip(template.features, columns)))
+
+
 def build_pipeline(pipeline: beam.Pipeline, plan: Sequence[ShardSpec], table: Table, folder: Folder,
                    finish: Finish, journal: Journal | None = None, resumed: Sequence[ShardResult] = ()) -> None:
     """Add the conversion's steps to ``pipeline``: write the shards of ``plan``, then errors.csv and
-    dataset.json from their results and the ``resumed`` ones an earlier run finished."""
-    tasks = [(spec, table.take(spec.rows)) for spec in plan]
+    dataset.json from their results and the ``resumed`` ones an earlier run finished.
+
+    Each shard's rows are written under ``output_dir/_beam/rows/`` first, and the resumed shards' results
+    are read from the run's journal at the end: the pipeline holds names, a few bytes a shard, however many
+    rows the table has."""
+    tasks = [_stage_rows(folder, spec, table.take(spec.rows)) for spec in plan]
+    earlier = [replace(result.spec, rows=()) for result in resumed]
     _ = (
         pipeline
         | "Shards" >> beam.Create(tasks, reshuffle=False)
         | "Spread" >> beam.Reshuffle()
-        | "WriteShards" >> beam.ParDo(_WriteShard(folder, finish.options, journal))
+        | "WriteShards" >> beam.ParDo(_WriteShard(folder, finish.options, finish.table, journal))
         | "Collect" >> beam.combiners.ToList()
-        | "WriteManifest" >> beam.Map(_finish, folder, finish, list(resumed), journal)
+        | "WriteManifest" >> beam.Map(_finish, folder, finish, earlier, journal)
     )
 
 
@@ -119,7 +175,7 @@ def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> 
     if runner == "DataflowRunner":
         options.update(
             project=beam_options.project, region=beam_options.region, job_name=job_name(beam_options.job_label),
-            temp_location=folder.url_of("_beam/temp"), staging_location=folder.url_of("_beam/staging"),
+            temp_location=folder.url_of(f"{BEAM_DIR}/temp"), staging_location=folder.url_of(f"{BEAM_DIR}/staging"),
         )
         if beam_options.wheel:
             options["extra_packages"] = [beam_options.wheel]

@@ -1,0 +1,98 @@
+"""Scale: a tabular CSV converted by local, DirectRunner and a Dataflow dry run; what the job and the submitting
+process cost as the table grows (10k rows against ``--rows``).
+
+Each case runs in its own process (time and peak RSS of that process). The Dataflow dry run writes to a GCS
+emulator on 127.0.0.1 (gcp-storage-emulator, from the test extras) and builds the job without submitting
+it: its size is the pipeline proto Dataflow would receive (``len(pipeline.to_runner_api().SerializeToString())``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.bench_tabular import table
+from benchmarks.common import peak_rss_mib, print_table, work_dir
+
+SMALL = 10_000
+
+
+def _child(case: str, csv: str, out: str) -> None:
+    import apache_beam as beam  # imported before the clock, as TensorFlow is elsewhere: no data in it
+
+    import tfrecorder
+
+    job = {}
+    run = beam.Pipeline.run
+
+    def measured(pipeline, *args, **kwargs):  # the job as Dataflow would receive it
+        job["bytes"] = len(pipeline.to_runner_api().SerializeToString())
+        return run(pipeline, *args, **kwargs)
+
+    beam.Pipeline.run = measured
+    before = peak_rss_mib()
+    start = time.perf_counter()
+    if case == "local":
+        tfrecorder.convert(csv, out, progress=False)
+    elif case == "direct":
+        tfrecorder.convert(csv, out, runner="DirectRunner")
+    else:
+        tfrecorder.convert(csv, out, runner="DataflowRunner", project="bench", region="us-central1",
+                           dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"})
+    print(json.dumps({"seconds": time.perf_counter() - start, "peak": peak_rss_mib(), "growth":
+                      peak_rss_mib() - before, "job": job.get("bytes")}))
+
+
+def run(case: str, csv: Path, out: str, env: dict | None = None) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_scale", "--child", case, "--csv", str(csv),
+                           "--out", out], capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise RuntimeError(f"{case} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--csv", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child(args.child, args.csv, args.out)
+    from tests.servers import gcs_emulator
+
+    work = work_dir("bench-scale-")
+    csvs = {}
+    for rows in (SMALL, args.rows):
+        csvs[rows] = work / f"table-{rows}.csv"
+        table(rows).to_csv(csvs[rows], index=False)
+    local = run("local", csvs[args.rows], str(work / "local"))
+    direct = run("direct", csvs[args.rows], str(work / "direct"))
+    shards = sorted(p.name for p in (work / "local").glob("*.tfrecord"))
+    same = all((work / "local" / f).read_bytes() == (work / "direct" / f).read_bytes() for f in shards)
+    with gcs_emulator("bench") as address:
+        env = {**os.environ, "STORAGE_EMULATOR_HOST": address}
+        small = run("dataflow", csvs[SMALL], "gs://bench/small", env)
+        large = run("dataflow", csvs[args.rows], "gs://bench/large", env)
+    n = f"{args.rows:,}"
+    print_table(f"Scale: a {n}-row x 20-column CSV (each case in its own process)", [
+        ("local", f"{local['seconds']:.1f} s, peak {local['peak']:,.0f} MiB", "", "report"),
+        ("DirectRunner", f"{direct['seconds']:.1f} s, peak {direct['peak']:,.0f} MiB",
+         f"local: {local['seconds']:.1f} s", f"{direct['seconds'] / local['seconds']:.2f}x its time"),
+        ("DirectRunner shards", "byte-identical" if same else "DIFFERENT", f"local's {len(shards)} shards", "check"),
+        (f"Dataflow dry run: job size, {n} rows", f"{large['job']:,} bytes", f"{SMALL:,} rows: {small['job']:,} bytes",
+         f"{large['job'] / small['job']:.2f}x"),
+        (f"Dataflow dry run: submitting process, {n} rows", f"{large['seconds']:.1f} s, peak {large['peak']:,.0f} MiB",
+         f"{SMALL:,} rows: {small['seconds']:.1f} s, peak {small['peak']:,.0f} MiB",
+         f"+{large['peak'] - small['peak']:,.0f} MiB"),
+    ])
+
+
+if __name__ == "__main__":
+    main()
