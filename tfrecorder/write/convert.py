@@ -142,6 +142,7 @@ def convert(
     check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
     table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions,
                      float_precision=float_precision)
+    del df  # a table read from files is held once, as the validated Table, while the shards are written
     folder = Folder.of(output_dir)
     # With num_shards given, sizes only check the shard cap: skip the file-size requests when shards are small.
     estimate = not num_shards or table.image_locations is None or table.num_rows / num_shards > 1000
