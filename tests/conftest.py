@@ -17,6 +17,15 @@ from PIL import Image  # noqa: E402
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tfrecorder-2.0"
 
 
+def in_stored_order(df: pd.DataFrame, **validate_options) -> pd.DataFrame:
+    """``df``'s rows in the order tfrecorder stores them: by the hash of each row's content (Table.row_keys),
+    rows of equal content in input order - the order read_tfr and an unshuffled load_dataset give back."""
+    from tfrecorder.write.validate import validate
+
+    keys = validate(df, **validate_options).row_keys()
+    return df.iloc[np.lexsort((np.arange(len(df)), keys))]
+
+
 def pixels(seed: int, height: int, width: int, channels: int) -> np.ndarray:
     """Smooth, photo-like uint8 pixels (gradients plus a little noise), reproducible by seed."""
     rng = np.random.default_rng(seed)

@@ -59,6 +59,7 @@ def read_both_ways(data: bytes, name: str = "train.tfrecord", valid_records: int
 @given(st.sampled_from([None, "gzip", "zlib"]))
 def test_the_unmutated_corpus_files_read_with_their_values(compression):
     frame = read_both_ways(VALID[compression], valid_records=3)
+    frame = frame.sort_values("x")
     assert frame["x"].tolist() == [0.5, 1.0, 2.0] and frame["note"].tolist() == ["é", "", "z"]
     assert [list(t) for t in frame["tags"]] == [[1, 2], [], [3]]
 

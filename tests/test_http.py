@@ -27,10 +27,11 @@ def test_http_images_with_missing_forbidden_and_flaky_urls(tmp_path):
     with open(tmp_path / "out" / "errors.csv", newline="") as f:
         errors = [(int(r["row"]), r["error"], r["image_uri"]) for r in csv.DictReader(f)]
     assert errors == [(2, "not_found", uris[2]), (3, "permission_denied", uris[3])]
-    images = [x["image"] for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator()]
+    images = {x["image_uri"].decode(): x["image"]
+              for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator()}
     from PIL import Image
 
-    np.testing.assert_array_equal(images[1], np.asarray(Image.open(tmp_path / "www" / "1.png")))
+    np.testing.assert_array_equal(images[uris[1]], np.asarray(Image.open(tmp_path / "www" / "1.png")))
 
 
 def test_server_errors_that_persist_are_row_errors(tmp_path):
@@ -96,6 +97,7 @@ def test_credentials_in_urls_never_reach_outputs_logs_or_errors(tmp_path, caplog
     assert tfrecorder.read_manifest(str(out)).leakage["groups"][0]["image_uri"] == stored[0]
     shown = [(out / "errors.csv").read_text(), (out / "dataset.json").read_text(), caplog.text, raised, str(result),
              b"".join(p.read_bytes() for p in out.glob("*.tfrecord")).decode("latin-1")]
-    assert "404" in raised and "x.png" in raised and "token=REDACTED" in shown[0]
+    assert ("404" in raised and "x.png" in raised or "403" in raised and "y.png" in raised)  # whichever came first
+    assert "token=REDACTED" in shown[0]
     for secret in ("s3cret-pw", "alice", "SIGSECRET", "TOKSECRET", "SIG2SECRET"):
         assert not [text for text in shown if secret in text], secret

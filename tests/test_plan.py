@@ -65,7 +65,7 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
         df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(f) for f in files],
                            "label": [f"class {i % 7}" for i in range(rows)], "weight": 0.5})
         assert files[1].stat().st_size > 2 * files[0].stat().st_size
-    estimate = _bytes_per_row(validate(df), FetchLimits())["TRAIN"]
+    estimate = _bytes_per_row(table := validate(df), table.row_keys(), FetchLimits())["TRAIN"]
     tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
     shards = tfrecorder.read_manifest(str(tmp_path / "out")).splits["TRAIN"]
     actual = sum(s.bytes for s in shards) / sum(s.records for s in shards)

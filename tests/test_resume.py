@@ -136,18 +136,19 @@ def test_unfinished_run_of_a_different_table_is_refused_unless_overwrite(tmp_pat
         tfrecorder.convert(str(csv_table), str(out), num_shards=3, progress=False)
     result = tfrecorder.convert(changed, str(out), num_shards=4, progress=False, overwrite=True)
     assert result.resumed_shards == 0 and result.rows.written == 30
-    assert tfrecorder.read_tfr(str(out), split="TRAIN")["i"].iloc[0] == 100
+    assert 100 in tfrecorder.read_tfr(str(out), split="TRAIN")["i"].tolist()
 
 
 def test_a_run_stopped_by_a_bad_image_resumes_once_the_file_is_fixed(tmp_path, csv_table):
     out = tmp_path / "out"
     with pytest.raises(tfrecorder.errors.RowError, match="07.jpg"):
         tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False, on_error="raise")
-    assert sorted(os.listdir(out / ".tfrecorder" / "done")) == ["train-00000-of-00004.tfrecord.json"]
+    done = sorted(os.listdir(out / ".tfrecorder" / "done"))  # the shards written before the one holding row 7
+    assert done and "train-00003-of-00004.tfrecord.json" not in done
     assert not (out / ".tfrecorder" / "lock.json").exists()  # released on the way out
     write_image(Path(pd.read_csv(csv_table).image_uri[7]), "JPEG", "RGB", (16, 21), seed=7)
     result = tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False, on_error="raise")
-    assert result.resumed_shards == 1 and result.errors == 0 and result.rows.written == 31
+    assert result.resumed_shards == len(done) and result.errors == 0 and result.rows.written == 31
 
 
 def test_finished_conversion_leaves_no_state_and_refuses_a_second_run(tmp_path, csv_table):

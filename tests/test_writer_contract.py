@@ -13,6 +13,7 @@ import tensorflow as tf
 from PIL import Image
 
 import tfrecorder
+from tests.conftest import in_stored_order
 from tfrecorder.errors import RowError
 
 _TF_DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
@@ -44,6 +45,8 @@ def expected_pixels(path: str) -> np.ndarray:
 
 
 def rows_of(df: pd.DataFrame, split: str) -> pd.DataFrame:
+    """The rows of ``split``, in the order they are stored."""
+    df = in_stored_order(df)
     return df[df["split"].str.strip().str.upper() == split]
 
 

@@ -26,8 +26,8 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
 
     Example:
         >>> folder = tfrecorder.inspect(dataset_dir, split="TRAIN", num_records=2, output_dir=str(tmp_path / "look"))
-        >>> sorted(os.listdir(folder))
-        ['00000.png', '00001.jpg', 'data.csv']
+        >>> sorted(name.split(".")[0] for name in os.listdir(folder))
+        ['00000', '00001', 'data']
     """
     manifest = open_dataset(tfrecord_dir)[0]
     vocabulary = manifest.vocabulary

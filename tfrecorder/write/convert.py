@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import errno
-import heapq
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import google_crc32c
+import numpy as np
 
 from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits, size_of
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
@@ -146,8 +145,9 @@ def convert(
     folder = Folder.of(output_dir)
     # With num_shards given, sizes only check the shard cap: skip the file-size requests when shards are small.
     estimate = not num_shards or table.image_locations is None or table.num_rows / num_shards > 1000
-    plan = plan_shards(table.splits, num_shards=num_shards, compression=options.compression,
-                       bytes_per_row=_bytes_per_row(table, options.fetch) if estimate else None)
+    keys = table.row_keys()
+    plan = plan_shards(table.splits, keys=keys, num_shards=num_shards, compression=options.compression,
+                       bytes_per_row=_bytes_per_row(table, keys, options.fetch) if estimate else None)
     finish = Finish.of(table, options, runner)
     run = start_run(folder, input_fingerprint(table, plan, options), plan, overwrite=overwrite, runner=runner)
     try:
@@ -214,19 +214,19 @@ def _check_size(size: Any) -> tuple[int, int] | None:
     return height, width
 
 
-def _bytes_per_row(table: Table, limits: FetchLimits, sample: int = 64) -> dict[str, float]:
+def _bytes_per_row(table: Table, keys: np.ndarray, limits: FetchLimits, sample: int = 64) -> dict[str, float]:
     """Average stored bytes per record of each split, from a sample of its rows: each whole record (every
-    feature and the framing, the image counted by its file size), for the rows whose URIs (or row numbers,
-    without images) hash lowest - a sample that does not follow the table's order, so a table alternating
-    small JPEGs and large PNGs is not judged by one kind."""
+    feature and the framing, the image counted by its file size), for the rows with the smallest content
+    keys (Table.row_keys) - a sample that does not follow the table's order, so a table alternating small
+    JPEGs and large PNGs is not judged by one kind, and the same whatever the input's order or files."""
     from tfrecorder.write.encode import ExampleEncoder
     from tfrecorder.write.images import StoredImage
 
     estimate: dict[str, float] = {}
-    keys = table.image_uris or [str(row) for row in range(table.num_rows)]
+    row_splits = np.asarray(table.splits, dtype=object)
     for split in splits.WRITTEN_SPLITS:
-        rows = [i for i, s in enumerate(table.splits) if s == split]
-        picked = sorted(heapq.nsmallest(sample, rows, key=lambda i: _sample_key(keys[i])))
+        rows = np.flatnonzero(row_splits == split)
+        picked = sorted(rows[np.lexsort((rows, keys[rows]))[:sample]].tolist())
         if not picked:
             continue
         encoder = ExampleEncoder(table.take(picked))  # a few rows, not the whole table
@@ -245,10 +245,6 @@ def _bytes_per_row(table: Table, limits: FetchLimits, sample: int = 64) -> dict[
 
 _RECORD_FRAMING = 16  # a TFRecord's length, its CRC and the data's CRC
 _BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 bytes up to 256 MiB)
-
-
-def _sample_key(key: str | None) -> int:
-    return google_crc32c.value((key or "").encode("utf-8", "surrogatepass"))
 
 
 def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str, resumed: int = 0) -> ConvertResult:

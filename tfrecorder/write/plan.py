@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from tfrecorder.dataset.records import INDEX_SUFFIX, SUFFIXES
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -56,14 +58,20 @@ def shard_count(num_rows: int, bytes_per_row: float, num_shards: int | None) -> 
 def plan_shards(
     splits: Sequence[str],
     *,
+    keys: np.ndarray | None = None,
     num_shards: int | None = None,
     bytes_per_row: Mapping[str, float] | None = None,
     compression: str | None = None,
 ) -> tuple[ShardSpec, ...]:
-    """Divide each written split's rows, in input order, into contiguous shards of near-equal size."""
+    """Divide each written split's rows into shards of near-equal size, in the order of their content
+    ``keys`` (Table.row_keys; input order without them): the same rows make the same shards whatever their
+    input order, and a table sorted by class gives shards - and records inside them - with classes mixed.
+    Rows with equal keys (equal content) keep their input order."""
+    order = np.arange(len(splits)) if keys is None else np.lexsort((np.arange(len(keys)), keys))
+    ordered_splits = np.asarray(splits, dtype=object)[order]
     specs: list[ShardSpec] = []
     for split in WRITTEN_SPLITS:
-        rows = [i for i, s in enumerate(splits) if s == split]
+        rows = order[ordered_splits == split].tolist()
         if not rows:
             continue
         count = shard_count(len(rows), (bytes_per_row or {}).get(split, 0.0), num_shards)

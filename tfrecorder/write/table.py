@@ -52,6 +52,18 @@ class Table:
         """Label (if any) and extra columns, in encoding order."""
         return ((self.label,) if self.label else ()) + self.features
 
+    def row_keys(self) -> np.ndarray:
+        """A 64-bit hash of each row's content - split, image URI, label and every column, as stored -
+        that does not depend on the row's position or on how the input held it (a DataFrame, a CSV, Parquet):
+        the same rows give the same keys whatever their order or files. Shards are filled and ordered by it."""
+        keys = np.zeros(self.num_rows, np.uint64)
+        parts = [(self.splits, Kind.BYTES, False), (self.image_uris, Kind.BYTES, False),
+                 *((c.values, c.kind, c.type.is_list) for c in self.columns)]
+        for values, kind, is_list in parts:
+            if values is not None:
+                keys = (keys * np.uint64(0x100000001B3)) ^ _hashes(values, kind, is_list)  # column order counts
+        return keys
+
     def take(self, rows: Sequence[int]) -> Table:
         """The table of just ``rows`` (positions), in that order: what one shard's writer needs."""
 
@@ -69,3 +81,33 @@ class Table:
             label=replace(self.label, values=pick(self.label.values)) if self.label else None,
             features=tuple(replace(c, values=pick(c.values)) for c in self.features),
         )
+
+
+def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.ndarray:
+    """pandas' stable 64-bit hash of each value as it is stored: numbers by their value as the kind stores
+    them (an int held as 1 or 1.0, in an array or a list, hashes alike), text and bytes by their contents,
+    lists by the repr of their stored values; a missing value by itself."""
+    from pandas.util import hash_array
+
+    if is_list:
+        cast = {Kind.FLOAT32: float, Kind.INT64: int, Kind.FLOAT64: int}.get(kind)
+        array = np.empty(len(values), dtype=object)
+        array[:] = [None if v is None else repr([cast(x) for x in v] if cast else list(v)) for v in values]
+        return hash_array(array)
+    if kind is Kind.BYTES:
+        array = np.empty(len(values), dtype=object)
+        array[:] = list(values)
+        return hash_array(array)
+    if kind is Kind.FLOAT32:
+        floats = np.array([np.nan if v is None else v for v in values] if isinstance(values, list) else values,
+                          dtype=np.float64)
+        missing = np.isnan(floats)
+        return np.where(missing, _MISSING, hash_array(np.where(missing, 0.0, floats).astype(np.float32)))
+    if isinstance(values, np.ndarray):
+        return hash_array(values.astype(np.int64))
+    missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    ints = np.array([0 if v is None else v for v in values], dtype=np.int64)
+    return np.where(missing, _MISSING, hash_array(ints))
+
+
+_MISSING = np.uint64(0x9E3779B97F4A7C15)  # the hash of a missing number
