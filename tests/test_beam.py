@@ -107,3 +107,24 @@ def test_the_job_holds_names_of_row_files_not_rows(tmp_path, monkeypatch):
         assert len(tfrecorder.read_tfr(str(out))) == rows
     small, large = sizes[0], sizes[1]
     assert large < 1_000_000 and abs(large - small) <= 0.1 * small, (small, large)
+
+
+def test_a_bad_split_in_the_last_rows_of_a_large_csv_stops_direct_runner_before_any_shard(tmp_path):
+    """Validation covers the whole table before the job starts: the error names the row and the value, and
+    output_dir gets no shard (nor the rows for the workers)."""
+    import numpy as np
+    import pandas as pd
+
+    from tfrecorder.errors import SchemaError
+
+    rows = 300_000
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"split": rng.choice(["TRAIN", "TEST"], rows), "label": rng.integers(0, 5, rows),
+                          "x": rng.normal(size=rows)})
+    table.loc[rows - 2, "split"] = "TRAINING"
+    table.to_csv(tmp_path / "big.csv", index=False)
+    message = rf"column 'split': 1 rows have values outside .*'TRAINING' \(row {rows - 2}\)"
+    with pytest.raises(SchemaError, match=message):
+        tfrecorder.convert(str(tmp_path / "big.csv"), str(tmp_path / "out"), runner="DirectRunner")
+    left = sorted(p.name for p in (tmp_path / "out").rglob("*")) if (tmp_path / "out").exists() else []
+    assert not [name for name in left if ".tfrecord" in name or name.endswith(".parquet")], left
