@@ -24,8 +24,9 @@ def main() -> int:
     ds = tfrecorder.load_dataset(result.tfrecord_dir, split="TRAIN", batch_size=32, shuffle=True, seed=0)
     print(f"TRAIN: {int(ds.cardinality())} batches of 32")
     batch = next(iter(ds))
+    width = max(map(len, batch))
     for name, value in sorted(batch.items()):
-        print(f"  {name:15s} {str(value.dtype.name):8s} {tuple(value.shape)}")
+        print(f"  {name:{width}s} {str(value.dtype.name):8s} {tuple(value.shape)}")
     return 0
 
 
