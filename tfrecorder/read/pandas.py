@@ -87,11 +87,13 @@ def _batches(folder: Folder, manifest: Manifest, split: str):
             first = size = 0
             try:
                 for block in read_blocks(f, manifest.compression):
+                    if not batch:
+                        first = block.first
                     batch.extend(block.records)
                     size += sum(map(len, block.records))
                     if len(batch) >= _BATCH_RECORDS or size >= _BATCH_BYTES:
                         yield batch, url, first
-                        first, batch, size = first + len(batch), [], 0
+                        batch, size = [], 0
             except TFRecorderError as e:
                 raise TFRecorderError(f"{url}: {e}") from e
             if batch:
@@ -157,7 +159,7 @@ def _is_number(feature: FeatureInfo) -> bool:
     return feature.shape != [None] and feature.dtype in (Kind.INT64, Kind.FLOAT32, Kind.FLOAT64)
 
 
-def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Objects:
+def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Binary | wire.Objects:
     """One feature over parsed Examples, as wire.decode gives it."""
     field, name, is_list = FIELDS[feature.dtype], feature.name, feature.shape == [None]
     values: list[Any] = []
@@ -208,8 +210,7 @@ def _text(values: list[Any], feature: FeatureInfo) -> list[Any]:
     try:
         return [[v.decode("utf-8") for v in items] if items is not None else None for items in values]
     except UnicodeDecodeError:
-        if feature.source == "str":
-            raise TFRecorderError(f"feature {feature.name!r}: a stored text value is not UTF-8") from None
+        _refuse_unless_foreign(feature)
         return values
 
 
@@ -221,6 +222,12 @@ def _binary_series(values: pa.ChunkedArray, feature: FeatureInfo) -> pd.Series:
             text.validate(full=True)  # UTF-8 checked where the bytes lie: no copy
             return pd.Series(pd.array(text, dtype="str"), copy=False)
         except pa.ArrowInvalid:
-            if feature.source == "str":
-                raise TFRecorderError(f"feature {feature.name!r}: a stored text value is not UTF-8") from None
+            _refuse_unless_foreign(feature)
     return pd.Series(values.to_pandas(), dtype=object)
+
+
+def _refuse_unless_foreign(feature: FeatureInfo) -> None:
+    """Bytes that are not UTF-8 in a text feature: an error for our text columns; another tool's bytes
+    features (no source recorded) just stay bytes."""
+    if feature.source == "str":
+        raise TFRecorderError(f"feature {feature.name!r}: a stored text value is not UTF-8") from None

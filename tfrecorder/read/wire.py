@@ -69,7 +69,7 @@ def decode(records: Sequence[bytes], features: Sequence[FeatureInfo]) -> list[Nu
     starts = ends - lengths
     try:
         owner, body_start, body_end = _fields(buf, starts, ends, _LEN1)  # Example.features
-        if len(owner) and (np.diff(owner) == 0).any():
+        if _repeats(owner):
             raise _Irregular  # Features given twice: protobuf merges them
         entry_owner, entry_start, entry_end = _fields(buf, body_start, body_end, _LEN1)  # Features.feature
         entry_owner = owner[entry_owner]
@@ -80,6 +80,11 @@ def decode(records: Sequence[bytes], features: Sequence[FeatureInfo]) -> list[Nu
                 for f in features]
     except _Irregular:
         return None
+
+
+def _repeats(owners: np.ndarray) -> bool:
+    """Whether a message appears twice in ``owners`` (sorted): a field given more than once."""
+    return len(owners) > 1 and bool((np.diff(owners) == 0).any())
 
 
 def _varint(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +176,7 @@ def _matching(buf, name, keys, key_len, prefix, owner, value_start, value_stop):
         same = (buf[keys[candidates][:, None] + np.arange(len(wanted))] == wanted).all(axis=1)
         candidates = candidates[same]
     rows = owner[candidates]
-    if len(rows) > 1 and (np.diff(rows) == 0).any():
+    if _repeats(rows):
         raise _Irregular  # a key twice in one record: protobuf keeps the last
     return rows, value_start[candidates], value_stop[candidates]
 
@@ -244,7 +249,7 @@ def _bytes(buf, data, count, feature, present, rows, starts, stops) -> Binary | 
         for row, a, b in zip(rows[owner].tolist(), value_start.tolist(), value_stop.tolist()):
             values[row].append(data[a:b])
         return Objects(values)
-    if len(owner) > 1 and (np.diff(owner) == 0).any():
+    if _repeats(owner):
         raise _Irregular  # a scalar with more values than one
     rows = rows[owner]
     sizes = np.zeros(count, np.int64)
