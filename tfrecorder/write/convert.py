@@ -36,7 +36,7 @@ from tfrecorder.write.options import (
     WriteOptions,
     check_choice,
 )
-from tfrecorder.write.plan import ShardSpec, plan_shards
+from tfrecorder.write.plan import ShardSpec, plan_shards, stored_order
 from tfrecorder.write.result import ConvertResult, SplitResult
 from tfrecorder.write.resume import Run, input_fingerprint, start_run
 from tfrecorder.write.sources import read_source
@@ -223,12 +223,8 @@ def _bytes_per_row(table: Table, keys: np.ndarray, limits: FetchLimits, sample: 
     from tfrecorder.write.images import StoredImage
 
     estimate: dict[str, float] = {}
-    row_splits = np.asarray(table.splits, dtype=object)
-    for split in splits.WRITTEN_SPLITS:
-        rows = np.flatnonzero(row_splits == split)
-        picked = sorted(rows[np.lexsort((rows, keys[rows]))[:sample]].tolist())
-        if not picked:
-            continue
+    for split, stored in stored_order(table.splits, keys).items():
+        picked = sorted(stored[:sample].tolist())  # the first rows in stored order
         encoder = ExampleEncoder(table.take(picked))  # a few rows, not the whole table
         if table.image_locations is None:
             sizes = [len(encoder.encode(i)) for i in range(len(picked))]

@@ -55,6 +55,15 @@ def shard_count(num_rows: int, bytes_per_row: float, num_shards: int | None) -> 
     return max(1, min(num_rows, math.ceil(num_rows * bytes_per_row / TARGET_SHARD_BYTES)))
 
 
+def stored_order(splits: Sequence[str], keys: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Each written split's rows (positions) in the order they are stored: by content key, rows of equal
+    keys in input order; input order without keys. Splits without rows are left out."""
+    order = np.arange(len(splits)) if keys is None else np.lexsort((np.arange(len(keys)), keys))
+    ordered_splits = np.asarray(splits, dtype=object)[order]
+    found = {split: order[ordered_splits == split] for split in WRITTEN_SPLITS}
+    return {split: rows for split, rows in found.items() if len(rows)}
+
+
 def plan_shards(
     splits: Sequence[str],
     *,
@@ -67,13 +76,9 @@ def plan_shards(
     ``keys`` (Table.row_keys; input order without them): the same rows make the same shards whatever their
     input order, and a table sorted by class gives shards - and records inside them - with classes mixed.
     Rows with equal keys (equal content) keep their input order."""
-    order = np.arange(len(splits)) if keys is None else np.lexsort((np.arange(len(keys)), keys))
-    ordered_splits = np.asarray(splits, dtype=object)[order]
     specs: list[ShardSpec] = []
-    for split in WRITTEN_SPLITS:
-        rows = order[ordered_splits == split].tolist()
-        if not rows:
-            continue
+    for split, stored in stored_order(splits, keys).items():
+        rows = stored.tolist()
         count = shard_count(len(rows), (bytes_per_row or {}).get(split, 0.0), num_shards)
         for index in range(count):
             start, stop = len(rows) * index // count, len(rows) * (index + 1) // count

@@ -235,8 +235,11 @@ def _typed(column: pd.Series) -> pd.Series:
     if given.isin(_BOOLEANS.keys()).all():
         values = column.map(_BOOLEANS)
         return values.astype("boolean") if len(given) < len(column) else values.astype(bool)
-    numbers = _numbers(given)
-    if numbers is None or numbers.dtype.kind not in "if" or _has_leading_zero(given):
+    import pyarrow as pa
+
+    text = pa.array(given, pa.string())  # once, for both checks
+    numbers = _numbers(given, text)
+    if numbers is None or numbers.dtype.kind not in "if" or _has_leading_zero(text):
         return column  # beyond int64 (uint64, object), or codes with leading zeros
     complete = len(given) == len(column)  # else: the numbers put back among the missing cells
     if numbers.dtype.kind == "i":
@@ -244,34 +247,34 @@ def _typed(column: pd.Series) -> pd.Series:
     return numbers.astype("float64") if complete else numbers.astype("float64").reindex(column.index)
 
 
-def _numbers(text: pd.Series) -> pd.Series | None:
-    """``text`` as numbers, or None if a value is not one. pyarrow's casts first (a tenth of pd.to_numeric's
-    time on 1M cells); what they refuse ("+5", integers beyond int64) is judged by pd.to_numeric."""
+def _numbers(given: pd.Series, values: Any) -> pd.Series | None:
+    """``given`` (its text also as the pyarrow array ``values``) as numbers, or None if a value is not one.
+    pyarrow's casts first (a tenth of pd.to_numeric's time on 1M cells); what they refuse ("+5", integers
+    beyond int64) is judged by pd.to_numeric."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    values = pa.array(text, pa.string())
     try:
-        return pd.Series(values.cast(pa.int64()).to_numpy(), index=text.index, name=text.name)
+        return pd.Series(values.cast(pa.int64()).to_numpy(), index=given.index, name=given.name)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     if not pc.any(pc.match_substring_regex(values, _INTEGER)).as_py():  # an integer beyond int64 is no float
         try:
-            return pd.Series(values.cast(pa.float64()).to_numpy(), index=text.index, name=text.name)
+            return pd.Series(values.cast(pa.float64()).to_numpy(), index=given.index, name=given.name)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
     try:
-        return pd.to_numeric(text)
+        return pd.to_numeric(given)
     except (ValueError, TypeError):
         return None
 
 
-def _has_leading_zero(text: pd.Series) -> bool:
-    """Whether any value looks like ``007`` or ``-01.5`` (pyarrow's regex: 6x pandas' on 1M cells)."""
-    import pyarrow as pa
+def _has_leading_zero(values: Any) -> bool:
+    """Whether any value of the pyarrow string array looks like ``007`` or ``-01.5`` (pyarrow's regex: 6x
+    pandas' on 1M cells)."""
     import pyarrow.compute as pc
 
-    return bool(pc.any(pc.match_substring_regex(pa.array(text, pa.string()), _LEADING_ZERO)).as_py())
+    return bool(pc.any(pc.match_substring_regex(values, _LEADING_ZERO)).as_py())
 
 
 def _scan(text: str) -> tuple[list[str], int, tuple[int, int] | None]:

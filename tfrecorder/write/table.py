@@ -64,6 +64,31 @@ class Table:
                 keys = (keys * np.uint64(0x100000001B3)) ^ _hashes(values, kind, is_list)  # column order counts
         return keys
 
+    def to_arrow(self) -> Any:
+        """The values as a pyarrow Table, a column each (splits, image URIs and locations, then the label and
+        extra columns in encoding order): what ``with_values`` reads back. Values only: schema and column
+        types stay with the Table."""
+        import pyarrow as pa
+
+        columns = {"split": pa.array(self.splits, pa.string())}
+        if self.image_uris is not None:
+            columns["image_uri"] = pa.array(self.image_uris, pa.string())
+            columns["image_location"] = pa.array(self.image_locations, pa.string())
+        for i, column in enumerate(self.columns):
+            columns[f"column_{i}"] = pa.array(column.values)
+        return pa.table(columns)
+
+    def with_values(self, arrow: Any) -> Table:
+        """This table (a template: ``table.take([])``) holding the values of ``arrow``, from ``to_arrow``."""
+        columns = [arrow[f"column_{i}"].to_pylist() for i in range(len(self.columns))]
+        label = replace(self.label, values=columns.pop(0)) if self.label else None
+        images = self.image_uris is not None
+        return replace(
+            self, num_rows=arrow.num_rows, splits=arrow["split"].to_pylist(),
+            image_uris=arrow["image_uri"].to_pylist() if images else None,
+            image_locations=arrow["image_location"].to_pylist() if images else None,
+            label=label, features=tuple(replace(c, values=v) for c, v in zip(self.features, columns)))
+
     def take(self, rows: Sequence[int]) -> Table:
         """The table of just ``rows`` (positions), in that order: what one shard's writer needs."""
 
@@ -91,13 +116,10 @@ def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.nda
 
     if is_list:
         cast = {Kind.FLOAT32: float, Kind.INT64: int, Kind.FLOAT64: int}.get(kind)
-        array = np.empty(len(values), dtype=object)
-        array[:] = [None if v is None else repr([cast(x) for x in v] if cast else list(v)) for v in values]
-        return hash_array(array)
+        return hash_array(_objects([None if v is None else repr([cast(x) for x in v] if cast else list(v))
+                                    for v in values]))
     if kind is Kind.BYTES:
-        array = np.empty(len(values), dtype=object)
-        array[:] = list(values)
-        return hash_array(array)
+        return hash_array(_objects(values))
     if kind is Kind.FLOAT32:
         floats = np.array([np.nan if v is None else v for v in values] if isinstance(values, list) else values,
                           dtype=np.float64)
@@ -111,3 +133,10 @@ def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.nda
 
 
 _MISSING = np.uint64(0x9E3779B97F4A7C15)  # the hash of a missing number
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """``values`` as a 1-D object array (``np.array`` would make a list of lists 2-D)."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = list(values)
+    return array

@@ -103,19 +103,13 @@ def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed:
 def _stage_rows(folder: Folder, spec: ShardSpec, rows: Table) -> str:
     """Write a shard's rows (``table.take(spec.rows)``) to a Parquet file under ROWS_DIR; its path.
 
-    The values only, a column each (row numbers, splits, URIs, then the label and extra columns in
-    encoding order), and the shard's name in the file's metadata: the schema and column types travel in
-    the job (``Finish.table``). Data, never code: nothing here is unpickled by the workers."""
+    The values only (``Table.to_arrow``), the row numbers, and the shard's name in the file's metadata:
+    the schema and column types travel in the job (``Finish.table``). Data, never code: nothing here is
+    unpickled by the workers."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    columns = {"row": pa.array(spec.rows, pa.int64()), "split": pa.array(rows.splits, pa.string())}
-    if rows.image_uris is not None:
-        columns["image_uri"] = pa.array(rows.image_uris, pa.string())
-        columns["image_location"] = pa.array(rows.image_locations, pa.string())
-    for i, column in enumerate(rows.columns):
-        columns[f"column_{i}"] = pa.array(column.values)
-    table = pa.table(columns).replace_schema_metadata(
+    table = rows.to_arrow().append_column("row", pa.array(spec.rows, pa.int64())).replace_schema_metadata(
         {"tfrecorder_shard": json.dumps([spec.split, spec.index, spec.count, spec.filename])})
     path = f"{ROWS_DIR}/{spec.filename}.parquet"
     with folder.create(path, durable=False) as f:  # lost in a crash, it is written again by the re-run
@@ -131,14 +125,7 @@ def _load_rows(folder: Folder, path: str, template: Table) -> tuple[ShardSpec, T
         table = pq.read_table(f)
     split, index, count, filename = json.loads(table.schema.metadata[b"tfrecorder_shard"])
     spec = ShardSpec(split, index, count, filename, tuple(table["row"].to_pylist()))
-    columns = [table[f"column_{i}"].to_pylist() for i in range(len(template.columns))]
-    label = replace(template.label, values=columns.pop(0)) if template.label else None
-    images = template.image_uris is not None
-    return spec, replace(
-        template, num_rows=len(spec.rows), splits=table["split"].to_pylist(),
-        image_uris=table["image_uri"].to_pylist() if images else None,
-        image_locations=table["image_location"].to_pylist() if images else None,
-        label=label, features=tuple(replace(c, values=v) for c, v in zip(template.features, columns)))
+    return spec, template.with_values(table)
 
 
 def build_pipeline(pipeline: beam.Pipeline, plan: Sequence[ShardSpec], table: Table, folder: Folder,
