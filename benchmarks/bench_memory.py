@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 from PIL import Image
 
-from benchmarks.common import DATA, peak_rss_mib, print_table, work_dir
+from benchmarks.common import DATA, peak_rss_mib, print_table, run_child, work_dir
 
 
 def small_pngs(n: int) -> pd.DataFrame:
@@ -44,9 +42,8 @@ def _child(case: str, n: int, out: str) -> None:
 
 
 def measure(case: str, n: int, out: str) -> tuple[float, float, float]:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_memory", "--child", case, "--images", str(n),
-                           "--out", out], capture_output=True, text=True, check=True)
-    return tuple(map(float, proc.stdout.split()))  # type: ignore[return-value]
+    line = run_child("benchmarks.bench_memory", case, "--images", str(n), "--out", out)
+    return tuple(map(float, line.split()))  # type: ignore[return-value]
 
 
 def main(argv=None) -> None:

@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from benchmarks.bench_tabular import table
-from benchmarks.common import peak_rss_mib, print_table, work_dir
+from benchmarks.common import peak_rss_mib, print_table, run_child, work_dir
 
 SMALL = 10_000
 
@@ -49,11 +47,7 @@ def _child(case: str, csv: str, out: str) -> None:
 
 
 def run(case: str, csv: Path, out: str, env: dict | None = None) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_scale", "--child", case, "--csv", str(csv),
-                           "--out", out], capture_output=True, text=True, env=env)
-    if proc.returncode:
-        raise RuntimeError(f"{case} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(run_child("benchmarks.bench_scale", case, "--csv", str(csv), "--out", out, env=env))
 
 
 def main(argv=None) -> None:

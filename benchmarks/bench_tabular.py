@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.common import fresh, peak_rss_mib, print_table, work_dir
+from benchmarks.common import fresh, peak_rss_mib, print_table, run_child, work_dir
 
 
 def table(rows: int) -> pd.DataFrame:
@@ -86,9 +84,8 @@ def _child(case: str, rows: int, out: str) -> None:
 
 
 def run(case: str, rows: int, out: str) -> tuple[float, float, float]:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_tabular", "--child", case, "--rows", str(rows),
-                           "--out", out], capture_output=True, text=True, check=True)
-    seconds, peak, frame = map(float, proc.stdout.split())
+    seconds, peak, frame = map(float, run_child("benchmarks.bench_tabular", case, "--rows", str(rows),
+                                                "--out", out).split())
     return seconds, peak, frame
 
 

@@ -150,6 +150,19 @@ def print_table(title: str, rows: list[tuple[str, str, str, str]]) -> None:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 
 
+def run_child(module: str, case: str, *args: str, env: dict | None = None) -> str:
+    """Run ``python -m <module> --child <case> <args>`` (a case measured in a process of its own: its time
+    and peak memory are its alone) and return the last line it printed; its stderr in the error if it fails."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", module, "--child", case, *args], capture_output=True, text=True,
+                          env=env)
+    if proc.returncode:
+        raise RuntimeError(f"{module} {case} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def work_dir(prefix: str) -> Path:
     """A temporary folder for a benchmark's files, removed when the process exits (however it exits)."""
     import atexit
