@@ -42,8 +42,11 @@ def _child(case: str, csv: str, out: str) -> None:
     else:
         tfrecorder.convert(csv, out, runner="DataflowRunner", project="bench", region="us-central1",
                            dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"})
+    import resource
+
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the largest shard-writing process
     print(json.dumps({"seconds": time.perf_counter() - start, "peak": peak_rss_mib(), "growth":
-                      peak_rss_mib() - before, "job": job.get("bytes")}))
+                      peak_rss_mib() - before, "job": job.get("bytes"), "workers": workers}))
 
 
 def run(case: str, csv: Path, out: str, env: dict | None = None) -> dict:
@@ -53,6 +56,8 @@ def run(case: str, csv: Path, out: str, env: dict | None = None) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--local-rows", default="100000,10000000",
+                        help="more table sizes for the local runner's time per row and memory (comma-separated)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--csv", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -79,6 +84,21 @@ def main(argv=None) -> None:
         env = {**os.environ, "STORAGE_EMULATOR_HOST": address}
         small = run("dataflow", csvs[SMALL], "gs://bench/small", env)
         large = run("dataflow", csvs[args.rows], "gs://bench/large", env)
+    sizes = {args.rows: local}
+    for rows in sorted(int(r) for r in args.local_rows.split(",") if r.strip()):
+        csv = work / f"local-{rows}.csv"
+        for start in range(0, rows, 1_000_000):  # written a million rows at a time: the table is never held
+            part = table(min(1_000_000, rows - start), seed=start)
+            part.to_csv(csv, index=False, header=start == 0, mode="a" if start else "w")
+        sizes[rows] = run("local", csv, str(work / f"local-{rows}"))
+        csv.unlink()
+    base = sizes[args.rows]["seconds"] / args.rows
+    print_table("Local runner by table size (20 columns; peak: the converting process, and its largest shard-"
+                "writing process)", [
+        (f"local, {rows:,} rows", f"{rows / r['seconds']:,.0f} rows/s, {r['seconds']:.1f} s",
+         f"peak {r['peak']:,.0f} MiB + {r['workers']:,.0f} MiB per writer",
+         f"{r['seconds'] / rows / base:.2f}x the time per row of {args.rows:,}")
+        for rows, r in sorted(sizes.items())])
     n = f"{args.rows:,}"
     print_table(f"Scale: a {n}-row x 20-column CSV (each case in its own process)", [
         ("local", f"{local['seconds']:.1f} s, peak {local['peak']:,.0f} MiB", "", "report"),

@@ -12,9 +12,9 @@ import pandas as pd
 from benchmarks.common import fresh, peak_rss_mib, print_table, run_child, work_dir
 
 
-def table(rows: int) -> pd.DataFrame:
+def table(rows: int, seed: int = 0) -> pd.DataFrame:
     """``rows`` x 20 columns: split, int label, 6 ints, 6 floats, 6 short strings."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     data = {"split": rng.choice(["TRAIN", "VALIDATION", "TEST"], rows, p=[0.8, 0.1, 0.1]),
             "label": rng.integers(0, 10, rows)}
     for i in range(6):

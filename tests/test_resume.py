@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tests.conftest import write_image
+from tests.conftest import in_stored_order, write_image
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.lock import OutputLocked
 
@@ -48,11 +48,20 @@ def csv_table(tmp_path: Path) -> Path:
         path = write_image(tmp_path / "images" / f"{i:02d}.{ext}", fmt, "RGB", (16, 20 + i % 3), seed=i)
         split = "TRAIN" if i < 20 else ("VALIDATION", "TEST")[i % 2]
         rows.append({"split": split, "image_uri": str(path), "label": ("a", "b", "c")[i % 3], "i": i})
-    (tmp_path / "images" / "07.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
     rows.append({"split": "TEST", "image_uri": rows[3]["image_uri"], "label": "a", "i": 30})
     path = tmp_path / "table.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
+    # corrupt the JPEG of the TRAIN row stored last: with num_shards=4, in the last TRAIN shard
+    stored = in_stored_order(pd.read_csv(path))
+    bad = stored[(stored.split == "TRAIN") & stored.image_uri.str.endswith(".jpg") & (stored.i != 3)].i.iloc[-1]
+    Path(rows[bad]["image_uri"]).write_bytes(b"\xff\xd8 not really a jpeg")
     return path
+
+
+def bad_row(csv_table: Path) -> pd.Series:
+    """The row of ``csv_table`` whose image is corrupt."""
+    table = pd.read_csv(csv_table)
+    return table.iloc[[i for i, uri in enumerate(table.image_uri) if Path(uri).read_bytes()[2:6] == b" not"][0]]
 
 
 def crash(csv: Path, out: Path, runner: str = "local", done_before_block: int = 2) -> subprocess.Popen:
@@ -141,12 +150,13 @@ def test_unfinished_run_of_a_different_table_is_refused_unless_overwrite(tmp_pat
 
 def test_a_run_stopped_by_a_bad_image_resumes_once_the_file_is_fixed(tmp_path, csv_table):
     out = tmp_path / "out"
-    with pytest.raises(tfrecorder.errors.RowError, match="07.jpg"):
+    bad = bad_row(csv_table)
+    with pytest.raises(tfrecorder.errors.RowError, match=Path(bad.image_uri).name):
         tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False, on_error="raise")
-    done = sorted(os.listdir(out / ".tfrecorder" / "done"))  # the shards written before the one holding row 7
+    done = sorted(os.listdir(out / ".tfrecorder" / "done"))  # the shards written before the bad row's
     assert done and "train-00003-of-00004.tfrecord.json" not in done
     assert not (out / ".tfrecorder" / "lock.json").exists()  # released on the way out
-    write_image(Path(pd.read_csv(csv_table).image_uri[7]), "JPEG", "RGB", (16, 21), seed=7)
+    write_image(Path(bad.image_uri), "JPEG", "RGB", (16, 21), seed=7)
     result = tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False, on_error="raise")
     assert result.resumed_shards == len(done) and result.errors == 0 and result.rows.written == 31
 

@@ -65,9 +65,11 @@ class RowError(TFRecorderError):
         return cls(int(row), split, uri, error, message.strip().strip("\"'"))
 
 
-def describe_rows(rows: Sequence[int], limit: int = 5) -> str:
-    """'rows 4, 9, 17' or 'rows 4, 9, 17, ... (12 in all)': for error messages."""
+def describe_rows(rows: Sequence[int], limit: int = 5, total: int | None = None) -> str:
+    """'rows 4, 9, 17' or 'rows 4, 9, 17, ... (12 in all)': for error messages. ``total``: how many rows
+    there are in all, when ``rows`` holds only the first of them."""
+    total = len(rows) if total is None else total
     shown = ", ".join(str(r) for r in rows[:limit])
-    more = f", ... ({len(rows)} in all)" if len(rows) > limit else ""
-    word = "row" if len(rows) == 1 else "rows"
+    more = f", ... ({total} in all)" if total > limit else ""
+    word = "row" if total == 1 else "rows"
     return f"{word} {shown}{more}"

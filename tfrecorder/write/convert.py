@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits, size_of
+from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import check_compression
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
-from tfrecorder.write import leakage, splits
+from tfrecorder.write import leakage, splits, stream
+from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.options import (
     DEFAULT_FLOAT_PRECISION,
@@ -36,17 +38,14 @@ from tfrecorder.write.options import (
     WriteOptions,
     check_choice,
 )
-from tfrecorder.write.plan import ShardSpec, plan_shards, stored_order
+from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, plan_shards, stored_order
 from tfrecorder.write.result import ConvertResult, SplitResult
-from tfrecorder.write.resume import Run, input_fingerprint, start_run
-from tfrecorder.write.sources import read_source
+from tfrecorder.write.resume import Fingerprint, Run, input_fingerprint, start_run
+from tfrecorder.write.sources import TableFiles, read_source, table_files
 from tfrecorder.write.table import Table
-from tfrecorder.write.validate import validate
+from tfrecorder.write.validate import finalize, validate
 
 logger = logging.getLogger(__name__)
-
-_DEFAULT_IMAGE_BYTES = 100_000
-
 
 def convert(
     source: Any,
@@ -137,9 +136,15 @@ def convert(
     beam_options = BeamOptions(project, region, dict(dataflow_options or {}), job_label, tfrecorder_wheel, wait)
     beam_options.check(runner, str(output_dir))
 
-    df, base_dir = read_source(source)
     check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
-    table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=split_fractions,
+    fractions = splits.check_fractions(split_fractions)
+    files = table_files(source, stream.PART_ROWS, min_bytes=STREAM_BYTES) if runner == LOCAL else None
+    if files is not None:
+        return _convert_streamed(files, str(output_dir), as_schema(schema), options, fractions, float_precision,
+                                 num_shards=num_shards, overwrite=overwrite, progress=progress, workers=num_workers,
+                                 started=started)
+    df, base_dir = read_source(source)
+    table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=fractions,
                      float_precision=float_precision)
     del df  # a table read from files is held once, as the validated Table, while the shards are written
     folder = Folder.of(output_dir)
@@ -150,7 +155,7 @@ def convert(
                        bytes_per_row=_bytes_per_row(table, keys, options.fetch) if estimate else None)
     finish = Finish.of(table, options, runner)
     run = start_run(folder, input_fingerprint(table, plan, options), plan, overwrite=overwrite, runner=runner)
-    try:
+    with _space_left(folder), _holding(run):
         if runner != LOCAL:
             return _convert_beam(plan, table, folder, finish, run, started, beam_options)
         from tfrecorder.write.runners.local import write_local
@@ -160,14 +165,65 @@ def convert(
         manifest = finish.write(folder, [*run.resumed.values(), *written])
         run.journal.complete()
         return _result(folder, manifest, time.perf_counter() - started, runner, resumed=len(run.resumed))
+
+
+STREAM_BYTES = 64 * 1024 * 1024  # CSV and Parquet sources this large are converted a part at a time (stream)
+
+
+def _convert_streamed(files: TableFiles, output_dir: str, schema: Schema | None, options: WriteOptions,
+                      fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
+                      progress: bool | None, workers: int | None, started: float) -> ConvertResult:
+    """The local runner for CSV and Parquet sources larger than STREAM_BYTES: the same shards, dataset.json
+    and errors.csv as the in-memory path, from three passes over the source that never hold the table
+    (``stream``)."""
+    from tfrecorder.write.runners.local import write_streamed
+
+    folder = Folder.of(output_dir)
+    with stream.SpillFolder() as spill:
+        summary = stream.summarize(files, schema, spill, fractions=fractions,
+                                   fingerprint=lambda template: Fingerprint(template, options))
+        rows = summary.facts.rows
+        estimate = not num_shards or summary.template.image_locations is None or rows / num_shards > 1000
+        shards = stream.plan(summary, num_shards=num_shards, compression=options.compression, spill=spill,
+                             bytes_per_row=stream.bytes_per_row(summary, float_precision, options.fetch)
+                             if estimate else {}, float_precision=float_precision)
+        template = finalize(summary.template, summary.facts, float_precision)
+        finish = Finish(template, dict(summary.facts.split_counts), options, LOCAL, stream.uri_leaks(summary, spill))
+        digest = summary.fingerprint
+        digest.add("plan", [(s.spec.filename, s.start, s.stop) for s in shards])
+        digest.add("vocabulary", template.vocabulary)
+        digest.add("columns", [(c.name, c.kind.value, c.nullable, c.source) for c in template.columns])
+        plan = [s.spec for s in shards]
+        run = start_run(folder, digest.hexdigest(), plan, overwrite=overwrite, runner=LOCAL)
+        with _space_left(folder), _holding(run):
+            remaining = [s for s in shards if s.spec.filename not in run.resumed]
+            written = write_streamed(remaining, folder, options, progress=progress, workers=workers,
+                                     journal=run.journal, remote=summary.remote)
+            manifest = finish.write(folder, [*run.resumed.values(), *written])
+            run.journal.complete()
+            return _result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
+
+
+@contextlib.contextmanager
+def _holding(run: Run) -> Iterator[None]:
+    """Release the run's lock on the way out, however the conversion ends."""
+    try:
+        yield
+    finally:
+        run.lock.release()
+
+
+@contextlib.contextmanager
+def _space_left(folder: Folder) -> Iterator[None]:
+    """A full disk as an error that says what to do (a re-run keeps the shards already written)."""
+    try:
+        yield
     except OSError as e:
         if e.errno != errno.ENOSPC:
             raise
         raise TFRecorderError(
             f"no space left on the device writing {e.filename or folder.url}: free some space (or move "
             f"output_dir), then run the same conversion again: it keeps the shards already written") from e
-    finally:
-        run.lock.release()
 
 
 def _convert_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Finish, run: Run,
@@ -214,33 +270,16 @@ def _check_size(size: Any) -> tuple[int, int] | None:
     return height, width
 
 
-def _bytes_per_row(table: Table, keys: np.ndarray, limits: FetchLimits, sample: int = 64) -> dict[str, float]:
-    """Average stored bytes per record of each split, from a sample of its rows: each whole record (every
-    feature and the framing, the image counted by its file size), for the rows with the smallest content
-    keys (Table.row_keys) - a sample that does not follow the table's order, so a table alternating small
-    JPEGs and large PNGs is not judged by one kind, and the same whatever the input's order or files."""
-    from tfrecorder.write.encode import ExampleEncoder
-    from tfrecorder.write.images import StoredImage
-
+def _bytes_per_row(table: Table, keys: np.ndarray, limits: FetchLimits) -> dict[str, float]:
+    """Average stored bytes per record of each split (``mean_record_bytes``), from the SAMPLE_ROWS rows with
+    the smallest content keys (Table.row_keys) - a sample that does not follow the table's order, so a table
+    alternating small JPEGs and large PNGs is not judged by one kind, and the same whatever the input's order
+    or files (the streamed path finds the same rows with its running smallest keys)."""
     estimate: dict[str, float] = {}
     for split, stored in stored_order(table.splits, keys).items():
-        picked = sorted(stored[:sample].tolist())  # the first rows in stored order
-        encoder = ExampleEncoder(table.take(picked))  # a few rows, not the whole table
-        if table.image_locations is None:
-            sizes = [len(encoder.encode(i)) for i in range(len(picked))]
-        else:
-            files = [size_of(table.image_locations[row], limits) for row in picked]
-            known = [size for size in files if size is not None]
-            fallback = sum(known) / len(known) if known else _DEFAULT_IMAGE_BYTES
-            empty = StoredImage(b"", 1, 1, 3, "jpeg")  # the record without its image bytes, then the file's size
-            sizes = [len(encoder.encode(i, empty)) + int(fallback if size is None else size) + _BYTES_PREFIX
-                     for i, size in enumerate(files)]
-        estimate[split] = sum(sizes) / len(sizes) + _RECORD_FRAMING
+        picked = sorted(stored[:SAMPLE_ROWS].tolist())  # the first rows in stored order
+        estimate[split] = mean_record_bytes(table.take(picked), limits)  # a few rows, not the whole table
     return estimate
-
-
-_RECORD_FRAMING = 16  # a TFRecord's length, its CRC and the data's CRC
-_BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 bytes up to 256 MiB)
 
 
 def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str, resumed: int = 0) -> ConvertResult:

@@ -101,3 +101,26 @@ class ExampleEncoder:
         if self._budget < 0:
             self._build()
         return data
+
+
+_DEFAULT_IMAGE_BYTES = 100_000  # an image's size when no file of the sample tells it
+_RECORD_FRAMING = 16  # a TFRecord's length, its CRC and the data's CRC
+_BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 bytes up to 256 MiB)
+
+
+def mean_record_bytes(sample: Table, limits: Any) -> float:
+    """The mean size of ``sample``'s records as stored: every feature and the framing, each image counted by
+    its file's size (``limits``: the FetchLimits to ask for it with)."""
+    from tfrecorder.dataset.fetch import size_of
+
+    encoder = ExampleEncoder(sample)
+    if sample.image_locations is None:
+        sizes = [len(encoder.encode(i)) for i in range(sample.num_rows)]
+    else:
+        files = [size_of(location, limits) for location in sample.image_locations]
+        known = [size for size in files if size is not None]
+        fallback = sum(known) / len(known) if known else _DEFAULT_IMAGE_BYTES
+        empty = StoredImage(b"", 1, 1, 3, "jpeg")  # the record without its image bytes, then the file's size
+        sizes = [len(encoder.encode(i, empty)) + int(fallback if size is None else size) + _BYTES_PREFIX
+                 for i, size in enumerate(files)]
+    return sum(sizes) / len(sizes) + _RECORD_FRAMING

@@ -39,11 +39,13 @@ def to_label_ids(
         out.append(ids if isinstance(label, list) else (ids[0] if ids else None))
     if unseen:
         rows = sorted(r for rs in unseen.values() for r in rs)
-        names = ", ".join(repr(n) for n in sorted(unseen)[:10])
-        where = "the table has no TRAIN rows" if not vocabulary else "TRAIN has none of them"
-        raise SchemaError(
-            f"column {column!r}: labels {names} appear in VALIDATION/TEST but not in TRAIN "
-            f"({describe_rows(rows)}); {where}, so a model could never learn them. "
-            f"Add TRAIN examples or mark those rows DISCARD."
-        )
+        raise SchemaError(unseen_labels_message(column, sorted(unseen), describe_rows(rows), bool(vocabulary)))
     return out
+
+
+def unseen_labels_message(column: str, names: Sequence[str], rows: str, has_train: bool) -> str:
+    """The error for VALIDATION/TEST labels that TRAIN lacks: the first 10 of them (sorted), and their rows."""
+    shown = ", ".join(repr(n) for n in names[:10])
+    where = "TRAIN has none of them" if has_train else "the table has no TRAIN rows"
+    return (f"column {column!r}: labels {shown} appear in VALIDATION/TEST but not in TRAIN ({rows}); {where}, "
+            f"so a model could never learn them. Add TRAIN examples or mark those rows DISCARD.")

@@ -14,6 +14,7 @@ from tfrecorder.write.splits import WRITTEN_SPLITS
 
 SHARD_TEMPLATE = "{split}-{index:05d}-of-{count:05d}{suffix}"
 TARGET_SHARD_BYTES = 128 * 1024 * 1024
+SAMPLE_ROWS = 64  # rows of each split whose records estimate its bytes: those with the smallest content keys
 MAX_SHARD_BYTES = 4 * 1024**3  # a cap on explicit num_shards: one reader per shard file, retried whole on failure
 
 

@@ -41,13 +41,35 @@ def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOpt
     Image files are named by their URIs, not hashed: a file changed between a crash and the
     re-run is not noticed (its shard is rewritten only if it was not finished).
     """
-    digest = hashlib.sha256()
+    digest = Fingerprint(table, options)
+    digest.add("plan", [(s.filename, s.rows) for s in plan])
+    digest.add("splits", table.splits)
+    digest.add("image_uris", table.image_uris)
+    digest.add("image_locations", table.image_locations)
+    digest.add("vocabulary", table.vocabulary)
+    for column in table.columns:
+        digest.add("column", (column.name, column.feature, column.type.__name__, column.nullable, column.source))
+        digest.add("values", column.values)
+    return digest.hexdigest()
 
-    def add(tag: str, value: Any) -> None:
-        digest.update(tag.encode("utf-8"))
+
+class Fingerprint:
+    """A SHA-256 of tagged values - numpy arrays by their bytes, lists a slice at a time - that starts with the
+    version, the table's schema (``table``: its columns suffice) and the settings that change a byte written."""
+
+    def __init__(self, table: Table, options: WriteOptions):
+        self._digest = hashlib.sha256()
+        self.add("version", __version__)
+        self.add("schema", [(name, t.__name__) for name, t in table.schema.items()])
+        # the fetch timeout and retries change no byte written: a re-run may use others
+        self.add("options", (dataclasses.astuple(options.images), options.compression, options.on_error,
+                             options.fetch.max_bytes))
+
+    def add(self, tag: str, value: Any) -> None:
+        self._digest.update(tag.encode("utf-8"))
         if isinstance(value, np.ndarray):
-            digest.update(value.dtype.str.encode("ascii") + len(value).to_bytes(8, "little"))
-            digest.update(np.ascontiguousarray(value).data)
+            self._digest.update(value.dtype.str.encode("ascii") + len(value).to_bytes(8, "little"))
+            self._digest.update(np.ascontiguousarray(value).data)
             return
         parts = [value[i:i + 4096] for i in range(0, len(value), 4096)] if isinstance(value, list) else [value]
         for part in parts:  # in slices: a few MiB at a time whatever the table size
@@ -55,22 +77,10 @@ def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOpt
                 data = marshal.dumps(part, 4)  # C speed for lists of int/float/bytes/None; parsed by no one
             except ValueError:
                 data = repr(part).encode("utf-8")
-            digest.update(len(data).to_bytes(8, "little") + data)
+            self._digest.update(len(data).to_bytes(8, "little") + data)
 
-    add("version", __version__)
-    add("schema", [(name, t.__name__) for name, t in table.schema.items()])
-    # the fetch timeout and retries change no byte written: a re-run may use others
-    add("options", (dataclasses.astuple(options.images), options.compression, options.on_error,
-                    options.fetch.max_bytes))
-    add("plan", [(s.filename, s.rows) for s in plan])
-    add("splits", table.splits)
-    add("image_uris", table.image_uris)
-    add("image_locations", table.image_locations)
-    add("vocabulary", table.vocabulary)
-    for column in table.columns:
-        add("column", (column.name, column.feature, column.type.__name__, column.nullable, column.source))
-        add("values", column.values)
-    return digest.hexdigest()
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tfrecorder.dataset.fetch import ImageError
@@ -95,28 +95,43 @@ def write_shard(
     ``i`` in it is row ``spec.rows[i]`` of the whole table), so that a runner ships row metadata to
     the worker that writes the shard, never image bytes.
     """
-    encoder = ExampleEncoder(table)
+    return write_shard_parts(spec, [(spec.rows, table)], folder, options, image_map, on_row)
+
+
+def write_shard_parts(
+    spec: ShardSpec,
+    parts: Iterable[tuple[Sequence[int], Table]],
+    folder: Folder,
+    options: WriteOptions,
+    image_map: ImageMapper = serial_map,
+    on_row: Callable[[], None] | None = None,
+) -> ShardResult:
+    """``write_shard`` for a shard handed over in parts - (row numbers, their table), in shard order - one
+    held at a time: a shard of a table larger than memory."""
     failures: list[RowFailure] = []
     stats = ImageStats()
     fingerprints, fingerprint_rows = array("Q"), array("q")
     with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
         writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
-        for local, (image, key) in enumerate(_images(table, options, image_map)):
-            if isinstance(image, ImageError):
-                uri = table.image_uris[local] if table.image_uris is not None else None
-                failure = RowFailure(spec.rows[local], spec.split, uri, image.error, image.message)
-                if options.on_error == "raise":
-                    raise RowError(failure.row, failure.split, str(failure.image_uri), image.error, image.message)
-                failures.append(failure)
-            else:
-                writer.write(encoder.encode(local, image))
-                if image is not None:
-                    stats = stats.add(image)
-                    fingerprints.append(key)
-                    fingerprint_rows.append(spec.rows[local])
-            if on_row is not None:
-                on_row()
+        for rows, table in parts:
+            encoder = ExampleEncoder(table)
+            for local, (image, key) in enumerate(_images(table, options, image_map)):
+                if isinstance(image, ImageError):
+                    uri = table.image_uris[local] if table.image_uris is not None else None
+                    failure = RowFailure(rows[local], spec.split, uri, image.error, image.message)
+                    if options.on_error == "raise":
+                        raise RowError(failure.row, failure.split, str(failure.image_uri), image.error,
+                                       image.message)
+                    failures.append(failure)
+                else:
+                    writer.write(encoder.encode(local, image))
+                    if image is not None:
+                        stats = stats.add(image)
+                        fingerprints.append(key)
+                        fingerprint_rows.append(rows[local])
+                if on_row is not None:
+                    on_row()
         writer.close()
     return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, fingerprints,
                        fingerprint_rows, index.bytes, index.crc32c, writer.first_crc)

@@ -8,7 +8,8 @@ import csv
 import io
 import os
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -142,32 +143,51 @@ def _csv_text(url: str) -> tuple[pd.DataFrame, list[str]]:
 
 def _csv_text_fast(url: str) -> tuple[pd.DataFrame, list[str]] | None:
     with fsspec.open(url, "rb") as f:
-        head = f.read(_HEAD_BYTES)
-        try:
-            records = list(csv.reader(io.StringIO(head.decode("utf-8-sig"))))
-        except (UnicodeDecodeError, csv.Error):
+        layout = _csv_layout(f)
+        if layout is None:
             return None
-        records = [r for r in records if r]
-        if len(records) < 3 and len(head) == _HEAD_BYTES:  # the first rows may be cut off: let the scan judge
-            return None
-        if not records:
-            return None  # empty: the slow path says so
-        first = records[0]
-        names = _headerless_names(first, len(first) + _SPARE_COLUMNS)
-        if names is None and len(records) > 1 and len(records[1]) > len(first):
-            return None  # pandas would take the extra field as an index column: the scan names the line
+        names, first = layout
         f.seek(0)
         try:
-            df = pd.read_csv(f, encoding="utf-8-sig", header=None if names else 0, skipinitialspace=True,
-                             names=[f"_{i}" for i in range(len(names))] if names else None, index_col=False,
-                             dtype=str, keep_default_na=False, na_values=[""])
+            df = pd.read_csv(f, **_csv_options(names))
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError):
             return None
     if names is None:
         _check_header(url, [str(c).strip() for c in first])
         return df, []
     given = [i for i, column in enumerate(df.columns) if df[column].notna().any()]
-    width = max(len(first), given[-1] + 1 if given else 0)
+    return _name_headerless(df, first, max(len(first), given[-1] + 1 if given else 0))
+
+
+def _csv_layout(f: Any) -> tuple[list[str] | None, list[str]] | None:
+    """From the head of an open CSV: the names of a headerless CSV's columns (as many as the fast read makes
+    room for; None: the first row is a header) and its first row; None when the checked read must judge."""
+    head = f.read(_HEAD_BYTES)
+    try:
+        records = list(csv.reader(io.StringIO(head.decode("utf-8-sig"))))
+    except (UnicodeDecodeError, csv.Error):
+        return None
+    records = [r for r in records if r]
+    if len(records) < 3 and len(head) == _HEAD_BYTES:  # the first rows may be cut off: let the scan judge
+        return None
+    if not records:
+        return None  # empty: the slow path says so
+    first = records[0]
+    names = _headerless_names(first, len(first) + _SPARE_COLUMNS)
+    if names is None and len(records) > 1 and len(records[1]) > len(first):
+        return None  # pandas would take the extra field as an index column: the scan names the line
+    return names, first
+
+
+def _csv_options(names: list[str] | None) -> dict[str, Any]:
+    """pd.read_csv's arguments for the fast read: every cell text, only an empty one missing."""
+    return dict(encoding="utf-8-sig", header=None if names else 0, skipinitialspace=True,
+                names=[f"_{i}" for i in range(len(names))] if names else None, index_col=False,
+                dtype=str, keep_default_na=False, na_values=[""])
+
+
+def _name_headerless(df: pd.DataFrame, first: list[str], width: int) -> tuple[pd.DataFrame, list[str]]:
+    """A headerless CSV's cells under their names, ``width`` columns used; and its multi-label columns."""
     names = _headerless_names(first, width) or []
     df = df.iloc[:, :len(names)].set_axis(names, axis=1)
     if LABEL_COLUMN in names and names[-1] != LABEL_COLUMN:  # multi-label rows: labels stay text
@@ -229,22 +249,55 @@ def typed_columns(df: pd.DataFrame, skip: Sequence[str] = ()) -> pd.DataFrame:
 
 
 def _typed(column: pd.Series) -> pd.Series:
+    kind, missing, numbers = _judge(column)
+    return as_kind(column, kind, missing, numbers)
+
+
+TEXT_KINDS = ("empty", "bool", "int", "float", "text")  # what a CSV column's text says it is
+
+
+def _judge(column: pd.Series) -> tuple[str, bool, pd.Series | None]:
+    """What ``column``'s text says it is (one of TEXT_KINDS), whether it has missing cells, and its numbers."""
     given = column.dropna()
+    missing = len(given) < len(column)
     if given.empty:
-        return column
+        return "empty", missing, None
     if given.isin(_BOOLEANS.keys()).all():
-        values = column.map(_BOOLEANS)
-        return values.astype("boolean") if len(given) < len(column) else values.astype(bool)
+        return "bool", missing, None
     import pyarrow as pa
 
     text = pa.array(given, pa.string())  # once, for both checks
     numbers = _numbers(given, text)
     if numbers is None or numbers.dtype.kind not in "if" or _has_leading_zero(text):
-        return column  # beyond int64 (uint64, object), or codes with leading zeros
-    complete = len(given) == len(column)  # else: the numbers put back among the missing cells
-    if numbers.dtype.kind == "i":
-        return numbers.astype("int64") if complete else numbers.astype("Int64").reindex(column.index)
-    return numbers.astype("float64") if complete else numbers.astype("float64").reindex(column.index)
+        return "text", missing, None  # beyond int64 (uint64, object), or codes with leading zeros
+    return ("int" if numbers.dtype.kind == "i" else "float"), missing, numbers
+
+
+def merge_kinds(a: str, b: str) -> str:
+    """The kind of a column whose parts are of kinds ``a`` and ``b``: what ``_judge`` says of the whole."""
+    if a == "empty" or a == b:
+        return b
+    if b == "empty":
+        return a
+    return "float" if {a, b} == {"int", "float"} else "text"
+
+
+def as_kind(column: pd.Series, kind: str, missing: bool, numbers: pd.Series | None = None) -> pd.Series:
+    """CSV text typed as ``kind`` (what the whole column is; ``missing``: whether the whole column has missing
+    cells, so that every part gets the same dtype)."""
+    if kind in ("empty", "text"):
+        return column
+    if kind == "bool":
+        values = column.map(_BOOLEANS)
+        return values.astype("boolean") if missing else values.astype(bool)
+    if numbers is None:
+        import pyarrow as pa
+
+        given = column.dropna()
+        numbers = _numbers(given, pa.array(given, pa.string()))
+    dtype = ("Int64" if missing else "int64") if kind == "int" else "float64"
+    numbers = numbers.astype(dtype)
+    return numbers.reindex(column.index) if len(numbers) < len(column) else numbers
 
 
 def _numbers(given: pd.Series, values: Any) -> pd.Series | None:
@@ -378,3 +431,155 @@ def create_image_csv(image_dir: str, output_csv: str) -> pd.DataFrame:
     with fsspec.open(output_csv, "w", encoding="utf-8", newline="") as f:
         df.to_csv(f, index=False)
     return df
+
+
+# --- a table read a part at a time ----------------------------------------------------------
+
+_NULLABLE_TYPES = None  # pyarrow type -> pandas nullable dtype, as pd.read_parquet(dtype_backend="numpy_nullable")
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """A CSV or Parquet source (one file, or a glob of them) read a part at a time, each part typed as the
+    whole table is by ``read_source``: what converts a table larger than memory. ``first_pass`` has read
+    every CSV once (the columns' types need the whole table) and counted the rows."""
+
+    url: str
+    files: tuple[str, ...]
+    parquet: bool
+    rows: int
+    bytes: int
+    layouts: tuple[tuple[list[str] | None, list[str], int], ...] = ()  # CSV: headerless names, first row, width
+    kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (TEXT_KINDS, missing)
+    label_columns: tuple[tuple[str, ...], ...] = ()  # CSV: each file's headerless multi-label columns
+
+    def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, str, int]]:
+        """(part of at most ``rows`` rows, the folder of its file, the number of its first row), in order."""
+        first_row = 0
+        for index, url in enumerate(self.files):
+            for part in (self._parquet_parts(url, rows) if self.parquet else self._csv_parts(index, url, rows)):
+                yield part, _parent(url), first_row
+                first_row += len(part)
+
+    def _csv_parts(self, index: int, url: str, rows: int) -> Iterator[pd.DataFrame]:
+        names, first, width = self.layouts[index]
+        labels = list(self.label_columns[index])
+        with fsspec.open(url, "rb") as f, pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
+            for part in reader:
+                if names is not None:
+                    part = _name_headerless(part, first, width)[0]
+                part = part.assign(**{str(c): as_kind(part[c], *self.kinds[str(c)]) for c in part.columns
+                                      if c not in labels})
+                yield _merge_labels(part, labels) if labels else part
+
+    @staticmethod
+    def _parquet_parts(url: str, rows: int) -> Iterator[pd.DataFrame]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        global _NULLABLE_TYPES
+        if _NULLABLE_TYPES is None:
+            _NULLABLE_TYPES = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+                               pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+                               pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+                               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
+                               pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
+                               pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
+        try:
+            with fsspec.open(url, "rb") as f:
+                file = pq.ParquetFile(f)
+                for batch in file.iter_batches(batch_size=rows):
+                    table = pa.Table.from_batches([batch], schema=file.schema_arrow)
+                    yield table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+
+
+def table_files(source: Any, rows: int, min_bytes: int = 0) -> TableFiles | None:
+    """``source`` as TableFiles when it is CSV or Parquet files (a path, URL or glob), having read each CSV
+    once in parts of ``rows`` rows to type its columns; None for anything else (a DataFrame, an image folder),
+    for files of fewer than ``min_bytes`` in all, and for a CSV the part-wise read cannot take (``read_source``'s
+    checked read names its problem)."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    url = os.fspath(source)
+    fs, path = fsspec.core.url_to_fs(url)
+    if fs.exists(path):
+        if fs.isdir(path):
+            return None
+        paths = [path]
+    elif any(c in path for c in _GLOB_CHARACTERS):
+        paths = sorted(p for p in fs.glob(path) if not fs.isdir(p))
+        if not paths:
+            return None
+    else:
+        return None
+    urls = [fs.unstrip_protocol(p) if "://" in url else p for p in paths]
+    size = sum(int(fs.size(p) or 0) for p in paths)
+    if size < min_bytes:
+        return None
+    kinds = {is_parquet(u) for u in urls}
+    if len(kinds) > 1:
+        return None
+    if kinds == {True}:
+        import pyarrow.parquet as pq
+
+        counts = []
+        for u in urls:
+            with fsspec.open(u, "rb") as f:
+                try:
+                    counts.append(pq.ParquetFile(f).metadata.num_rows)
+                except (OSError, ValueError):
+                    return None
+        return TableFiles(url, tuple(urls), True, sum(counts), size)
+    return _first_pass(url, urls, size, rows)
+
+
+def _first_pass(url: str, urls: list[str], size: int, rows: int) -> TableFiles | None:
+    """Read each CSV once, a part at a time: its layout, and what its columns' text says they are."""
+    layouts, label_columns, columns = [], [], None
+    kinds: dict[str, tuple[str, bool]] = {}
+    count = 0
+    for u in urls:
+        with fsspec.open(u, "rb") as f:
+            layout = _csv_layout(f)
+            if layout is None:
+                return None
+            names, first = layout
+            f.seek(0)
+            width = len(first)
+            part_kinds: dict[str, tuple[str, bool]] = {}
+            try:
+                with pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
+                    for part in reader:
+                        count += len(part)
+                        if names is not None:
+                            given = [i for i, c in enumerate(part.columns) if part[c].notna().any()]
+                            width = max(width, given[-1] + 1 if given else 0)
+                        for column in part.columns:
+                            kind, missing, _ = _judge(part[column])
+                            old = part_kinds.get(str(column), ("empty", False))
+                            part_kinds[str(column)] = (merge_kinds(old[0], kind), old[1] or missing)
+            except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error):
+                return None
+        if names is None:
+            _check_header(u, [str(c).strip() for c in first])
+            labels: list[str] = []
+            found = list(part_kinds)
+        else:
+            named = _headerless_names(first, width) or []
+            labels = named[named.index(LABEL_COLUMN):] if LABEL_COLUMN in named and named[-1] != LABEL_COLUMN \
+                else []
+            part_kinds = {name: part_kinds[f"_{i}"] for i, name in enumerate(named)}
+            found = named
+        plain = [c for c in found if c not in labels]
+        if columns is None:
+            columns = plain
+        elif plain != columns:
+            return None  # read_source names the file whose columns differ
+        for name, (kind, missing) in part_kinds.items():
+            old = kinds.get(name, ("empty", False))
+            kinds[name] = (merge_kinds(old[0], kind), old[1] or missing)
+        layouts.append((names, first, width))
+        label_columns.append(tuple(labels))
+    return TableFiles(url, tuple(urls), False, count, size, tuple(layouts), kinds, tuple(label_columns))

@@ -9,8 +9,8 @@ from tfrecorder.errors import SchemaError, describe_rows
 from tfrecorder.types import DISCARD, TEST, TRAIN, UNASSIGNED, VALIDATION, SplitKey
 
 __all__ = ["TRAIN", "VALIDATION", "TEST", "DISCARD", "UNASSIGNED", "WRITTEN_SPLITS", "KNOWN_SPLITS",
-           "DEFAULT_FRACTIONS",
-           "check_fractions", "normalize_splits", "hash_fraction", "assign_split"]
+           "DEFAULT_FRACTIONS", "check_fractions", "normalize_splits", "split_values", "unknown_splits_message",
+           "hash_fraction", "assign_split"]
 WRITTEN_SPLITS = (TRAIN, VALIDATION, TEST)
 KNOWN_SPLITS = SplitKey.allowed_values
 DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
@@ -32,6 +32,16 @@ _CANONICAL = {name: name for name in KNOWN_SPLITS}
 
 def normalize_splits(column: str, values: Sequence[object]) -> list[str]:
     """Upper-case and trim split values; raise one SchemaError listing every unknown value."""
+    out, unknown = split_values(values)
+    if unknown:
+        rows = sorted(r for rs in unknown.values() for r in rs)
+        raise SchemaError(unknown_splits_message(column, list(unknown), len(rows), describe_rows(rows)))
+    return out
+
+
+def split_values(values: Sequence[object]) -> tuple[list[str], dict[str, list[int]]]:
+    """Split values upper-cased and trimmed (unknown ones as UNASSIGNED), and each unknown value's repr with
+    its positions, in the order first seen."""
     out: list[str] = []
     unknown: dict[str, list[int]] = {}
     for pos, value in enumerate(values):
@@ -43,14 +53,13 @@ def normalize_splits(column: str, values: Sequence[object]) -> list[str]:
             unknown.setdefault(repr(value), []).append(pos)
             text = UNASSIGNED
         out.append(_CANONICAL[text])  # one shared str per split name, not one per row
-    if unknown:
-        count = sum(len(r) for r in unknown.values())
-        rows = sorted(r for rs in unknown.values() for r in rs)
-        raise SchemaError(
-            f"column {column!r}: {count} rows have values outside {'/'.join(KNOWN_SPLITS)}: "
-            f"{', '.join(list(unknown)[:5])} ({describe_rows(rows)})"
-        )
-    return out
+    return out, unknown
+
+
+def unknown_splits_message(column: str, values: Sequence[str], count: int, rows: str) -> str:
+    """The error for split values that are not split names: the first 5 (reprs), how many rows, which."""
+    return (f"column {column!r}: {count} rows have values outside {'/'.join(KNOWN_SPLITS)}: "
+            f"{', '.join(values[:5])} ({rows})")
 
 
 def hash_fraction(key: str) -> float:

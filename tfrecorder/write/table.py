@@ -53,12 +53,17 @@ class Table:
         return ((self.label,) if self.label else ()) + self.features
 
     def row_keys(self) -> np.ndarray:
-        """A 64-bit hash of each row's content - split, image URI, label and every column, as stored -
-        that does not depend on the row's position or on how the input held it (a DataFrame, a CSV, Parquet):
-        the same rows give the same keys whatever their order or files. Shards are filled and ordered by it."""
+        """A 64-bit hash of each row's content - split, image URI, label and every column, as validated -
+        that does not depend on the row's position, on how the input held it (a DataFrame, a CSV, Parquet) or
+        on what the whole table decides (label ids, float32 or float64 storage): the same rows give the same
+        keys whatever their order or files, and a part of a table (validate_part) the keys its rows have in
+        the whole. Shards are filled and ordered by it."""
         keys = np.zeros(self.num_rows, np.uint64)
+        label = self.label
+        if label is not None and self.vocabulary is not None:  # label ids: hashed as the text they stand for
+            label = replace(label, values=_texts(label.values, self.vocabulary), stored_as=Kind.BYTES)
         parts = [(self.splits, Kind.BYTES, False), (self.image_uris, Kind.BYTES, False),
-                 *((c.values, c.kind, c.type.is_list) for c in self.columns)]
+                 *((c.values, c.kind, c.type.is_list) for c in ((label,) if label else ()) + self.features)]
         for values, kind, is_list in parts:
             if values is not None:
                 keys = (keys * np.uint64(0x100000001B3)) ^ _hashes(values, kind, is_list)  # column order counts
@@ -75,7 +80,8 @@ class Table:
             columns["image_uri"] = pa.array(self.image_uris, pa.string())
             columns["image_location"] = pa.array(self.image_locations, pa.string())
         for i, column in enumerate(self.columns):
-            columns[f"column_{i}"] = pa.array(column.values)
+            label = column is self.label  # text labels: ids, or in a part (validate_part) still the text
+            columns[f"column_{i}"] = pa.array(column.values, _arrow_type(column, label, self.vocabulary is None))
         return pa.table(columns)
 
     def with_values(self, arrow: Any) -> Table:
@@ -108,6 +114,16 @@ class Table:
         )
 
 
+def _arrow_type(column: Column, label: bool, text: bool) -> Any:
+    """The Arrow type of a column's values: the same for every part of a table, whatever values it holds."""
+    import pyarrow as pa
+
+    bytes_type = (pa.string() if text else pa.int64()) if label else pa.binary()
+    base = {Kind.BYTES: bytes_type, Kind.INT64: pa.int64(), Kind.FLOAT32: pa.float64(),
+            Kind.FLOAT64: pa.int64()}[column.kind]
+    return pa.list_(base) if column.type.is_list else base
+
+
 def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.ndarray:
     """pandas' stable 64-bit hash of each value as it is stored: numbers by their value as the kind stores
     them (an int held as 1 or 1.0, in an array or a list, hashes alike), text and bytes by their contents,
@@ -120,9 +136,11 @@ def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.nda
                                     for v in values]))
     if kind is Kind.BYTES:
         return hash_array(_objects(values))
-    if kind is Kind.FLOAT32:
-        floats = np.array([np.nan if v is None else v for v in values] if isinstance(values, list) else values,
-                          dtype=np.float64)
+    if kind in (Kind.FLOAT32, Kind.FLOAT64):
+        # By the value's float32, however the whole column is stored: the key must not wait for that decision
+        # (a part of a table has the keys of the whole), and 0.1 given as float32 (Parquet, a DataFrame) or as
+        # text (CSV) is the same value stored. Rows that differ only beyond float32 share a key.
+        floats = _float64(values, kind)
         missing = np.isnan(floats)
         return np.where(missing, _MISSING, hash_array(np.where(missing, 0.0, floats).astype(np.float32)))
     if isinstance(values, np.ndarray):
@@ -133,6 +151,23 @@ def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.nda
 
 
 _MISSING = np.uint64(0x9E3779B97F4A7C15)  # the hash of a missing number
+
+
+def _float64(values: list[Any] | np.ndarray, kind: Kind) -> np.ndarray:
+    """A float column's values as float64 (NaN where missing): float64-stored ones are held as their bits."""
+    if kind is Kind.FLOAT32:
+        return values if isinstance(values, np.ndarray) else np.array(
+            [np.nan if v is None else v for v in values], dtype=np.float64)
+    if isinstance(values, np.ndarray):
+        return values.view(np.float64)
+    bits = np.array([0 if v is None else v for v in values], dtype=np.int64).view(np.float64)
+    return np.where(np.fromiter((v is None for v in values), bool, len(values)), np.nan, bits)
+
+
+def _texts(ids: list[Any] | np.ndarray, vocabulary: Sequence[str]) -> list[Any]:
+    """Label ids (or lists of them, None where missing) as the vocabulary's text."""
+    return [None if v is None else [vocabulary[i] for i in v] if isinstance(v, list) else vocabulary[v]
+            for v in ids]
 
 
 def _objects(values: Sequence[Any]) -> np.ndarray:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import heapq
 import os
 import posixpath
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -35,9 +38,20 @@ def validate(
 
     Float columns are stored as float32, unless float32 would change a value as written (see
     ``store_floats``) and ``float_precision`` is "auto", or it is "float64".
+
+    The same steps as a table converted in parts (``validate_part`` on each, their ``Facts`` merged,
+    ``Facts.check``, then ``finalize``), with the whole table as the one part.
     """
+    schema = check_schema(df, schema)
+    part, facts = validate_part(df, schema, base_dir=base_dir, fractions=splits.check_fractions(split_fractions))
+    facts.check()
+    return finalize(part, facts, float_precision)
+
+
+def check_schema(df: pd.DataFrame, schema: Schema | None) -> Schema:
+    """The schema for a table with ``df``'s columns (None: inferred from ``df``), checked against them."""
     if len(df) == 0:
-        raise SchemaError("the table is empty: there are no rows to convert")
+        raise SchemaError(EMPTY_TABLE)
     if schema is None:
         schema = Schema.infer(df)
     missing = [c for c in schema if c not in df.columns]
@@ -48,36 +62,223 @@ def validate(
             f"{[str(c) for c in df.columns]}"
         )
     _check_feature_names(schema)
-    fractions = splits.check_fractions(split_fractions)
+    return schema
+
+
+EMPTY_TABLE = "the table is empty: there are no rows to convert"
+
+
+@dataclass(frozen=True)
+class RowSample:
+    """Rows where something was found: the first few (positions in the whole table) and how many in all."""
+
+    first: tuple[int, ...] = ()
+    count: int = 0
+
+    KEEP: ClassVar[int] = 6  # one more than an error message shows, so it can say "... (N in all)"
+
+    @classmethod
+    def of(cls, rows: Sequence[int], offset: int = 0) -> RowSample:
+        return cls(tuple(offset + r for r in sorted(rows)[:cls.KEEP]), len(rows))
+
+    def merge(self, other: RowSample) -> RowSample:
+        return RowSample(tuple(heapq.merge(self.first, other.first))[:self.KEEP], self.count + other.count)
+
+    def describe(self) -> str:
+        return describe_rows(self.first, total=self.count)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A problem of one column that fails the whole table: its kind, rows and first distinct values."""
+
+    order: int  # problems are listed in the order validate checks columns
+    column: str
+    kind: str  # "image_uri_type", "split_value" or "value_type"
+    rows: RowSample
+    examples: tuple[tuple[int, str], ...]  # (first row, repr) of the first distinct values, by first row
+    detail: str = ""  # value_type: the column type wanted
+
+    def merge(self, other: Problem) -> Problem:
+        first: dict[str, int] = {}
+        for row, text in sorted(self.examples + other.examples):
+            first.setdefault(text, row)
+        examples = tuple(sorted((row, text) for text, row in first.items())[:5])
+        return replace(self, rows=self.rows.merge(other.rows), examples=examples)
+
+    def message(self) -> str:
+        rows, example = self.rows.describe(), self.examples[0][1]
+        if self.kind == "image_uri_type":
+            return f"column {self.column!r}: image URIs must be strings; found {example} ({rows})"
+        if self.kind == "split_value":
+            return splits.unknown_splits_message(self.column, [t for _, t in self.examples], self.rows.count, rows)
+        return f"column {self.column!r}: {self.rows.count} values do not fit {self.detail}, e.g. {example} ({rows})"
+
+
+@dataclass(frozen=True)
+class ColumnFacts:
+    """What the whole of a converted column decides: missing values, input type, whether float32 holds it."""
+
+    nullable: bool
+    source: str
+    float32_holds: bool = True
+
+    def merge(self, other: ColumnFacts) -> ColumnFacts:
+        source = self.source if self.source == other.source else _source_name(_SOURCE_KINDS[self.source],
+                                                                              {self.source, other.source})
+        return ColumnFacts(self.nullable or other.nullable, source, self.float32_holds and other.float32_holds)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The table-level facts of a validated table or part of one - row counts, problems, label vocabulary,
+    column facts - that merge (in any order) into those of the whole table: what ``check`` and ``finalize``
+    need, however the table was read."""
+
+    rows: int = 0
+    split_counts: Mapping[str, int] = field(default_factory=dict)  # every split, DISCARD included
+    problems: Mapping[tuple[int, str], Problem] = field(default_factory=dict)
+    columns: Mapping[str, ColumnFacts] = field(default_factory=dict)
+    label: str | None = None  # the label column
+    label_missing: RowSample = RowSample()  # rows without a label, DISCARD rows left out
+    train_labels: frozenset[str] = frozenset()  # text labels of TRAIN rows
+    other_labels: Mapping[str, RowSample] = field(default_factory=dict)  # text labels of VALIDATION/TEST rows
+
+    def merge(self, other: Facts) -> Facts:
+        return Facts(
+            self.rows + other.rows,
+            _merge_maps(self.split_counts, other.split_counts, lambda a, b: a + b),
+            _merge_maps(self.problems, other.problems, Problem.merge),
+            _merge_maps(self.columns, other.columns, ColumnFacts.merge),
+            self.label or other.label,
+            self.label_missing.merge(other.label_missing),
+            self.train_labels | other.train_labels,
+            _merge_maps(self.other_labels, other.other_labels, RowSample.merge),
+        )
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """The sorted distinct text labels of TRAIN rows."""
+        return sorted(self.train_labels)
+
+    def check(self) -> None:
+        """Raise the SchemaError that lists every problem of the table, if it has any."""
+        if self.rows == 0:
+            raise SchemaError(EMPTY_TABLE)
+        if self.problems:
+            messages = [p.message() for _, p in sorted(self.problems.items())]
+            raise SchemaError("; ".join(messages))
+        if self.label_missing.count:
+            raise SchemaError(
+                f"column {self.label!r}: {self.label_missing.count} rows have no label "
+                f"({self.label_missing.describe()}); fill them, mark them DISCARD, or drop the column"
+            )
+        unseen = {name: rows for name, rows in self.other_labels.items() if name not in self.train_labels}
+        if unseen:
+            rows = functools.reduce(RowSample.merge, unseen.values())
+            raise SchemaError(labels.unseen_labels_message(self.label or "", sorted(unseen), rows.describe(),
+                                                           bool(self.train_labels)))
+
+
+def _merge_maps(a: Mapping[Any, Any], b: Mapping[Any, Any], merge: Callable[[Any, Any], Any]) -> dict[Any, Any]:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = merge(out[key], value) if key in out else value
+    return out
+
+
+def validate_part(
+    df: pd.DataFrame,
+    schema: Schema,
+    *,
+    first_row: int = 0,
+    base_dir: str | Sequence[str | None] | None = None,
+    fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
+) -> tuple[Table, Facts]:
+    """Check and convert the rows of ``df`` - rows ``first_row`` on of a table with ``schema`` (checked by
+    ``check_schema``) - as far as rows alone decide: the part (label values as text, floats as given) and
+    its Facts. A part with problems has None for the columns they were found in."""
     split_col, image_col, label_col = (schema.column_for(r) for r in (Role.SPLIT, Role.IMAGE, Role.LABEL))
+    problems: dict[tuple[int, str], Problem] = {}
 
-    problems: list[str] = []
-    given_uris = _guard(problems, lambda: _image_uris(image_col, df[image_col])) if image_col else None
+    def guard(found: tuple[Any, Problem | None]) -> Any:
+        value, problem = found
+        if problem is not None:
+            problems[(problem.order, problem.kind)] = problem
+        return value
+
+    given_uris = guard(_image_uris(image_col, df[image_col], first_row)) if image_col else None
     image_uris = [redact(u) if u else u for u in given_uris] if given_uris else given_uris
-    row_splits = _guard(problems, lambda: _row_splits(df, split_col, image_uris, fractions))
-    label = _guard(problems, lambda: _as_list(convert_column(label_col, df[label_col], schema[label_col]))) \
-        if label_col else None
-    features = []
-    for name, col_type in schema.items():
-        if col_type.role is Role.FEATURE:
-            column = _guard(problems, lambda n=name, t=col_type: convert_column(n, df[n], t))
-            features.append(store_floats(column, float_precision) if column else column)
-    if problems:
-        raise SchemaError("; ".join(problems) if len(problems) > 1 else problems[0])
-
-    vocabulary = None
-    if label is not None:
-        label, vocabulary = _label_ids(label, row_splits)
-    return Table(
-        schema=schema,
-        num_rows=len(df),
-        splits=row_splits,
-        image_uris=image_uris,
+    row_splits = guard(_row_splits(df, split_col, image_uris, fractions, first_row))
+    columns: dict[str, ColumnFacts] = {}
+    converted: list[Column | None] = []
+    for position, (name, col_type) in enumerate(_valued(schema)):
+        if col_type.role in (Role.FEATURE, Role.LABEL):
+            order = _LABEL_ORDER if col_type.role is Role.LABEL else _LABEL_ORDER + 1 + position
+            column = guard(_convert(name, df[name], col_type, order, first_row))
+            converted.append(column)
+            if column is not None:
+                floats = column.type.kind is Kind.FLOAT32 and not column.type.is_list
+                columns[name] = ColumnFacts(column.nullable, column.source,
+                                            not floats or float32_holds(_float_array(column.values)))
+    label = next((c for c, (_, t) in zip(converted, _valued(schema)) if t.role is Role.LABEL), None)
+    features = tuple(c for c, (_, t) in zip(converted, _valued(schema)) if t.role is Role.FEATURE)
+    facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col)
+    if label is not None and row_splits is not None:
+        label, facts = _label_facts(label, row_splits, first_row, facts)
+    part = Table(
+        schema=schema, num_rows=len(df), splits=row_splits, image_uris=image_uris,
         image_locations=_locations(given_uris, base_dir) if given_uris else None,
-        label=label,
-        vocabulary=vocabulary,
-        features=tuple(features),
+        label=label, vocabulary=None, features=features,
     )
+    return part, facts
+
+
+_LABEL_ORDER = 2  # problems of the image URIs (0) and splits (1) come first, then the label, then the other columns
+
+
+def _valued(schema: Schema) -> list[tuple[str, type[ColumnType]]]:
+    return [(n, t) for n, t in schema.items() if t.role in (Role.FEATURE, Role.LABEL)]
+
+
+def _label_facts(label: Column, row_splits: list[str], first_row: int, facts: Facts) -> tuple[Column, Facts]:
+    """The label column as a list (text labels decoded and trimmed), and the facts it adds."""
+    values = label.values.tolist() if isinstance(label.values, np.ndarray) else label.values
+    missing = [i for i, (v, s) in enumerate(zip(values, row_splits)) if v is None and s != splits.DISCARD]
+    train: set[str] = set()
+    others: dict[str, list[int]] = {}
+    if label.type.kind is Kind.BYTES:
+        values = [_decode(v) for v in values]
+        for pos, (value, split) in enumerate(zip(values, row_splits)):
+            items = value if isinstance(value, list) else [value]
+            if split == splits.TRAIN:
+                train.update(v for v in items if v is not None)
+            elif split != splits.DISCARD:
+                for v in items:
+                    if v is not None:
+                        others.setdefault(v, []).append(pos)
+    facts = replace(facts, label_missing=RowSample.of(missing, first_row), train_labels=frozenset(train),
+                    other_labels={v: RowSample.of(rows, first_row) for v, rows in others.items()})
+    return replace(label, values=values), facts
+
+
+def finalize(part: Table, facts: Facts, float_precision: str = "auto") -> Table:
+    """A part (``validate_part``) as the validated Table of the whole table its ``facts`` (merged over every
+    part, checked) describe: label ids from the TRAIN vocabulary, each float column stored as the whole column
+    allows, every column's missing values and input type those of the whole column."""
+    label, vocabulary = part.label, None
+    if label is not None:
+        label = replace(label, nullable=facts.columns[label.name].nullable, source=facts.columns[label.name].source)
+        if label.type.kind is Kind.BYTES:
+            vocabulary = facts.vocabulary
+            ids = labels.to_label_ids(label.name, label.values, part.splits, vocabulary)
+            label = replace(label, nullable=False, values=ids)
+    features = []
+    for column in part.features:
+        whole = facts.columns[column.name]
+        column = replace(column, nullable=whole.nullable, source=whole.source)
+        features.append(store_floats(column, float_precision, whole.float32_holds))
+    return replace(part, label=label, vocabulary=vocabulary, features=tuple(features))
 
 
 def feature_name(column: str, col_type: type[ColumnType]) -> str:
@@ -86,20 +287,27 @@ def feature_name(column: str, col_type: type[ColumnType]) -> str:
     return role_feature.name if role_feature else column
 
 
-def store_floats(column: Column, precision: str) -> Column:
+def store_floats(column: Column, precision: str, holds: bool | None = None) -> Column:
     """A float column as float32 when that keeps every value as written; else (precision "auto"), or always
-    (precision "float64"), as float64 - its values then the int64 bits of each float. Never a silent rounding."""
+    (precision "float64"), as float64 - its values then the int64 bits of each float. Never a silent rounding.
+    ``holds``: whether float32 holds the whole column, when ``column`` is a part of it."""
     if column.type.kind is not Kind.FLOAT32 or column.type.is_list or precision == "float32":
         return column
     values = column.values
-    array = values if isinstance(values, np.ndarray) else np.array([np.nan if v is None else v for v in values],
-                                                                    dtype=np.float64)
-    if precision == "auto" and float32_holds(array):
+    array = _float_array(values)
+    if precision == "auto" and (float32_holds(array) if holds is None else holds):
         return column
     bits = array.view(np.int64)
     if not isinstance(values, np.ndarray):
         bits = [None if v is None else b for v, b in zip(values, bits.tolist())]
     return replace(column, values=bits, stored_as=Kind.FLOAT64)
+
+
+def _float_array(values: list[Any] | np.ndarray) -> np.ndarray:
+    """A float column's values as float64, missing ones NaN."""
+    if isinstance(values, np.ndarray):
+        return values
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def float32_holds(values: np.ndarray) -> bool:
@@ -119,15 +327,6 @@ def float32_holds(values: np.ndarray) -> bool:
     return True
 
 
-def _guard(problems: list[str], step: Callable[[], Any]) -> Any:
-    """Run one column's check, collecting its SchemaError so that one error lists every problem."""
-    try:
-        return step()
-    except SchemaError as e:
-        problems.append(str(e))
-        return None
-
-
 def _check_feature_names(schema: Schema) -> None:
     taken: dict[str, str] = {}
     for name, col_type in schema.items():
@@ -142,56 +341,40 @@ def _check_feature_names(schema: Schema) -> None:
         taken[feature] = name
 
 
-def _image_uris(name: str, series: pd.Series) -> list[str | None]:
+def _image_uris(name: str, series: pd.Series, first_row: int) -> tuple[list[str | None], Problem | None]:
     values = series.tolist()
     bad = [i for i, v in enumerate(values) if not is_missing(v) and not isinstance(v, str)]
-    if bad:
-        raise SchemaError(
-            f"column {name!r}: image URIs must be strings; found {values[bad[0]]!r} ({describe_rows(bad)})"
-        )
-    return [None if is_missing(v) or not v.strip() else v.strip() for v in values]
+    uris = [None if is_missing(v) or not isinstance(v, str) or not v.strip() else v.strip() for v in values]
+    if not bad:
+        return uris, None
+    return uris, Problem(0, name, "image_uri_type", RowSample.of(bad, first_row),
+                         ((first_row + bad[0], repr(values[bad[0]])),))
 
 
-def _row_splits(df: pd.DataFrame, split_col: str | None, image_uris, fractions) -> list[str]:
+def _row_splits(df: pd.DataFrame, split_col: str | None, image_uris, fractions,
+                first_row: int) -> tuple[list[str], Problem | None]:
+    problem = None
     if split_col is None:
         row_splits = [splits.UNASSIGNED] * len(df)
     else:
         values = [None if is_missing(v) else v for v in df[split_col].tolist()]
-        row_splits = splits.normalize_splits(split_col, [v if v is not None else "" for v in values])
+        row_splits, unknown = splits.split_values([v if v is not None else "" for v in values])
+        if unknown:
+            rows = sorted(r for rs in unknown.values() for r in rs)
+            examples = tuple((first_row + rs[0], text) for text, rs in list(unknown.items())[:5])
+            problem = Problem(1, split_col, "split_value", RowSample.of(rows, first_row), examples)
     if splits.UNASSIGNED not in row_splits:
-        return row_splits
+        return row_splits, problem
     keys = image_uris if image_uris is not None else _row_keys(df)
     return [
         splits.assign_split(keys[i] or _row_keys(df.iloc[[i]])[0], fractions) if s == splits.UNASSIGNED else s
         for i, s in enumerate(row_splits)
-    ]
+    ], problem
 
 
 def _row_keys(df: pd.DataFrame) -> list[str]:
     """A stable text per row (its values joined) to hash tables that have no image URI."""
     return ["\x1f".join(map(str, row)) for row in df.astype(str).itertuples(index=False, name=None)]
-
-
-def _as_list(column: Column) -> Column:
-    if isinstance(column.values, np.ndarray):
-        return replace(column, values=column.values.tolist())
-    return column
-
-
-def _label_ids(label: Column, row_splits: list[str]) -> tuple[Column, list[str] | None]:
-    missing = [i for i, (v, s) in enumerate(zip(label.values, row_splits)) if v is None and s != splits.DISCARD]
-    if missing:
-        raise SchemaError(
-            f"column {label.name!r}: {len(missing)} rows have no label ({describe_rows(missing)}); "
-            f"fill them, mark them DISCARD, or drop the column"
-        )
-    if label.type.kind is not Kind.BYTES:
-        return label, None
-    texts = [_decode(v) for v in label.values]
-    vocabulary = labels.build_vocabulary(texts, row_splits)
-    ids = labels.to_label_ids(label.name, texts, row_splits, vocabulary)
-    converted = Column(label.name, label.feature, label.type, False, label.source, ids)
-    return converted, vocabulary
 
 
 def _decode(value: Any) -> Any:
@@ -224,12 +407,22 @@ def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
 
 def convert_column(name: str, series: pd.Series, col_type: type[ColumnType]) -> Column:
     """Convert one column's values for ``col_type``; SchemaError names the values and rows that do not fit."""
+    column, problem = _convert(name, series, col_type, 0, 0)
+    if problem is not None:
+        raise SchemaError(problem.message())
+    return column
+
+
+def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: int,
+             first_row: int) -> tuple[Column, Problem | None]:
+    """``convert_column`` for rows ``first_row`` on of a table: the column, and the problem of the values
+    that do not fit (None when they all do); ``order`` places the problem among the table's."""
     feature = feature_name(name, col_type)
     fast = _fast_numeric(series, col_type)
     if fast is not None:
         values, source = fast
         nullable = not isinstance(values, np.ndarray) and any(v is None for v in values)
-        return Column(name, feature, col_type, nullable, source, values)
+        return Column(name, feature, col_type, nullable, source, values), None
     convert = _CONVERTERS[col_type.kind]
     values: list[Any] = []
     bad: list[int] = []
@@ -252,18 +445,17 @@ def convert_column(name: str, series: pd.Series, col_type: type[ColumnType]) -> 
         except (TypeError, ValueError, OverflowError):
             values.append(None)
             bad.append(pos)
+    problem = None
     if bad:
         example = series.iloc[bad[0]]
         example = example.item() if isinstance(example, np.generic) else example
         wanted = f"list of {col_type.kind.name.lower()}" if col_type.is_list else col_type.kind.name.lower()
-        raise SchemaError(
-            f"column {name!r}: {len(bad)} values do not fit {col_type.__name__} ({wanted}), "
-            f"e.g. {example!r} ({describe_rows(bad)})"
-        )
+        problem = Problem(order, name, "value_type", RowSample.of(bad, first_row),
+                          ((first_row + bad[0], repr(example)),), f"{col_type.__name__} ({wanted})")
     if quick:
         sources.add(common.__name__)
     source = _source_name(col_type.kind, sources)
-    return Column(name, feature, col_type, any(v is None for v in values), source, values)
+    return Column(name, feature, col_type, any(v is None for v in values), source, values), problem
 
 
 def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[Any], str] | None:
@@ -353,6 +545,9 @@ _CONVERTERS: dict[Kind, Callable[[Any, set[str]], Any]] = {
     Kind.FLOAT32: _to_float,
     Kind.BYTES: _to_bytes,
 }
+
+
+_SOURCE_KINDS = {"bytes": Kind.BYTES, "str": Kind.BYTES, "bool": Kind.INT64, "int": Kind.INT64, "float": Kind.FLOAT32}
 
 
 def _source_name(kind: Kind, sources: set[str]) -> str:

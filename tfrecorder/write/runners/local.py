@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from itertools import repeat
 from typing import TypeVar
 
 from tfrecorder._notebook import in_notebook
@@ -16,6 +18,7 @@ from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.shard import ShardResult, serial_map, write_shard
+from tfrecorder.write.stream import StreamedShard, write_streamed_shard
 from tfrecorder.write.table import Table
 
 T = TypeVar("T")
@@ -47,6 +50,15 @@ def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T]
     return mapper
 
 
+def image_threads(options: WriteOptions, remote: bool, workers: int | None = None) -> int:
+    """Threads to fetch and check images with: ``workers`` if given; else one for header checks of local files
+    (a little Python per image: threads would only add GIL handoffs), ``default_workers`` otherwise."""
+    if workers is not None:
+        return workers
+    light = options.images.validate == "header" and options.images.format == "keep" and not options.images.size
+    return 1 if light and not remote else default_workers(remote)
+
+
 def show_progress(progress: bool | None) -> bool:
     """``progress`` if given; by default, a bar in terminals and notebooks but not in logs or pipes."""
     if progress is not None:
@@ -68,11 +80,7 @@ def write_local(
     from tqdm.auto import tqdm
 
     locations = table.image_locations or []
-    remote = any(is_remote(u) for u in locations)
-    if workers is None:
-        # Header checks of local files are a little Python per image: threads would only add GIL handoffs.
-        light = options.images.validate == "header" and options.images.format == "keep" and not options.images.size
-        workers = 1 if (light and not remote) or not locations else default_workers(remote)
+    workers = image_threads(options, any(is_remote(u) for u in locations), workers) if locations else 1
     total = sum(len(s.rows) for s in plan)
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="tfrecorder") as pool, tqdm(
         total=total, unit="row", desc="to_tfr", disable=not show_progress(progress)
@@ -85,3 +93,51 @@ def write_local(
             if journal is not None:
                 journal.record(results[-1])
         return results
+
+
+def write_streamed(
+    shards: Sequence[StreamedShard],
+    folder: Folder,
+    options: WriteOptions,
+    *,
+    progress: bool | None = None,
+    workers: int | None = None,
+    journal: Journal | None = None,
+    remote: bool = False,
+) -> list[ShardResult]:
+    """Write the shards of a streamed table (``stream.plan``), each recorded in ``journal`` once in place.
+
+    A table of columns only is encoding, all CPU: its shards are written in processes, one per core. Image
+    tables are written a shard at a time, their images fetched and checked by threads (``write_local``;
+    ``remote``: whether some images are remote URLs)."""
+    from tqdm.auto import tqdm
+
+    images = bool(shards) and shards[0].template.image_locations is not None
+    processes = min(len(shards), os.cpu_count() or 1) if not images and sys.platform == "linux" else 1
+    results: list[ShardResult] = []
+    with tqdm(total=sum(s.stop - s.start for s in shards), unit="row", desc="to_tfr",
+              disable=not show_progress(progress)) as bar:
+
+        def done(shard: StreamedShard, result: ShardResult, counted: bool) -> None:
+            results.append(result)
+            if journal is not None:
+                journal.record(result)
+            if not counted:
+                bar.update(shard.stop - shard.start)
+
+        if processes > 1:
+            # fork: spawn and forkserver would run the user's script again in each process (no __main__ guard
+            # in notebooks and scripts); Arrow re-creates its thread pools after a fork. Linux only (macOS's
+            # system libraries are not fork-safe).
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(processes, mp_context=context) as pool:
+                written = pool.map(write_streamed_shard, shards, repeat(folder), repeat(options))
+                for shard, result in zip(shards, written):
+                    done(shard, result, False)
+            return results
+        threads = image_threads(options, remote, workers) if images else 1
+        with ThreadPoolExecutor(max(1, threads), thread_name_prefix="tfrecorder") as pool:
+            mapper = ordered_map(pool, window=max(4 * threads, 32)) if threads > 1 else serial_map
+            for shard in shards:
+                done(shard, write_streamed_shard(shard, folder, options, mapper, lambda: bar.update(1)), True)
+    return results

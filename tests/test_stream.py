@@ -1,0 +1,155 @@
+"""Tables larger than memory: CSV and Parquet sources converted a part at a time (write/stream.py) give the
+files the in-memory path gives, and the same errors, without ever holding the table."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tests.conftest import write_image
+from tfrecorder.errors import SchemaError
+from tfrecorder.write import convert as convert_module
+from tfrecorder.write import stream, validate
+
+
+@pytest.fixture
+def streamed(monkeypatch):
+    """Stream every CSV and Parquet source, in parts of 1,000 rows spilled to buckets of ~30 KB of source."""
+
+    def on() -> None:
+        monkeypatch.setattr(convert_module, "STREAM_BYTES", 0)
+        monkeypatch.setattr(stream, "PART_ROWS", 1000)
+        monkeypatch.setattr(stream, "BUCKET_SOURCE_BYTES", 30_000)
+
+    return on
+
+
+def files_of(folder: Path) -> dict[str, str]:
+    """Every file a conversion wrote, by name: its SHA-256."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+
+
+def table(rows: int = 7000) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({
+        "split": rng.choice(["TRAIN", "TEST", "VALIDATION", "", "discard"], rows, p=[0.6, 0.15, 0.15, 0.05, 0.05]),
+        "label": [f"class {i % 10}" for i in range(rows)],
+        "n": rng.integers(-5, 5, rows),
+        "x": rng.normal(size=rows),  # float64 values: float32 would change them
+        "y": np.where(np.arange(rows) % 7 == 0, np.nan, 0.5),
+        "flag": np.arange(rows) % 3 == 0,
+        "note": [f"row {i}" if i % 9 else "ça, va" for i in range(rows)],
+    })
+
+
+def test_streamed_sources_write_the_bytes_the_in_memory_path_writes(tmp_path, streamed):
+    df = table()
+    df.to_csv(tmp_path / "one.csv", index=False)
+    (tmp_path / "parts").mkdir()
+    shuffled = df.sample(frac=1, random_state=2)
+    for i in range(7):
+        shuffled.iloc[i * len(df) // 7:(i + 1) * len(df) // 7].to_csv(tmp_path / "parts" / f"p{i}.csv", index=False)
+    df.to_parquet(tmp_path / "table.parquet")
+    tfrecorder.convert(str(tmp_path / "one.csv"), str(tmp_path / "memory"), progress=False, num_shards=3)
+    tfrecorder.convert(str(tmp_path / "table.parquet"), str(tmp_path / "memory-parquet"), progress=False,
+                       num_shards=3)
+    expected = files_of(tmp_path / "memory")
+    streamed()
+    for name, source in {"one": "one.csv", "parts": "parts/p*.csv", "parquet": "table.parquet"}.items():
+        tfrecorder.convert(str(tmp_path / source), str(tmp_path / f"out-{name}"), progress=False, num_shards=3)
+    assert len([n for n in expected if n.endswith(".tfrecord")]) == 9
+    assert files_of(tmp_path / "out-one") == expected  # dataset.json, errors.csv and TFDS files included
+    # other row numbers, the same records
+    assert {n: h for n, h in files_of(tmp_path / "out-parts").items() if ".tf" in n} == \
+           {n: h for n, h in expected.items() if ".tf" in n}
+    # (Parquet keeps its types: rows without a split are assigned by the text of other values, typed apart)
+    assert files_of(tmp_path / "out-parquet") == files_of(tmp_path / "memory-parquet")
+
+
+def test_streamed_image_table_counts_every_row_and_finds_leaks(tmp_path, streamed):
+    rows = []
+    for i in range(40):
+        path = write_image(tmp_path / "img" / f"{i:02d}.jpg", "JPEG", "RGB", (12, 16 + i % 3), seed=i)
+        rows.append({"split": "TRAIN" if i < 30 else "TEST", "image_uri": str(path), "label": "ab"[i % 2]})
+    rows.append({"split": "TEST", "image_uri": rows[3]["image_uri"], "label": "b"})  # a leak
+    rows.append({"split": "TRAIN", "image_uri": str(tmp_path / "img" / "missing.jpg"), "label": "a"})
+    pd.DataFrame(rows).to_csv(tmp_path / "images.csv", index=False)
+    tfrecorder.convert(str(tmp_path / "images.csv"), str(tmp_path / "memory"), progress=False)
+    streamed()
+    result = tfrecorder.convert(str(tmp_path / "images.csv"), str(tmp_path / "streamed"), progress=False)
+    assert files_of(tmp_path / "streamed") == files_of(tmp_path / "memory")
+    assert result.rows.written == 41 and result.errors == 1 and result.warnings  # the leak is reported
+    manifest = (tmp_path / "streamed" / "dataset.json").read_text()
+    assert rows[3]["image_uri"] in manifest
+
+
+def test_streamed_headerless_multi_label_csv(tmp_path, streamed):
+    lines = [f"{'TRAIN' if i % 4 else 'TEST'},img/{i}.jpg,{'cat' if i % 2 else 'dog'}" + (",fish" if i > 2500 else "")
+             for i in range(3000)]
+    (tmp_path / "automl.csv").write_text("\n".join(lines) + "\n")
+    options = dict(progress=False, validate_images="header")
+    first = tfrecorder.convert(str(tmp_path / "automl.csv"), str(tmp_path / "memory"), **options)
+    streamed()
+    second = tfrecorder.convert(str(tmp_path / "automl.csv"), str(tmp_path / "streamed"), **options)
+    assert second.errors == first.errors == 3000  # no such images: every row in errors.csv, in both
+    assert files_of(tmp_path / "streamed") == files_of(tmp_path / "memory")
+
+
+def test_streamed_table_gives_the_same_errors_and_writes_nothing(tmp_path, streamed):
+    df = table(5000).astype({"n": object})
+    df.loc[4990, "split"] = "TRIAN"  # in the last part
+    df.loc[[1, 4995], "n"] = ["many", "a few"]
+    df.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(SchemaError) as in_memory:
+        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "memory"), progress=False,
+                           schema={**{c: tfrecorder.types.FloatInput for c in ("x", "y")},
+                                   "split": tfrecorder.types.SplitKey, "label": tfrecorder.types.StringLabel,
+                                   "n": tfrecorder.types.IntegerInput, "flag": tfrecorder.types.IntegerInput,
+                                   "note": tfrecorder.types.StringInput})
+    streamed()
+    with pytest.raises(SchemaError) as in_parts:
+        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "streamed"), progress=False,
+                           schema={**{c: tfrecorder.types.FloatInput for c in ("x", "y")},
+                                   "split": tfrecorder.types.SplitKey, "label": tfrecorder.types.StringLabel,
+                                   "n": tfrecorder.types.IntegerInput, "flag": tfrecorder.types.IntegerInput,
+                                   "note": tfrecorder.types.StringInput})
+    assert str(in_parts.value) == str(in_memory.value)
+    assert "'TRIAN'" in str(in_parts.value) and "row 4990" in str(in_parts.value)
+    # a CSV column with text in it is text (read_source): IntegerInput refuses all of it, naming the rows
+    assert "column 'n': 5000 values do not fit IntegerInput" in str(in_parts.value)
+    assert not (tmp_path / "streamed").exists() or not os.listdir(tmp_path / "streamed")
+
+
+def test_unseen_labels_and_missing_labels_name_rows_across_parts(tmp_path, streamed):
+    df = table(4000)
+    df.loc[3999, ["split", "label"]] = ["TEST", "class never trained"]
+    df.to_csv(tmp_path / "unseen.csv", index=False)
+    with pytest.raises(SchemaError) as in_memory:
+        tfrecorder.convert(str(tmp_path / "unseen.csv"), str(tmp_path / "memory"), progress=False)
+    streamed()
+    with pytest.raises(SchemaError) as in_parts:
+        tfrecorder.convert(str(tmp_path / "unseen.csv"), str(tmp_path / "streamed"), progress=False)
+    assert str(in_parts.value) == str(in_memory.value)
+    assert "'class never trained'" in str(in_parts.value) and "row 3999" in str(in_parts.value)
+
+
+def test_streamed_conversion_never_holds_the_whole_table(tmp_path, streamed, monkeypatch):
+    table(6000).to_csv(tmp_path / "big.csv", index=False)
+    streamed()
+    seen: list[int] = []
+    real = validate.validate_part
+
+    def spy(df, *args, **kwargs):
+        seen.append(len(df))
+        return real(df, *args, **kwargs)
+
+    monkeypatch.setattr(stream, "validate_part", spy)
+    result = tfrecorder.convert(str(tmp_path / "big.csv"), str(tmp_path / "out"), progress=False)
+    assert sum(seen) == 6000 and max(seen) == 1000  # parts of PART_ROWS rows, each validated once
+    assert result.rows.rows_in == 6000
