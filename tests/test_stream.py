@@ -153,3 +153,24 @@ def test_streamed_conversion_never_holds_the_whole_table(tmp_path, streamed, mon
     result = tfrecorder.convert(str(tmp_path / "big.csv"), str(tmp_path / "out"), progress=False)
     assert sum(seen) == 6000 and max(seen) == 1000  # parts of PART_ROWS rows, each validated once
     assert result.rows.rows_in == 6000
+
+
+def test_streamed_run_stopped_by_a_bad_image_resumes_with_the_shards_it_wrote(tmp_path, streamed):
+    rows = []
+    for i in range(60):
+        path = write_image(tmp_path / "img" / f"{i:02d}.jpg", "JPEG", "RGB", (12, 16), seed=i)
+        rows.append({"split": "TRAIN", "image_uri": str(path), "label": "ab"[i % 2], "i": i})
+    pd.DataFrame(rows).to_csv(tmp_path / "images.csv", index=False)
+    tfrecorder.convert(str(tmp_path / "images.csv"), str(tmp_path / "memory"), progress=False, num_shards=4)
+    streamed()
+    last = Path(tfrecorder.read_tfr(str(tmp_path / "memory"))["image_uri"].iloc[-1])  # in the last shard
+    good = last.read_bytes()
+    last.write_bytes(b"\xff\xd8 not a jpeg")
+    out = tmp_path / "streamed"
+    with pytest.raises(tfrecorder.errors.RowError, match=last.name):
+        tfrecorder.convert(str(tmp_path / "images.csv"), str(out), progress=False, num_shards=4, on_error="raise")
+    last.write_bytes(good)
+    result = tfrecorder.convert(str(tmp_path / "images.csv"), str(out), progress=False, num_shards=4,
+                                on_error="raise")
+    assert result.resumed_shards == 3
+    assert files_of(out) == files_of(tmp_path / "memory")
