@@ -106,19 +106,14 @@ def test_streamed_table_gives_the_same_errors_and_writes_nothing(tmp_path, strea
     df.loc[4990, "split"] = "TRIAN"  # in the last part
     df.loc[[1, 4995], "n"] = ["many", "a few"]
     df.to_csv(tmp_path / "bad.csv", index=False)
+    types = tfrecorder.types
+    schema = {"split": types.SplitKey, "label": types.StringLabel, "n": types.IntegerInput, "x": types.FloatInput,
+              "y": types.FloatInput, "flag": types.IntegerInput, "note": types.StringInput}
     with pytest.raises(SchemaError) as in_memory:
-        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "memory"), progress=False,
-                           schema={**{c: tfrecorder.types.FloatInput for c in ("x", "y")},
-                                   "split": tfrecorder.types.SplitKey, "label": tfrecorder.types.StringLabel,
-                                   "n": tfrecorder.types.IntegerInput, "flag": tfrecorder.types.IntegerInput,
-                                   "note": tfrecorder.types.StringInput})
+        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "memory"), progress=False, schema=schema)
     streamed()
     with pytest.raises(SchemaError) as in_parts:
-        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "streamed"), progress=False,
-                           schema={**{c: tfrecorder.types.FloatInput for c in ("x", "y")},
-                                   "split": tfrecorder.types.SplitKey, "label": tfrecorder.types.StringLabel,
-                                   "n": tfrecorder.types.IntegerInput, "flag": tfrecorder.types.IntegerInput,
-                                   "note": tfrecorder.types.StringInput})
+        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "streamed"), progress=False, schema=schema)
     assert str(in_parts.value) == str(in_memory.value)
     assert "'TRIAN'" in str(in_parts.value) and "row 4990" in str(in_parts.value)
     # a CSV column with text in it is text (read_source): IntegerInput refuses all of it, naming the rows

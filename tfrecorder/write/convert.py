@@ -148,8 +148,7 @@ def convert(
                      float_precision=float_precision)
     del df  # a table read from files is held once, as the validated Table, while the shards are written
     folder = Folder.of(output_dir)
-    # With num_shards given, sizes only check the shard cap: skip the file-size requests when shards are small.
-    estimate = not num_shards or table.image_locations is None or table.num_rows / num_shards > 1000
+    estimate = _estimates_sizes(num_shards, table.image_locations is not None, table.num_rows)
     keys = table.row_keys()
     plan = plan_shards(table.splits, keys=keys, num_shards=num_shards, compression=options.compression,
                        bytes_per_row=_bytes_per_row(table, keys, options.fetch) if estimate else None)
@@ -182,8 +181,7 @@ def _convert_streamed(files: TableFiles, output_dir: str, schema: Schema | None,
     with stream.SpillFolder() as spill:
         summary = stream.summarize(files, schema, spill, fractions=fractions,
                                    fingerprint=lambda template: Fingerprint(template, options))
-        rows = summary.facts.rows
-        estimate = not num_shards or summary.template.image_locations is None or rows / num_shards > 1000
+        estimate = _estimates_sizes(num_shards, summary.template.image_locations is not None, summary.facts.rows)
         shards = stream.plan(summary, num_shards=num_shards, compression=options.compression, spill=spill,
                              bytes_per_row=stream.bytes_per_row(summary, float_precision, options.fetch)
                              if estimate else {}, float_precision=float_precision)
@@ -202,6 +200,12 @@ def _convert_streamed(files: TableFiles, output_dir: str, schema: Schema | None,
             manifest = finish.write(folder, [*run.resumed.values(), *written])
             run.journal.complete()
             return _result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
+
+
+def _estimates_sizes(num_shards: int | None, images: bool, rows: int) -> bool:
+    """Whether the plan needs the records' size estimate. With num_shards given, sizes only check the shard cap:
+    skip the image file-size requests when shards are small."""
+    return not num_shards or not images or rows / num_shards > 1000
 
 
 @contextlib.contextmanager

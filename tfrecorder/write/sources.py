@@ -147,7 +147,6 @@ def _csv_text_fast(url: str) -> tuple[pd.DataFrame, list[str]] | None:
         if layout is None:
             return None
         names, first = layout
-        f.seek(0)
         try:
             df = pd.read_csv(f, **_csv_options(names))
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError):
@@ -161,8 +160,10 @@ def _csv_text_fast(url: str) -> tuple[pd.DataFrame, list[str]] | None:
 
 def _csv_layout(f: Any) -> tuple[list[str] | None, list[str]] | None:
     """From the head of an open CSV: the names of a headerless CSV's columns (as many as the fast read makes
-    room for; None: the first row is a header) and its first row; None when the checked read must judge."""
+    room for; None: the first row is a header) and its first row; None when the checked read must judge.
+    Leaves ``f`` at its start, for the read."""
     head = f.read(_HEAD_BYTES)
+    f.seek(0)
     try:
         records = list(csv.reader(io.StringIO(head.decode("utf-8-sig"))))
     except (UnicodeDecodeError, csv.Error):
@@ -546,7 +547,6 @@ def _first_pass(url: str, urls: list[str], size: int, rows: int) -> TableFiles |
             if layout is None:
                 return None
             names, first = layout
-            f.seek(0)
             width = len(first)
             part_kinds: dict[str, tuple[str, bool]] = {}
             try:

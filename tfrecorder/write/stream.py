@@ -35,7 +35,7 @@ from tfrecorder.write.resume import Fingerprint
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard_parts
 from tfrecorder.write.sources import TableFiles
 from tfrecorder.write.splits import WRITTEN_SPLITS
-from tfrecorder.write.table import Table
+from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import Facts, check_schema, finalize, validate_part
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fracti
     remote = False
     try:
         for df, base_dir, first_row in files.parts(part_rows or PART_ROWS):
-            if template is None and not merged.rows:
+            if first_row == 0:
                 schema = check_schema(df, schema)
             part, facts = validate_part(df, schema, first_row=first_row, base_dir=base_dir, fractions=fractions)
             del df
@@ -129,7 +129,7 @@ def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fracti
                 digest.add("keys", keys)
                 digest.add("image_locations", part.image_locations)
             if part.image_uris is not None:
-                uri_keys.append((_text_hashes(part.image_uris), rows, split_codes))
+                uri_keys.append((text_hashes(part.image_uris), rows, split_codes))
                 remote = remote or any(is_remote(u) for u in part.image_locations or () if u)
             bucket = _bucket_of(keys, buckets)
             for code, split in enumerate(WRITTEN_SPLITS):
@@ -158,14 +158,6 @@ def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fracti
     merged.check()
     assert schema is not None and template is not None  # a table without problems has rows
     return Summary(schema, merged, template, buckets, counts, sample, digest, uri_keys, remote)
-
-
-def _text_hashes(values: Sequence[str | None]) -> np.ndarray:
-    from pandas.util import hash_array
-
-    array = np.empty(len(values), dtype=object)
-    array[:] = list(values)
-    return hash_array(array)
 
 
 def slim(facts: Facts) -> Facts:

@@ -135,7 +135,7 @@ def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.nda
         return hash_array(_objects([None if v is None else repr([cast(x) for x in v] if cast else list(v))
                                     for v in values]))
     if kind is Kind.BYTES:
-        return hash_array(_objects(values))
+        return text_hashes(values)
     if kind in (Kind.FLOAT32, Kind.FLOAT64):
         # By the value's float32, however the whole column is stored: the key must not wait for that decision
         # (a part of a table has the keys of the whole), and 0.1 given as float32 (Parquet, a DataFrame) or as
@@ -168,6 +168,13 @@ def _texts(ids: list[Any] | np.ndarray, vocabulary: Sequence[str]) -> list[Any]:
     """Label ids (or lists of them, None where missing) as the vocabulary's text."""
     return [None if v is None else [vocabulary[i] for i in v] if isinstance(v, list) else vocabulary[v]
             for v in ids]
+
+
+def text_hashes(values: Sequence[Any]) -> np.ndarray:
+    """pandas' stable 64-bit hash of each text or bytes value (None by itself)."""
+    from pandas.util import hash_array
+
+    return hash_array(_objects(values))
 
 
 def _objects(values: Sequence[Any]) -> np.ndarray:

@@ -212,17 +212,17 @@ def validate_part(
     row_splits = guard(_row_splits(df, split_col, image_uris, fractions, first_row))
     columns: dict[str, ColumnFacts] = {}
     converted: list[Column | None] = []
-    for position, (name, col_type) in enumerate(_valued(schema)):
-        if col_type.role in (Role.FEATURE, Role.LABEL):
-            order = _LABEL_ORDER if col_type.role is Role.LABEL else _LABEL_ORDER + 1 + position
-            column = guard(_convert(name, df[name], col_type, order, first_row))
-            converted.append(column)
-            if column is not None:
-                floats = column.type.kind is Kind.FLOAT32 and not column.type.is_list
-                columns[name] = ColumnFacts(column.nullable, column.source,
-                                            not floats or float32_holds(_float_array(column.values)))
-    label = next((c for c, (_, t) in zip(converted, _valued(schema)) if t.role is Role.LABEL), None)
-    features = tuple(c for c, (_, t) in zip(converted, _valued(schema)) if t.role is Role.FEATURE)
+    valued = [(n, t) for n, t in schema.items() if t.role in (Role.FEATURE, Role.LABEL)]
+    for position, (name, col_type) in enumerate(valued):
+        order = _LABEL_ORDER if col_type.role is Role.LABEL else _LABEL_ORDER + 1 + position
+        column = guard(_convert(name, df[name], col_type, order, first_row))
+        converted.append(column)
+        if column is not None:
+            floats = column.type.kind is Kind.FLOAT32 and not column.type.is_list
+            columns[name] = ColumnFacts(column.nullable, column.source,
+                                        not floats or float32_holds(_float_array(column.values)))
+    label = next((c for c, (_, t) in zip(converted, valued) if t.role is Role.LABEL), None)
+    features = tuple(c for c, (_, t) in zip(converted, valued) if t.role is Role.FEATURE)
     facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col)
     if label is not None and row_splits is not None:
         label, facts = _label_facts(label, row_splits, first_row, facts)
@@ -235,10 +235,6 @@ def validate_part(
 
 
 _LABEL_ORDER = 2  # problems of the image URIs (0) and splits (1) come first, then the label, then the other columns
-
-
-def _valued(schema: Schema) -> list[tuple[str, type[ColumnType]]]:
-    return [(n, t) for n, t in schema.items() if t.role in (Role.FEATURE, Role.LABEL)]
 
 
 def _label_facts(label: Column, row_splits: list[str], first_row: int, facts: Facts) -> tuple[Column, Facts]:
