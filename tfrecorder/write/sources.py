@@ -96,12 +96,16 @@ def _read_glob(url: str, fs: Any, path: str) -> tuple[pd.DataFrame, list[str | N
     columns = [c for c in parts[0].columns if c not in label_columns]
     for u, part in zip(urls[1:], parts[1:]):
         if [c for c in part.columns if c not in label_columns] != columns:
-            raise SchemaError(f"source {url!r}: {u!r} has columns {[str(c) for c in part.columns]}, but "
-                              f"{urls[0]!r} has {[str(c) for c in parts[0].columns]}; every file of a glob "
-                              f"needs the same columns")
+            raise _columns_differ(url, u, [str(c) for c in part.columns], urls[0],
+                                  [str(c) for c in parts[0].columns])
     base = [folder for u, part in zip(urls, parts) for folder in [_parent(u)] * len(part)]
     table = pd.concat(parts, ignore_index=True)
     return (table if parquet else _typed_table(table, label_columns)), base
+
+
+def _columns_differ(url: str, other: str, columns: list[str], first: str, first_columns: list[str]) -> SchemaError:
+    return SchemaError(f"source {url!r}: {other!r} has columns {columns}, but {first!r} has {first_columns}; "
+                       f"every file of a glob needs the same columns")
 
 
 def _parent(url: str) -> str:
@@ -440,27 +444,139 @@ _NULLABLE_TYPES = None  # pyarrow type -> pandas nullable dtype, as pd.read_parq
 
 
 @dataclass(frozen=True)
-class TableFiles:
-    """A CSV or Parquet source (one file, or a glob of them) read a part at a time, each part typed as the
-    whole table is by ``read_source``: what converts a table larger than memory. ``first_pass`` has read
-    every CSV once (the columns' types need the whole table) and counted the rows."""
+class MatchedFiles:
+    """The CSV or Parquet files a source names (one path or URL, or a glob), found without reading them."""
 
     url: str
     files: tuple[str, ...]
     parquet: bool
+    bytes: int
+
+
+def match_table_files(source: Any) -> MatchedFiles | None:
+    """``source``'s files when it names CSV or Parquet files of one kind (a path, URL or glob); None for
+    anything else (a DataFrame, an image folder, a missing path, a glob of both kinds: ``read_source``
+    says what is wrong). Lists and sizes the files; reads at most their first bytes (CSV or Parquet)."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    url = os.fspath(source)
+    fs, path = fsspec.core.url_to_fs(url)
+    if fs.exists(path):
+        if fs.isdir(path):
+            return None
+        paths = [path]
+    elif any(c in path for c in _GLOB_CHARACTERS):
+        paths = sorted(p for p in fs.glob(path) if not fs.isdir(p))
+        if not paths:
+            return None
+    else:
+        return None
+    urls = [fs.unstrip_protocol(p) if "://" in url else p for p in paths]
+    kinds = {is_parquet(u) for u in urls}
+    if len(kinds) > 1:
+        return None
+    return MatchedFiles(url, tuple(urls), kinds == {True}, sum(int(fs.size(p) or 0) for p in paths))
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What reading one file of a table says: its rows, its columns (without a headerless CSV's multi-label
+    ones) and, for CSV, its layout, multi-label columns and the kind each column's text is (``_judge``)."""
+
     rows: int
+    columns: tuple[str, ...]
+    layout: tuple[list[str] | None, list[str], int] | None = None  # CSV: headerless names, first row, width
+    labels: tuple[str, ...] = ()
+    kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (kind, missing)
+
+
+def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
+    """Read one file a part of ``rows`` rows at a time (Parquet: its footer only) for its ``FileFacts``;
+    None when the part-wise read cannot take it (``read_table_file`` names the problem)."""
+    if parquet:
+        import pyarrow.parquet as pq
+
+        with fsspec.open(url, "rb") as f:
+            try:
+                metadata = pq.ParquetFile(f).metadata
+            except (OSError, ValueError):
+                return None
+        return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names))
+    count, kinds = 0, {}
+    with fsspec.open(url, "rb") as f:
+        layout = _csv_layout(f)
+        if layout is None:
+            return None
+        names, first = layout
+        width = len(first)
+        try:
+            with pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
+                for part in reader:
+                    count += len(part)
+                    if names is not None:
+                        given = [i for i, c in enumerate(part.columns) if part[c].notna().any()]
+                        width = max(width, given[-1] + 1 if given else 0)
+                    for column in part.columns:
+                        kind, missing, _ = _judge(part[column])
+                        old = kinds.get(str(column), ("empty", False))
+                        kinds[str(column)] = (merge_kinds(old[0], kind), old[1] or missing)
+        except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error):
+            return None
+    if names is None:
+        _check_header(url, [str(c).strip() for c in first])
+        return FileFacts(count, tuple(kinds), (names, first, width), (), kinds)
+    named = _headerless_names(first, width) or []
+    labels = named[named.index(LABEL_COLUMN):] if LABEL_COLUMN in named and named[-1] != LABEL_COLUMN else []
+    return FileFacts(count, tuple(c for c in named if c not in labels), (names, first, width), tuple(labels),
+                     {name: kinds[f"_{i}"] for i, name in enumerate(named)})
+
+
+def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
+    """The table of ``files`` from each file's facts: a column's kind is what every file's text allows.
+    Raises the SchemaError ``read_source`` gives when the files' columns differ."""
+    for u, found in zip(files.files[1:], facts[1:]):
+        if found.columns != facts[0].columns:
+            raise _columns_differ(files.url, u, list(found.columns), files.files[0], list(facts[0].columns))
+    kinds: dict[str, tuple[str, bool]] = {}
+    for found in facts:
+        for name, (kind, missing) in found.kinds.items():
+            old = kinds.get(name, ("empty", False))
+            kinds[name] = (merge_kinds(old[0], kind), old[1] or missing)
+    return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
+                      tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts))
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """A CSV or Parquet source (one file, or a glob of them) read a part at a time, each part typed as the
+    whole table is by ``read_source``: what converts a table larger than memory. Made by ``whole_table``
+    once every CSV has been read (the columns' types need the whole table) and its rows counted."""
+
+    url: str
+    files: tuple[str, ...]
+    parquet: bool
+    file_rows: tuple[int, ...]
     bytes: int
     layouts: tuple[tuple[list[str] | None, list[str], int], ...] = ()  # CSV: headerless names, first row, width
     kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (TEXT_KINDS, missing)
     label_columns: tuple[tuple[str, ...], ...] = ()  # CSV: each file's headerless multi-label columns
 
+    @property
+    def rows(self) -> int:
+        return sum(self.file_rows)
+
     def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, str, int]]:
         """(part of at most ``rows`` rows, the folder of its file, the number of its first row), in order."""
-        first_row = 0
-        for index, url in enumerate(self.files):
-            for part in (self._parquet_parts(url, rows) if self.parquet else self._csv_parts(index, url, rows)):
-                yield part, _parent(url), first_row
-                first_row += len(part)
+        for index in range(len(self.files)):
+            yield from self.file_parts(index, rows)
+
+    def file_parts(self, index: int, rows: int) -> Iterator[tuple[pd.DataFrame, str, int]]:
+        """``parts`` of the file ``files[index]`` alone: numbered as in the whole table."""
+        url = self.files[index]
+        first_row = sum(self.file_rows[:index])
+        for part in (self._parquet_parts(url, rows) if self.parquet else self._csv_parts(index, url, rows)):
+            yield part, _parent(url), first_row
+            first_row += len(part)
 
     def _csv_parts(self, index: int, url: str, rows: int) -> Iterator[pd.DataFrame]:
         names, first, width = self.layouts[index]
@@ -497,89 +613,17 @@ class TableFiles:
 
 
 def table_files(source: Any, rows: int, min_bytes: int = 0) -> TableFiles | None:
-    """``source`` as TableFiles when it is CSV or Parquet files (a path, URL or glob), having read each CSV
-    once in parts of ``rows`` rows to type its columns; None for anything else (a DataFrame, an image folder),
-    for files of fewer than ``min_bytes`` in all, and for a CSV the part-wise read cannot take (``read_source``'s
-    checked read names its problem)."""
-    if not isinstance(source, (str, os.PathLike)):
+    """``source`` as TableFiles when it is CSV or Parquet files (a path, URL or glob) of ``min_bytes`` or more,
+    having read each CSV once in parts of ``rows`` rows to type its columns; None for anything else (a
+    DataFrame, an image folder), for smaller files, and for a CSV the part-wise read cannot take
+    (``read_source``'s checked read names its problem)."""
+    files = match_table_files(source)
+    if files is None or files.bytes < min_bytes:
         return None
-    url = os.fspath(source)
-    fs, path = fsspec.core.url_to_fs(url)
-    if fs.exists(path):
-        if fs.isdir(path):
+    facts = []
+    for url in files.files:
+        found = file_facts(url, files.parquet, rows)
+        if found is None:
             return None
-        paths = [path]
-    elif any(c in path for c in _GLOB_CHARACTERS):
-        paths = sorted(p for p in fs.glob(path) if not fs.isdir(p))
-        if not paths:
-            return None
-    else:
-        return None
-    urls = [fs.unstrip_protocol(p) if "://" in url else p for p in paths]
-    size = sum(int(fs.size(p) or 0) for p in paths)
-    if size < min_bytes:
-        return None
-    kinds = {is_parquet(u) for u in urls}
-    if len(kinds) > 1:
-        return None
-    if kinds == {True}:
-        import pyarrow.parquet as pq
-
-        counts = []
-        for u in urls:
-            with fsspec.open(u, "rb") as f:
-                try:
-                    counts.append(pq.ParquetFile(f).metadata.num_rows)
-                except (OSError, ValueError):
-                    return None
-        return TableFiles(url, tuple(urls), True, sum(counts), size)
-    return _first_pass(url, urls, size, rows)
-
-
-def _first_pass(url: str, urls: list[str], size: int, rows: int) -> TableFiles | None:
-    """Read each CSV once, a part at a time: its layout, and what its columns' text says they are."""
-    layouts, label_columns, columns = [], [], None
-    kinds: dict[str, tuple[str, bool]] = {}
-    count = 0
-    for u in urls:
-        with fsspec.open(u, "rb") as f:
-            layout = _csv_layout(f)
-            if layout is None:
-                return None
-            names, first = layout
-            width = len(first)
-            part_kinds: dict[str, tuple[str, bool]] = {}
-            try:
-                with pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
-                    for part in reader:
-                        count += len(part)
-                        if names is not None:
-                            given = [i for i, c in enumerate(part.columns) if part[c].notna().any()]
-                            width = max(width, given[-1] + 1 if given else 0)
-                        for column in part.columns:
-                            kind, missing, _ = _judge(part[column])
-                            old = part_kinds.get(str(column), ("empty", False))
-                            part_kinds[str(column)] = (merge_kinds(old[0], kind), old[1] or missing)
-            except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error):
-                return None
-        if names is None:
-            _check_header(u, [str(c).strip() for c in first])
-            labels: list[str] = []
-            found = list(part_kinds)
-        else:
-            named = _headerless_names(first, width) or []
-            labels = named[named.index(LABEL_COLUMN):] if LABEL_COLUMN in named and named[-1] != LABEL_COLUMN \
-                else []
-            part_kinds = {name: part_kinds[f"_{i}"] for i, name in enumerate(named)}
-            found = named
-        plain = [c for c in found if c not in labels]
-        if columns is None:
-            columns = plain
-        elif plain != columns:
-            return None  # read_source names the file whose columns differ
-        for name, (kind, missing) in part_kinds.items():
-            old = kinds.get(name, ("empty", False))
-            kinds[name] = (merge_kinds(old[0], kind), old[1] or missing)
-        layouts.append((names, first, width))
-        label_columns.append(tuple(labels))
-    return TableFiles(url, tuple(urls), False, count, size, tuple(layouts), kinds, tuple(label_columns))
+        facts.append(found)
+    return whole_table(files, facts)

@@ -12,10 +12,15 @@ Three passes over the source, none of them holding the table:
 3. ``write_streamed_shard`` writes one shard: a range of its split's rows in key order (``plan_shards``'
    rule, so the shards are the bytes the in-memory path writes), read from the buckets that range falls in,
    one bucket at a time. Shards are independent: the local runner writes them in processes, one per core.
+
+The Beam runners run the same passes as pipeline stages (``runners.beam``): a worker per file types it
+(``sources.file_facts``) and summarizes it (``file_summary``, spilling under ``output_dir/_beam/rows/``);
+the files' summaries merge (``Summary.merge``) into the one ``plan`` divides into shards.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import tempfile
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tfrecorder.dataset.fetch import FetchLimits, is_remote
 from tfrecorder.dataset.storage import Folder
@@ -49,13 +55,13 @@ SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
 @dataclass(frozen=True)
 class StreamedShard:
     """One shard of a streamed table: its spec (without row numbers) and where its rows are - ranks ``start``
-    to ``stop`` of its split's rows in key order, in ``buckets`` (each a spill file and the rank of its first
-    row) - with what turns them into the validated table's rows (``template``, ``facts``)."""
+    to ``stop`` of its split's rows in key order, in ``buckets`` (each its spill files, one per writer, and
+    the rank of its first row) - with what turns them into the validated table's rows (``template``, ``facts``)."""
 
     spec: ShardSpec
     start: int
     stop: int
-    buckets: tuple[tuple[str, int], ...]
+    buckets: tuple[tuple[tuple[str, ...], int], ...]
     spill: str  # the spill folder's URL
     template: Table  # a part's columns, without values (validate_part(...).take([]))
     facts: Facts  # the whole table's, without its problems and label rows: what finalize needs
@@ -64,17 +70,31 @@ class StreamedShard:
 
 @dataclass
 class Summary:
-    """What the summary pass found: the table's facts, its rows per bucket, the size sample, leak keys."""
+    """What the summary pass found: the table's facts, its rows per bucket and their spill files, the size
+    sample, leak keys. Summaries of parts of a table (each file of a glob, read by a Beam worker) merge
+    into the table's, in any order."""
 
     schema: Schema
     facts: Facts
-    template: Table
+    template: Table | None  # None: no row without problems was seen
     buckets: int
     counts: np.ndarray  # [bucket, split] rows of each written split (WRITTEN_SPLITS order)
+    files: dict[tuple[int, int], tuple[str, ...]]  # (split code, bucket) -> its spill files' names
     sample: dict[str, Any]  # split -> pyarrow table of its SAMPLE_ROWS rows of smallest (key, row)
-    fingerprint: Fingerprint | None
+    fingerprint: Fingerprint | None = None
     uri_keys: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)  # (hash, row, split)
     remote: bool = False  # some images are remote URLs
+
+    def merge(self, other: Summary) -> Summary:
+        """The summary of both parts (their spill files in one folder; no fingerprint: Beam's is the files')."""
+        files = {key: tuple(sorted({*self.files.get(key, ()), *other.files.get(key, ())}))
+                 for key in {*self.files, *other.files}}
+        sample = {split: _smallest([t for t in (self.sample.get(split), other.sample.get(split)) if t is not None])
+                  for split in {*self.sample, *other.sample}}
+        return Summary(self.schema, self.facts.merge(other.facts),
+                       self.template if self.template is not None else other.template, self.buckets,
+                       self.counts + other.counts, files, sample, None, [*self.uri_keys, *other.uri_keys],
+                       self.remote or other.remote)
 
 
 def bucket_count(files: TableFiles) -> int:
@@ -88,8 +108,13 @@ def _bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
     return ((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)
 
 
-def _bucket_name(split: str, bucket: int) -> str:
-    return f"{split.lower()}-{bucket:05d}.arrow"
+def _smallest(tables: list[Any]) -> Any:
+    """The SAMPLE_ROWS rows of smallest (key, row) of ``tables`` (pyarrow tables of spilled rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return rows.take(pc.sort_indices(rows, [("key", "ascending"), ("row", "ascending")])[:SAMPLE_ROWS])
 
 
 def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fractions: Sequence[float],
@@ -98,66 +123,111 @@ def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fracti
 
     Raises the SchemaError ``validate`` gives for the whole table (its problems, with their rows).
     ``fingerprint``: a callable(schema table) -> Fingerprint, fed each part's keys and image locations."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    buckets = bucket_count(files)
-    writers: dict[tuple[int, int], Any] = {}
-    codes = {split: i for i, split in enumerate(WRITTEN_SPLITS)}
-    merged, template, digest = Facts(), None, None
-    counts = np.zeros((buckets, len(WRITTEN_SPLITS)), np.int64)
-    sample: dict[str, Any] = {}
-    uri_keys: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    remote = False
+    parts = files.parts(part_rows or PART_ROWS)
+    first = next(parts, None)
+    schema = check_schema(first[0] if first is not None else pd.DataFrame(), schema)
+    spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, fingerprint=fingerprint)
     try:
-        for df, base_dir, first_row in files.parts(part_rows or PART_ROWS):
-            if first_row == 0:
-                schema = check_schema(df, schema)
-            part, facts = validate_part(df, schema, first_row=first_row, base_dir=base_dir, fractions=fractions)
+        for df, base_dir, first_row in itertools.chain([first] if first is not None else [], parts):
+            spiller.add(df, base_dir, first_row)
             del df
-            merged = merged.merge(facts)
-            if merged.problems:
-                continue  # the table fails: read on only to find every problem
-            if template is None:
-                template = part.take([])
-                digest = fingerprint(template) if fingerprint is not None else None
-            keys = part.row_keys()
-            split_codes = np.array([codes.get(s, -1) for s in part.splits], np.int8)
-            rows = np.arange(first_row, first_row + part.num_rows, dtype=np.int64)
-            arrow = part.to_arrow().append_column("key", pa.array(keys)).append_column("row", pa.array(rows))
-            if digest is not None:
-                digest.add("keys", keys)
-                digest.add("image_locations", part.image_locations)
-            if part.image_uris is not None:
-                uri_keys.append((text_hashes(part.image_uris), rows, split_codes))
-                remote = remote or any(is_remote(u) for u in part.image_locations or () if u)
-            bucket = _bucket_of(keys, buckets)
-            for code, split in enumerate(WRITTEN_SPLITS):
-                mine = np.flatnonzero(split_codes == code)
-                if not len(mine):
-                    continue
-                order = mine[np.argsort(bucket[mine], kind="stable")]
-                found, starts = np.unique(bucket[order], return_index=True)
-                for b, start, stop in zip(found.tolist(), starts.tolist(), [*starts[1:].tolist(), len(order)]):
-                    writer = writers.get((code, b))
-                    if writer is None:
-                        sink = spill.fs.open(spill.join(_bucket_name(split, b)), "wb")
-                        options = pa.ipc.IpcWriteOptions(compression=SPILL_COMPRESSION)
-                        writer = writers[(code, b)] = (sink, pa.ipc.new_stream(sink, arrow.schema, options=options))
-                    writer[1].write_table(arrow.take(pa.array(order[start:stop])))
-                    counts[b, code] += stop - start
-                smallest = arrow.take(pa.array(mine))
-                if split in sample:
-                    smallest = pa.concat_tables([sample[split], smallest])
-                by_key = pc.sort_indices(smallest, [("key", "ascending"), ("row", "ascending")])
-                sample[split] = smallest.take(by_key[:SAMPLE_ROWS])
     finally:
-        for sink, writer in writers.values():
+        summary = spiller.close()
+    summary.facts.check()
+    return summary
+
+
+def file_summary(files: TableFiles, index: int, schema: Schema, spill: Folder, *, fractions: Sequence[float],
+                 part_rows: int | None = None) -> Summary:
+    """The summary of one file of ``files`` (its spill files tagged with its index), to merge with the
+    others' (``Summary.merge``): a Beam worker's share of the summary pass. Checks nothing of the whole."""
+    spiller = Spiller(schema, bucket_count(files), spill, f"{index:05d}", fractions=fractions)
+    try:
+        for df, base_dir, first_row in files.file_parts(index, part_rows or PART_ROWS):
+            spiller.add(df, base_dir, first_row)
+            del df
+    finally:
+        summary = spiller.close()
+    return summary
+
+
+def table_schema(files: TableFiles, schema: Schema | None, part_rows: int | None = None) -> Schema:
+    """The schema ``summarize`` uses: ``schema`` checked against (or inferred from) the table's first part."""
+    first = next(files.parts(min(part_rows or PART_ROWS, 1000)), None)
+    return check_schema(first[0] if first is not None else pd.DataFrame(), schema)
+
+
+class Spiller:
+    """Validates parts of a table and spills their rows, with their content keys, to files per (split,
+    bucket) named ``<split>-<bucket>-<tag>.arrow``; ``close`` gives the Summary of what it saw."""
+
+    def __init__(self, schema: Schema, buckets: int, spill: Folder, tag: str, *, fractions: Sequence[float],
+                 fingerprint: Any = None):
+        self._schema, self._buckets, self._spill, self._tag = schema, buckets, spill, tag
+        self._fractions, self._fingerprint = fractions, fingerprint
+        self._writers: dict[tuple[int, int], Any] = {}
+        self._facts, self._template, self._digest = Facts(), None, None
+        self._counts = np.zeros((buckets, len(WRITTEN_SPLITS)), np.int64)
+        self._sample: dict[str, Any] = {}
+        self._uri_keys: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._remote = False
+
+    def add(self, df: pd.DataFrame, base_dir: str, first_row: int) -> None:
+        import pyarrow as pa
+
+        part, facts = validate_part(df, self._schema, first_row=first_row, base_dir=base_dir,
+                                    fractions=self._fractions)
+        self._facts = self._facts.merge(facts)
+        if self._facts.problems:
+            return  # the table fails: read on only to find every problem
+        if self._template is None:
+            self._template = part.take([])
+            self._digest = self._fingerprint(self._template) if self._fingerprint is not None else None
+        keys = part.row_keys()
+        codes = {split: i for i, split in enumerate(WRITTEN_SPLITS)}
+        split_codes = np.array([codes.get(s, -1) for s in part.splits], np.int8)
+        rows = np.arange(first_row, first_row + part.num_rows, dtype=np.int64)
+        arrow = part.to_arrow().append_column("key", pa.array(keys)).append_column("row", pa.array(rows))
+        if self._digest is not None:
+            self._digest.add("keys", keys)
+            self._digest.add("image_locations", part.image_locations)
+        if part.image_uris is not None:
+            self._uri_keys.append((text_hashes(part.image_uris), rows, split_codes))
+            self._remote = self._remote or any(is_remote(u) for u in part.image_locations or () if u)
+        bucket = _bucket_of(keys, self._buckets)
+        for code, split in enumerate(WRITTEN_SPLITS):
+            mine = np.flatnonzero(split_codes == code)
+            if not len(mine):
+                continue
+            order = mine[np.argsort(bucket[mine], kind="stable")]
+            found, starts = np.unique(bucket[order], return_index=True)
+            for b, start, stop in zip(found.tolist(), starts.tolist(), [*starts[1:].tolist(), len(order)]):
+                self._writer(code, b, arrow.schema).write_table(arrow.take(pa.array(order[start:stop])))
+                self._counts[b, code] += stop - start
+            earlier = self._sample.get(split)
+            self._sample[split] = _smallest([arrow.take(pa.array(mine)), *([earlier] if earlier is not None else [])])
+
+    def _writer(self, code: int, bucket: int, schema: Any) -> Any:
+        import pyarrow as pa
+
+        writer = self._writers.get((code, bucket))
+        if writer is None:
+            sink = self._spill.fs.open(self._spill.join(self._name(code, bucket)), "wb")
+            options = pa.ipc.IpcWriteOptions(compression=SPILL_COMPRESSION)
+            writer = self._writers[(code, bucket)] = (sink, pa.ipc.new_stream(sink, schema, options=options))
+        return writer[1]
+
+    def _name(self, code: int, bucket: int) -> str:
+        return f"{WRITTEN_SPLITS[code].lower()}-{bucket:05d}-{self._tag}.arrow"
+
+    def close(self) -> Summary:
+        """Close the spill files; the Summary of the parts added."""
+        for sink, writer in self._writers.values():
             writer.close()
             sink.close()
-    merged.check()
-    assert schema is not None and template is not None  # a table without problems has rows
-    return Summary(schema, merged, template, buckets, counts, sample, digest, uri_keys, remote)
+        files = {key: (self._name(*key),) for key in self._writers}
+        return Summary(self._schema, self._facts, self._template, self._buckets, self._counts, files,
+                       self._sample, self._digest, self._uri_keys, self._remote)
 
 
 def slim(facts: Facts) -> Facts:
@@ -192,7 +262,7 @@ def plan(summary: Summary, *, num_shards: int | None, compression: str | None, b
         count = shard_count(total, bytes_per_row.get(split, 0.0), num_shards)
         for index in range(count):
             start, stop = total * index // count, total * (index + 1) // count
-            held = [(_bucket_name(split, b), int(first_ranks[b])) for b in range(summary.buckets)
+            held = [(summary.files[(code, b)], int(first_ranks[b])) for b in range(summary.buckets)
                     if counts[b] and first_ranks[b] < stop and first_ranks[b + 1] > start]
             spec = ShardSpec(split, index, count, shard_filename(split, index, count, compression), ())
             shards.append(StreamedShard(spec, start, stop, tuple(held), spill.url, summary.template, facts,
@@ -202,13 +272,11 @@ def plan(summary: Summary, *, num_shards: int | None, compression: str | None, b
 
 def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:
     """The shard's rows, a bucket at a time: (row numbers, their validated table), in key order."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     spill = Folder.of(shard.spill)
-    for name, first_rank in shard.buckets:
-        with spill.fs.open(spill.join(name), "rb") as f:
-            rows = pa.ipc.open_stream(f).read_all()
+    for names, first_rank in shard.buckets:
+        rows = _read_bucket(spill, names)
         rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("row", "ascending")]))
         low, high = max(0, shard.start - first_rank), min(rows.num_rows, shard.stop - first_rank)
         rows = rows.slice(low, high - low)
@@ -251,13 +319,23 @@ def _uris_of(summary: Summary, spill: Folder, rows: set[int]) -> dict[int, str]:
 
     found: dict[int, str] = {}
     wanted = pa.array(sorted(rows), pa.int64())
-    for code, split in enumerate(WRITTEN_SPLITS):
+    for code in range(len(WRITTEN_SPLITS)):
         for b in np.flatnonzero(summary.counts[:, code]).tolist():
-            with spill.fs.open(spill.join(_bucket_name(split, b)), "rb") as f:
-                table = pa.ipc.open_stream(f).read_all().select(["row", "image_uri"])
+            table = _read_bucket(spill, summary.files[(code, b)]).select(["row", "image_uri"])
             table = table.filter(pc.is_in(table["row"], value_set=wanted))
             found.update(zip(table["row"].to_pylist(), table["image_uri"].to_pylist()))
     return found
+
+
+def _read_bucket(spill: Folder, names: Sequence[str]) -> Any:
+    """The rows of one (split, bucket): its spill files (one per writer), as one pyarrow table."""
+    import pyarrow as pa
+
+    tables = []
+    for name in names:
+        with spill.fs.open(spill.join(name), "rb") as f:
+            tables.append(pa.ipc.open_stream(f).read_all())
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 class SpillFolder:
