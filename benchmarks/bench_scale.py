@@ -1,9 +1,10 @@
 """Scale: a tabular CSV converted by local, DirectRunner and a Dataflow dry run; what the job and the submitting
 process cost as the table grows (10k rows against ``--rows``).
 
-Each case runs in its own process (time and peak RSS of that process). The Dataflow dry run writes to a GCS
-emulator on 127.0.0.1 (gcp-storage-emulator, from the test extras) and builds the job without submitting
-it: its size is the pipeline proto Dataflow would receive (``len(pipeline.to_runner_api().SerializeToString())``).
+Each case runs in its own process (time and peak RSS of that process). The Dataflow dry run reads its CSV from
+and writes to a GCS emulator on 127.0.0.1 (gcp-storage-emulator, from the test extras) and builds the job
+without submitting it: its size is the pipeline proto Dataflow would receive
+(``len(pipeline.to_runner_api().SerializeToString())``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _child(case: str, csv: str, out: str) -> None:
                       peak_rss_mib() - before, "job": job.get("bytes"), "workers": workers}))
 
 
-def run(case: str, csv: Path, out: str, env: dict | None = None) -> dict:
+def run(case: str, csv: Path | str, out: str, env: dict | None = None) -> dict:
     return json.loads(run_child("benchmarks.bench_scale", case, "--csv", str(csv), "--out", out, env=env))
 
 
@@ -64,7 +65,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         return _child(args.child, args.csv, args.out)
-    from tests.servers import gcs_emulator
+    from tests.servers import gcs_emulator, use_emulator
 
     work = work_dir("bench-scale-")
     csvs = {}
@@ -81,9 +82,14 @@ def main(argv=None) -> None:
     shards = sorted(p.name for p in (work / "local").glob("*.tfrecord"))
     same = all((work / "local" / f).read_bytes() == (work / "direct" / f).read_bytes() for f in shards)
     with gcs_emulator("bench") as address:
+        import fsspec
+
+        use_emulator(address)
+        for rows, csv in csvs.items():  # the source on gs://, as a Dataflow job reads it
+            fsspec.filesystem("gs").put(str(csv), f"gs://bench/in-{rows}/table.csv")
         env = {**os.environ, "STORAGE_EMULATOR_HOST": address}
-        small = run("dataflow", csvs[SMALL], "gs://bench/small", env)
-        large = run("dataflow", csvs[args.rows], "gs://bench/large", env)
+        small = run("dataflow", f"gs://bench/in-{SMALL}/table.csv", "gs://bench/small", env)
+        large = run("dataflow", f"gs://bench/in-{args.rows}/table.csv", "gs://bench/large", env)
     sizes = {args.rows: local}
     for rows in sorted(int(r) for r in args.local_rows.split(",") if r.strip()):
         csv = work / f"local-{rows}.csv"

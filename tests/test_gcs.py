@@ -137,3 +137,41 @@ def test_a_stopped_gcs_conversion_resumes_and_leaves_no_state(image_table, gcs_d
     for name in (p.name for p in (tmp_path / "clean").iterdir()):
         assert fs.cat(f"{out}/{name}") == (tmp_path / "clean" / name).read_bytes(), name
     assert tfrecorder.verify(out).ok
+
+
+def test_a_dataflow_job_of_a_large_csv_holds_no_rows_and_the_submitter_reads_none(gcs_dir, monkeypatch):
+    """Dataflow refuses job requests over ~20 MB, and a driver that reads the table cannot take 100M rows: the
+    job for a CSV on gs:// holds its files' names (the same size for 2k and 200k rows) and the submitting
+    process reads no row of it - the pipeline's workers read, validate and plan."""
+    import apache_beam as beam
+    import numpy as np
+
+    fs = fsspec.filesystem("gs")
+    for rows in (2_000, 200_000):
+        rng = np.random.default_rng(rows)
+        table = pd.DataFrame({"split": rng.choice(["TRAIN", "VALIDATION", "TEST"], rows),
+                              "label": rng.integers(0, 5, rows), "x": rng.normal(size=rows).round(4),
+                              "note": [f"row {i}" for i in range(rows)]})
+        with fs.open(f"{gcs_dir}/{rows}/table.csv", "wb") as f:
+            f.write(table.to_csv(index=False).encode())
+
+    sizes: dict[int, int] = {}
+    run = beam.Pipeline.run
+
+    def measured(pipeline, *args, **kwargs):  # the job as built (Dataflow's runner runs a copy of it again)
+        sizes.setdefault(rows, len(pipeline.to_runner_api().SerializeToString()))
+        return run(pipeline, *args, **kwargs)
+
+    def no_table(*args, **kwargs):
+        raise AssertionError("the submitting process read the table")
+
+    monkeypatch.setattr(beam.Pipeline, "run", measured)
+    monkeypatch.setattr(pd, "read_csv", no_table)
+    monkeypatch.setattr(pd, "read_parquet", no_table)
+    for rows in (2_000, 200_000):
+        result = tfrecorder.convert(f"{gcs_dir}/{rows}/*.csv", f"{gcs_dir}/out-{rows}", runner="DataflowRunner",
+                                    project="my-project", region="europe-west4",
+                                    dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"})
+        assert result.splits == {} and result.job_name
+    small, large = sizes[2_000], sizes[200_000]
+    assert large < 1_000_000 and abs(large - small) <= 0.1 * small, (small, large)

@@ -213,7 +213,8 @@ def test_bad_globs_are_clear_errors(tmp_path, name, content, message):
 
 def test_the_same_rows_give_the_same_shards_however_they_are_ordered_or_split_into_files(tmp_path):
     """Records go to shards, and into order inside them, by the hash of each row's content: one CSV, the
-    rows shuffled, seven CSV parts, Parquet and the DataFrame itself give byte-identical shards."""
+    rows shuffled, seven CSV parts, Parquet and the DataFrame itself give byte-identical shards, locally
+    and under the DirectRunner."""
     rng = np.random.default_rng(0)
     rows = 700
     df = pd.DataFrame({"split": rng.choice(["TRAIN", "TEST"], rows, p=[0.8, 0.2]),
@@ -230,11 +231,14 @@ def test_the_same_rows_give_the_same_shards_however_they_are_ordered_or_split_in
     sources = {"one": str(tmp_path / "one.csv"), "shuffled": str(tmp_path / "shuffled.csv"),
                "parts": str(tmp_path / "parts" / "part-*.csv"), "parquet": str(tmp_path / "table.parquet"),
                "frame": df}
-    for name, source in sources.items():
-        tfrecorder.convert(source, str(tmp_path / "out" / name), num_shards=3, progress=False)
+    runs = [(name, source, "local") for name, source in sources.items()]
+    # Beam reads the files itself (a worker per file) and plans the shards from the merged summaries
+    runs += [(f"{name} (DirectRunner)", sources[name], "DirectRunner") for name in ("parts", "parquet", "frame")]
+    for name, source, runner in runs:
+        tfrecorder.convert(source, str(tmp_path / "out" / name), num_shards=3, progress=False, runner=runner)
     expected = _shard_bytes(tmp_path / "out" / "one")
     assert len(expected) == 6
-    for name in sources:
+    for name, _, _ in runs:
         assert _shard_bytes(tmp_path / "out" / name) == expected, name
 
 

@@ -38,12 +38,12 @@ from tfrecorder.write.options import (
     WriteOptions,
     check_choice,
 )
-from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, plan_shards, stored_order
+from tfrecorder.write.plan import SAMPLE_ROWS, estimates_sizes, plan_shards, stored_order
 from tfrecorder.write.result import ConvertResult, SplitResult
-from tfrecorder.write.resume import Fingerprint, Run, input_fingerprint, start_run
-from tfrecorder.write.sources import TableFiles, read_source, table_files
+from tfrecorder.write.resume import Fingerprint, Run, files_fingerprint, input_fingerprint, start_run
+from tfrecorder.write.sources import TableFiles, match_table_files, read_source, table_files
 from tfrecorder.write.table import Table
-from tfrecorder.write.validate import finalize, validate
+from tfrecorder.write.validate import validate
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,11 @@ def convert(
 
     check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
     fractions = splits.check_fractions(split_fractions)
+    if runner != LOCAL and (matched := match_table_files(source)) is not None:
+        job = stream.FileJob(matched, as_schema(schema), options, tuple(fractions), float_precision, num_shards,
+                             runner)
+        return _convert_beam_files(job, Folder.of(output_dir), overwrite=overwrite, started=started,
+                                   beam_options=beam_options)
     files = table_files(source, stream.PART_ROWS, min_bytes=STREAM_BYTES) if runner == LOCAL else None
     if files is not None:
         return _convert_streamed(files, str(output_dir), as_schema(schema), options, fractions, float_precision,
@@ -148,7 +153,7 @@ def convert(
                      float_precision=float_precision)
     del df  # a table read from files is held once, as the validated Table, while the shards are written
     folder = Folder.of(output_dir)
-    estimate = _estimates_sizes(num_shards, table.image_locations is not None, table.num_rows)
+    estimate = estimates_sizes(num_shards, table.image_locations is not None, table.num_rows)
     keys = table.row_keys()
     plan = plan_shards(table.splits, keys=keys, num_shards=num_shards, compression=options.compression,
                        bytes_per_row=_bytes_per_row(table, keys, options.fetch) if estimate else None)
@@ -156,7 +161,14 @@ def convert(
     run = start_run(folder, input_fingerprint(table, plan, options), plan, overwrite=overwrite, runner=runner)
     with _space_left(folder), _holding(run):
         if runner != LOCAL:
-            return _convert_beam(plan, table, folder, finish, run, started, beam_options)
+            from tfrecorder.write.runners import beam
+
+            def build(journal):
+                resumed = list(run.resumed.values())
+                return lambda pipeline: beam.build_pipeline(pipeline, run.remaining(plan), table, folder, finish,
+                                                            journal, resumed)
+
+            return _convert_beam(build, folder, runner, run, started, beam_options)
         from tfrecorder.write.runners.local import write_local
 
         written = write_local(run.remaining(plan), table, folder, options, progress=progress, workers=num_workers,
@@ -180,17 +192,13 @@ def _convert_streamed(files: TableFiles, output_dir: str, schema: Schema | None,
     folder = Folder.of(output_dir)
     with stream.SpillFolder() as spill:
         summary = stream.summarize(files, schema, spill, fractions=fractions,
-                                   fingerprint=lambda template: Fingerprint(template, options))
-        estimate = _estimates_sizes(num_shards, summary.template.image_locations is not None, summary.facts.rows)
-        shards = stream.plan(summary, num_shards=num_shards, compression=options.compression, spill=spill,
-                             bytes_per_row=stream.bytes_per_row(summary, float_precision, options.fetch)
-                             if estimate else {}, float_precision=float_precision)
-        template = finalize(summary.template, summary.facts, float_precision)
-        finish = Finish(template, dict(summary.facts.split_counts), options, LOCAL, stream.uri_leaks(summary, spill))
+                                   fingerprint=lambda template: Fingerprint(template.schema, options))
+        shards, finish = stream.plan_all(summary, spill, options, LOCAL, num_shards=num_shards,
+                                         float_precision=float_precision)
         digest = summary.fingerprint
         digest.add("plan", [(s.spec.filename, s.start, s.stop) for s in shards])
-        digest.add("vocabulary", template.vocabulary)
-        digest.add("columns", [(c.name, c.kind.value, c.nullable, c.source) for c in template.columns])
+        digest.add("vocabulary", finish.table.vocabulary)
+        digest.add("columns", [(c.name, c.kind.value, c.nullable, c.source) for c in finish.table.columns])
         plan = [s.spec for s in shards]
         run = start_run(folder, digest.hexdigest(), plan, overwrite=overwrite, runner=LOCAL)
         with _space_left(folder), _holding(run):
@@ -200,12 +208,6 @@ def _convert_streamed(files: TableFiles, output_dir: str, schema: Schema | None,
             manifest = finish.write(folder, [*run.resumed.values(), *written])
             run.journal.complete()
             return _result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
-
-
-def _estimates_sizes(num_shards: int | None, images: bool, rows: int) -> bool:
-    """Whether the plan needs the records' size estimate. With num_shards given, sizes only check the shard cap:
-    skip the image file-size requests when shards are small."""
-    return not num_shards or not images or rows / num_shards > 1000
 
 
 @contextlib.contextmanager
@@ -230,29 +232,45 @@ def _space_left(folder: Folder) -> Iterator[None]:
             f"output_dir), then run the same conversion again: it keeps the shards already written") from e
 
 
-def _convert_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Finish, run: Run,
-                  started: float, beam_options: BeamOptions) -> ConvertResult:
+def _convert_beam_files(job: stream.FileJob, folder: Folder, *, overwrite: bool, started: float,
+                        beam_options: BeamOptions) -> ConvertResult:
+    """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
+    this process lists the files and never reads the table; the run's fingerprint is the files' identity
+    and the settings, and the pipeline keeps the shards an earlier run of it finished."""
+    from tfrecorder.write.runners import beam
+
+    fingerprint = files_fingerprint(job.files, job.schema, job.options, fractions=job.fractions,
+                                    float_precision=job.float_precision, num_shards=job.num_shards)
+    run = start_run(folder, fingerprint, None, overwrite=overwrite, runner=job.runner)
+    with _space_left(folder), _holding(run):
+        return _convert_beam(lambda journal: lambda pipeline: beam.build_file_pipeline(pipeline, job, folder, journal),
+                             folder, job.runner, run, started, beam_options)
+
+
+def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: float,
+                  beam_options: BeamOptions) -> ConvertResult:
+    """Run a Beam pipeline - ``build(journal)`` gives what adds its steps - and make its result."""
     from tfrecorder.write.runners import beam
 
     wait = beam_options.wait
-    options = beam.pipeline_options(finish.runner, folder, beam_options)
-    if finish.runner == "DataflowRunner" and "extra_packages" not in options:
+    options = beam.pipeline_options(runner, folder, beam_options)
+    if runner == "DataflowRunner" and "extra_packages" not in options:
         from tfrecorder.write.runners.dataflow_package import build_sdist
 
         options["extra_packages"] = [build_sdist()]
-    detached = finish.runner == "DataflowRunner" and not wait and not options.get("dry_run")
+    detached = runner == "DataflowRunner" and not wait and not options.get("dry_run")
     journal = replace(run.journal, release_lock=detached)
-    outcome = beam.run_beam(run.remaining(plan), table, folder, finish, options, wait=wait, journal=journal,
-                            resumed=list(run.resumed.values()))
+    outcome = beam.run_beam(build(journal), options, wait=wait)
     if detached and outcome.job_name:
         run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
     seconds = time.perf_counter() - started
     extra = dict(job_id=outcome.job_id, job_name=outcome.job_name, job_url=outcome.job_url,
                  counters=outcome.counters, pipeline_options=outcome.options)
     if not outcome.finished:
-        return ConvertResult(folder.url, {}, seconds, finish.runner, **extra)
+        return ConvertResult(folder.url, {}, seconds, runner, **extra)
     manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
-    return replace(_result(folder, manifest, seconds, finish.runner, resumed=len(run.resumed)), **extra)
+    resumed = len(run.resumed) + outcome.counters.get("resumed", 0)
+    return replace(_result(folder, manifest, seconds, runner, resumed=resumed), **extra)
 
 
 def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:

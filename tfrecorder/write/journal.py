@@ -69,8 +69,8 @@ class Journal:
         return [_from_json(spec, json.loads(self.folder.read_text(f"{DONE_DIR}/{spec.filename}.json")))
                 for spec in specs]
 
-    def start(self, fingerprint: str, shards: int, started: str) -> None:
-        """Record a new run: the input fingerprint, this version and the shard count."""
+    def start(self, fingerprint: str, shards: int | None, started: str) -> None:
+        """Record a new run: the input fingerprint, this version and the shard count (None: not yet known)."""
         self.folder.write_text(RUN_NAME, json.dumps({
             "fingerprint": fingerprint, "tfrecorder_version": __version__, "shards": shards, "started": started,
         }, indent=2))

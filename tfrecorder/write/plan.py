@@ -56,6 +56,12 @@ def shard_count(num_rows: int, bytes_per_row: float, num_shards: int | None) -> 
     return max(1, min(num_rows, math.ceil(num_rows * bytes_per_row / TARGET_SHARD_BYTES)))
 
 
+def estimates_sizes(num_shards: int | None, images: bool, rows: int) -> bool:
+    """Whether the plan needs the records' size estimate. With num_shards given, sizes only check the shard cap:
+    skip the image file-size requests when shards are small."""
+    return not num_shards or not images or rows / num_shards > 1000
+
+
 def stored_order(splits: Sequence[str], keys: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Each written split's rows (positions) in the order they are stored: by content key, rows of equal
     keys in input order; input order without keys. Splits without rows are left out."""

@@ -12,10 +12,11 @@ import hashlib
 import logging
 import marshal
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import fsspec
 import numpy as np
 
 from tfrecorder._version import __version__
@@ -24,11 +25,13 @@ from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import INDEX_SUFFIX
 from tfrecorder.dataset.storage import STATE_DIR, Folder
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.schema import Schema
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.lock import Lock
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.shard import ShardResult
+from tfrecorder.write.sources import MatchedFiles
 from tfrecorder.write.table import Table
 from tfrecorder.write.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 
@@ -41,7 +44,7 @@ def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOpt
     Image files are named by their URIs, not hashed: a file changed between a crash and the
     re-run is not noticed (its shard is rewritten only if it was not finished).
     """
-    digest = Fingerprint(table, options)
+    digest = Fingerprint(table.schema, options)
     digest.add("plan", [(s.filename, s.rows) for s in plan])
     digest.add("splits", table.splits)
     digest.add("image_uris", table.image_uris)
@@ -53,14 +56,26 @@ def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOpt
     return digest.hexdigest()
 
 
+def files_fingerprint(files: MatchedFiles, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:
+    """SHA-256 of a conversion of ``files`` read inside a Beam pipeline: each file's name and identity (fsspec's
+    ``ukey``: its size and modification time, or its object generation), the schema given, the settings
+    (``options`` and ``settings``: split fractions, float precision, shard count) and the version - all the
+    submitting process knows without reading the table. The shards follow from these."""
+    digest = Fingerprint(schema, options)
+    fs = fsspec.core.url_to_fs(files.url)[0]
+    digest.add("files", [(url, fs.ukey(fsspec.core.url_to_fs(url)[1])) for url in files.files])
+    digest.add("settings", repr(sorted(settings.items())))
+    return digest.hexdigest()
+
+
 class Fingerprint:
     """A SHA-256 of tagged values - numpy arrays by their bytes, lists a slice at a time - that starts with the
-    version, the table's schema (``table``: its columns suffice) and the settings that change a byte written."""
+    version, the table's schema (None: to be inferred) and the settings that change a byte written."""
 
-    def __init__(self, table: Table, options: WriteOptions):
+    def __init__(self, schema: Mapping[str, type] | None, options: WriteOptions):
         self._digest = hashlib.sha256()
         self.add("version", __version__)
-        self.add("schema", [(name, t.__name__) for name, t in table.schema.items()])
+        self.add("schema", [(name, t.__name__) for name, t in schema.items()] if schema is not None else None)
         # the fetch timeout and retries change no byte written: a re-run may use others
         self.add("options", (dataclasses.astuple(options.images), options.compression, options.on_error,
                              options.fetch.max_bytes))
@@ -95,9 +110,11 @@ class Run:
         return [s for s in plan if s.filename not in self.resumed]
 
 
-def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec], *, overwrite: bool,
+def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec] | None, *, overwrite: bool,
               runner: str) -> Run:
-    """Lock ``folder`` and decide: a fresh run, a resumed one, or an error (before any shard is written)."""
+    """Lock ``folder`` and decide: a fresh run, a resumed one, or an error (before any shard is written).
+    ``plan`` None: the shards are planned by a pipeline, whose writers keep the finished ones
+    (``Journal.finished``)."""
     lock = Lock.acquire(folder, runner)
     try:
         journal = Journal(folder)
@@ -120,9 +137,12 @@ def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec], *, ov
                     f"settings (started {earlier.get('started', '?')}); run that conversion again to finish it, "
                     f"or pass overwrite=True to replace it"
                 )
-            resumed = journal.finished(plan)
-            logger.info("%s: resuming an unfinished conversion: %d of %d shards already written",
-                        folder.url, len(resumed), len(plan))
+            if plan is None:
+                logger.info("%s: resuming an unfinished conversion: the shards it finished are kept", folder.url)
+            else:
+                resumed = journal.finished(plan)
+                logger.info("%s: resuming an unfinished conversion: %d of %d shards already written",
+                            folder.url, len(resumed), len(plan))
         elif names:
             shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
             complete = ": it holds a finished conversion" if MANIFEST_NAME in names else ""
@@ -131,7 +151,7 @@ def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec], *, ov
                 f"overwrite=True"
             )
         if earlier is None or overwrite:
-            journal.start(fingerprint, len(plan), lock.info.started)
+            journal.start(fingerprint, len(plan) if plan is not None else None, lock.info.started)
         return Run(lock, journal, resumed)
     except BaseException:
         lock.release()

@@ -36,10 +36,11 @@ from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
 from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
-from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, shard_count, shard_filename
+from tfrecorder.write.finish import Finish
+from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, shard_count, shard_filename
 from tfrecorder.write.resume import Fingerprint
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard_parts
-from tfrecorder.write.sources import TableFiles
+from tfrecorder.write.sources import MatchedFiles, TableFiles
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import Facts, check_schema, finalize, validate_part
@@ -50,6 +51,21 @@ PART_ROWS = 100_000  # rows read, validated and spilled at a time
 BUCKET_SOURCE_BYTES = 8 * 1024 * 1024  # source bytes per spill bucket: a bucket is what a shard writer holds
 MAX_BUCKETS = 4096
 SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """A conversion of CSV or Parquet files that the pipeline reads itself: what the submitting process knows
+    (the files, found and sized, never read) and the settings."""
+
+    files: MatchedFiles
+    schema: Schema | None
+    options: Any
+    fractions: tuple[float, ...]
+    float_precision: str
+    num_shards: int | None
+    runner: str
+    part_rows: int = PART_ROWS
 
 
 @dataclass(frozen=True)
@@ -268,6 +284,18 @@ def plan(summary: Summary, *, num_shards: int | None, compression: str | None, b
             shards.append(StreamedShard(spec, start, stop, tuple(held), spill.url, summary.template, facts,
                                         float_precision))
     return shards
+
+
+def plan_all(summary: Summary, spill: Folder, options: Any, runner: str, *, num_shards: int | None,
+             float_precision: str) -> tuple[list[StreamedShard], Finish]:
+    """The shards of a summarized table (``plan``, with its size estimate) and what its last step needs."""
+    images = summary.template is not None and summary.template.image_locations is not None
+    estimate = estimates_sizes(num_shards, images, summary.facts.rows)
+    shards = plan(summary, num_shards=num_shards, compression=options.compression, spill=spill,
+                  bytes_per_row=bytes_per_row(summary, float_precision, options.fetch) if estimate else {},
+                  float_precision=float_precision)
+    template = finalize(summary.template, summary.facts, float_precision)
+    return shards, Finish(template, dict(summary.facts.split_counts), options, runner, uri_leaks(summary, spill))
 
 
 def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:

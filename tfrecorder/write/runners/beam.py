@@ -17,7 +17,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,13 +28,16 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfrecorder.dataset.storage import Folder
-from tfrecorder.errors import RowError, TFRecorderError
+from tfrecorder.errors import RowError, SchemaError, TFRecorderError
+from tfrecorder.schema import Schema
+from tfrecorder.write import stream
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import BeamOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.runners.local import default_workers, ordered_map
 from tfrecorder.write.shard import ShardResult, write_shard
+from tfrecorder.write.sources import FileFacts, TableFiles, file_facts, read_table_file, whole_table
 from tfrecorder.write.table import Table
 
 logger = logging.getLogger(__name__)
@@ -60,12 +63,12 @@ class BeamOutcome:
 class _WriteShard(beam.DoFn):
     """Writes one shard from its rows; counts rows, written records, errors and bytes."""
 
-    def __init__(self, folder: Folder, options, template: Table, journal: Journal | None = None):
+    def __init__(self, folder: Folder, options, template: Table | None, journal: Journal | None = None):
         self._folder = folder
         self._options = options
         self._template = template  # the table's schema and columns, without values
         self._journal = journal
-        self._counters = {n: Metrics.counter(COUNTERS, n) for n in ("rows", "written", "errors", "bytes")}
+        self._counters = {n: Metrics.counter(COUNTERS, n) for n in ("rows", "written", "errors", "bytes", "resumed")}
         self._pool: ThreadPoolExecutor | None = None
 
     def setup(self) -> None:
@@ -80,13 +83,17 @@ class _WriteShard(beam.DoFn):
     def process(self, name: str):
         spec, rows = _load_rows(self._folder, name, self._template)
         result = write_shard(spec, rows, self._folder, self._options, self._mapper)
+        self._count(result, len(spec.rows))
+        yield result
+
+    def _count(self, result: ShardResult, rows: int) -> None:
+        """Journal the finished shard, and count it."""
         if self._journal is not None:
             self._journal.record(result)
-        self._counters["rows"].inc(len(spec.rows))
+        self._counters["rows"].inc(rows)
         self._counters["written"].inc(result.records)
         self._counters["errors"].inc(len(result.failures))
         self._counters["bytes"].inc(result.bytes)
-        yield result
 
 
 def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed: list[ShardSpec],
@@ -148,6 +155,116 @@ def build_pipeline(pipeline: beam.Pipeline, plan: Sequence[ShardSpec], table: Ta
     )
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """The plan step's output: the shards to write and what the last step needs."""
+
+    shards: tuple[stream.StreamedShard, ...]
+    finish: Finish
+
+
+def _read_file(element: tuple[int, str], job: stream.FileJob) -> tuple[int, FileFacts]:
+    """A worker's share of the typing pass: one file's rows, columns and their kinds."""
+    index, url = element
+    found = file_facts(url, job.files.parquet, job.part_rows)
+    if found is None:  # the part-wise read cannot take it: the checked read names the problem
+        read_table_file(url)
+        raise TFRecorderError(f"{url!r} cannot be read a part at a time by a Beam pipeline; convert it with "
+                              f"runner='local', or save it as Parquet")
+    return index, found
+
+
+def _whole_table(found: list[tuple[int, FileFacts]], job: stream.FileJob) -> tuple[TableFiles, Schema]:
+    """The table from every file's facts, and its schema (checked against, or inferred from, its first rows)."""
+    files = whole_table(job.files, [facts for _, facts in sorted(found, key=lambda f: f[0])])
+    return files, stream.table_schema(files, job.schema, job.part_rows)
+
+
+def _summarize_file(element: tuple[int, str], table: tuple[TableFiles, Schema], job: stream.FileJob,
+                    folder: Folder) -> tuple[int, stream.Summary]:
+    """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR."""
+    files, schema = table
+    spill = _spill_folder(folder)
+    spill.makedirs()
+    return element[0], stream.file_summary(files, element[0], schema, spill, fractions=job.fractions,
+                                           part_rows=job.part_rows)
+
+
+def _plan(summaries: list[tuple[int, stream.Summary]], job: stream.FileJob, folder: Folder,
+          journal: Journal | None) -> _Planned:
+    """The whole table's summary (the files' merged in file order), checked - a table with problems fails
+    the job with the SchemaError the local runner gives, before any shard - then divided into shards."""
+    ordered = [summary for _, summary in sorted(summaries, key=lambda s: s[0])]
+    summary = ordered[0]
+    for other in ordered[1:]:
+        summary = summary.merge(other)
+    try:
+        summary.facts.check()
+    except TFRecorderError:  # nothing was written: leave output_dir as it was, for the run with the table fixed
+        folder.remove(ROWS_DIR)
+        folder.remove_empty_dir(BEAM_DIR)
+        if journal is not None:
+            journal.clear()
+        raise
+    shards, finish = stream.plan_all(summary, _spill_folder(folder), job.options, job.runner,
+                                     num_shards=job.num_shards, float_precision=job.float_precision)
+    return _Planned(tuple(shards), finish)
+
+
+def _spill_folder(folder: Folder) -> Folder:
+    return Folder.of(folder.url_of(ROWS_DIR))
+
+
+class _WriteStreamedShard(_WriteShard):
+    """Writes one shard of a table the pipeline read (its rows from the spill files), or keeps the one an
+    earlier run of the same conversion finished."""
+
+    def process(self, shard: stream.StreamedShard):
+        earlier = self._journal.finished([shard.spec]) if self._journal is not None else {}
+        if shard.spec.filename in earlier:
+            self._counters["resumed"].inc()
+            yield earlier[shard.spec.filename]
+            return
+        result = stream.write_streamed_shard(shard, self._folder, self._options, self._mapper)
+        self._count(result, shard.stop - shard.start)
+        yield result
+
+
+def build_file_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Folder,
+                        journal: Journal | None = None) -> None:
+    """Add the steps of a conversion that reads its CSV or Parquet files itself (``stream``'s passes as
+    stages): type each file (a worker per file) -> the table and its schema (a side input) -> validate and
+    spill each file -> merge the summaries, check them, plan the shards -> write each shard -> errors.csv
+    and dataset.json. The job holds the files' names: its size does not grow with the table."""
+    files = pipeline | "Files" >> beam.Create(list(enumerate(job.files.files)), reshuffle=False)
+    table = (
+        files
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "TypeFiles" >> beam.Map(_read_file, job)
+        | "AllFiles" >> beam.combiners.ToList()
+        | "Table" >> beam.Map(_whole_table, job)
+    )
+    planned = (
+        files
+        | "SpreadSummaries" >> beam.Reshuffle()
+        | "Summarize" >> beam.Map(_summarize_file, beam.pvalue.AsSingleton(table), job, folder)
+        | "AllSummaries" >> beam.combiners.ToList()
+        | "Plan" >> beam.Map(_plan, job, folder, journal)
+    )
+    _ = (
+        planned
+        | "Shards" >> beam.FlatMap(lambda plan: plan.shards)
+        | "Spread" >> beam.Reshuffle()
+        | "WriteShards" >> beam.ParDo(_WriteStreamedShard(folder, job.options, None, journal))
+        | "Collect" >> beam.combiners.ToList()
+        | "WriteManifest" >> beam.Map(_finish_planned, beam.pvalue.AsSingleton(planned), folder, journal)
+    )
+
+
+def _finish_planned(results: list[ShardResult], planned: _Planned, folder: Folder, journal: Journal | None) -> int:
+    return _finish(results, folder, planned.finish, [], journal)
+
+
 def job_name(label: str | None) -> str:
     """A valid, unique Dataflow job name: ``tfrecorder-<label>-<utc time>-<random>``."""
     stem = re.sub(r"[^a-z0-9-]+", "-", (label or "").lower()).strip("-")
@@ -170,11 +287,11 @@ def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> 
     return options
 
 
-def run_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Finish, options: dict[str, Any],
-             *, wait: bool, journal: Journal | None = None, resumed: Sequence[ShardResult] = ()) -> BeamOutcome:
-    """Run the pipeline; wait for it (DirectRunner always) or return once the job is submitted."""
+def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *, wait: bool) -> BeamOutcome:
+    """Run the pipeline ``build`` adds its steps to (``build_pipeline`` or ``build_file_pipeline``); wait for
+    it (DirectRunner always) or return once the job is submitted."""
     pipeline = beam.Pipeline(runner=_runner(options["runner"]), options=PipelineOptions(flags=[], **options))
-    build_pipeline(pipeline, plan, table, folder, finish, journal, resumed)
+    build(pipeline)
     runner = options["runner"]
     dry_run = bool(options.get("dry_run"))
     try:
@@ -182,7 +299,7 @@ def run_beam(plan: Sequence[ShardSpec], table: Table, folder: Folder, finish: Fi
         if runner != "DataflowRunner" or wait and not dry_run:
             result.wait_until_finish()
     except Exception as e:  # Beam wraps worker errors; give the user ours back
-        raise RowError.find_in(str(e)) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
+        raise _our_error(e) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
     if runner != "DataflowRunner" or wait and not dry_run:
         state = str(result.state)
         if "DONE" not in state:
@@ -201,6 +318,29 @@ def _runner(name: str) -> Any:
 
         return FnApiRunner()
     return None  # Beam picks it from the options
+
+
+_WHILE_RUNNING = re.compile(r"\s*\[while running '[^']*'\]")
+_RAISED = re.compile(r"tfrecorder\.errors\.(SchemaError|TFRecorderError): ([^\n]*)")
+
+
+def _our_error(error: BaseException) -> TFRecorderError | None:
+    """The error of ours a failed pipeline carries - a worker's RowError, or the SchemaError of a table with
+    problems - as the local runner raises it: its type and message, without Beam's step names. Found in the
+    exception's chain (Beam keeps the type when it can) or its text (a Dataflow job's log lines)."""
+    row_error = RowError.find_in(str(error))
+    if row_error is not None:
+        return row_error
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, TFRecorderError) and type(seen) in (TFRecorderError, SchemaError):
+            return type(seen)(_WHILE_RUNNING.sub("", str(seen)))
+        seen = seen.__cause__ or seen.__context__
+    found = _RAISED.search(str(error))
+    if found is None:
+        return None
+    kind = SchemaError if found.group(1) == "SchemaError" else TFRecorderError
+    return kind(_WHILE_RUNNING.sub("", found.group(2)))
 
 
 def _last_line(error: Exception) -> str:
