@@ -24,6 +24,9 @@ CHILD = """
 import os, sys, threading
 import tfrecorder, tfrecorder.write.shard as shard
 csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if runner == "local, streamed":  # the path of CSVs larger than memory, whatever this one's size
+    import tfrecorder.write.convert as convert
+    convert.STREAM_BYTES, runner = 0, "local"
 real, loads = shard.load_image, []
 def load_image(location, settings, limits):
     done = os.path.join(out, ".tfrecorder", "done")
@@ -87,13 +90,19 @@ def files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("runner", ["local", "DirectRunner"])
-def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog):
+@pytest.mark.parametrize("runner", ["local", "local, streamed", "DirectRunner"])
+def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog, monkeypatch):
+    if runner == "local, streamed":
+        import tfrecorder.write.convert as convert
+
+        monkeypatch.setattr(convert, "STREAM_BYTES", 0)
+    crashed = runner
+    runner = "local" if runner == "local, streamed" else runner
     clean = tmp_path / "clean"
     tfrecorder.convert(str(csv_table), str(clean), runner=runner, num_shards=4, progress=False)
 
     out = tmp_path / "out"
-    child = crash(csv_table, out, runner)
+    child = crash(csv_table, out, crashed)
     # While it runs, the folder is locked: a second conversion is refused, naming the owner.
     with pytest.raises(OutputLocked, match=rf"being written by another conversion: .* \(pid {child.pid}, {runner}\)"):
         tfrecorder.convert(str(csv_table), str(out), runner=runner, num_shards=4, progress=False)
