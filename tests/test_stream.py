@@ -4,6 +4,7 @@ files the in-memory path gives, and the same errors, without ever holding the ta
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -31,8 +32,20 @@ def streamed(monkeypatch):
 
 
 def files_of(folder: Path) -> dict[str, str]:
-    """Every file a conversion wrote, by name: its SHA-256."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+    """Every file a conversion wrote, by name: its SHA-256 (dataset.json's without the runner that wrote it)."""
+    found = {}
+    for p in folder.iterdir():
+        data = p.read_bytes() if p.is_file() else None
+        if p.name == "dataset.json":
+            manifest = json.loads(data)
+            assert manifest.pop("runner") in ("local", "DirectRunner")
+            data = json.dumps(manifest).encode()
+        if data is not None:
+            found[p.name] = hashlib.sha256(data).hexdigest()
+    return found
+
+
+RUNNERS = pytest.mark.parametrize("runner", ["local", "DirectRunner"])  # Beam reads the files in the pipeline
 
 
 def table(rows: int = 7000) -> pd.DataFrame:
@@ -72,7 +85,8 @@ def test_streamed_sources_write_the_bytes_the_in_memory_path_writes(tmp_path, st
     assert files_of(tmp_path / "out-parquet") == files_of(tmp_path / "memory-parquet")
 
 
-def test_streamed_image_table_counts_every_row_and_finds_leaks(tmp_path, streamed):
+@RUNNERS
+def test_streamed_image_table_counts_every_row_and_finds_leaks(tmp_path, streamed, runner):
     rows = []
     for i in range(40):
         path = write_image(tmp_path / "img" / f"{i:02d}.jpg", "JPEG", "RGB", (12, 16 + i % 3), seed=i)
@@ -82,26 +96,29 @@ def test_streamed_image_table_counts_every_row_and_finds_leaks(tmp_path, streame
     pd.DataFrame(rows).to_csv(tmp_path / "images.csv", index=False)
     tfrecorder.convert(str(tmp_path / "images.csv"), str(tmp_path / "memory"), progress=False)
     streamed()
-    result = tfrecorder.convert(str(tmp_path / "images.csv"), str(tmp_path / "streamed"), progress=False)
+    result = tfrecorder.convert(str(tmp_path / "images.csv"), str(tmp_path / "streamed"), progress=False,
+                                runner=runner)
     assert files_of(tmp_path / "streamed") == files_of(tmp_path / "memory")
     assert result.rows.written == 41 and result.errors == 1 and result.warnings  # the leak is reported
     manifest = (tmp_path / "streamed" / "dataset.json").read_text()
     assert rows[3]["image_uri"] in manifest
 
 
-def test_streamed_headerless_multi_label_csv(tmp_path, streamed):
+@RUNNERS
+def test_streamed_headerless_multi_label_csv(tmp_path, streamed, runner):
     lines = [f"{'TRAIN' if i % 4 else 'TEST'},img/{i}.jpg,{'cat' if i % 2 else 'dog'}" + (",fish" if i > 2500 else "")
              for i in range(3000)]
     (tmp_path / "automl.csv").write_text("\n".join(lines) + "\n")
     options = dict(progress=False, validate_images="header")
     first = tfrecorder.convert(str(tmp_path / "automl.csv"), str(tmp_path / "memory"), **options)
     streamed()
-    second = tfrecorder.convert(str(tmp_path / "automl.csv"), str(tmp_path / "streamed"), **options)
+    second = tfrecorder.convert(str(tmp_path / "automl.csv"), str(tmp_path / "streamed"), runner=runner, **options)
     assert second.errors == first.errors == 3000  # no such images: every row in errors.csv, in both
     assert files_of(tmp_path / "streamed") == files_of(tmp_path / "memory")
 
 
-def test_streamed_table_gives_the_same_errors_and_writes_nothing(tmp_path, streamed):
+@RUNNERS
+def test_streamed_table_gives_the_same_errors_and_writes_nothing(tmp_path, streamed, runner):
     df = table(5000).astype({"n": object})
     df.loc[4990, "split"] = "TRIAN"  # in the last part
     df.loc[[1, 4995], "n"] = ["many", "a few"]
@@ -113,7 +130,8 @@ def test_streamed_table_gives_the_same_errors_and_writes_nothing(tmp_path, strea
         tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "memory"), progress=False, schema=schema)
     streamed()
     with pytest.raises(SchemaError) as in_parts:
-        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "streamed"), progress=False, schema=schema)
+        tfrecorder.convert(str(tmp_path / "bad.csv"), str(tmp_path / "streamed"), progress=False, schema=schema,
+                           runner=runner)
     assert str(in_parts.value) == str(in_memory.value)
     assert "'TRIAN'" in str(in_parts.value) and "row 4990" in str(in_parts.value)
     # a CSV column with text in it is text (read_source): IntegerInput refuses all of it, naming the rows
@@ -121,7 +139,8 @@ def test_streamed_table_gives_the_same_errors_and_writes_nothing(tmp_path, strea
     assert not (tmp_path / "streamed").exists() or not os.listdir(tmp_path / "streamed")
 
 
-def test_unseen_labels_and_missing_labels_name_rows_across_parts(tmp_path, streamed):
+@RUNNERS
+def test_unseen_labels_and_missing_labels_name_rows_across_parts(tmp_path, streamed, runner):
     df = table(4000)
     df.loc[3999, ["split", "label"]] = ["TEST", "class never trained"]
     df.to_csv(tmp_path / "unseen.csv", index=False)
@@ -129,7 +148,7 @@ def test_unseen_labels_and_missing_labels_name_rows_across_parts(tmp_path, strea
         tfrecorder.convert(str(tmp_path / "unseen.csv"), str(tmp_path / "memory"), progress=False)
     streamed()
     with pytest.raises(SchemaError) as in_parts:
-        tfrecorder.convert(str(tmp_path / "unseen.csv"), str(tmp_path / "streamed"), progress=False)
+        tfrecorder.convert(str(tmp_path / "unseen.csv"), str(tmp_path / "streamed"), progress=False, runner=runner)
     assert str(in_parts.value) == str(in_memory.value)
     assert "'class never trained'" in str(in_parts.value) and "row 3999" in str(in_parts.value)
 

@@ -140,7 +140,7 @@ def convert(
     fractions = splits.check_fractions(split_fractions)
     if runner != LOCAL and (matched := match_table_files(source)) is not None:
         job = stream.FileJob(matched, as_schema(schema), options, tuple(fractions), float_precision, num_shards,
-                             runner)
+                             runner, stream.PART_ROWS)
         return _convert_beam_files(job, Folder.of(output_dir), overwrite=overwrite, started=started,
                                    beam_options=beam_options)
     files = table_files(source, stream.PART_ROWS, min_bytes=STREAM_BYTES) if runner == LOCAL else None

@@ -65,7 +65,7 @@ class FileJob:
     float_precision: str
     num_shards: int | None
     runner: str
-    part_rows: int = PART_ROWS
+    part_rows: int  # rows read, validated and spilled at a time (PART_ROWS)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,18 @@
-"""Beam writer: carries out the same ShardSpecs in an Apache Beam pipeline; the only module importing apache_beam.
+"""Beam writer: the conversion as an Apache Beam pipeline; the only module importing apache_beam.
 
-The pipeline moves file names, never rows or image bytes: each shard's rows
-(``table.take(spec.rows)``) are written to a file under ``output_dir/_beam/rows/`` before the
-job starts, and the job holds only those names, so its size does not grow with the table
-(Dataflow refuses job requests over about 20 MB: with the rows inside, near 1.4M rows). The
-worker that gets a name reads the rows, fetches the images and writes the shard with the same
-``write_shard`` the local runner uses. A last step, inside the pipeline, writes errors.csv and
-dataset.json, then removes the row files, so a Dataflow job that outlives the submitting
-process still leaves a complete, self-describing dataset.
+The pipeline moves file names, never rows or image bytes, so the job's size does not grow with the table
+(Dataflow refuses job requests over about 20 MB: with rows inside, near 1.4M rows). Two ways in:
+
+- CSV or Parquet files (``build_file_pipeline``): the pipeline reads them itself - ``stream``'s passes as
+  stages, a worker per file typing, validating and spilling it under ``output_dir/_beam/rows/``, one step
+  merging the files' summaries and planning the shards - so the submitting process never holds the table.
+- A DataFrame or an image folder (``build_pipeline``), validated where ``convert`` runs: each shard's rows
+  (``table.take(spec.rows)``) are written under ``output_dir/_beam/rows/`` before the job starts.
+
+Either way the worker that gets a shard reads its rows, fetches the images and writes it with the local
+runner's shard writer, and a last step, inside the pipeline, writes errors.csv and dataset.json, then
+removes the row files, so a Dataflow job that outlives the submitting process still leaves a complete,
+self-describing dataset.
 """
 
 from __future__ import annotations
