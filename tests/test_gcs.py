@@ -175,3 +175,22 @@ def test_a_dataflow_job_of_a_large_csv_holds_no_rows_and_the_submitter_reads_non
         assert result.splits == {} and result.job_name
     small, large = sizes[2_000], sizes[200_000]
     assert large < 1_000_000 and abs(large - small) <= 0.1 * small, (small, large)
+
+
+def test_direct_runner_reads_a_csv_on_gcs_and_spills_its_rows_there(image_table, gcs_dir, tmp_path):
+    """The pipeline reads the CSV from gs://, spills its rows under gs://.../_beam/rows/ (256 KiB upload blocks)
+    and writes the local runner's shards there; nothing of the spill is left once the dataset is complete."""
+    remote = upload_images(image_table, gcs_dir)
+    fs = fsspec.filesystem("gs")
+    with fs.open(f"{gcs_dir}/table.csv", "wb") as f:
+        f.write(remote.to_csv(index=False).encode())
+    out = f"{gcs_dir}/out"
+    result = tfrecorder.convert(f"{gcs_dir}/table.csv", out, runner="DirectRunner", num_shards=2)
+    tfrecorder.convert(f"{gcs_dir}/table.csv", str(tmp_path / "local"), num_shards=2, progress=False)
+    fs.invalidate_cache()
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.ls(out))
+    assert names == sorted(p.name for p in (tmp_path / "local").iterdir())  # no _beam/ left
+    for name in names:
+        if ".tfrecord" in name or name == "errors.csv":
+            assert fs.cat(f"{out}/{name}") == (tmp_path / "local" / name).read_bytes(), name
+    assert result.rows.written == len(image_table)

@@ -49,7 +49,8 @@ logger = logging.getLogger(__name__)
 
 PART_ROWS = 100_000  # rows read, validated and spilled at a time
 BUCKET_SOURCE_BYTES = 8 * 1024 * 1024  # source bytes per spill bucket: a bucket is what a shard writer holds
-MAX_BUCKETS = 4096
+MAX_BUCKETS = 320  # a writer holds a file open per split and bucket: under the usual limit of 1,024 open files
+REMOTE_SPILL_BLOCK = 2 ** 18  # gs:// spill files (Beam): upload in 256 KiB blocks, so 3 x 320 open ones fit
 SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
 
 
@@ -228,7 +229,10 @@ class Spiller:
 
         writer = self._writers.get((code, bucket))
         if writer is None:
-            sink = self._spill.fs.open(self._spill.join(self._name(code, bucket)), "wb")
+            gcs = "gs" in (self._spill.fs.protocol if isinstance(self._spill.fs.protocol, tuple)
+                           else (self._spill.fs.protocol,))
+            remote = {"block_size": REMOTE_SPILL_BLOCK} if gcs else {}
+            sink = self._spill.fs.open(self._spill.join(self._name(code, bucket)), "wb", **remote)
             options = pa.ipc.IpcWriteOptions(compression=SPILL_COMPRESSION)
             writer = self._writers[(code, bucket)] = (sink, pa.ipc.new_stream(sink, schema, options=options))
         return writer[1]
