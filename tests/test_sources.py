@@ -10,7 +10,7 @@ import pytest
 
 import tfrecorder
 from tests.conftest import write_image
-from tfrecorder.errors import TFRecorderError
+from tfrecorder.errors import SchemaError, TFRecorderError
 
 
 @pytest.fixture
@@ -209,6 +209,20 @@ def test_bad_globs_are_clear_errors(tmp_path, name, content, message):
         (tmp_path / "cols-2.csv").write_text("image_uri,label,weight\nb.jpg,y,1\n")
     with pytest.raises(TFRecorderError, match=message):
         tfrecorder.convert(str(tmp_path / name), str(tmp_path / "out"), progress=False)
+
+
+def test_a_glob_refused_by_the_direct_runner_converts_once_fixed(tmp_path):
+    """The pipeline reads the files, so it finds their columns differ (the same SchemaError as locally); the
+    refused run leaves output_dir as it was, and the run with the file fixed needs no overwrite=True."""
+    (tmp_path / "cols-1.csv").write_text("split,image_uri,label\nTRAIN,a.jpg,x\n")
+    (tmp_path / "cols-2.csv").write_text("split,image_uri,label,weight\nTRAIN,b.jpg,y,1\n")
+    options = dict(runner="DirectRunner", validate_images="header")
+    with pytest.raises(SchemaError, match=r"'.*cols-2.csv' has columns .* every file of a glob needs the same"):
+        tfrecorder.convert(str(tmp_path / "cols-*.csv"), str(tmp_path / "out"), **options)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+    (tmp_path / "cols-2.csv").write_text("split,image_uri,label\nTRAIN,b.jpg,y\n")
+    result = tfrecorder.convert(str(tmp_path / "cols-*.csv"), str(tmp_path / "out"), **options)
+    assert result.rows.rows_in == 2 and result.errors == 2  # no such images: both rows in errors.csv
 
 
 def test_the_same_rows_give_the_same_shards_however_they_are_ordered_or_split_into_files(tmp_path):

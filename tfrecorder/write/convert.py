@@ -16,7 +16,7 @@ from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BY
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import check_compression
 from tfrecorder.dataset.storage import Folder
-from tfrecorder.errors import TFRecorderError
+from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import leakage, splits, stream
@@ -243,8 +243,13 @@ def _convert_beam_files(job: stream.FileJob, folder: Folder, *, overwrite: bool,
                                     float_precision=job.float_precision, num_shards=job.num_shards)
     run = start_run(folder, fingerprint, None, overwrite=overwrite, runner=job.runner)
     with _space_left(folder), _holding(run):
-        return _convert_beam(lambda journal: lambda pipeline: beam.build_file_pipeline(pipeline, job, folder, journal),
-                             folder, job.runner, run, started, beam_options)
+        try:
+            return _convert_beam(
+                lambda journal: lambda pipeline: beam.build_file_pipeline(pipeline, job, folder, journal),
+                folder, job.runner, run, started, beam_options)
+        except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
+            beam.forget_refused_run(folder, run.journal)
+            raise
 
 
 def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: float,

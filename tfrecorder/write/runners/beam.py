@@ -205,15 +205,21 @@ def _plan(summaries: list[tuple[int, stream.Summary]], job: stream.FileJob, fold
         summary = summary.merge(other)
     try:
         summary.facts.check()
-    except TFRecorderError:  # nothing was written: leave output_dir as it was, for the run with the table fixed
-        folder.remove(ROWS_DIR)
-        folder.remove_empty_dir(BEAM_DIR)
-        if journal is not None:
-            journal.clear()
+    except TFRecorderError:
+        forget_refused_run(folder, journal)  # in the job: a Dataflow job may have no one waiting for it
         raise
     shards, finish = stream.plan_all(summary, _spill_folder(folder), job.options, job.runner,
                                      num_shards=job.num_shards, float_precision=job.float_precision)
     return _Planned(tuple(shards), finish)
+
+
+def forget_refused_run(folder: Folder, journal: Journal | None) -> None:
+    """A table refused before any shard was written: leave output_dir as it was (no spill, no run records), so
+    the run with the table fixed starts afresh."""
+    folder.remove(ROWS_DIR)
+    folder.remove_empty_dir(BEAM_DIR)
+    if journal is not None:
+        journal.clear()
 
 
 def _spill_folder(folder: Folder) -> Folder:
