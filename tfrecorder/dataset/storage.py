@@ -97,7 +97,12 @@ class Folder:
 
     @property
     def is_local(self) -> bool:
-        return "file" in _protocols(self.fs)
+        return "file" in self.protocols
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The fsspec protocols of the folder's filesystem (``("gs", "gcs")``, ``("file", "local")``)."""
+        return _protocols(self.fs)
 
     @contextlib.contextmanager
     def create(self, name: str, durable: bool = True) -> Iterator[BinaryIO]:

@@ -163,10 +163,9 @@ def convert(
         if runner != LOCAL:
             from tfrecorder.write.runners import beam
 
-            def build(journal):
-                resumed = list(run.resumed.values())
-                return lambda pipeline: beam.build_pipeline(pipeline, run.remaining(plan), table, folder, finish,
-                                                            journal, resumed)
+            def build(pipeline, journal):
+                beam.build_pipeline(pipeline, run.remaining(plan), table, folder, finish, journal,
+                                    list(run.resumed.values()))
 
             return _convert_beam(build, folder, runner, run, started, beam_options)
         from tfrecorder.write.runners.local import write_local
@@ -244,9 +243,8 @@ def _convert_beam_files(job: stream.FileJob, folder: Folder, *, overwrite: bool,
     run = start_run(folder, fingerprint, None, overwrite=overwrite, runner=job.runner)
     with _space_left(folder), _holding(run):
         try:
-            return _convert_beam(
-                lambda journal: lambda pipeline: beam.build_file_pipeline(pipeline, job, folder, journal),
-                folder, job.runner, run, started, beam_options)
+            return _convert_beam(lambda pipeline, journal: beam.build_file_pipeline(pipeline, job, folder, journal),
+                                 folder, job.runner, run, started, beam_options)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
             beam.forget_refused_run(folder, run.journal)
             raise
@@ -254,7 +252,7 @@ def _convert_beam_files(job: stream.FileJob, folder: Folder, *, overwrite: bool,
 
 def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: float,
                   beam_options: BeamOptions) -> ConvertResult:
-    """Run a Beam pipeline - ``build(journal)`` gives what adds its steps - and make its result."""
+    """Run a Beam pipeline - ``build(pipeline, journal)`` adds its steps - and make its result."""
     from tfrecorder.write.runners import beam
 
     wait = beam_options.wait
@@ -265,7 +263,7 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
         options["extra_packages"] = [build_sdist()]
     detached = runner == "DataflowRunner" and not wait and not options.get("dry_run")
     journal = replace(run.journal, release_lock=detached)
-    outcome = beam.run_beam(build(journal), options, wait=wait)
+    outcome = beam.run_beam(lambda pipeline: build(pipeline, journal), options, wait=wait)
     if detached and outcome.job_name:
         run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
     seconds = time.perf_counter() - started

@@ -78,10 +78,9 @@ def read_parquet(url: str) -> pd.DataFrame:
 
 
 def _read_glob(url: str, fs: Any, path: str) -> tuple[pd.DataFrame, list[str | None]]:
-    matches = sorted(p for p in fs.glob(path) if not fs.isdir(p))
-    if not matches:
+    urls = _glob_urls(url, fs, path)
+    if not urls:
         raise TFRecorderError(f"source {url!r} matches no file")
-    urls = [fs.unstrip_protocol(p) if "://" in url else p for p in matches]
     kinds = {is_parquet(u) for u in urls}
     parquet = kinds == {True}
     if len(kinds) > 1:
@@ -101,6 +100,15 @@ def _read_glob(url: str, fs: Any, path: str) -> tuple[pd.DataFrame, list[str | N
     base = [folder for u, part in zip(urls, parts) for folder in [_parent(u)] * len(part)]
     table = pd.concat(parts, ignore_index=True)
     return (table if parquet else _typed_table(table, label_columns)), base
+
+
+def _glob_urls(url: str, fs: Any, path: str) -> list[str]:
+    """The files the glob ``url`` (``path`` on ``fs``) matches, sorted, named as ``url`` names them."""
+    return _urls(url, fs, sorted(p for p in fs.glob(path) if not fs.isdir(p)))
+
+
+def _urls(url: str, fs: Any, paths: list[str]) -> list[str]:
+    return [fs.unstrip_protocol(p) if "://" in url else p for p in paths]
 
 
 def _columns_differ(url: str, other: str, columns: list[str], first: str, first_columns: list[str]) -> SchemaError:
@@ -464,18 +472,17 @@ def match_table_files(source: Any) -> MatchedFiles | None:
     if fs.exists(path):
         if fs.isdir(path):
             return None
-        paths = [path]
+        urls = _urls(url, fs, [path])
     elif any(c in path for c in _GLOB_CHARACTERS):
-        paths = sorted(p for p in fs.glob(path) if not fs.isdir(p))
-        if not paths:
+        urls = _glob_urls(url, fs, path)
+        if not urls:
             return None
     else:
         return None
-    urls = [fs.unstrip_protocol(p) if "://" in url else p for p in paths]
     kinds = {is_parquet(u) for u in urls}
     if len(kinds) > 1:
         return None
-    return MatchedFiles(url, tuple(urls), kinds == {True}, sum(int(fs.size(p) or 0) for p in paths))
+    return MatchedFiles(url, tuple(urls), kinds == {True}, sum(int(fs.size(u) or 0) for u in urls))
 
 
 @dataclass(frozen=True)
@@ -517,9 +524,7 @@ def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
                         given = [i for i, c in enumerate(part.columns) if part[c].notna().any()]
                         width = max(width, given[-1] + 1 if given else 0)
                     for column in part.columns:
-                        kind, missing, _ = _judge(part[column])
-                        old = kinds.get(str(column), ("empty", False))
-                        kinds[str(column)] = (merge_kinds(old[0], kind), old[1] or missing)
+                        _add_kind(kinds, str(column), *_judge(part[column])[:2])
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error):
             return None
     if names is None:
@@ -531,6 +536,12 @@ def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
                      {name: kinds[f"_{i}"] for i, name in enumerate(named)})
 
 
+def _add_kind(kinds: dict[str, tuple[str, bool]], name: str, kind: str, missing: bool) -> None:
+    """Merge what another part of column ``name`` says (its kind, whether it has missing cells) into ``kinds``."""
+    old_kind, old_missing = kinds.get(name, ("empty", False))
+    kinds[name] = (merge_kinds(old_kind, kind), old_missing or missing)
+
+
 def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
     """The table of ``files`` from each file's facts: a column's kind is what every file's text allows.
     Raises the SchemaError ``read_source`` gives when the files' columns differ."""
@@ -540,8 +551,7 @@ def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
     kinds: dict[str, tuple[str, bool]] = {}
     for found in facts:
         for name, (kind, missing) in found.kinds.items():
-            old = kinds.get(name, ("empty", False))
-            kinds[name] = (merge_kinds(old[0], kind), old[1] or missing)
+            _add_kind(kinds, name, kind, missing)
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts))
 

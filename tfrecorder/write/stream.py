@@ -142,14 +142,9 @@ def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fracti
     ``fingerprint``: a callable(schema table) -> Fingerprint, fed each part's keys and image locations."""
     parts = files.parts(part_rows or PART_ROWS)
     first = next(parts, None)
-    schema = check_schema(first[0] if first is not None else pd.DataFrame(), schema)
+    schema = _first_part_schema(first, schema)
     spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, fingerprint=fingerprint)
-    try:
-        for df, base_dir, first_row in itertools.chain([first] if first is not None else [], parts):
-            spiller.add(df, base_dir, first_row)
-            del df
-    finally:
-        summary = spiller.close()
+    summary = spiller.spill(itertools.chain([first] if first is not None else [], parts))
     summary.facts.check()
     return summary
 
@@ -159,18 +154,15 @@ def file_summary(files: TableFiles, index: int, schema: Schema, spill: Folder, *
     """The summary of one file of ``files`` (its spill files tagged with its index), to merge with the
     others' (``Summary.merge``): a Beam worker's share of the summary pass. Checks nothing of the whole."""
     spiller = Spiller(schema, bucket_count(files), spill, f"{index:05d}", fractions=fractions)
-    try:
-        for df, base_dir, first_row in files.file_parts(index, part_rows or PART_ROWS):
-            spiller.add(df, base_dir, first_row)
-            del df
-    finally:
-        summary = spiller.close()
-    return summary
+    return spiller.spill(files.file_parts(index, part_rows or PART_ROWS))
 
 
 def table_schema(files: TableFiles, schema: Schema | None, part_rows: int | None = None) -> Schema:
     """The schema ``summarize`` uses: ``schema`` checked against (or inferred from) the table's first part."""
-    first = next(files.parts(min(part_rows or PART_ROWS, 1000)), None)
+    return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema)
+
+
+def _first_part_schema(first: tuple[pd.DataFrame, str, int] | None, schema: Schema | None) -> Schema:
     return check_schema(first[0] if first is not None else pd.DataFrame(), schema)
 
 
@@ -224,14 +216,22 @@ class Spiller:
             earlier = self._sample.get(split)
             self._sample[split] = _smallest([arrow.take(pa.array(mine)), *([earlier] if earlier is not None else [])])
 
+    def spill(self, parts: Iterator[tuple[pd.DataFrame, str, int]]) -> Summary:
+        """``add`` each part, then ``close``."""
+        try:
+            for df, base_dir, first_row in parts:
+                self.add(df, base_dir, first_row)
+                del df  # freed before the next part is read
+        finally:
+            summary = self.close()
+        return summary
+
     def _writer(self, code: int, bucket: int, schema: Any) -> Any:
         import pyarrow as pa
 
         writer = self._writers.get((code, bucket))
         if writer is None:
-            gcs = "gs" in (self._spill.fs.protocol if isinstance(self._spill.fs.protocol, tuple)
-                           else (self._spill.fs.protocol,))
-            remote = {"block_size": REMOTE_SPILL_BLOCK} if gcs else {}
+            remote = {"block_size": REMOTE_SPILL_BLOCK} if "gs" in self._spill.protocols else {}
             sink = self._spill.fs.open(self._spill.join(self._name(code, bucket)), "wb", **remote)
             options = pa.ipc.IpcWriteOptions(compression=SPILL_COMPRESSION)
             writer = self._writers[(code, bucket)] = (sink, pa.ipc.new_stream(sink, schema, options=options))
