@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -82,8 +83,8 @@ def test_direct_runner_leaves_nothing_outside_output_dir(tabular_table, tmp_path
 
 
 def test_the_job_holds_names_of_row_files_not_rows(tmp_path, monkeypatch):
-    """Dataflow refuses job requests over ~20 MB: the pipeline must not grow with the table. Each shard's rows
-    go to a file under output_dir/_beam/rows/ (removed once the dataset is complete), the job holds names."""
+    """Dataflow refuses job requests over ~20 MB: the pipeline must not grow with the table. The DataFrame goes
+    to Parquet files under output_dir/_beam/ (removed once the dataset is complete), the job holds names."""
     import apache_beam as beam
     import numpy as np
     import pandas as pd
@@ -128,3 +129,88 @@ def test_a_bad_split_in_the_last_rows_of_a_large_csv_stops_direct_runner_before_
         tfrecorder.convert(str(tmp_path / "big.csv"), str(tmp_path / "out"), runner="DirectRunner")
     left = sorted(p.name for p in (tmp_path / "out").rglob("*")) if (tmp_path / "out").exists() else []
     assert not [name for name in left if ".tfrecord" in name or name.endswith(".parquet")], left
+
+
+def _same_files(a, b) -> None:
+    """Every file two conversions wrote is byte-identical (dataset.json: but for the runner that wrote it)."""
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        x, y = (a / name).read_bytes(), (b / name).read_bytes()
+        if name == "dataset.json":
+            x, y = json.loads(x), json.loads(y)
+            x.pop("runner"), y.pop("runner")
+        assert x == y, name
+
+
+def test_a_dataframe_is_read_and_validated_by_the_pipeline_from_parquet(image_table, tmp_path, monkeypatch):
+    """A DataFrame handed to a Beam runner goes to output_dir/_beam/input/ as Parquet, and the pipeline reads
+    and validates it as it does a Parquet source (this process validates no row: ``validate`` fails here).
+    Every dtype comes back as it was: relative image paths, nullable ints, categoricals, float32, lists,
+    pandas strings - the same files as the local runner, errors.csv included (a missing image)."""
+    import numpy as np
+    import pandas as pd
+
+    import tfrecorder.write.convert as convert_module
+
+    df = image_table.copy()
+    monkeypatch.chdir(tmp_path)
+    df["image_uri"] = [str(Path(u).relative_to(tmp_path)) for u in df["image_uri"]]
+    df.loc[3, "image_uri"] = "images/missing.jpg"
+    n = len(df)
+    df = df.assign(maybe=pd.array([1, None] * (n // 2), dtype="Int64"), kind=pd.Categorical(["a", "b", "c"] * (n // 3)),
+                   third=np.arange(n, dtype=np.float32) / 3, gaps=[np.nan if i % 4 else i / 10 for i in range(n)],
+                   flag=[bool(i % 2) for i in range(n)], words=[["x", "y"][: i % 3] for i in range(n)],
+                   text=[None if i % 5 == 0 else f"t{i}" for i in range(n)], small=np.arange(n, dtype=np.uint8),
+                   s=pd.array([f"s{i}" for i in range(n)], dtype="string"))
+    tfrecorder.convert(df, str(tmp_path / "local"), num_shards=2, progress=False)
+
+    def no_validation(*args, **kwargs):
+        raise AssertionError("the DataFrame was validated by the submitting process")
+
+    from tfrecorder.write.runners import beam as beam_module
+
+    staged, real_stage = [], beam_module.stage_frame
+
+    def stage(parts, folder):
+        found = real_stage(parts, folder)
+        staged.extend(p.relative_to(tmp_path / "direct").as_posix() for p in (tmp_path / "direct").rglob("*.parquet"))
+        return found
+
+    monkeypatch.setattr(convert_module, "validate", no_validation)
+    monkeypatch.setattr(beam_module, "stage_frame", stage)
+    result = tfrecorder.convert(df, str(tmp_path / "direct"), num_shards=2, runner="DirectRunner")
+    assert staged == ["_beam/input/part-00000.parquet"]
+    assert result.errors == 1 and result.rows.written == n - 1
+    _same_files(tmp_path / "local", tmp_path / "direct")  # and no _beam/ left
+
+
+@pytest.mark.parametrize("values", [["x", b"\x00y", "z"], [1, 2.5, 3], [[1], [2.5], []]])
+def test_a_dataframe_parquet_would_change_is_validated_before_the_pipeline(tmp_path, monkeypatch, values):
+    """Parquet makes an object column of str beside bytes all bytes, and ints beside floats all floats (which
+    dataset.json's ``source`` would show): such a DataFrame is validated where convert runs, and each shard's
+    rows staged (the job still holds no row). The same files as locally."""
+    import pandas as pd
+
+    from tfrecorder.write.runners import beam as beam_module
+
+    df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "TEST"], "label": ["a", "b", "a"],
+                       "mixed": pd.Series(values, dtype=object)})
+    tfrecorder.convert(df, str(tmp_path / "local"), progress=False)
+    monkeypatch.setattr(beam_module, "stage_frame", None)  # not staged as Parquet
+    tfrecorder.convert(df, str(tmp_path / "direct"), runner="DirectRunner")
+    _same_files(tmp_path / "local", tmp_path / "direct")
+
+
+def test_a_dataframe_with_bad_values_fails_the_pipeline_as_locally(tmp_path):
+    import pandas as pd
+
+    from tfrecorder.errors import SchemaError
+
+    df = pd.DataFrame({"split": ["TRAIN", "TRAINING", "TEST"], "label": ["a", "b", "a"], "x": [1.0, 2.0, 3.0]})
+    with pytest.raises(SchemaError) as local:
+        tfrecorder.convert(df, str(tmp_path / "local"), progress=False)
+    with pytest.raises(SchemaError) as direct:
+        tfrecorder.convert(df, str(tmp_path / "direct"), runner="DirectRunner")
+    assert str(direct.value) == str(local.value) and "'TRAINING' (row 1)" in str(local.value)
+    assert not (tmp_path / "direct").exists() or not list((tmp_path / "direct").iterdir())

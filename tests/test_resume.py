@@ -27,6 +27,9 @@ csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int
 if runner == "local, streamed":  # the path of CSVs larger than memory, whatever this one's size
     import tfrecorder.write.convert as convert
     convert.STREAM_BYTES, runner = 0, "local"
+if runner == "DirectRunner, DataFrame":  # staged as Parquet under output_dir/_beam/input/ for the pipeline
+    import pandas as pd
+    csv, runner = pd.read_csv(csv), "DirectRunner"
 real, loads = shard.load_image, []
 def load_image(location, settings, limits):
     done = os.path.join(out, ".tfrecorder", "done")
@@ -90,22 +93,23 @@ def files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("runner", ["local", "local, streamed", "DirectRunner"])
+@pytest.mark.parametrize("runner", ["local", "local, streamed", "DirectRunner", "DirectRunner, DataFrame"])
 def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog, monkeypatch):
     if runner == "local, streamed":
         import tfrecorder.write.convert as convert
 
         monkeypatch.setattr(convert, "STREAM_BYTES", 0)
     crashed = runner
-    runner = "local" if runner == "local, streamed" else runner
+    source = pd.read_csv(csv_table) if runner.endswith("DataFrame") else str(csv_table)
+    runner = runner.split(",")[0]
     clean = tmp_path / "clean"
-    tfrecorder.convert(str(csv_table), str(clean), runner=runner, num_shards=4, progress=False)
+    tfrecorder.convert(source, str(clean), runner=runner, num_shards=4, progress=False)
 
     out = tmp_path / "out"
     child = crash(csv_table, out, crashed)
     # While it runs, the folder is locked: a second conversion is refused, naming the owner.
     with pytest.raises(OutputLocked, match=rf"being written by another conversion: .* \(pid {child.pid}, {runner}\)"):
-        tfrecorder.convert(str(csv_table), str(out), runner=runner, num_shards=4, progress=False)
+        tfrecorder.convert(source, str(out), runner=runner, num_shards=4, progress=False)
     kill(child)
 
     names = sorted(os.listdir(out))
@@ -118,7 +122,7 @@ def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner
         tfrecorder.load_dataset(str(out))
 
     with caplog.at_level("INFO", logger="tfrecorder"):
-        result = tfrecorder.convert(str(csv_table), str(out), runner=runner, num_shards=4, progress=False)
+        result = tfrecorder.convert(source, str(out), runner=runner, num_shards=4, progress=False)
     assert "breaking a stale lock left by" in caplog.text and f"pid {child.pid}" in caplog.text
     assert result.resumed_shards == 2 and "2 of 12 shards were already written" in str(result)
     assert {n: (out / n).stat().st_mtime_ns for n in finished} == kept  # not rewritten

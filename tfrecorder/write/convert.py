@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
@@ -40,10 +42,18 @@ from tfrecorder.write.options import (
 )
 from tfrecorder.write.plan import SAMPLE_ROWS, estimates_sizes, plan_shards, stored_order
 from tfrecorder.write.result import ConvertResult, SplitResult
-from tfrecorder.write.resume import Fingerprint, Run, files_fingerprint, input_fingerprint, start_run
-from tfrecorder.write.sources import TableFiles, match_table_files, read_source, table_files
+from tfrecorder.write.resume import Fingerprint, Run, file_identity, files_fingerprint, input_fingerprint, start_run
+from tfrecorder.write.sources import (
+    MatchedFiles,
+    TableFiles,
+    frame_as_arrow,
+    frame_parts,
+    match_table_files,
+    read_source,
+    table_files,
+)
 from tfrecorder.write.table import Table
-from tfrecorder.write.validate import validate
+from tfrecorder.write.validate import check_schema, validate
 
 logger = logging.getLogger(__name__)
 
@@ -141,8 +151,15 @@ def convert(
     if runner != LOCAL and (matched := match_table_files(source)) is not None:
         job = stream.FileJob(matched, as_schema(schema), options, tuple(fractions), float_precision, num_shards,
                              runner, stream.PART_ROWS)
-        return _convert_beam_files(job, Folder.of(output_dir), overwrite=overwrite, started=started,
-                                   beam_options=beam_options)
+        return _convert_beam_files(job, Folder.of(output_dir), file_identity(matched), overwrite=overwrite,
+                                   started=started, beam_options=beam_options)
+    if runner != LOCAL and isinstance(source, pd.DataFrame):
+        frame = _beam_frame(source, as_schema(schema))
+        if frame is not None:
+            job = stream.FileJob(MatchedFiles("", (), True, 0, frame=True), frame.schema, options, tuple(fractions),
+                                 float_precision, num_shards, runner, stream.PART_ROWS)
+            return _convert_beam_files(job, Folder.of(output_dir), frame.digests, overwrite=overwrite,
+                                       started=started, beam_options=beam_options, stage=frame.parts)
     files = table_files(source, stream.PART_ROWS, min_bytes=STREAM_BYTES) if runner == LOCAL else None
     if files is not None:
         return _convert_streamed(files, str(output_dir), as_schema(schema), options, fractions, float_precision,
@@ -231,17 +248,45 @@ def _space_left(folder: Folder) -> Iterator[None]:
             f"output_dir), then run the same conversion again: it keeps the shards already written") from e
 
 
-def _convert_beam_files(job: stream.FileJob, folder: Folder, *, overwrite: bool, started: float,
-                        beam_options: BeamOptions) -> ConvertResult:
+@dataclass(frozen=True)
+class _Frame:
+    """A DataFrame for a Beam runner, as the Parquet parts its pipeline reads (``sources.frame_parts``)."""
+
+    schema: Schema
+    parts: Callable[[], Iterator[Any]]  # the parts' bytes, made anew on each call: never all held at once
+    digests: list[str]  # each part's SHA-256: the run's input identity
+
+
+def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame | None:
+    """``df`` staged for a Beam runner, its schema checked against (or inferred from) the whole frame as the
+    local runner does it; None when Arrow cannot hold its values as they are (``frame_as_arrow``): then it
+    is validated here and each shard's rows staged (``beam.build_pipeline``)."""
+    schema = check_schema(df, schema)
+    arrow = frame_as_arrow(df)
+    if arrow is None:
+        logger.info("the DataFrame's values cannot be kept as Parquet; it is validated before the pipeline starts")
+        return None
+
+    def parts() -> Iterator[Any]:
+        return frame_parts(arrow, stream.PART_ROWS)
+
+    return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()])
+
+
+def _convert_beam_files(job: stream.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
+                        beam_options: BeamOptions, stage: Callable[[], Iterator[Any]] | None = None) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
-    this process lists the files and never reads the table; the run's fingerprint is the files' identity
-    and the settings, and the pipeline keeps the shards an earlier run of it finished."""
+    this process lists the files and never reads the table; the run's fingerprint is the input's
+    ``identity`` and the settings, and the pipeline keeps the shards an earlier run of it finished.
+    ``stage``: the Parquet parts of a DataFrame, written under output_dir once the run has started."""
     from tfrecorder.write.runners import beam
 
-    fingerprint = files_fingerprint(job.files, job.schema, job.options, fractions=job.fractions,
+    fingerprint = files_fingerprint(identity, job.schema, job.options, fractions=job.fractions,
                                     float_precision=job.float_precision, num_shards=job.num_shards)
     run = start_run(folder, fingerprint, None, overwrite=overwrite, runner=job.runner)
     with _space_left(folder), _holding(run):
+        if stage is not None:
+            job = replace(job, files=beam.stage_frame(stage(), folder))
         try:
             return _convert_beam(lambda pipeline, journal: beam.build_file_pipeline(pipeline, job, folder, journal),
                                  folder, job.runner, run, started, beam_options)

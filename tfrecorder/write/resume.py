@@ -56,16 +56,22 @@ def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOpt
     return digest.hexdigest()
 
 
-def files_fingerprint(files: MatchedFiles, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:
-    """SHA-256 of a conversion of ``files`` read inside a Beam pipeline: each file's name and identity (fsspec's
-    ``ukey``: its size and modification time, or its object generation), the schema given, the settings
-    (``options`` and ``settings``: split fractions, float precision, shard count) and the version - all the
-    submitting process knows without reading the table. The shards follow from these."""
+def files_fingerprint(identity: Any, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:
+    """SHA-256 of a conversion whose table a Beam pipeline reads: the input's ``identity`` (``file_identity``,
+    or the digests of a staged DataFrame's parts), the schema given, the settings (``options`` and
+    ``settings``: split fractions, float precision, shard count) and the version - all the submitting process
+    knows without reading the table. The shards follow from these."""
     digest = Fingerprint(schema, options)
-    fs = fsspec.core.url_to_fs(files.url)[0]
-    digest.add("files", [(url, fs.ukey(fsspec.core.url_to_fs(url)[1])) for url in files.files])
+    digest.add("input", identity)
     digest.add("settings", repr(sorted(settings.items())))
     return digest.hexdigest()
+
+
+def file_identity(files: MatchedFiles) -> list[tuple[str, Any]]:
+    """Each file's name and identity (fsspec's ``ukey``: its size and modification time, or its object
+    generation): a changed file is another input."""
+    fs = fsspec.core.url_to_fs(files.url)[0]
+    return [(url, fs.ukey(fsspec.core.url_to_fs(url)[1])) for url in files.files]
 
 
 class Fingerprint:

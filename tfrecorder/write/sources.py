@@ -459,6 +459,7 @@ class MatchedFiles:
     files: tuple[str, ...]
     parquet: bool
     bytes: int
+    frame: bool = False  # Parquet parts a DataFrame was staged as (``frame_parts``): see TableFiles.frame
 
 
 def match_table_files(source: Any) -> MatchedFiles | None:
@@ -553,7 +554,8 @@ def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
         for name, (kind, missing) in found.kinds.items():
             _add_kind(kinds, name, kind, missing)
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
-                      tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts))
+                      tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
+                      files.frame)
 
 
 @dataclass(frozen=True)
@@ -570,22 +572,24 @@ class TableFiles:
     layouts: tuple[tuple[list[str] | None, list[str], int], ...] = ()  # CSV: headerless names, first row, width
     kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (TEXT_KINDS, missing)
     label_columns: tuple[tuple[str, ...], ...] = ()  # CSV: each file's headerless multi-label columns
+    frame: bool = False  # a staged DataFrame: relative image paths stay as given, as the DataFrame's do
 
     @property
     def rows(self) -> int:
         return sum(self.file_rows)
 
-    def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, str, int]]:
+    def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, str | None, int]]:
         """(part of at most ``rows`` rows, the folder of its file, the number of its first row), in order."""
         for index in range(len(self.files)):
             yield from self.file_parts(index, rows)
 
-    def file_parts(self, index: int, rows: int) -> Iterator[tuple[pd.DataFrame, str, int]]:
+    def file_parts(self, index: int, rows: int) -> Iterator[tuple[pd.DataFrame, str | None, int]]:
         """``parts`` of the file ``files[index]`` alone: numbered as in the whole table."""
         url = self.files[index]
         first_row = sum(self.file_rows[:index])
+        base_dir = None if self.frame else _parent(url)
         for part in (self._parquet_parts(url, rows) if self.parquet else self._csv_parts(index, url, rows)):
-            yield part, _parent(url), first_row
+            yield part, base_dir, first_row
             first_row += len(part)
 
     def _csv_parts(self, index: int, url: str, rows: int) -> Iterator[pd.DataFrame]:
@@ -637,3 +641,44 @@ def table_files(source: Any, rows: int, min_bytes: int = 0) -> TableFiles | None
             return None
         facts.append(found)
     return whole_table(files, facts)
+
+
+def frame_as_arrow(df: pd.DataFrame) -> Any:
+    """``df``'s values as a pyarrow Table, to stage as Parquet for a pipeline that reads it back as it reads any
+    Parquet source (``TableFiles``: the same values, dtypes and row numbers); None when Parquet would not give
+    them back as they are: column names that are not distinct strings, or an object column whose values are
+    of several kinds (str beside bytes, int beside float: Arrow would make them one)."""
+    import pyarrow as pa
+
+    names = list(df.columns)
+    if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
+        return None
+    if not all(_one_kind(df[name]) for name in names if df[name].dtype == object):
+        return None
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
+
+
+_ONE_KIND = {"string", "bytes", "integer", "floating", "boolean", "empty"}  # pandas' infer_dtype names
+
+
+def _one_kind(column: pd.Series) -> bool:
+    """Whether an object column's values (or, for a column of lists, their items) are all of one kind."""
+    kind = pd.api.types.infer_dtype(column, skipna=True)
+    if kind == "mixed" and all(isinstance(v, (list, tuple)) or getattr(v, "ndim", 0) == 1 for v in column.dropna()):
+        kind = pd.api.types.infer_dtype(column.dropna().explode(), skipna=True)
+    return kind in _ONE_KIND
+
+
+def frame_parts(table: Any, rows: int) -> Iterator[Any]:
+    """The Parquet bytes (a pyarrow Buffer) of each part of ``rows`` rows of the Arrow ``table``, in order: the
+    same bytes for the same values, which a run's fingerprint relies on."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for start in range(0, max(table.num_rows, 1), rows):
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.slice(start, rows), sink)
+        yield sink.getvalue()

@@ -162,7 +162,7 @@ def table_schema(files: TableFiles, schema: Schema | None, part_rows: int | None
     return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema)
 
 
-def _first_part_schema(first: tuple[pd.DataFrame, str, int] | None, schema: Schema | None) -> Schema:
+def _first_part_schema(first: tuple[pd.DataFrame, str | None, int] | None, schema: Schema | None) -> Schema:
     return check_schema(first[0] if first is not None else pd.DataFrame(), schema)
 
 
@@ -181,7 +181,7 @@ class Spiller:
         self._uri_keys: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._remote = False
 
-    def add(self, df: pd.DataFrame, base_dir: str, first_row: int) -> None:
+    def add(self, df: pd.DataFrame, base_dir: str | None, first_row: int) -> None:
         import pyarrow as pa
 
         part, facts = validate_part(df, self._schema, first_row=first_row, base_dir=base_dir,

@@ -6,8 +6,11 @@ The pipeline moves file names, never rows or image bytes, so the job's size does
 - CSV or Parquet files (``build_file_pipeline``): the pipeline reads them itself - ``stream``'s passes as
   stages, a worker per file typing, validating and spilling it under ``output_dir/_beam/rows/``, one step
   merging the files' summaries and planning the shards - so the submitting process never holds the table.
-- A DataFrame or an image folder (``build_pipeline``), validated where ``convert`` runs: each shard's rows
-  (``table.take(spec.rows)``) are written under ``output_dir/_beam/rows/`` before the job starts.
+  A DataFrame takes this way too: ``convert`` writes it as Parquet parts under ``output_dir/_beam/input/``
+  (``stage_frame``) and the pipeline reads them as it reads any Parquet source.
+- An image folder, or a DataFrame whose values Parquet would change (``sources.frame_as_arrow``)
+  (``build_pipeline``): validated where ``convert`` runs, each shard's rows (``table.take(spec.rows)``) are
+  written under ``output_dir/_beam/rows/`` before the job starts.
 
 Either way the worker that gets a shard reads its rows, fetches the images and writes it with the local
 runner's shard writer, and a last step, inside the pipeline, writes errors.csv and dataset.json, then
@@ -22,7 +25,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -42,7 +45,7 @@ from tfrecorder.write.options import BeamOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.runners.local import default_workers, ordered_map
 from tfrecorder.write.shard import ShardResult, write_shard
-from tfrecorder.write.sources import FileFacts, TableFiles, file_facts, read_table_file, whole_table
+from tfrecorder.write.sources import FileFacts, MatchedFiles, TableFiles, file_facts, read_table_file, whole_table
 from tfrecorder.write.table import Table
 
 logger = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ logger = logging.getLogger(__name__)
 COUNTERS = "tfrecorder"
 BEAM_DIR = "_beam"  # in output_dir: Dataflow's temp and staging folders, and the rows handed to the workers
 ROWS_DIR = f"{BEAM_DIR}/rows"
+INPUT_DIR = f"{BEAM_DIR}/input"  # a DataFrame handed to a Beam runner, as Parquet parts the pipeline reads
 CONSOLE_URL = "https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
 
 
@@ -105,8 +109,7 @@ def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed:
             journal: Journal | None = None) -> int:
     earlier = journal.recorded(resumed) if journal is not None and resumed else []
     finish.write(folder, [*earlier, *results])
-    folder.remove(ROWS_DIR)  # the dataset is complete: the rows handed to the workers are no longer needed
-    folder.remove_empty_dir(BEAM_DIR)
+    _remove_rows(folder)  # the dataset is complete: the rows handed to the workers are no longer needed
     if journal is not None:
         journal.complete()
     return len(results)
@@ -216,10 +219,29 @@ def _plan(summaries: list[tuple[int, stream.Summary]], job: stream.FileJob, fold
 def forget_refused_run(folder: Folder, journal: Journal | None) -> None:
     """A table refused before any shard was written: leave output_dir as it was (no spill, no run records), so
     the run with the table fixed starts afresh."""
-    folder.remove(ROWS_DIR)
-    folder.remove_empty_dir(BEAM_DIR)
+    _remove_rows(folder)
     if journal is not None:
         journal.clear()
+
+
+def _remove_rows(folder: Folder) -> None:
+    """Remove the rows this conversion put in output_dir for its workers (a staged DataFrame, spill files)."""
+    folder.remove(INPUT_DIR)
+    folder.remove(ROWS_DIR)
+    folder.remove_empty_dir(BEAM_DIR)
+
+
+def stage_frame(parts: Iterable[Any], folder: Folder) -> MatchedFiles:
+    """Write a DataFrame's Parquet parts (``sources.frame_parts``) under INPUT_DIR, for the pipeline to read as
+    it reads any Parquet source: the files, found."""
+    urls, size = [], 0
+    for index, data in enumerate(parts):
+        name = f"{INPUT_DIR}/part-{index:05d}.parquet"
+        with folder.create(name, durable=False) as f:  # lost in a crash, it is written again by the re-run
+            f.write(data)
+        urls.append(folder.url_of(name))
+        size += len(data)
+    return MatchedFiles(folder.url_of(INPUT_DIR), tuple(urls), True, size, frame=True)
 
 
 def _spill_folder(folder: Folder) -> Folder:
