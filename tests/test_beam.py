@@ -214,3 +214,34 @@ def test_a_dataframe_with_bad_values_fails_the_pipeline_as_locally(tmp_path):
         tfrecorder.convert(df, str(tmp_path / "direct"), runner="DirectRunner")
     assert str(direct.value) == str(local.value) and "'TRAINING' (row 1)" in str(local.value)
     assert not (tmp_path / "direct").exists() or not list((tmp_path / "direct").iterdir())
+
+
+def test_an_image_folder_is_listed_by_the_pipeline(tmp_path, monkeypatch):
+    """Beam runners list an image folder inside the pipeline, a worker per label folder (this process lists
+    nothing: image_folder_table fails here): the same files as the local runner, errors.csv included, for a
+    folder with split folders, loose images in a split folder (labelled with its name) and an unreadable
+    image. A folder without images is the local runner's error, and leaves output_dir as it was."""
+    from tests.conftest import write_image
+    from tfrecorder.write import sources
+
+    pets = tmp_path / "pets"
+    names = ["TRAIN/cat/a.jpg", "TRAIN/cat/b.png", "TRAIN/z.jpg", "TRAIN/a.jpg", "train/dog/c.jpg", "cat-x/d.jpg",
+             "cat/e.jpg", "test/cat/f.jpg", "misc/sub/ignored.jpg", "VALIDATION/dog/g.jpg"]
+    for i, name in enumerate(names):
+        write_image(pets / name, "PNG" if name.endswith(".png") else "JPEG", seed=i)
+    (pets / "TRAIN" / "cat" / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    options = dict(num_shards=2, split_fractions=(1, 0, 0))  # images outside split folders: all TRAIN
+    tfrecorder.convert(str(pets), str(tmp_path / "local"), progress=False, **options)
+
+    def not_here(url):
+        raise AssertionError("the submitting process listed the images")
+
+    monkeypatch.setattr(sources, "image_folder_table", not_here)
+    result = tfrecorder.convert(str(pets), str(tmp_path / "direct"), runner="DirectRunner", **options)
+    assert result.rows.rows_in == 10 and result.errors == 1
+    _same_files(tmp_path / "local", tmp_path / "direct")
+
+    (tmp_path / "empty" / "cat").mkdir(parents=True)
+    with pytest.raises(TFRecorderError, match="has no images laid out as"):
+        tfrecorder.convert(str(tmp_path / "empty"), str(tmp_path / "none"), runner="DirectRunner")
+    assert not (tmp_path / "none").exists() or not list((tmp_path / "none").iterdir())

@@ -194,3 +194,19 @@ def test_direct_runner_reads_a_csv_on_gcs_and_spills_its_rows_there(image_table,
         if ".tfrecord" in name or name == "errors.csv":
             assert fs.cat(f"{out}/{name}") == (tmp_path / "local" / name).read_bytes(), name
     assert result.rows.written == len(image_table)
+
+
+def test_an_image_folder_on_gcs_is_listed_by_the_direct_runner(gcs_dir, tmp_path):
+    """gs:// has no folders, only names with slashes: the pipeline's listing (a worker per label folder) finds
+    the same rows as the local runner's one recursive listing, and writes the same shards."""
+    from tests.conftest import write_image
+
+    fs = fsspec.filesystem("gs")
+    for i, name in enumerate(["TRAIN/cat/a.jpg", "TRAIN/dog/b.jpg", "TEST/cat/c.jpg", "TEST/dog/d.jpg",
+                              "TRAIN/cat/e.jpg"]):
+        fs.pipe(f"{gcs_dir}/pets/{name}", write_image(tmp_path / f"{i}.jpg", seed=i).read_bytes())
+    local = tfrecorder.convert(f"{gcs_dir}/pets", str(tmp_path / "local"), num_shards=1, progress=False)
+    direct = tfrecorder.convert(f"{gcs_dir}/pets", str(tmp_path / "direct"), num_shards=1, runner="DirectRunner")
+    assert direct.rows == local.rows and local.rows.written == 5
+    for name in ("train-00000-of-00001.tfrecord", "test-00000-of-00001.tfrecord", "errors.csv"):
+        assert (tmp_path / "direct" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name

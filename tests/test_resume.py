@@ -207,3 +207,25 @@ def test_lock_of_this_live_process_is_respected(tmp_path, csv_table):
     with pytest.raises(OutputLocked, match=rf"pid {os.getpid()}"):
         tfrecorder.convert(str(csv_table), str(out), progress=False)
     assert (out / ".tfrecorder" / "lock.json").exists()
+
+
+def test_a_killed_pipeline_over_an_image_folder_resumes_or_starts_again_if_the_folder_changed(tmp_path):
+    """The pipeline lists the image folder itself, so the submitting process cannot tell a changed folder: the
+    pipeline records what it listed, keeps the finished shards of an interrupted run of the same folder, and
+    writes every shard again when an image was added since."""
+    pets = tmp_path / "pets"
+    for i in range(30):
+        write_image(pets / ("TRAIN" if i < 20 else "TEST") / "abc"[i % 3] / f"{i:02d}.jpg", seed=i)
+    options = dict(runner="DirectRunner", num_shards=4)
+    clean = tmp_path / "clean"
+    tfrecorder.convert(str(pets), str(clean), **options)
+    kill(crash(pets, tmp_path / "out", "DirectRunner"))
+    result = tfrecorder.convert(str(pets), str(tmp_path / "out"), **options)
+    assert result.resumed_shards == 2 and files(tmp_path / "out") == files(clean)
+
+    kill(crash(pets, tmp_path / "out2", "DirectRunner"))
+    write_image(pets / "TRAIN" / "a" / "99.jpg", seed=99)
+    tfrecorder.convert(str(pets), str(tmp_path / "clean2"), **options)
+    result = tfrecorder.convert(str(pets), str(tmp_path / "out2"), **options)
+    assert result.resumed_shards == 0 and result.rows.written == 31
+    assert files(tmp_path / "out2") == files(tmp_path / "clean2")

@@ -48,6 +48,7 @@ from tfrecorder.write.sources import (
     TableFiles,
     frame_as_arrow,
     frame_parts,
+    image_folder_url,
     match_table_files,
     read_source,
     table_files,
@@ -153,6 +154,11 @@ def convert(
                              runner, stream.PART_ROWS)
         return _convert_beam_files(job, Folder.of(output_dir), file_identity(matched), overwrite=overwrite,
                                    started=started, beam_options=beam_options)
+    if runner != LOCAL and (url := image_folder_url(source)) is not None:
+        job = stream.FileJob(MatchedFiles(url, (), True, 0), as_schema(schema), options, tuple(fractions),
+                             float_precision, num_shards, runner, stream.PART_ROWS)
+        return _convert_beam_files(job, Folder.of(output_dir), ("image folder", url), overwrite=overwrite,
+                                   started=started, beam_options=beam_options, listed=True)
     if runner != LOCAL and isinstance(source, pd.DataFrame):
         frame = _beam_frame(source, as_schema(schema))
         if frame is not None:
@@ -274,11 +280,13 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame | None:
 
 
 def _convert_beam_files(job: stream.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
-                        beam_options: BeamOptions, stage: Callable[[], Iterator[Any]] | None = None) -> ConvertResult:
+                        beam_options: BeamOptions, stage: Callable[[], Iterator[Any]] | None = None,
+                        listed: bool = False) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
     this process lists the files and never reads the table; the run's fingerprint is the input's
     ``identity`` and the settings, and the pipeline keeps the shards an earlier run of it finished.
-    ``stage``: the Parquet parts of a DataFrame, written under output_dir once the run has started."""
+    ``stage``: the Parquet parts of a DataFrame, written under output_dir once the run has started.
+    ``listed``: ``job.files.url`` is an image folder, listed by the pipeline (``beam.build_folder_pipeline``)."""
     from tfrecorder.write.runners import beam
 
     fingerprint = files_fingerprint(identity, job.schema, job.options, fractions=job.fractions,
@@ -288,7 +296,8 @@ def _convert_beam_files(job: stream.FileJob, folder: Folder, identity: Any, *, o
         if stage is not None:
             job = replace(job, files=beam.stage_frame(stage(), folder))
         try:
-            return _convert_beam(lambda pipeline, journal: beam.build_file_pipeline(pipeline, job, folder, journal),
+            build = beam.build_folder_pipeline if listed else beam.build_file_pipeline
+            return _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),
                                  folder, job.runner, run, started, beam_options)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
             beam.forget_refused_run(folder, run.journal)

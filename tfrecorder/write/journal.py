@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 RUN_NAME = f"{STATE_DIR}/run.json"
 DONE_DIR = f"{STATE_DIR}/done"
+INPUT_NAME = f"{STATE_DIR}/input.json"  # the identity of an input a pipeline listed (keep_if_same_input)
 
 
 
@@ -69,6 +70,19 @@ class Journal:
         return [_from_json(spec, json.loads(self.folder.read_text(f"{DONE_DIR}/{spec.filename}.json")))
                 for spec in specs]
 
+    def keep_if_same_input(self, identity: str) -> None:
+        """Record the identity of the input a pipeline listed (an image folder); when an earlier run of this
+        conversion listed another, forget the shards it finished: they were made of other rows."""
+        try:
+            earlier = json.loads(self.folder.read_text(INPUT_NAME)).get("identity")
+        except (OSError, ValueError, AttributeError):
+            earlier = None
+        if earlier is not None and earlier != identity:
+            logger.warning("%s: the input changed since the interrupted run: writing every shard again",
+                           self.folder.url)
+            self.folder.remove(DONE_DIR)
+        self.folder.write_text(INPUT_NAME, json.dumps({"identity": identity}), durable=False)
+
     def start(self, fingerprint: str, shards: int | None, started: str) -> None:
         """Record a new run: the input fingerprint, this version and the shard count (None: not yet known)."""
         self.folder.write_text(RUN_NAME, json.dumps({
@@ -90,6 +104,7 @@ class Journal:
         """Forget an earlier run (overwrite): its run record and finished-shard records."""
         self.folder.remove(DONE_DIR)
         self.folder.remove(RUN_NAME)
+        self.folder.remove(INPUT_NAME)
 
     def complete(self) -> None:
         """The dataset is complete (dataset.json written): remove the run's records."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
+import json
 import os
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
@@ -53,6 +55,15 @@ def read_source(source: Any) -> tuple[pd.DataFrame, BaseDir]:
     if fs.isdir(path):
         return image_folder_table(url), None
     return read_table_file(url), _parent(url)
+
+
+def image_folder_url(source: Any) -> str | None:
+    """``source`` as a URL when it names an existing folder (an image folder), else None."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    url = os.fspath(source)
+    fs, path = fsspec.core.url_to_fs(url)
+    return url if fs.isdir(path) else None
 
 
 def read_table_file(url: str) -> pd.DataFrame:
@@ -403,28 +414,86 @@ def _merge_labels(df: pd.DataFrame, label_columns: list[str]) -> pd.DataFrame:
 
 
 def image_folder_table(url: str) -> pd.DataFrame:
-    """Rows for ``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>`` (split then assigned by hash)."""
+    """Rows for ``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>`` (split then assigned by hash), folder
+    by folder (``folder_order``), each folder's files in name order."""
     fs, root = fsspec.core.url_to_fs(url)
     root = root.rstrip("/")
-    files = sorted(p for p in fs.find(root) if p.lower().endswith(IMAGE_EXTENSIONS))
     rows = []
-    for path in files:
+    for path in sorted((p for p in fs.find(root) if p.lower().endswith(IMAGE_EXTENSIONS)), key=folder_order):
         parts = path[len(root) + 1:].split("/")
         if len(parts) == 3 and parts[0].upper() in KNOWN_SPLITS:
             rows.append((parts[0].upper(), _file_url(url, fs, path), parts[1]))
         elif len(parts) == 2:
             rows.append((None, _file_url(url, fs, path), parts[0]))
     if not rows:
-        raise TFRecorderError(
-            f"image folder {url!r} has no images laid out as <dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file> "
-            f"(extensions {', '.join(IMAGE_EXTENSIONS)})"
-        )
-    df = pd.DataFrame(rows, columns=[SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN])
-    if df[SPLIT_COLUMN].isna().all():
-        df = df.drop(columns=[SPLIT_COLUMN])
-    else:
-        df[SPLIT_COLUMN] = df[SPLIT_COLUMN].fillna("UNASSIGNED")
+        raise no_images(url)
+    return listing_frame(rows, any(split is not None for split, _, _ in rows))
+
+
+def folder_order(path: str) -> tuple[list[str], str]:
+    """The order of an image folder's rows: by folder (its path's parts), then by file name - the order a
+    pipeline listing one folder at a time (``label_folders``) gives too."""
+    parent, _, name = path.rpartition("/")
+    return parent.split("/"), name
+
+
+def no_images(url: str) -> TFRecorderError:
+    return TFRecorderError(
+        f"image folder {url!r} has no images laid out as <dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file> "
+        f"(extensions {', '.join(IMAGE_EXTENSIONS)})"
+    )
+
+
+def listing_frame(rows: Sequence[tuple[str | None, str, str]], with_split: bool) -> pd.DataFrame:
+    """An image folder's (split or None, image URL, label) rows as its table: a split column only when some
+    image is under a split folder (``with_split``, a fact of the whole folder), the others UNASSIGNED."""
+    df = pd.DataFrame(list(rows), columns=[SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN])
+    if not with_split:
+        return df.drop(columns=[SPLIT_COLUMN])
+    df[SPLIT_COLUMN] = df[SPLIT_COLUMN].fillna("UNASSIGNED")
     return df
+
+
+@dataclass(frozen=True)
+class LabelFolder:
+    """A folder of an image folder whose images are rows of one label, and one split under a split folder."""
+
+    path: str  # on the image folder's filesystem
+    split: str | None
+    label: str
+
+
+def label_folders(url: str) -> list[LabelFolder]:
+    """The folders of the image folder ``url`` that hold its rows, in ``folder_order``: each folder in it (its
+    images labelled with its name) and, in a split folder, each folder in that (split and label). Lists two
+    levels of folders, not the images: a pipeline lists those a folder per worker (``folder_rows``)."""
+    fs, root = fsspec.core.url_to_fs(url)
+    root = root.rstrip("/")
+    found = []
+    for top in _folders(fs, root):
+        name = top.rsplit("/", 1)[-1]
+        found.append(LabelFolder(top, None, name))
+        if name.upper() in KNOWN_SPLITS:
+            found += [LabelFolder(sub, name.upper(), sub.rsplit("/", 1)[-1]) for sub in _folders(fs, top)]
+    return sorted(found, key=lambda f: f.path.split("/"))
+
+
+def _folders(fs: Any, path: str) -> list[str]:
+    return [e["name"].rstrip("/") for e in fs.ls(path, detail=True) if e.get("type") == "directory"]
+
+
+def folder_rows(url: str, folder: LabelFolder) -> tuple[list[tuple[str | None, str, str]], str]:
+    """The rows of one of ``label_folders(url)``, its images in name order, and the identity of what was listed
+    (a SHA-256 of each image's name, size and modification time or object generation)."""
+    fs = fsspec.core.url_to_fs(url)[0]
+    files = sorted((e for e in fs.ls(folder.path, detail=True)
+                    if e.get("type") == "file" and e["name"].lower().endswith(IMAGE_EXTENSIONS)),
+                   key=lambda e: e["name"])
+    identity = hashlib.sha256()
+    for e in files:
+        version = [str(e.get(k)) for k in ("size", "mtime", "updated", "generation", "ETag") if k in e]
+        identity.update(json.dumps([e["name"], *version]).encode("utf-8"))
+    return [(folder.split, _file_url(url, fs, e["name"]), folder.label) for e in files], identity.hexdigest()
 
 
 def _file_url(url: str, fs: Any, path: str) -> str:

@@ -8,9 +8,11 @@ The pipeline moves file names, never rows or image bytes, so the job's size does
   merging the files' summaries and planning the shards - so the submitting process never holds the table.
   A DataFrame takes this way too: ``convert`` writes it as Parquet parts under ``output_dir/_beam/input/``
   (``stage_frame``) and the pipeline reads them as it reads any Parquet source.
-- An image folder, or a DataFrame whose values Parquet would change (``sources.frame_as_arrow``)
-  (``build_pipeline``): validated where ``convert`` runs, each shard's rows (``table.take(spec.rows)``) are
-  written under ``output_dir/_beam/rows/`` before the job starts.
+  An image folder is listed by the pipeline (``build_folder_pipeline``: a worker per label folder), its rows
+  staged there the same way.
+- A DataFrame whose values Parquet would change (``sources.frame_as_arrow``) (``build_pipeline``): validated
+  where ``convert`` runs, each shard's rows (``table.take(spec.rows)``) are written under
+  ``output_dir/_beam/rows/`` before the job starts.
 
 Either way the worker that gets a shard reads its rows, fetches the images and writes it with the local
 runner's shard writer, and a last step, inside the pipeline, writes errors.csv and dataset.json, then
@@ -20,12 +22,13 @@ self-describing dataset.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,7 +48,18 @@ from tfrecorder.write.options import BeamOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.runners.local import default_workers, ordered_map
 from tfrecorder.write.shard import ShardResult, write_shard
-from tfrecorder.write.sources import FileFacts, MatchedFiles, TableFiles, file_facts, read_table_file, whole_table
+from tfrecorder.write.sources import (
+    FileFacts,
+    MatchedFiles,
+    TableFiles,
+    file_facts,
+    folder_rows,
+    label_folders,
+    listing_frame,
+    no_images,
+    read_table_file,
+    whole_table,
+)
 from tfrecorder.write.table import Table
 
 logger = logging.getLogger(__name__)
@@ -171,34 +185,62 @@ class _Planned:
     finish: Finish
 
 
-def _read_file(element: tuple[int, str], job: stream.FileJob) -> tuple[int, FileFacts]:
+@dataclass(frozen=True)
+class _File:
+    """A file of the table the pipeline reads: its place in the table's order (gaps allowed), its URL and,
+    for a listing the pipeline wrote, its size and the identity of what was listed."""
+
+    index: int
+    url: str
+    bytes: int = 0
+    identity: str | None = None
+
+
+@dataclass(frozen=True)
+class _Table:
+    """The table the pipeline reads (a side input): its files, schema and listed input's identity."""
+
+    files: TableFiles
+    schema: Schema
+    identity: str | None
+    positions: dict[str, int]  # each file's place in ``files``, by URL
+
+
+def _read_file(file: _File, job: stream.FileJob) -> tuple[_File, FileFacts]:
     """A worker's share of the typing pass: one file's rows, columns and their kinds."""
-    index, url = element
-    found = file_facts(url, job.files.parquet, job.part_rows)
+    found = file_facts(file.url, job.files.parquet, job.part_rows)
     if found is None:  # the part-wise read cannot take it: the checked read names the problem
-        read_table_file(url)
-        raise TFRecorderError(f"{url!r} cannot be read a part at a time by a Beam pipeline; convert it with "
-                              f"runner='local', or save it as Parquet")
-    return index, found
+        read_table_file(file.url)
+        raise TFRecorderError(f"{file.url!r} cannot be read a part at a time by a Beam pipeline; convert it "
+                              f"with runner='local', or save it as Parquet")
+    return file, found
 
 
-def _whole_table(found: list[tuple[int, FileFacts]], job: stream.FileJob) -> tuple[TableFiles, Schema]:
+def _whole_table(found: list[tuple[_File, FileFacts]], job: stream.FileJob, folder: Folder,
+                 journal: Journal | None) -> _Table:
     """The table from every file's facts, and its schema (checked against, or inferred from, its first rows)."""
-    files = whole_table(job.files, [facts for _, facts in sorted(found, key=lambda f: f[0])])
-    return files, stream.table_schema(files, job.schema, job.part_rows)
+    found = sorted(found, key=lambda f: f[0].index)
+    listed = [file.identity for file, _ in found if file.identity is not None]
+    if not found:  # an image folder without images
+        forget_refused_run(folder, journal)
+        raise no_images(job.files.url)
+    matched = replace(job.files, files=tuple(file.url for file, _ in found),
+                      bytes=job.files.bytes or sum(file.bytes for file, _ in found))
+    files = whole_table(matched, [facts for _, facts in found])
+    identity = hashlib.sha256("".join(listed).encode("ascii")).hexdigest() if listed else None
+    return _Table(files, stream.table_schema(files, job.schema, job.part_rows), identity,
+                  {url: position for position, url in enumerate(files.files)})
 
 
-def _summarize_file(element: tuple[int, str], table: tuple[TableFiles, Schema], job: stream.FileJob,
-                    folder: Folder) -> tuple[int, stream.Summary]:
+def _summarize_file(file: _File, table: _Table, job: stream.FileJob, folder: Folder) -> tuple[int, stream.Summary]:
     """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR."""
-    files, schema = table
     spill = _spill_folder(folder)
     spill.makedirs()
-    return element[0], stream.file_summary(files, element[0], schema, spill, fractions=job.fractions,
-                                           part_rows=job.part_rows)
+    return file.index, stream.file_summary(table.files, table.positions[file.url], table.schema, spill,
+                                           fractions=job.fractions, part_rows=job.part_rows)
 
 
-def _plan(summaries: list[tuple[int, stream.Summary]], job: stream.FileJob, folder: Folder,
+def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, job: stream.FileJob, folder: Folder,
           journal: Journal | None) -> _Planned:
     """The whole table's summary (the files' merged in file order), checked - a table with problems fails
     the job with the SchemaError the local runner gives, before any shard - then divided into shards."""
@@ -211,6 +253,8 @@ def _plan(summaries: list[tuple[int, stream.Summary]], job: stream.FileJob, fold
     except TFRecorderError:
         forget_refused_run(folder, journal)  # in the job: a Dataflow job may have no one waiting for it
         raise
+    if table.identity is not None and journal is not None:
+        journal.keep_if_same_input(table.identity)  # an image folder changed since an interrupted run
     shards, finish = stream.plan_all(summary, _spill_folder(folder), job.options, job.runner,
                                      num_shards=job.num_shards, float_precision=job.float_precision)
     return _Planned(tuple(shards), finish)
@@ -265,24 +309,69 @@ class _WriteStreamedShard(_WriteShard):
 
 def build_file_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Folder,
                         journal: Journal | None = None) -> None:
-    """Add the steps of a conversion that reads its CSV or Parquet files itself (``stream``'s passes as
-    stages): type each file (a worker per file) -> the table and its schema (a side input) -> validate and
-    spill each file -> merge the summaries, check them, plan the shards -> write each shard -> errors.csv
-    and dataset.json. The job holds the files' names: its size does not grow with the table."""
-    files = pipeline | "Files" >> beam.Create(list(enumerate(job.files.files)), reshuffle=False)
+    """Add the steps of a conversion that reads its CSV or Parquet files itself (``_file_steps``). The job
+    holds the files' names: its size does not grow with the table."""
+    files = [_File(index, url) for index, url in enumerate(job.files.files)]
+    _file_steps(pipeline | "Files" >> beam.Create(files, reshuffle=False), job, folder, journal)
+
+
+def build_folder_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Folder,
+                          journal: Journal | None = None) -> None:
+    """Add the steps of a conversion of the image folder ``job.files.url``, listed by the pipeline: one step
+    lists its label folders (two levels of folders), a worker per label folder lists its images, and their
+    rows go to Parquet parts under INPUT_DIR (with a split column when any image is under a split
+    folder, as ``sources.image_folder_table`` has it) -> ``_file_steps``."""
+    listed = (
+        pipeline
+        | "Folder" >> beam.Create([job.files.url], reshuffle=False)
+        | "LabelFolders" >> beam.FlatMap(lambda url: enumerate(label_folders(url)))
+        | "SpreadFolders" >> beam.Reshuffle()
+        | "ListImages" >> beam.Map(lambda task, url: (task[0], *folder_rows(url, task[1])), job.files.url)
+    )
+    with_split = (
+        listed
+        | "UnderSplits" >> beam.Map(lambda found: any(split is not None for split, _, _ in found[1]))
+        | "AnyUnderSplits" >> beam.CombineGlobally(any)
+    )
+    files = listed | "StageListing" >> beam.FlatMap(_stage_listing, beam.pvalue.AsSingleton(with_split), folder)
+    _file_steps(files, job, folder, journal)
+
+
+def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], with_split: bool,
+                   folder: Folder) -> Iterator[_File]:
+    """One label folder's rows as a Parquet part under INPUT_DIR (none for a folder without images)."""
+    index, rows, identity = found
+    if not rows:
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    name = f"{INPUT_DIR}/folder-{index:05d}.parquet"
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pandas(listing_frame(rows, with_split), preserve_index=False), sink)
+    data = sink.getvalue()
+    with folder.create(name, durable=False) as f:  # lost in a crash, it is written again by the re-run
+        f.write(data)
+    yield _File(index, folder.url_of(name), len(data), identity)
+
+
+def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, journal: Journal | None) -> None:
+    """The steps of a conversion of the files ``files`` (``_File``s) - ``stream``'s passes as stages: type each
+    file (a worker per file) -> the table and its schema (a side input) -> validate and spill each file ->
+    merge the summaries, check them, plan the shards -> write each shard -> errors.csv and dataset.json."""
     table = (
         files
         | "SpreadFiles" >> beam.Reshuffle()
         | "TypeFiles" >> beam.Map(_read_file, job)
         | "AllFiles" >> beam.combiners.ToList()
-        | "Table" >> beam.Map(_whole_table, job)
+        | "Table" >> beam.Map(_whole_table, job, folder, journal)
     )
     planned = (
         files
         | "SpreadSummaries" >> beam.Reshuffle()
         | "Summarize" >> beam.Map(_summarize_file, beam.pvalue.AsSingleton(table), job, folder)
         | "AllSummaries" >> beam.combiners.ToList()
-        | "Plan" >> beam.Map(_plan, job, folder, journal)
+        | "Plan" >> beam.Map(_plan, beam.pvalue.AsSingleton(table), job, folder, journal)
     )
     _ = (
         planned
