@@ -102,6 +102,12 @@ def test_streamed_image_table_counts_every_row_and_finds_leaks(tmp_path, streame
     assert result.rows.written == 41 and result.errors == 1 and result.warnings  # the leak is reported
     manifest = (tmp_path / "streamed" / "dataset.json").read_text()
     assert rows[3]["image_uri"] in manifest
+    # the leak's rows in two files (read by two workers; Beam groups the URIs by range of their hash)
+    (tmp_path / "parts").mkdir()
+    pd.DataFrame(rows[:20]).to_csv(tmp_path / "parts" / "a.csv", index=False)
+    pd.DataFrame(rows[20:]).to_csv(tmp_path / "parts" / "b.csv", index=False)
+    tfrecorder.convert(str(tmp_path / "parts" / "*.csv"), str(tmp_path / "parts-out"), progress=False, runner=runner)
+    assert files_of(tmp_path / "parts-out") == files_of(tmp_path / "memory")
 
 
 @RUNNERS

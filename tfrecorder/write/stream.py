@@ -85,6 +85,9 @@ class StreamedShard:
     float_precision: str
 
 
+UriKeys = tuple[np.ndarray, np.ndarray, np.ndarray]  # image rows' URI hashes, row numbers and split codes
+
+
 @dataclass
 class Summary:
     """What the summary pass found: the table's facts, its rows per bucket and their spill files, the size
@@ -99,7 +102,7 @@ class Summary:
     files: dict[tuple[int, int], tuple[str, ...]]  # (split code, bucket) -> its spill files' names
     sample: dict[str, Any]  # split -> pyarrow table of its SAMPLE_ROWS rows of smallest (key, row)
     fingerprint: Fingerprint | None = None
-    uri_keys: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)  # (hash, row, split)
+    uri_keys: list[UriKeys] = field(default_factory=list)  # image rows' (URI hash, row, split code)
     remote: bool = False  # some images are remote URLs
 
     def merge(self, other: Summary) -> Summary:
@@ -178,7 +181,7 @@ class Spiller:
         self._facts, self._template, self._digest = Facts(), None, None
         self._counts = np.zeros((buckets, len(WRITTEN_SPLITS)), np.int64)
         self._sample: dict[str, Any] = {}
-        self._uri_keys: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._uri_keys: list[UriKeys] = []
         self._remote = False
 
     def add(self, df: pd.DataFrame, base_dir: str | None, first_row: int) -> None:
@@ -291,15 +294,19 @@ def plan(summary: Summary, *, num_shards: int | None, compression: str | None, b
 
 
 def plan_all(summary: Summary, spill: Folder, options: Any, runner: str, *, num_shards: int | None,
-             float_precision: str) -> tuple[list[StreamedShard], Finish]:
-    """The shards of a summarized table (``plan``, with its size estimate) and what its last step needs."""
+             float_precision: str, same_uri: Sequence[dict[str, Any]] | None = None
+             ) -> tuple[list[StreamedShard], Finish]:
+    """The shards of a summarized table (``plan``, with its size estimate) and what its last step needs.
+    ``same_uri``: the same-URI leaks a pipeline found a range of URI hashes at a time (``range_leaks``);
+    None: found here, from the summary's URI hashes."""
     images = summary.template is not None and summary.template.image_locations is not None
     estimate = estimates_sizes(num_shards, images, summary.facts.rows)
     shards = plan(summary, num_shards=num_shards, compression=options.compression, spill=spill,
                   bytes_per_row=bytes_per_row(summary, float_precision, options.fetch) if estimate else {},
                   float_precision=float_precision)
     template = finalize(summary.template, summary.facts, float_precision)
-    return shards, Finish(template, dict(summary.facts.split_counts), options, runner, uri_leaks(summary, spill))
+    leaks = uri_leaks(summary, spill) if same_uri is None else name_leaks(same_uri, summary, spill)
+    return shards, Finish(template, dict(summary.facts.split_counts), options, runner, leaks)
 
 
 def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:
@@ -322,26 +329,47 @@ def write_streamed_shard(shard: StreamedShard, folder: Folder, options: Any,
     return write_shard_parts(shard.spec, shard_parts(shard), folder, options, image_map, on_row)
 
 
+URI_RANGES = 64  # ranges of URI hashes a pipeline groups the image rows by to find same-URI leaks
+
+
 def uri_leaks(summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:
     """Rows of one image URI in TRAIN and in VALIDATION/TEST (``Finish``'s same-URI leaks), found from the
     URIs' 64-bit hashes; the URI of each leak read back from the spill files."""
-    if not summary.uri_keys:
-        return ()
-    keys = np.concatenate([k for k, _, _ in summary.uri_keys])
-    rows = np.concatenate([r for _, r, _ in summary.uri_keys])
-    splits = np.concatenate([s for _, _, s in summary.uri_keys])
+    return name_leaks(range_leaks(summary.uri_keys), summary, spill)
+
+
+def uri_ranges(keys: Sequence[UriKeys]) -> dict[int, UriKeys]:
+    """``keys`` by range of URI hash (URI_RANGES ranges): every row of one URI falls in one range, so each
+    range's leaks are found alone (``range_leaks``), as a pipeline does after grouping them by range."""
+    if not keys:
+        return {}
+    hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
+    ranges = _bucket_of(hashes, URI_RANGES)
+    return {int(r): (hashes[ranges == r], rows[ranges == r], splits[ranges == r]) for r in np.unique(ranges)}
+
+
+def range_leaks(keys: Sequence[UriKeys]) -> list[dict[str, Any]]:
+    """The same-URI leaks among ``keys`` (all of a table's, or all of one range of URI hashes): entries of
+    ``leakage.find_leaks`` without their URI text (``name_leaks`` adds it)."""
+    if not keys:
+        return []
+    hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
     written = splits >= 0
-    found, counts = np.unique(keys[written], return_counts=True)
-    repeated = np.isin(keys, found[counts > 1]) & written
+    found, counts = np.unique(hashes[written], return_counts=True)
+    repeated = np.isin(hashes, found[counts > 1]) & written
     if not repeated.any():
-        return ()
+        return []
     names = np.array(WRITTEN_SPLITS, dtype=object)
-    leaks = leakage.find_leaks("same_uri", lambda: zip(keys[repeated].tolist(), rows[repeated].tolist(),
-                                                       names[splits[repeated]].tolist()))
+    return leakage.find_leaks("same_uri", lambda: zip(hashes[repeated].tolist(), rows[repeated].tolist(),
+                                                      names[splits[repeated]].tolist()))
+
+
+def name_leaks(leaks: Sequence[dict[str, Any]], summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:
+    """The same-URI ``leaks`` (of any ranges), in row order, each with its URI read back from the spill files."""
     if not leaks:
         return ()
-    wanted = {entry["rows"][0] for entry in leaks}
-    uris = _uris_of(summary, spill, wanted)
+    leaks = sorted(leaks, key=lambda entry: entry["rows"][0])
+    uris = _uris_of(summary, spill, {entry["rows"][0] for entry in leaks})
     return tuple({**entry, "image_uri": uris[entry["rows"][0]]} for entry in leaks)
 
 

@@ -232,16 +232,24 @@ def _whole_table(found: list[tuple[_File, FileFacts]], job: stream.FileJob, fold
                   {url: position for position, url in enumerate(files.files)})
 
 
-def _summarize_file(file: _File, table: _Table, job: stream.FileJob, folder: Folder) -> tuple[int, stream.Summary]:
-    """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR."""
+def _summarize_file(file: _File, table: _Table, job: stream.FileJob,
+                    folder: Folder) -> tuple[int, stream.Summary, dict[int, stream.UriKeys]]:
+    """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR; its summary, and
+    its image rows' URI hashes by range (for ``_same_uri``), which the summary no longer carries."""
     spill = _spill_folder(folder)
     spill.makedirs()
-    return file.index, stream.file_summary(table.files, table.positions[file.url], table.schema, spill,
-                                           fractions=job.fractions, part_rows=job.part_rows)
+    summary = stream.file_summary(table.files, table.positions[file.url], table.schema, spill,
+                                  fractions=job.fractions, part_rows=job.part_rows)
+    return file.index, replace(summary, uri_keys=[]), stream.uri_ranges(summary.uri_keys)
 
 
-def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, job: stream.FileJob, folder: Folder,
-          journal: Journal | None) -> _Planned:
+def _same_uri(group: tuple[int, Iterable[stream.UriKeys]]) -> list[dict[str, Any]]:
+    """The same-URI leaks of one range of URI hashes, every file's rows of that range grouped together."""
+    return stream.range_leaks(list(group[1]))
+
+
+def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, same_uri: list[list[dict[str, Any]]],
+          job: stream.FileJob, folder: Folder, journal: Journal | None) -> _Planned:
     """The whole table's summary (the files' merged in file order), checked - a table with problems fails
     the job with the SchemaError the local runner gives, before any shard - then divided into shards."""
     ordered = [summary for _, summary in sorted(summaries, key=lambda s: s[0])]
@@ -256,7 +264,8 @@ def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, job: strea
     if table.identity is not None and journal is not None:
         journal.keep_if_same_input(table.identity)  # an image folder changed since an interrupted run
     shards, finish = stream.plan_all(summary, _spill_folder(folder), job.options, job.runner,
-                                     num_shards=job.num_shards, float_precision=job.float_precision)
+                                     num_shards=job.num_shards, float_precision=job.float_precision,
+                                     same_uri=[leak for leaks in same_uri for leak in leaks])
     return _Planned(tuple(shards), finish)
 
 
@@ -358,7 +367,8 @@ def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], wi
 def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, journal: Journal | None) -> None:
     """The steps of a conversion of the files ``files`` (``_File``s) - ``stream``'s passes as stages: type each
     file (a worker per file) -> the table and its schema (a side input) -> validate and spill each file ->
-    merge the summaries, check them, plan the shards -> write each shard -> errors.csv and dataset.json."""
+    merge the summaries (the same-URI leaks found by range of URI hash, grouped by key), check them, plan the
+    shards -> write each shard -> errors.csv and dataset.json."""
     table = (
         files
         | "SpreadFiles" >> beam.Reshuffle()
@@ -366,12 +376,23 @@ def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, jo
         | "AllFiles" >> beam.combiners.ToList()
         | "Table" >> beam.Map(_whole_table, job, folder, journal)
     )
-    planned = (
+    summarized = (
         files
         | "SpreadSummaries" >> beam.Reshuffle()
         | "Summarize" >> beam.Map(_summarize_file, beam.pvalue.AsSingleton(table), job, folder)
+    )
+    same_uri = (  # image rows grouped by range of URI hash: no worker holds every row's URI
+        summarized
+        | "UriRanges" >> beam.FlatMap(lambda summarized: summarized[2].items())
+        | "GroupByUri" >> beam.GroupByKey()
+        | "SameUri" >> beam.Map(_same_uri)
+    )
+    planned = (
+        summarized
+        | "Summaries" >> beam.Map(lambda summarized: summarized[:2])
         | "AllSummaries" >> beam.combiners.ToList()
-        | "Plan" >> beam.Map(_plan, beam.pvalue.AsSingleton(table), job, folder, journal)
+        | "Plan" >> beam.Map(_plan, beam.pvalue.AsSingleton(table), beam.pvalue.AsList(same_uri), job, folder,
+                             journal)
     )
     _ = (
         planned
