@@ -6,12 +6,16 @@ import json
 import shutil
 
 import pandas as pd
+import pytest
 
 import tfrecorder
 from tests.conftest import write_image
 
 
-def test_same_uri_and_same_bytes_across_splits_are_reported(tmp_path):
+@pytest.mark.parametrize("runner", ["local", "DirectRunner"])
+def test_same_uri_and_same_bytes_across_splits_are_reported(tmp_path, runner):
+    """Locally from the whole table; in a Beam pipeline by GroupByKey on ranges of the URIs' hashes and of the
+    written images' content keys (no worker holds them all): the same report."""
     a = write_image(tmp_path / "a.jpg", seed=1)
     b = write_image(tmp_path / "b.jpg", seed=2)
     copy = shutil.copy(b, tmp_path / "b-copy.jpg")
@@ -21,7 +25,7 @@ def test_same_uri_and_same_bytes_across_splits_are_reported(tmp_path):
         "image_uri": [str(a), str(a), str(b), str(copy), str(c), str(c)],  # c twice, but only in TRAIN
         "label": ["x", "x", "y", "y", "x", "x"],
     })
-    result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, runner=runner)
     manifest = json.loads((tmp_path / "out" / "dataset.json").read_text())
     assert manifest["leakage"] == {"count": 2, "groups": [
         {"kind": "same_uri", "splits": ["TEST", "TRAIN"], "rows": [0, 1], "image_uri": str(a)},

@@ -47,23 +47,28 @@ class Finish:
         leaks = leakage.find_leaks("same_uri", lambda: zip(uris, range(len(uris)), table.splits))
         return cls(table.take([]), dict(Counter(table.splits)), options, runner, tuple(leaks))
 
-    def leaks(self, results: Sequence[ShardResult]) -> list[dict[str, Any]]:
-        """Same-URI leaks, then same-bytes leaks among rows whose URIs differ."""
+    def leaks(self, results: Sequence[ShardResult],
+              same_bytes: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Same-URI leaks, then same-bytes leaks among rows whose URIs differ. ``same_bytes``: those a pipeline
+        found by grouping the records' content keys (None: found here, from the results' keys)."""
         def keyed():
             return ((key, row, r.spec.split) for r in results for key, row in zip(r.fingerprints, r.fingerprint_rows))
 
+        if same_bytes is None:
+            same_bytes = leakage.find_leaks("same_bytes", keyed)
         seen = {tuple(e["rows"]) for e in self.uri_leaks}
-        by_bytes = [e for e in leakage.find_leaks("same_bytes", keyed) if tuple(e["rows"]) not in seen]
+        by_bytes = [e for e in same_bytes if tuple(e["rows"]) not in seen]
         return sorted([*self.uri_leaks, *by_bytes], key=lambda e: e["rows"][0])
 
-    def write(self, folder: Folder, results: Sequence[ShardResult]) -> Manifest:
+    def write(self, folder: Folder, results: Sequence[ShardResult],
+              same_bytes: Sequence[dict[str, Any]] | None = None) -> Manifest:
         """Write errors.csv, the TFDS metadata, then dataset.json (last: its presence means the dataset is
-        complete)."""
+        complete). ``same_bytes``: see ``leaks``."""
         order = {name: i for i, name in enumerate(splits.WRITTEN_SPLITS)}
         results = sorted(results, key=lambda r: (order[r.spec.split], r.spec.index))
         failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
         folder.write_text(ERRORS_NAME, errors_csv(failures))
-        manifest = build_manifest(self, results)
+        manifest = build_manifest(self, results, same_bytes)
         tfds = tfds_metadata(folder.path, manifest.features, manifest.splits, compression=manifest.compression,
                              label=manifest.label, image=manifest.image)
         for name, text in tfds.files.items():
@@ -85,8 +90,9 @@ def errors_csv(failures: Sequence[RowFailure]) -> str:
     return buffer.getvalue()
 
 
-def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
-    """The Manifest for a finished conversion (``results`` in plan order)."""
+def build_manifest(finish: Finish, results: Sequence[ShardResult],
+                   same_bytes: Sequence[dict[str, Any]] | None = None) -> Manifest:
+    """The Manifest for a finished conversion (``results`` in plan order; ``same_bytes``: ``Finish.leaks``)."""
     table, settings = finish.table, finish.options.images
     schema = table.schema
     shards: dict[str, list[ShardInfo]] = {}
@@ -107,7 +113,7 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult]) -> Manifest:
                  "channels": sorted(stats.channels), "formats": sorted(stats.formats),
                  "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None,
                  "orientations": sorted(stats.orientations)}
-    leaks = finish.leaks(results)
+    leaks = finish.leaks(results, same_bytes)
     return Manifest(
         leakage={"count": len(leaks), "groups": [leakage.bounded(e) for e in leaks[: leakage.MAX_REPORTED]]},
         tfrecorder_version=__version__,

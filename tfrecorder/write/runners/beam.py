@@ -28,12 +28,14 @@ import logging
 import re
 import secrets
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -41,7 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write import stream
+from tfrecorder.write import leakage, stream
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import BeamOptions
@@ -120,9 +122,9 @@ class _WriteShard(beam.DoFn):
 
 
 def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed: list[ShardSpec],
-            journal: Journal | None = None) -> int:
+            journal: Journal | None = None, same_bytes: list[dict[str, Any]] | None = None) -> int:
     earlier = journal.recorded(resumed) if journal is not None and resumed else []
-    finish.write(folder, [*earlier, *results])
+    finish.write(folder, [*earlier, *results], same_bytes)
     _remove_rows(folder)  # the dataset is complete: the rows handed to the workers are no longer needed
     if journal is not None:
         journal.complete()
@@ -394,18 +396,53 @@ def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, jo
         | "Plan" >> beam.Map(_plan, beam.pvalue.AsSingleton(table), beam.pvalue.AsList(same_uri), job, folder,
                              journal)
     )
-    _ = (
+    written = (
         planned
         | "Shards" >> beam.FlatMap(lambda plan: plan.shards)
         | "Spread" >> beam.Reshuffle()
         | "WriteShards" >> beam.ParDo(_WriteStreamedShard(folder, job.options, None, journal))
+    )
+    same_bytes = (  # written images grouped by range of content key: no worker holds every image's key
+        written
+        | "ContentRanges" >> beam.FlatMap(_content_ranges)
+        | "GroupByContent" >> beam.GroupByKey()
+        | "SameBytes" >> beam.Map(_same_bytes)
+    )
+    _ = (
+        written
+        | "WithoutContentKeys" >> beam.Map(_without_content_keys)
         | "Collect" >> beam.combiners.ToList()
-        | "WriteManifest" >> beam.Map(_finish_planned, beam.pvalue.AsSingleton(planned), folder, journal)
+        | "WriteManifest" >> beam.Map(_finish_planned, beam.pvalue.AsSingleton(planned),
+                                      beam.pvalue.AsList(same_bytes), folder, journal)
     )
 
 
-def _finish_planned(results: list[ShardResult], planned: _Planned, folder: Folder, journal: Journal | None) -> int:
-    return _finish(results, folder, planned.finish, [], journal)
+def _finish_planned(results: list[ShardResult], planned: _Planned, same_bytes: list[list[dict[str, Any]]],
+                    folder: Folder, journal: Journal | None) -> int:
+    return _finish(results, folder, planned.finish, [], journal, [leak for leaks in same_bytes for leak in leaks])
+
+
+CONTENT_RANGE_BITS = 6  # the written records are grouped by the top bits of their content keys (64 ranges)
+
+
+def _content_ranges(result: ShardResult) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray, str]]]:
+    """A shard's written images' content keys and rows, by range of key (the top bits)."""
+    keys = np.frombuffer(result.fingerprints, np.uint64) if len(result.fingerprints) else np.zeros(0, np.uint64)
+    rows = np.frombuffer(result.fingerprint_rows, np.int64) if len(result.fingerprint_rows) else np.zeros(0, np.int64)
+    ranges = keys >> np.uint64(64 - CONTENT_RANGE_BITS)
+    for r in np.unique(ranges).tolist():
+        yield r, (keys[ranges == r], rows[ranges == r], result.spec.split)
+
+
+def _same_bytes(group: tuple[int, Iterable[tuple[np.ndarray, np.ndarray, str]]]) -> list[dict[str, Any]]:
+    """The same-bytes leaks among one range of content keys, every shard's records of that range together."""
+    parts = list(group[1])
+    return leakage.find_leaks("same_bytes", lambda: ((key, row, split) for keys, rows, split in parts
+                                                     for key, row in zip(keys.tolist(), rows.tolist())))
+
+
+def _without_content_keys(result: ShardResult) -> ShardResult:
+    return replace(result, fingerprints=array("Q"), fingerprint_rows=array("q"))
 
 
 def job_name(label: str | None) -> str:
