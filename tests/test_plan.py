@@ -25,6 +25,15 @@ def test_automatic_count_targets_128_mib_shards():
     assert len(plan_shards(["TRAIN"] * 10, bytes_per_row={"TRAIN": 100})) == 1
 
 
+def test_automatic_shards_hold_100_to_200_mb_whatever_the_split_size():
+    """The nearest whole number of 128 MiB shards: a split of 1.05 targets gets one shard, not two half-empty."""
+    for total in range(TARGET_SHARD_BYTES, 40 * TARGET_SHARD_BYTES, TARGET_SHARD_BYTES // 20):
+        shards = len(plan_shards(["TRAIN"] * 1000, bytes_per_row={"TRAIN": total / 1000}))
+        assert 100e6 <= total / shards <= 1.5 * TARGET_SHARD_BYTES, total
+        if total >= 1.5 * TARGET_SHARD_BYTES:
+            assert 0.75 * TARGET_SHARD_BYTES <= total / shards <= 1.25 * TARGET_SHARD_BYTES, total
+
+
 def test_never_more_shards_than_rows_and_gzip_names():
     plan = plan_shards(["VALIDATION"] * 2, num_shards=8, compression="gzip")
     assert [s.filename for s in plan] == ["validation-00000-of-00002.tfrecord.gz",

@@ -40,7 +40,9 @@ def shard_filename(split: str, index: int, count: int, compression: str | None) 
 
 
 def shard_count(num_rows: int, bytes_per_row: float, num_shards: int | None) -> int:
-    """``num_shards`` if given, else enough shards of about TARGET_SHARD_BYTES (at least 1, at most one per row)."""
+    """``num_shards`` if given, else the whole number of TARGET_SHARD_BYTES shards nearest the split's bytes (at
+    least 1, at most one per row): a split needing more than one gets shards of 0.75 to 1.25 times the target
+    (101 to 168 MB), never the half-empty ones rounding up would give (a split of 1.05 targets: 2 of 0.53)."""
     if num_shards:
         if num_shards < 0:
             raise TFRecorderError(f"num_shards={num_shards}: give a positive number, or None to choose by size")
@@ -53,7 +55,7 @@ def shard_count(num_rows: int, bytes_per_row: float, num_shards: int | None) -> 
                 f"GiB cap; pass num_shards={least} or more, or None (~128 MiB each)"
             )
         return count
-    return max(1, min(num_rows, math.ceil(num_rows * bytes_per_row / TARGET_SHARD_BYTES)))
+    return max(1, min(num_rows, math.floor(num_rows * bytes_per_row / TARGET_SHARD_BYTES + 0.5)))
 
 
 def estimates_sizes(num_shards: int | None, images: bool, rows: int) -> bool:
