@@ -149,23 +149,21 @@ def convert(
 
     check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
     fractions = splits.check_fractions(split_fractions)
+    def beam_files(files: MatchedFiles, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
+        job = stream.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
+                             stream.PART_ROWS)
+        return _convert_beam_files(job, Folder.of(output_dir), identity, overwrite=overwrite, started=started,
+                                   beam_options=beam_options, **how)
+
     if runner != LOCAL and (matched := match_table_files(source)) is not None:
-        job = stream.FileJob(matched, as_schema(schema), options, tuple(fractions), float_precision, num_shards,
-                             runner, stream.PART_ROWS)
-        return _convert_beam_files(job, Folder.of(output_dir), file_identity(matched), overwrite=overwrite,
-                                   started=started, beam_options=beam_options)
+        return beam_files(matched, as_schema(schema), file_identity(matched))
     if runner != LOCAL and (url := image_folder_url(source)) is not None:
-        job = stream.FileJob(MatchedFiles(url, (), True, 0), as_schema(schema), options, tuple(fractions),
-                             float_precision, num_shards, runner, stream.PART_ROWS)
-        return _convert_beam_files(job, Folder.of(output_dir), ("image folder", url), overwrite=overwrite,
-                                   started=started, beam_options=beam_options, listed=True)
+        return beam_files(MatchedFiles(url, (), True, 0), as_schema(schema), ("image folder", url), listed=True)
     if runner != LOCAL and isinstance(source, pd.DataFrame):
         frame = _beam_frame(source, as_schema(schema))
         if frame is not None:
-            job = stream.FileJob(MatchedFiles("", (), True, 0, frame=True), frame.schema, options, tuple(fractions),
-                                 float_precision, num_shards, runner, stream.PART_ROWS)
-            return _convert_beam_files(job, Folder.of(output_dir), frame.digests, overwrite=overwrite,
-                                       started=started, beam_options=beam_options, stage=frame.parts)
+            return beam_files(MatchedFiles("", (), True, 0, frame=True), frame.schema, frame.digests,
+                              stage=frame.parts)
     files = table_files(source, stream.PART_ROWS, min_bytes=STREAM_BYTES) if runner == LOCAL else None
     if files is not None:
         return _convert_streamed(files, str(output_dir), as_schema(schema), options, fractions, float_precision,

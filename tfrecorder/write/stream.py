@@ -85,7 +85,7 @@ class StreamedShard:
     float_precision: str
 
 
-UriKeys = tuple[np.ndarray, np.ndarray, np.ndarray]  # image rows' URI hashes, row numbers and split codes
+KeyedRows = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows' 64-bit keys (URI or content hash), numbers, split codes
 
 
 @dataclass
@@ -102,7 +102,7 @@ class Summary:
     files: dict[tuple[int, int], tuple[str, ...]]  # (split code, bucket) -> its spill files' names
     sample: dict[str, Any]  # split -> pyarrow table of its SAMPLE_ROWS rows of smallest (key, row)
     fingerprint: Fingerprint | None = None
-    uri_keys: list[UriKeys] = field(default_factory=list)  # image rows' (URI hash, row, split code)
+    uri_keys: list[KeyedRows] = field(default_factory=list)  # image rows' (URI hash, row, split code)
     remote: bool = False  # some images are remote URLs
 
     def merge(self, other: Summary) -> Summary:
@@ -181,7 +181,7 @@ class Spiller:
         self._facts, self._template, self._digest = Facts(), None, None
         self._counts = np.zeros((buckets, len(WRITTEN_SPLITS)), np.int64)
         self._sample: dict[str, Any] = {}
-        self._uri_keys: list[UriKeys] = []
+        self._uri_keys: list[KeyedRows] = []
         self._remote = False
 
     def add(self, df: pd.DataFrame, base_dir: str | None, first_row: int) -> None:
@@ -329,28 +329,29 @@ def write_streamed_shard(shard: StreamedShard, folder: Folder, options: Any,
     return write_shard_parts(shard.spec, shard_parts(shard), folder, options, image_map, on_row)
 
 
-URI_RANGES = 64  # ranges of URI hashes a pipeline groups the image rows by to find same-URI leaks
+KEY_RANGES = 64  # ranges of 64-bit key a pipeline groups rows by to find leaks (a key's rows are in one range)
 
 
 def uri_leaks(summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:
     """Rows of one image URI in TRAIN and in VALIDATION/TEST (``Finish``'s same-URI leaks), found from the
     URIs' 64-bit hashes; the URI of each leak read back from the spill files."""
-    return name_leaks(range_leaks(summary.uri_keys), summary, spill)
+    return name_leaks(range_leaks("same_uri", summary.uri_keys), summary, spill)
 
 
-def uri_ranges(keys: Sequence[UriKeys]) -> dict[int, UriKeys]:
-    """``keys`` by range of URI hash (URI_RANGES ranges): every row of one URI falls in one range, so each
-    range's leaks are found alone (``range_leaks``), as a pipeline does after grouping them by range."""
+def key_ranges(keys: Sequence[KeyedRows]) -> dict[int, KeyedRows]:
+    """``keys`` by range of key (KEY_RANGES ranges): every row of one key falls in one range, so each range's
+    leaks are found alone (``range_leaks``), as a pipeline does after grouping them by range."""
     if not keys:
         return {}
     hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
-    ranges = _bucket_of(hashes, URI_RANGES)
+    ranges = _bucket_of(hashes, KEY_RANGES)
     return {int(r): (hashes[ranges == r], rows[ranges == r], splits[ranges == r]) for r in np.unique(ranges)}
 
 
-def range_leaks(keys: Sequence[UriKeys]) -> list[dict[str, Any]]:
-    """The same-URI leaks among ``keys`` (all of a table's, or all of one range of URI hashes): entries of
-    ``leakage.find_leaks`` without their URI text (``name_leaks`` adds it)."""
+def range_leaks(kind: str, keys: Sequence[KeyedRows]) -> list[dict[str, Any]]:
+    """The leaks of ``kind`` ("same_uri": URI hashes, "same_bytes": content keys) among ``keys`` (all of a
+    table's, or all of one range): entries of ``leakage.find_leaks`` (a same-URI one without its URI text:
+    ``name_leaks`` adds it)."""
     if not keys:
         return []
     hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
@@ -360,8 +361,8 @@ def range_leaks(keys: Sequence[UriKeys]) -> list[dict[str, Any]]:
     if not repeated.any():
         return []
     names = np.array(WRITTEN_SPLITS, dtype=object)
-    return leakage.find_leaks("same_uri", lambda: zip(hashes[repeated].tolist(), rows[repeated].tolist(),
-                                                      names[splits[repeated]].tolist()))
+    return leakage.find_leaks(kind, lambda: zip(hashes[repeated].tolist(), rows[repeated].tolist(),
+                                                names[splits[repeated]].tolist()))
 
 
 def name_leaks(leaks: Sequence[dict[str, Any]], summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:

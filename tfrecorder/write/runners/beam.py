@@ -43,7 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write import leakage, stream
+from tfrecorder.write import stream
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import BeamOptions
@@ -56,12 +56,15 @@ from tfrecorder.write.sources import (
     TableFiles,
     file_facts,
     folder_rows,
+    frame_as_arrow,
+    frame_parts,
     label_folders,
     listing_frame,
     no_images,
     read_table_file,
     whole_table,
 )
+from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table
 
 logger = logging.getLogger(__name__)
@@ -235,19 +238,19 @@ def _whole_table(found: list[tuple[_File, FileFacts]], job: stream.FileJob, fold
 
 
 def _summarize_file(file: _File, table: _Table, job: stream.FileJob,
-                    folder: Folder) -> tuple[int, stream.Summary, dict[int, stream.UriKeys]]:
+                    folder: Folder) -> tuple[int, stream.Summary, dict[int, stream.KeyedRows]]:
     """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR; its summary, and
-    its image rows' URI hashes by range (for ``_same_uri``), which the summary no longer carries."""
+    its image rows' URI hashes by range (for ``_range_leaks``), which the summary no longer carries."""
     spill = _spill_folder(folder)
     spill.makedirs()
     summary = stream.file_summary(table.files, table.positions[file.url], table.schema, spill,
                                   fractions=job.fractions, part_rows=job.part_rows)
-    return file.index, replace(summary, uri_keys=[]), stream.uri_ranges(summary.uri_keys)
+    return file.index, replace(summary, uri_keys=[]), stream.key_ranges(summary.uri_keys)
 
 
-def _same_uri(group: tuple[int, Iterable[stream.UriKeys]]) -> list[dict[str, Any]]:
-    """The same-URI leaks of one range of URI hashes, every file's rows of that range grouped together."""
-    return stream.range_leaks(list(group[1]))
+def _range_leaks(group: tuple[int, Iterable[stream.KeyedRows]], kind: str) -> list[dict[str, Any]]:
+    """The leaks of ``kind`` among one range of keys, the rows of that range from every file or shard."""
+    return stream.range_leaks(kind, list(group[1]))
 
 
 def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, same_uri: list[list[dict[str, Any]]],
@@ -291,12 +294,17 @@ def stage_frame(parts: Iterable[Any], folder: Folder) -> MatchedFiles:
     it reads any Parquet source: the files, found."""
     urls, size = [], 0
     for index, data in enumerate(parts):
-        name = f"{INPUT_DIR}/part-{index:05d}.parquet"
-        with folder.create(name, durable=False) as f:  # lost in a crash, it is written again by the re-run
-            f.write(data)
-        urls.append(folder.url_of(name))
+        urls.append(_stage_part(folder, f"part-{index:05d}.parquet", data))
         size += len(data)
     return MatchedFiles(folder.url_of(INPUT_DIR), tuple(urls), True, size, frame=True)
+
+
+def _stage_part(folder: Folder, name: str, data: Any) -> str:
+    """Write a Parquet part of the input under INPUT_DIR; its URL."""
+    path = f"{INPUT_DIR}/{name}"
+    with folder.create(path, durable=False) as f:  # lost in a crash, it is written again by the re-run
+        f.write(data)
+    return folder.url_of(path)
 
 
 def _spill_folder(folder: Folder) -> Folder:
@@ -354,16 +362,8 @@ def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], wi
     index, rows, identity = found
     if not rows:
         return
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    name = f"{INPUT_DIR}/folder-{index:05d}.parquet"
-    sink = pa.BufferOutputStream()
-    pq.write_table(pa.Table.from_pandas(listing_frame(rows, with_split), preserve_index=False), sink)
-    data = sink.getvalue()
-    with folder.create(name, durable=False) as f:  # lost in a crash, it is written again by the re-run
-        f.write(data)
-    yield _File(index, folder.url_of(name), len(data), identity)
+    (data,) = frame_parts(frame_as_arrow(listing_frame(rows, with_split)), len(rows))
+    yield _File(index, _stage_part(folder, f"folder-{index:05d}.parquet", data), len(data), identity)
 
 
 def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, journal: Journal | None) -> None:
@@ -387,7 +387,7 @@ def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, jo
         summarized
         | "UriRanges" >> beam.FlatMap(lambda summarized: summarized[2].items())
         | "GroupByUri" >> beam.GroupByKey()
-        | "SameUri" >> beam.Map(_same_uri)
+        | "SameUri" >> beam.Map(_range_leaks, "same_uri")
     )
     planned = (
         summarized
@@ -406,7 +406,7 @@ def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, jo
         written
         | "ContentRanges" >> beam.FlatMap(_content_ranges)
         | "GroupByContent" >> beam.GroupByKey()
-        | "SameBytes" >> beam.Map(_same_bytes)
+        | "SameBytes" >> beam.Map(_range_leaks, "same_bytes")
     )
     _ = (
         written
@@ -422,23 +422,11 @@ def _finish_planned(results: list[ShardResult], planned: _Planned, same_bytes: l
     return _finish(results, folder, planned.finish, [], journal, [leak for leaks in same_bytes for leak in leaks])
 
 
-CONTENT_RANGE_BITS = 6  # the written records are grouped by the top bits of their content keys (64 ranges)
-
-
-def _content_ranges(result: ShardResult) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray, str]]]:
-    """A shard's written images' content keys and rows, by range of key (the top bits)."""
-    keys = np.frombuffer(result.fingerprints, np.uint64) if len(result.fingerprints) else np.zeros(0, np.uint64)
-    rows = np.frombuffer(result.fingerprint_rows, np.int64) if len(result.fingerprint_rows) else np.zeros(0, np.int64)
-    ranges = keys >> np.uint64(64 - CONTENT_RANGE_BITS)
-    for r in np.unique(ranges).tolist():
-        yield r, (keys[ranges == r], rows[ranges == r], result.spec.split)
-
-
-def _same_bytes(group: tuple[int, Iterable[tuple[np.ndarray, np.ndarray, str]]]) -> list[dict[str, Any]]:
-    """The same-bytes leaks among one range of content keys, every shard's records of that range together."""
-    parts = list(group[1])
-    return leakage.find_leaks("same_bytes", lambda: ((key, row, split) for keys, rows, split in parts
-                                                     for key, row in zip(keys.tolist(), rows.tolist())))
+def _content_ranges(result: ShardResult) -> Iterator[tuple[int, stream.KeyedRows]]:
+    """A shard's written images' content keys and rows, by range of key (``stream.key_ranges``)."""
+    keys = np.frombuffer(result.fingerprints, np.uint64)
+    splits = np.full(len(keys), WRITTEN_SPLITS.index(result.spec.split), np.int8)
+    yield from stream.key_ranges([(keys, np.frombuffer(result.fingerprint_rows, np.int64), splits)]).items()
 
 
 def _without_content_keys(result: ShardResult) -> ShardResult:
