@@ -30,6 +30,9 @@ AUTOTUNE = tf.data.AUTOTUNE
 # The tensor dtype of each tf.train.Example list.
 FIELD_DTYPES = {"int64_list": tf.int64, "float_list": tf.float32, "bytes_list": tf.string}
 _PARSE_BATCH = 256  # records parsed together when the caller wants single examples
+# ... and when each is then decoded: a small batch, so decoding starts at once (1600x1200 JPEGs, epochs of 300
+# images: 1.49x the users' pipeline with 256, 1.62x with 16; 1 and 4 no better)
+_IMAGE_PARSE_BATCH = 16
 
 
 def _options() -> tf.data.Options:
@@ -224,7 +227,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     if IMAGE.name in spec and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
-        ds = records.batch(_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
+        ds = records.batch(_IMAGE_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
         ds = ds.unbatch().map(decode, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))
         if o.batch_size:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import closing
 from itertools import repeat
 from typing import TypeVar
 
@@ -23,6 +25,16 @@ from tfrecorder.write.table import Table
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+# Shards of an image table written at once when its images are decoded by threads: while one is flushed to the
+# disk (its fsync waits on the disk, not the CPU), the next is being encoded and written (2,000 JPEGs,
+# validate_images="full": 0.82 s instead of 0.94). Header checks stay one shard at a time: that writer is all
+# Python, and a second thread only adds GIL handoffs (0.35 s of CPU became 0.47, the time no better).
+SHARDS_AT_ONCE = 2
+
+
+class _Stopped(Exception):
+    """A shard writer stops at its next row: another shard failed or the run was interrupted."""
 
 
 def default_workers(remote: bool = True) -> int:
@@ -86,13 +98,38 @@ def write_local(
         total=total, unit="row", desc="to_tfr", disable=not show_progress(progress)
     ) as bar:
         mapper = ordered_map(pool, window=max(4 * workers, 32)) if workers > 1 else serial_map
-        tick = lambda: bar.update(1)
+        shards_at_once = SHARDS_AT_ONCE if workers > 1 else 1
         results = []
-        for spec in plan:
-            results.append(write_shard(spec, table.take(spec.rows), folder, options, mapper, tick))
-            if journal is not None:
-                journal.record(results[-1])
+        with closing(_shards_at_once(plan, shards_at_once, lambda spec, tick: write_shard(
+                spec, table.take(spec.rows), folder, options, mapper, tick), bar)) as written:
+            for result in written:
+                results.append(result)
+                if journal is not None:
+                    journal.record(result)
         return results
+
+
+def _shards_at_once(plan: Sequence[T], at_once: int, write: Callable[[T, Callable[[], None]], R],
+                    bar) -> Iterator[R]:
+    """``write(spec, on_row)`` of each shard of ``plan``, ``at_once`` at a time, the results in plan order.
+
+    When one fails (or the caller stops), the others stop at their next row, leaving nothing in place."""
+    if at_once == 1:
+        yield from (write(spec, bar.update) for spec in plan)
+        return
+    stop, lock = threading.Event(), threading.Lock()
+
+    def tick() -> None:
+        if stop.is_set():
+            raise _Stopped
+        with lock:
+            bar.update(1)
+
+    with ThreadPoolExecutor(at_once, thread_name_prefix="tfrecorder-shard") as shards:
+        try:
+            yield from ordered_map(shards, at_once)(lambda spec: write(spec, tick), plan)
+        finally:
+            stop.set()
 
 
 def write_streamed(
@@ -138,6 +175,8 @@ def write_streamed(
         threads = image_threads(options, remote, workers) if images else 1
         with ThreadPoolExecutor(max(1, threads), thread_name_prefix="tfrecorder") as pool:
             mapper = ordered_map(pool, window=max(4 * threads, 32)) if threads > 1 else serial_map
-            for shard in shards:
-                done(shard, write_streamed_shard(shard, folder, options, mapper, lambda: bar.update(1)), True)
+            with closing(_shards_at_once(shards, SHARDS_AT_ONCE if threads > 1 else 1, lambda shard, tick: (
+                    write_streamed_shard(shard, folder, options, mapper, tick)), bar)) as written:
+                for shard, result in zip(shards, written):
+                    done(shard, result, True)
     return results
