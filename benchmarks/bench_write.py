@@ -73,7 +73,7 @@ def speedup(ratio: float) -> str:
     return f"{ratio:.2f}x faster" if ratio >= 1 else f"{ratio:.2f}x (slower)"
 
 
-def size_case(tfrecorder, table, work: Path, runs: int) -> list[tuple[str, str, str, str]]:
+def size_case(tfrecorder, table, work: Path, runs: int) -> tuple[list[tuple[str, str, str, str]], dict[str, float]]:
     """The rows for one table of JPEGs: ours (header and full checks) against the loop, `cat` and decode limits."""
     paths, labels = table["image_uri"].tolist(), [int(v[-1]) for v in table["label"]]
     for path in paths:  # warm the page cache
@@ -101,7 +101,7 @@ def size_case(tfrecorder, table, work: Path, runs: int) -> list[tuple[str, str, 
     n = len(paths)
     mb = source_bytes / 1e6
     rate = lambda seconds: f"{n / seconds:,.0f} img/s ({mb / seconds:,.0f} MB/s)"  # noqa: E731
-    return [
+    return times, [
         (f"{n:,} JPEGs: to_tfr, header", rate(ours_header), f"tutorial loop: {rate(tutorial)}",
          speedup(tutorial / ours_header)),
         (f"{n:,} JPEGs: to_tfr, header", rate(ours_header), f"cat: {rate(cat)}",
@@ -117,6 +117,30 @@ def size_case(tfrecorder, table, work: Path, runs: int) -> list[tuple[str, str, 
     ]
 
 
+def cost_rows(times: dict[int, dict[str, float]]) -> list[tuple[str, str, str, str]]:
+    """Each case's fixed cost per call and cost per image, from a straight line through the smallest and the
+    largest table's times."""
+    small, large = min(times), max(times)
+
+    def cost(key: str) -> tuple[float, float]:
+        per_image = (times[large][key] - times[small][key]) / (large - small)
+        return times[small][key] - small * per_image, per_image
+
+    def text(key: str) -> str:
+        fixed, per_image = cost(key)
+        return f"{fixed * 1e3:.0f} ms + {per_image * 1e6:.0f} us/image"
+
+    label = f"cost per call + per image ({small:,} and {large:,} JPEGs)"
+    return [
+        (f"{label}: to_tfr, header", text("header"), f"cat: {text('cat')}", f"{cost('cat')[1] / cost('header')[1]:.2f}x"
+         " per image"),
+        (f"{label}: to_tfr, header", text("header"), f"cat, then fsync: {text('cat_fsync')}",
+         f"{cost('cat_fsync')[1] / cost('header')[1]:.2f}x per image"),
+        (f"{label}: to_tfr, full", text("full"), f"decode limit: {text('decode')}",
+         f"{cost('decode')[1] / cost('full')[1]:.2f}x per image"),
+    ]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--images", type=int, nargs="+", default=[2000, 10000], help="table sizes (500x375 JPEGs)")
@@ -129,9 +153,12 @@ def main(argv=None) -> None:
     warm = tables[args.images[0]].head(20)  # TensorFlow and our imports, before anything is timed
     tutorial_loop(warm["image_uri"].tolist(), [0] * len(warm), work / "warm.tfrecord")
     tfrecorder.convert(warm, str(work / "warm"), progress=False)
-    rows = []
+    rows, times = [], {}
     for n in args.images:
-        rows += size_case(tfrecorder, tables[n], work, args.runs)
+        times[n], found = size_case(tfrecorder, tables[n], work, args.runs)
+        rows += found
+    if len(args.images) > 1:
+        rows += cost_rows(times)
 
     subset = tables[args.images[0]]["image_uri"].tolist()[:200]
     tfrecorder2_format(subset, work / "tfr2.tfrecord.gz")
