@@ -202,10 +202,10 @@ def test_a_failing_shard_stops_the_shard_written_beside_it():
 
     assert SHARDS_AT_ONCE == 2
     with pytest.raises(RowError, match="bad.jpg"):
-        list(_shards_at_once([0, 1, 2], SHARDS_AT_ONCE, write, Bar()))
+        list(_shards_at_once([0, 1, 2], 2, write, Bar()))  # images decoded by two threads
     assert ended == [(1, "_Stopped")]  # shard 2 never started
     bar = Bar()
-    assert list(_shards_at_once([2, 3, 4, 5], SHARDS_AT_ONCE, write, bar)) == [2, 3, 4, 5]  # in order
+    assert list(_shards_at_once([2, 3, 4, 5], 2, write, bar)) == [2, 3, 4, 5]  # in order
     assert bar.rows == 4
 
 

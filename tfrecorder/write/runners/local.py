@@ -98,9 +98,8 @@ def write_local(
         total=total, unit="row", desc="to_tfr", disable=not show_progress(progress)
     ) as bar:
         mapper = ordered_map(pool, window=max(4 * workers, 32)) if workers > 1 else serial_map
-        shards_at_once = SHARDS_AT_ONCE if workers > 1 else 1
         results = []
-        with closing(_shards_at_once(plan, shards_at_once, lambda spec, tick: write_shard(
+        with closing(_shards_at_once(plan, workers, lambda spec, tick: write_shard(
                 spec, table.take(spec.rows), folder, options, mapper, tick), bar)) as written:
             for result in written:
                 results.append(result)
@@ -109,11 +108,13 @@ def write_local(
         return results
 
 
-def _shards_at_once(plan: Sequence[T], at_once: int, write: Callable[[T, Callable[[], None]], R],
+def _shards_at_once(plan: Sequence[T], image_threads: int, write: Callable[[T, Callable[[], None]], R],
                     bar) -> Iterator[R]:
-    """``write(spec, on_row)`` of each shard of ``plan``, ``at_once`` at a time, the results in plan order.
+    """``write(spec, on_row)`` of each shard of ``plan``, the results in plan order: SHARDS_AT_ONCE at a time
+    when ``image_threads`` decode the images, else one after another.
 
     When one fails (or the caller stops), the others stop at their next row, leaving nothing in place."""
+    at_once = SHARDS_AT_ONCE if image_threads > 1 else 1
     if at_once == 1:
         yield from (write(spec, bar.update) for spec in plan)
         return
@@ -175,7 +176,7 @@ def write_streamed(
         threads = image_threads(options, remote, workers) if images else 1
         with ThreadPoolExecutor(max(1, threads), thread_name_prefix="tfrecorder") as pool:
             mapper = ordered_map(pool, window=max(4 * threads, 32)) if threads > 1 else serial_map
-            with closing(_shards_at_once(shards, SHARDS_AT_ONCE if threads > 1 else 1, lambda shard, tick: (
+            with closing(_shards_at_once(shards, threads, lambda shard, tick: (
                     write_streamed_shard(shard, folder, options, mapper, tick)), bar)) as written:
                 for shard, result in zip(shards, written):
                     done(shard, result, True)
