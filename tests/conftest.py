@@ -83,6 +83,21 @@ def tabular_table() -> pd.DataFrame:
     })
 
 
+@pytest.fixture
+def forked(monkeypatch):
+    """Shards written by forked processes (the local runner's path for large tables of local files), however
+    small the table; the test fails unless some conversion in it took that path."""
+    import tfrecorder.write.runners.local as local
+
+    monkeypatch.setattr(local, "FORK_MIN_ROWS", dict.fromkeys(local.FORK_MIN_ROWS, 0))
+    monkeypatch.setattr(local.os, "cpu_count", lambda: 2)  # writers fork only where there are cores to use
+    calls = []
+    real = local._in_processes
+    monkeypatch.setattr(local, "_in_processes", lambda *args: calls.append(args) or real(*args))
+    yield
+    assert calls, "no shards were written by forked processes"
+
+
 @pytest.fixture(scope="session")
 def gcs_bucket():
     """A bucket on a GCS emulator served from 127.0.0.1 for the whole session; gcsfs is pointed at it."""

@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import tfrecorder
 from tests.conftest import write_image
@@ -36,3 +37,13 @@ def test_header_mode_trusts_headers_full_mode_decodes(image_table, tmp_path):
     with open(tmp_path / "full" / "errors.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
     assert row["row"] == "12" and row["error"] == "decode_error" and "truncated" in row["message"]
+
+
+@pytest.mark.parametrize("writers", ["in process", "forked"])
+def test_progress_bar_counts_every_row(image_table, tmp_path, capsys, writers, request):
+    if writers == "forked":  # the bar shows the rows that writer processes count in shared memory
+        request.getfixturevalue("forked")
+    table = pd.concat([image_table, image_table.iloc[[0]].assign(image_uri=str(tmp_path / "missing.jpg"))])
+    tfrecorder.convert(table, str(tmp_path / "out"), num_shards=2, progress=True)
+    bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert bar.startswith("to_tfr: 100%") and "13/13 [" in bar  # the row that failed counted too

@@ -27,6 +27,9 @@ csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int
 if runner == "local, streamed":  # the path of CSVs larger than memory, whatever this one's size
     import tfrecorder.write.convert as convert
     convert.STREAM_BYTES, runner = 0, "local"
+if runner == "local, forked":  # shards written by forked processes, as for large tables
+    import tfrecorder.write.runners.local as local
+    local.FORK_MIN_ROWS, local.os.cpu_count, runner = dict.fromkeys(local.FORK_MIN_ROWS, 0), lambda: 2, "local"
 if runner == "DirectRunner, DataFrame":  # staged as Parquet under output_dir/_beam/input/ for the pipeline
     import pandas as pd
     csv, runner = pd.read_csv(csv), "DirectRunner"
@@ -93,12 +96,15 @@ def files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("runner", ["local", "local, streamed", "DirectRunner", "DirectRunner, DataFrame"])
-def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog, monkeypatch):
+@pytest.mark.parametrize("runner", ["local", "local, streamed", "local, forked", "DirectRunner",
+                                    "DirectRunner, DataFrame"])
+def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog, monkeypatch, request):
     if runner == "local, streamed":
         import tfrecorder.write.convert as convert
 
         monkeypatch.setattr(convert, "STREAM_BYTES", 0)
+    if runner == "local, forked":
+        request.getfixturevalue("forked")
     crashed = runner
     source = pd.read_csv(csv_table) if runner.endswith("DataFrame") else str(csv_table)
     runner = runner.split(",")[0]
@@ -176,8 +182,8 @@ def test_a_run_stopped_by_a_bad_image_resumes_once_the_file_is_fixed(tmp_path, c
 
 
 def test_a_failing_shard_stops_the_shard_written_beside_it():
-    """Two shards are written at once when images are decoded by threads; when one fails, the other stops at
-    its next row (and its partial file is removed) instead of finishing into place after the run failed."""
+    """Two shards are written at once by threads when images are decoded by threads; when one fails, the other
+    stops at its next row (and its partial file is removed) instead of finishing into place after the run failed."""
     from tfrecorder.write.runners.local import SHARDS_AT_ONCE, _shards_at_once
 
     class Bar:
@@ -202,11 +208,79 @@ def test_a_failing_shard_stops_the_shard_written_beside_it():
 
     assert SHARDS_AT_ONCE == 2
     with pytest.raises(RowError, match="bad.jpg"):
-        list(_shards_at_once([0, 1, 2], 2, write, Bar()))  # images decoded by two threads
+        list(_shards_at_once([0, 1, 2], 2, write, Bar()))  # two at once
     assert ended == [(1, "_Stopped")]  # shard 2 never started
     bar = Bar()
     assert list(_shards_at_once([2, 3, 4, 5], 2, write, bar)) == [2, 3, 4, 5]  # in order
     assert bar.rows == 4
+
+
+def writer_processes(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux's /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="shards are written by forked processes on Linux")
+def test_a_killed_conversion_leaves_no_writer_behind(tmp_path, csv_table):
+    """Forked shard writers die with the conversion, however it ends: an orphan would go on writing shards into
+    a folder that a re-run is writing again."""
+    import select
+
+    child = crash(csv_table, tmp_path / "out", "local, forked")
+    writers = writer_processes(child.pid)
+    assert len(writers) == 2  # one per core (two here), one of them blocked on an image
+    ended = [os.pidfd_open(pid) for pid in writers]
+    kill(child)
+    waiting, deadline = set(ended), 60  # seconds: a bound for a failing run, not a timing
+    while waiting:
+        readable, _, _ = select.select(list(waiting), [], [], deadline)
+        assert readable, f"writers {writers} still run after their parent was killed"
+        waiting -= set(readable)
+    for fd in ended:
+        os.close(fd)
+
+
+def test_a_failing_shard_in_a_forked_writer_stops_the_shards_after_it(tmp_path):
+    """Shards written by processes: when one fails, the shards before it finish (as one after another would)
+    and those after it stop at their next row."""
+    from tfrecorder.write.runners.local import Parallelism, _in_processes
+
+    class Bar:
+        rows = 0
+
+        def update(self, n: int = 1) -> None:
+            self.rows += n
+
+    failed = tmp_path / "1-failed"
+
+    def write(spec: int, mapper, tick) -> int:
+        try:
+            if spec == 0:
+                while not failed.exists():  # shard 0 is still being written when shard 1 fails
+                    tick()
+            elif spec == 1:
+                tick()
+                failed.touch()
+                raise RowError(3, "TRAIN", "bad.jpg", "decode_error", "truncated")
+            for _ in range(10**7 if spec > 1 else 10):  # shards 2 and 3 run until stopped (seconds if never)
+                tick()
+        except BaseException as e:
+            (tmp_path / f"{spec}-{type(e).__name__}").touch()
+            raise
+        (tmp_path / f"{spec}-finished").touch()
+        return spec
+
+    written = []
+    with pytest.raises(RowError, match="bad.jpg"):
+        for result in _in_processes([0, 1, 2, 3], Parallelism(processes=2), write, Bar()):
+            written.append(result)
+    assert written == [0]
+    assert (tmp_path / "0-finished").exists() and (tmp_path / "1-failed").exists()
+    assert not list(tmp_path.glob("[23]-finished"))  # stopped, or never started
+    assert list(_in_processes([4, 5, 6], Parallelism(processes=2), write, Bar())) == [4, 5, 6]
 
 
 def test_finished_conversion_leaves_no_state_and_refuses_a_second_run(tmp_path, csv_table):

@@ -61,7 +61,10 @@ def table(rows: int = 7000) -> pd.DataFrame:
     })
 
 
-def test_streamed_sources_write_the_bytes_the_in_memory_path_writes(tmp_path, streamed):
+@pytest.mark.parametrize("writers", ["in process", "forked"])
+def test_streamed_sources_write_the_bytes_the_in_memory_path_writes(tmp_path, streamed, writers, request):
+    if writers == "forked":  # as for tables of 50,000 rows or more
+        request.getfixturevalue("forked")
     df = table()
     df.to_csv(tmp_path / "one.csv", index=False)
     (tmp_path / "parts").mkdir()
@@ -175,7 +178,10 @@ def test_streamed_conversion_never_holds_the_whole_table(tmp_path, streamed, mon
     assert result.rows.rows_in == 6000
 
 
-def test_streamed_run_stopped_by_a_bad_image_resumes_with_the_shards_it_wrote(tmp_path, streamed):
+@pytest.mark.parametrize("writers", ["in process", "forked"])
+def test_streamed_run_stopped_by_a_bad_image_resumes_with_the_shards_it_wrote(tmp_path, streamed, writers, request):
+    if writers == "forked":  # as for tables of 1,000 images or more: the shards before the bad one still finish
+        request.getfixturevalue("forked")
     rows = []
     for i in range(60):
         path = write_image(tmp_path / "img" / f"{i:02d}.jpg", "JPEG", "RGB", (12, 16), seed=i)

@@ -193,6 +193,13 @@ class TestLocal(WriterContract):
     runner = "local"
 
 
+@pytest.mark.usefixtures("forked")
+class TestLocalForked(WriterContract):
+    """The local runner with its shards written by forked processes, as for tables of 1,000 images or more."""
+
+    runner = "local"
+
+
 class TestDirectRunner(WriterContract):
     runner = "DirectRunner"
 

@@ -1,40 +1,64 @@
-"""Local writer: carries out ShardSpecs in-process, images fetched and checked by a thread pool."""
+"""Local writer: carries out ShardSpecs on this machine - shards in forked processes (one per core) or in
+this process, images fetched and checked by a thread pool."""
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import multiprocessing
 import os
+import signal
 import sys
 import threading
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from contextlib import closing
-from itertools import repeat
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.fetch import is_remote
 from tfrecorder.dataset.storage import Folder
+from tfrecorder.write import images
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
-from tfrecorder.write.shard import ShardResult, serial_map, write_shard
+from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
 from tfrecorder.write.stream import StreamedShard, write_streamed_shard
 from tfrecorder.write.table import Table
 
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-# Shards of an image table written at once when its images are decoded by threads: while one is flushed to the
-# disk (its fsync waits on the disk, not the CPU), the next is being encoded and written (2,000 JPEGs,
-# validate_images="full": 0.82 s instead of 0.94). Header checks stay one shard at a time: that writer is all
-# Python, and a second thread only adds GIL handoffs (0.35 s of CPU became 0.47, the time no better).
+# Shards of an image table written at once in this process when its images are decoded by threads: while one
+# is flushed to the disk (its fsync waits on the disk, not the CPU), the next is being encoded and written
+# (2,000 JPEGs, validate_images="full": 0.82 s instead of 0.94). Header checks stay one shard at a time: that
+# writer is all Python, and a second thread only adds GIL handoffs (0.35 s of CPU became 0.47, the time no
+# better).
 SHARDS_AT_ONCE = 2
+# Rows from which shards are written in forked processes, one per core, rather than in this process. Starting
+# two writers costs ~40 ms (forking a process holding TensorFlow, ~700 MB); a process saves about half of the
+# ~150 us of Python per image (header checks) and ~3 us per row of columns.
+FORK_MIN_ROWS = {"images": 1_000, "columns": 50_000}
+PROGRESS_SECONDS = 0.2  # how often the bar shows the rows written by forked writers
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 class _Stopped(Exception):
     """A shard writer stops at its next row: another shard failed or the run was interrupted."""
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How shards are written: ``processes`` forked writers (1: in this process), ``shards`` written at once
+    by threads of this process, each with ``image_threads`` threads fetching and checking its images."""
+
+    processes: int = 1
+    shards: int = 1
+    image_threads: int = 1
 
 
 def default_workers(remote: bool = True) -> int:
@@ -71,11 +95,34 @@ def image_threads(options: WriteOptions, remote: bool, workers: int | None = Non
     return 1 if light and not remote else default_workers(remote)
 
 
+def parallelism(shards: int, rows: int, options: WriteOptions, *, images: bool, remote: bool,
+                workers: int | None) -> Parallelism:
+    """How to write ``shards`` shards of ``rows`` rows (``images``: some are image rows; ``remote``: some
+    images are remote URLs; ``workers``: the user's image threads, if they chose).
+
+    Encoding and checking local files is CPU work, much of it Python: from FORK_MIN_ROWS rows on, shards are
+    written by forked processes, one per core (Linux: macOS's system libraries are not fork-safe), each
+    with its share of the image threads. Remote images are mostly waiting: threads of this process fetch
+    them, and a user's ``workers`` keeps to threads too."""
+    threads = image_threads(options, remote, workers) if images else 1
+    cores = os.cpu_count() or 1
+    forked = (sys.platform == "linux" and shards > 1 and cores > 1 and not remote and workers is None
+              and rows >= FORK_MIN_ROWS["images" if images else "columns"])
+    if forked:
+        processes = min(shards, cores)
+        return Parallelism(processes, 1, max(1, threads // processes))
+    return Parallelism(1, SHARDS_AT_ONCE if threads > 1 else 1, threads)
+
+
 def show_progress(progress: bool | None) -> bool:
     """``progress`` if given; by default, a bar in terminals and notebooks but not in logs or pipes."""
     if progress is not None:
         return bool(progress)
     return in_notebook() or sys.stderr.isatty()
+
+
+# A shard writer: writes one item of a plan with an ImageMapper, calling its on_row() after each row.
+ShardWriter = Callable[[T, ImageMapper, Callable[[], None]], ShardResult]
 
 
 def write_local(
@@ -88,33 +135,73 @@ def write_local(
     workers: int | None = None,
     journal: Journal | None = None,
 ) -> list[ShardResult]:
-    """Write every shard of ``plan`` in order, each recorded in ``journal`` once in place; one ShardResult each."""
+    """Write every shard of ``plan``, each recorded in ``journal`` once in place; one ShardResult each, in
+    plan order."""
+    locations = table.image_locations
+    how = parallelism(len(plan), sum(len(s.rows) for s in plan), options, images=locations is not None,
+                      remote=any(is_remote(u) for u in locations or ()), workers=workers)
+    return _write_all(plan, how, lambda spec, mapper, on_row: write_shard(
+        spec, table.take(spec.rows), folder, options, mapper, on_row), [len(s.rows) for s in plan], progress,
+        journal)
+
+
+def write_streamed(
+    shards: Sequence[StreamedShard],
+    folder: Folder,
+    options: WriteOptions,
+    *,
+    progress: bool | None = None,
+    workers: int | None = None,
+    journal: Journal | None = None,
+    remote: bool = False,
+) -> list[ShardResult]:
+    """Write the shards of a streamed table (``stream.plan``), each recorded in ``journal`` once in place
+    (``remote``: whether some images are remote URLs), as ``write_local`` does."""
+    images = bool(shards) and shards[0].template.image_locations is not None
+    sizes = [s.stop - s.start for s in shards]
+    how = parallelism(len(shards), sum(sizes), options, images=images, remote=remote, workers=workers)
+    return _write_all(shards, how, lambda shard, mapper, on_row: write_streamed_shard(
+        shard, folder, options, mapper, on_row), sizes, progress, journal)
+
+
+def _write_all(plan: Sequence[T], how: Parallelism, write: ShardWriter, sizes: Sequence[int],
+               progress: bool | None, journal: Journal | None) -> list[ShardResult]:
     from tqdm.auto import tqdm
 
-    locations = table.image_locations or []
-    workers = image_threads(options, any(is_remote(u) for u in locations), workers) if locations else 1
-    total = sum(len(s.rows) for s in plan)
-    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="tfrecorder") as pool, tqdm(
-        total=total, unit="row", desc="to_tfr", disable=not show_progress(progress)
-    ) as bar:
-        mapper = ordered_map(pool, window=max(4 * workers, 32)) if workers > 1 else serial_map
-        results = []
-        with closing(_shards_at_once(plan, workers, lambda spec, tick: write_shard(
-                spec, table.take(spec.rows), folder, options, mapper, tick), bar)) as written:
+    results = []
+    with tqdm(total=sum(sizes), unit="row", desc="to_tfr", disable=not show_progress(progress)) as bar:
+        if how.processes > 1:
+            written = _in_processes(plan, how, write, bar)
+        else:
+            written = _in_threads(plan, how, write, bar)
+        with closing(written):
             for result in written:
                 results.append(result)
                 if journal is not None:
                     journal.record(result)
-        return results
+    return results
 
 
-def _shards_at_once(plan: Sequence[T], image_threads: int, write: Callable[[T, Callable[[], None]], R],
+def _mapper(pool: ThreadPoolExecutor | None, threads: int) -> ImageMapper:
+    return ordered_map(pool, window=max(4 * threads, 32)) if pool is not None else serial_map
+
+
+def _in_threads(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) -> Iterator[ShardResult]:
+    """Shards written by this process: ``how.shards`` at once, their images fetched by one shared pool."""
+    pool = ThreadPoolExecutor(how.image_threads, "tfrecorder") if how.image_threads > 1 else None
+    try:
+        mapper = _mapper(pool, how.image_threads)
+        yield from _shards_at_once(plan, how.shards, lambda item, tick: write(item, mapper, tick), bar)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _shards_at_once(plan: Sequence[T], at_once: int, write: Callable[[T, Callable[[], None]], R],
                     bar) -> Iterator[R]:
-    """``write(spec, on_row)`` of each shard of ``plan``, the results in plan order: SHARDS_AT_ONCE at a time
-    when ``image_threads`` decode the images, else one after another.
+    """``write(spec, on_row)`` of each shard of ``plan``, ``at_once`` at a time, the results in plan order.
 
     When one fails (or the caller stops), the others stop at their next row, leaving nothing in place."""
-    at_once = SHARDS_AT_ONCE if image_threads > 1 else 1
     if at_once == 1:
         yield from (write(spec, bar.update) for spec in plan)
         return
@@ -133,51 +220,73 @@ def _shards_at_once(plan: Sequence[T], image_threads: int, write: Callable[[T, C
             stop.set()
 
 
-def write_streamed(
-    shards: Sequence[StreamedShard],
-    folder: Folder,
-    options: WriteOptions,
-    *,
-    progress: bool | None = None,
-    workers: int | None = None,
-    journal: Journal | None = None,
-    remote: bool = False,
-) -> list[ShardResult]:
-    """Write the shards of a streamed table (``stream.plan``), each recorded in ``journal`` once in place.
+def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) -> Iterator[ShardResult]:
+    """Shards written by ``how.processes`` forked processes, the results in plan order.
 
-    A table of columns only is encoding, all CPU: its shards are written in processes, one per core. Image
-    tables are written a shard at a time, their images fetched and checked by threads (``write_local``;
-    ``remote``: whether some images are remote URLs)."""
-    from tqdm.auto import tqdm
+    fork, not spawn or forkserver: those would run the user's script again in each process (no __main__
+    guard in notebooks and scripts), and ``write`` and the table reach the writers without being pickled.
+    Each writer counts its rows in shared memory (the bar shows them). When a shard fails, the shards after
+    it stop at their next row and those before it finish, as when they are written one after another;
+    when this process is interrupted, all stop (writers ignore Ctrl-C and leave the stopping to it). So
+    nothing goes into place after the run failed."""
+    context = multiprocessing.get_context("fork")
+    rows = context.RawArray("q", len(plan))
+    stop = context.RawValue("q", len(plan))  # shards from this one on stop at their next row
+    with warnings.catch_warnings():
+        # Python 3.12+ warns of fork() beside other threads (TensorFlow's, tqdm's): the writers use none of
+        # the locks those threads hold.
+        warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+        pool = ProcessPoolExecutor(how.processes, context, _start_writer,
+                                   (plan, write, how, rows, stop, os.getpid()))
+        futures = [pool.submit(_write_forked, i) for i in range(len(plan))]
+    shown = 0
+    try:
+        for index, future in enumerate(futures):
+            while not future.done():  # woken by each shard that ends, to stop the shards after a failed one
+                ahead = futures[index:index + 2 * how.processes]  # the writers take shards in plan order
+                wait([f for f in ahead if not f.done()], PROGRESS_SECONDS, FIRST_COMPLETED)
+                shown = _show(bar, rows, shown)
+                failed = (i for i, f in enumerate(ahead, index) if f.done() and f.exception() is not None)
+                stop.value = min(stop.value, next(failed, len(plan) - 1) + 1)
+            yield future.result()  # raises the shard's error
+        _show(bar, rows, shown)  # rows of shards that ended after the last look
+    finally:
+        stop.value = 0
+        pool.shutdown(wait=True, cancel_futures=True)
 
-    images = bool(shards) and shards[0].template.image_locations is not None
-    processes = min(len(shards), os.cpu_count() or 1) if not images and sys.platform == "linux" else 1
-    results: list[ShardResult] = []
-    with tqdm(total=sum(s.stop - s.start for s in shards), unit="row", desc="to_tfr",
-              disable=not show_progress(progress)) as bar:
 
-        def done(shard: StreamedShard, result: ShardResult, counted: bool) -> None:
-            results.append(result)
-            if journal is not None:
-                journal.record(result)
-            if not counted:
-                bar.update(shard.stop - shard.start)
+def _show(bar, rows, shown: int) -> int:
+    done = sum(rows)
+    if done > shown:
+        bar.update(done - shown)
+    return done
 
-        if processes > 1:
-            # fork: spawn and forkserver would run the user's script again in each process (no __main__ guard
-            # in notebooks and scripts); Arrow re-creates its thread pools after a fork. Linux only (macOS's
-            # system libraries are not fork-safe).
-            context = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(processes, mp_context=context) as pool:
-                written = pool.map(write_streamed_shard, shards, repeat(folder), repeat(options))
-                for shard, result in zip(shards, written):
-                    done(shard, result, False)
-            return results
-        threads = image_threads(options, remote, workers) if images else 1
-        with ThreadPoolExecutor(max(1, threads), thread_name_prefix="tfrecorder") as pool:
-            mapper = ordered_map(pool, window=max(4 * threads, 32)) if threads > 1 else serial_map
-            with closing(_shards_at_once(shards, threads, lambda shard, tick: (
-                    write_streamed_shard(shard, folder, options, mapper, tick)), bar)) as written:
-                for shard, result in zip(shards, written):
-                    done(shard, result, True)
-    return results
+
+_forked: dict[str, Any] = {}  # in a forked writer: what _in_processes handed it
+
+
+def _start_writer(plan, write, how: Parallelism, rows, stop, parent: int) -> None:
+    """Set up a forked writer: it dies with its parent, leaves Ctrl-C to it, and has its share of the memory
+    budget for decoded pixels and its own image threads."""
+    try:  # an orphan would go on writing into an output folder that a re-run may already be writing again
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (AttributeError, OSError):  # a libc without prctl: writers are forked on Linux only
+        logger.debug("could not tie a shard writer's life to its parent's")
+    if os.getppid() != parent:  # the parent ended before prctl
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    images.DECODE_MEMORY.limit = max(1, images.DECODE_MEMORY.limit // how.processes)
+    pool = ThreadPoolExecutor(how.image_threads, "tfrecorder") if how.image_threads > 1 else None
+    _forked.update(plan=plan, write=write, rows=rows, stop=stop, mapper=_mapper(pool, how.image_threads))
+
+
+def _write_forked(index: int) -> ShardResult:
+    """In a forked writer: write shard ``index`` of the plan."""
+    rows, stop = _forked["rows"], _forked["stop"]
+
+    def tick() -> None:
+        if index >= stop.value:
+            raise _Stopped
+        rows[index] += 1
+
+    return _forked["write"](_forked["plan"][index], _forked["mapper"], tick)
