@@ -15,7 +15,11 @@ import fsspec
 logger = logging.getLogger(__name__)
 
 STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see runstate)
-WRITEBACK_BYTES = 32 * 1024**2  # a durable file being written is flushed to the disk in the background this often
+# A durable file being written is flushed to the disk in the background this often. Shards of 2,000 JPEGs in
+# 4 per split are 2-18 MB: at 32 MiB most were never flushed before their final fsync (best of 5, interleaved,
+# forked writers: 2,000 JPEGs with full checks 0.84 s at 32 MiB, 0.79 s at 8, 0.78 s at 2; header checks of
+# 10,000, 1.30 s, 1.24 s, 1.25 s).
+WRITEBACK_BYTES = 8 * 1024**2
 
 
 class _WritebackFile:
