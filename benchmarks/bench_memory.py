@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import resource
 
 import numpy as np
 import pandas as pd
@@ -38,10 +39,11 @@ def _child(case: str, n: int, out: str) -> None:
         for _ in tfrecorder.load_dataset(out, split="TRAIN", batch_size=256):
             pass
     peak = peak_rss_mib()
-    print(f"{peak} {before} {frame}")
+    writers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the largest forked shard writer
+    print(f"{peak} {before} {frame} {writers}")
 
 
-def measure(case: str, n: int, out: str) -> tuple[float, float, float]:
+def measure(case: str, n: int, out: str) -> tuple[float, float, float, float]:
     line = run_child("benchmarks.bench_memory", case, "--images", str(n), "--out", out)
     return tuple(map(float, line.split()))  # type: ignore[return-value]
 
@@ -60,10 +62,11 @@ def main(argv=None) -> None:
     for n in (int(v) for v in args.sizes.split(",")):
         small_pngs(n)  # make files outside the measured process
         out = str(work / f"out-{n}")
-        peak, start, frame = measure("write", n, out)
-        rows.append((f"to_tfr, {n:,} PNG rows", f"peak RSS {peak:,.0f} MiB",
+        peak, start, frame, writers = measure("write", n, out)
+        forked = f"; each shard writer {writers:,.0f} MiB, pages shared with it counted in both" if writers else ""
+        rows.append((f"to_tfr, {n:,} PNG rows", f"peak RSS {peak:,.0f} MiB{forked}",
                      f"before converting {start:,.0f} MiB (DataFrame {frame:,.1f} MiB)", f"+{peak - start:,.0f} MiB"))
-        peak, start, _ = measure("read", n, out)
+        peak, start, _, _ = measure("read", n, out)
         rows.append((f"load_dataset iteration, {n:,} rows, batch 256", f"peak RSS {peak:,.0f} MiB",
                      f"before reading {start:,.0f} MiB", f"+{peak - start:,.0f} MiB"))
     print_table("Memory (each case in its own process)", rows)

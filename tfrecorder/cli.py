@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="TRAIN,VALIDATION,TEST fractions for rows without a split "
                               f"(default {','.join(map(str, DEFAULT_FRACTIONS))})")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in OUTPUT_DIR")
-    convert.add_argument("--num-workers", type=int, default=None, help="threads fetching images (local runner)")
+    convert.add_argument("--num-workers", type=int, default=None,
+                         help="threads fetching images (local runner; all shards written in this process)")
     convert.add_argument("--no-progress", action="store_true", help="no progress bar")
     convert.add_argument("--project", help="Google Cloud project (DataflowRunner)")
     convert.add_argument("--region", help="Google Cloud region (DataflowRunner)")

@@ -95,7 +95,8 @@ def convert(
             or an image folder (``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>``).
         output_dir: local path or URL to write into (directly: no timestamped sub-folder).
         schema: None to infer from column names and dtypes, a ``Schema``, or ``{column: tfrecorder.types.X}``.
-        runner: ``"local"`` (in-process, parallel IO), ``"DirectRunner"`` or ``"DataflowRunner"`` (Apache Beam).
+        runner: ``"local"`` (this machine, no Beam: shards of large tables of local files written by one process
+            per core, remote images fetched by threads), ``"DirectRunner"`` or ``"DataflowRunner"`` (Apache Beam).
         num_shards: shards per split; None chooses from the bytes (about 128 MiB a shard).
         compression: None, ``"gzip"`` or ``"zlib"``.
         image_format: ``"keep"`` the original bytes, ``"jpeg"``/``"png"`` re-encode, ``"raw"`` uint8 pixels.
@@ -118,6 +119,9 @@ def convert(
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
         progress: show a progress bar (None: only in terminals and notebooks).
+        num_workers: threads fetching and checking images (local runner); setting it keeps the writing in this
+            process. By default: one thread per core for local files, with the shards of large tables written by
+            one forked process per core on Linux; more threads for remote URLs.
         split_fractions: (TRAIN, VALIDATION, TEST) fractions for rows without a split.
         project, region: Google Cloud project and region (DataflowRunner).
         dataflow_options: any other Beam pipeline options, e.g. ``{"machine_type": "n2-standard-4",

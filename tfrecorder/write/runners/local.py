@@ -232,15 +232,14 @@ def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) 
     context = multiprocessing.get_context("fork")
     rows = context.RawArray("q", len(plan))
     stop = context.RawValue("q", len(plan))  # shards from this one on stop at their next row
-    with warnings.catch_warnings():
-        # Python 3.12+ warns of fork() beside other threads (TensorFlow's, tqdm's): the writers use none of
-        # the locks those threads hold.
-        warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
-        pool = ProcessPoolExecutor(how.processes, context, _start_writer,
-                                   (plan, write, how, rows, stop, os.getpid()))
-        futures = [pool.submit(_write_forked, i) for i in range(len(plan))]
-    shown = 0
+    pool = ProcessPoolExecutor(how.processes, context, _start_writer, (plan, write, how, rows, stop, os.getpid()))
     try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of fork() beside other threads (TensorFlow's, tqdm's): the writers use none of
+            # the locks those threads hold.
+            warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+            futures = [pool.submit(_write_forked, i) for i in range(len(plan))]  # the first one forks
+        shown = 0
         for index, future in enumerate(futures):
             while not future.done():  # woken by each shard that ends, to stop the shards after a failed one
                 ahead = futures[index:index + 2 * how.processes]  # the writers take shards in plan order
