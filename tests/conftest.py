@@ -90,6 +90,7 @@ def forked(monkeypatch):
     import tfrecorder.write.runners.local as local
 
     monkeypatch.setattr(local, "FORK_MIN_ROWS", dict.fromkeys(local.FORK_MIN_ROWS, 0))
+    monkeypatch.setattr(local, "FORK_BALANCE", float("inf"))
     monkeypatch.setattr(local.os, "cpu_count", lambda: 2)  # writers fork only where there are cores to use
     calls = []
     real = local._in_processes

@@ -29,7 +29,8 @@ if runner == "local, streamed":  # the path of CSVs larger than memory, whatever
     convert.STREAM_BYTES, runner = 0, "local"
 if runner == "local, forked":  # shards written by forked processes, as for large tables
     import tfrecorder.write.runners.local as local
-    local.FORK_MIN_ROWS, local.os.cpu_count, runner = dict.fromkeys(local.FORK_MIN_ROWS, 0), lambda: 2, "local"
+    local.FORK_MIN_ROWS, local.FORK_BALANCE = dict.fromkeys(local.FORK_MIN_ROWS, 0), float("inf")
+    local.os.cpu_count, runner = lambda: 2, "local"
 if runner == "DirectRunner, DataFrame":  # staged as Parquet under output_dir/_beam/input/ for the pipeline
     import pandas as pd
     csv, runner = pd.read_csv(csv), "DirectRunner"
@@ -281,6 +282,26 @@ def test_a_failing_shard_in_a_forked_writer_stops_the_shards_after_it(tmp_path):
     assert (tmp_path / "0-finished").exists() and (tmp_path / "1-failed").exists()
     assert not list(tmp_path.glob("[23]-finished"))  # stopped, or never started
     assert list(_in_processes([4, 5, 6], Parallelism(processes=2), write, Bar())) == [4, 5, 6]
+
+
+def test_which_tables_are_written_by_forked_processes(monkeypatch):
+    """Large tables of local files on every core; small ones, remote images, a user's num_workers and a TRAIN
+    shard too large to share out (where this process would decode on every core anyway) in this process."""
+    import tfrecorder.write.runners.local as local
+    from tfrecorder.write.options import ImageSettings, WriteOptions
+
+    monkeypatch.setattr(local.os, "cpu_count", lambda: 2)
+    header, full = (WriteOptions(ImageSettings(validate=v), None, "report") for v in ("header", "full"))
+    how = local.parallelism
+    even, train_heavy = [1000] * 4, [8000, 1000, 1000]
+    if sys.platform.startswith("linux"):
+        assert how(even, full, images=True, remote=False, workers=None) == local.Parallelism(2, 1, 1)
+        assert how(train_heavy, header, images=True, remote=False, workers=None).processes == 2  # one thread
+        assert how(train_heavy, header, images=False, remote=False, workers=None).processes == 2
+    assert how(train_heavy, full, images=True, remote=False, workers=None) == local.Parallelism(1, 2, 2)
+    assert how(even, full, images=True, remote=True, workers=None).processes == 1
+    assert how(even, full, images=True, remote=False, workers=3) == local.Parallelism(1, 2, 3)
+    assert how([300, 300], header, images=True, remote=False, workers=None) == local.Parallelism(1, 1, 1)
 
 
 def test_finished_conversion_leaves_no_state_and_refuses_a_second_run(tmp_path, csv_table):
