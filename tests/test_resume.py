@@ -285,8 +285,9 @@ def test_a_failing_shard_in_a_forked_writer_stops_the_shards_after_it(tmp_path):
 
 
 def test_which_tables_are_written_by_forked_processes(monkeypatch):
-    """Large tables of local files on every core; small ones, remote images, a user's num_workers and a TRAIN
-    shard too large to share out (where this process would decode on every core anyway) in this process."""
+    """Large tables of local files on every core; small ones, remote images, shards bound for gs://, a user's
+    num_workers and a TRAIN shard too large to share out (where this process would decode on every core anyway)
+    in this process."""
     import tfrecorder.write.runners.local as local
     from tfrecorder.write.options import ImageSettings, WriteOptions
 
@@ -302,6 +303,7 @@ def test_which_tables_are_written_by_forked_processes(monkeypatch):
     assert how(even, full, images=True, remote=True, workers=None).processes == 1
     assert how(even, full, images=True, remote=False, workers=3) == local.Parallelism(1, 2, 3)
     assert how([300, 300], header, images=True, remote=False, workers=None) == local.Parallelism(1, 1, 1)
+    assert how(even, header, images=True, remote=False, workers=None, local_output=False).processes == 1  # gs://
 
 
 def test_finished_conversion_leaves_no_state_and_refuses_a_second_run(tmp_path, csv_table):

@@ -101,9 +101,10 @@ def image_threads(options: WriteOptions, remote: bool, workers: int | None = Non
 
 
 def parallelism(sizes: Sequence[int], options: WriteOptions, *, images: bool, remote: bool,
-                workers: int | None) -> Parallelism:
+                workers: int | None, local_output: bool = True) -> Parallelism:
     """How to write shards of ``sizes`` rows each (``images``: some are image rows; ``remote``: some images are
-    remote URLs; ``workers``: the user's image threads, if they chose).
+    remote URLs; ``workers``: the user's image threads, if they chose; ``local_output``: the shards go to a
+    local folder).
 
     Encoding and checking local files is CPU work, much of it Python: from FORK_MIN_ROWS rows on, shards are
     written by forked processes, one per core (Linux: macOS's system libraries are not fork-safe), each
@@ -111,11 +112,13 @@ def parallelism(sizes: Sequence[int], options: WriteOptions, *, images: bool, re
     anyway, it forks only if no shard is much more than an even share of the rows (a process writes its
     shard on one core: a TRAIN shard of 80% of the rows would take longer than all of them on every core).
     Remote images are mostly waiting: threads of this process fetch them, and a user's ``workers`` keeps to
-    threads too."""
+    threads too. Shards bound for an object store (gs://) are written by this process as well: uploading is
+    waiting too, and a forked process must not use the parent's filesystem client (its event loop and
+    connections stay behind in the parent)."""
     threads = image_threads(options, remote, workers) if images else 1
     rows, cores = sum(sizes), os.cpu_count() or 1
     processes = min(len(sizes), cores)
-    forked = (sys.platform == "linux" and processes > 1 and not remote and workers is None
+    forked = (sys.platform == "linux" and processes > 1 and not remote and local_output and workers is None
               and rows >= FORK_MIN_ROWS["images" if images else "columns"]
               and (threads == 1 or max(sizes) * processes <= rows * FORK_BALANCE))
     if forked:
@@ -147,8 +150,8 @@ def write_local(
     """Write every shard of ``plan``, each recorded in ``journal`` once in place; one ShardResult each, in
     plan order."""
     locations, sizes = table.image_locations, [len(s.rows) for s in plan]
-    how = parallelism(sizes, options, images=locations is not None,
-                      remote=any(is_remote(u) for u in locations or ()), workers=workers)
+    how = parallelism(sizes, options, images=locations is not None, remote=any(is_remote(u) for u in locations or ()),
+                      workers=workers, local_output=folder.is_local)
     return _write_all(plan, how, lambda spec, mapper, on_row: write_shard(
         spec, table.take(spec.rows), folder, options, mapper, on_row), sizes, progress, journal)
 
@@ -167,7 +170,7 @@ def write_streamed(
     (``remote``: whether some images are remote URLs), as ``write_local`` does."""
     images = bool(shards) and shards[0].template.image_locations is not None
     sizes = [s.stop - s.start for s in shards]
-    how = parallelism(sizes, options, images=images, remote=remote, workers=workers)
+    how = parallelism(sizes, options, images=images, remote=remote, workers=workers, local_output=folder.is_local)
     return _write_all(shards, how, lambda shard, mapper, on_row: write_streamed_shard(
         shard, folder, options, mapper, on_row), sizes, progress, journal)
 
