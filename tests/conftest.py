@@ -92,12 +92,12 @@ def forked(monkeypatch):
     monkeypatch.setattr(local, "FORK_MIN_ROWS", dict.fromkeys(local.FORK_MIN_ROWS, 0))
     monkeypatch.setattr(local, "FORK_BALANCE", float("inf"))
     monkeypatch.setattr(local.os, "cpu_count", lambda: 2)  # writers fork only where there are cores to use
-    written, forked_ = [], []
+    written, in_processes = [], []
     real_all, real_forked = local._write_all, local._in_processes
     monkeypatch.setattr(local, "_write_all", lambda *args: written.append(args) or real_all(*args))
-    monkeypatch.setattr(local, "_in_processes", lambda *args: forked_.append(args) or real_forked(*args))
+    monkeypatch.setattr(local, "_in_processes", lambda *args: in_processes.append(args) or real_forked(*args))
     yield
-    assert forked_ or not written, "no shards were written by forked processes"  # (a skipped test wrote none)
+    assert in_processes or not written, "no shards were written by forked processes"  # (a skipped test wrote none)
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.fetch import is_remote
 from tfrecorder.dataset.storage import Folder
-from tfrecorder.write import images
+from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
@@ -285,7 +285,7 @@ def _start_writer(plan, write, how: Parallelism, rows, stop, parent: int) -> Non
     if os.getppid() != parent:  # the parent ended before prctl
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    images.DECODE_MEMORY.limit = max(1, images.DECODE_MEMORY.limit // how.processes)
+    DECODE_MEMORY.limit = max(1, DECODE_MEMORY.limit // how.processes)  # this writer's copy of the budget
     pool = ThreadPoolExecutor(how.image_threads, "tfrecorder") if how.image_threads > 1 else None
     _forked.update(plan=plan, write=write, rows=rows, stop=stop, mapper=_mapper(pool, how.image_threads))
 
