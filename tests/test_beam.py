@@ -70,16 +70,26 @@ def test_job_names_are_valid_and_unique():
         assert name.startswith("tfrecorder-pets-v2-")
 
 
-def test_direct_runner_leaves_nothing_outside_output_dir(tabular_table, tmp_path):
+@pytest.mark.parametrize("in_a_notebook", [False, True])
+def test_beam_runners_leave_nothing_in_the_temporary_folder(tabular_table, tmp_path, monkeypatch, in_a_notebook,
+                                                            gcs_dir):
     import os
     import tempfile
 
+    import apache_beam.pipeline
+
+    # In IPython Beam leaves its local temporary folder for its interactive runner to tidy.
+    monkeypatch.setattr(apache_beam.pipeline, "is_in_ipython", lambda: in_a_notebook)
     tfrecorder.convert(tabular_table, str(tmp_path / "warm"), runner="DirectRunner")  # Beam's one-time set-up
     before = set(os.listdir(tempfile.gettempdir()))
     for mode in ("in_memory", "multi_processing"):
         tfrecorder.convert(tabular_table, str(tmp_path / mode), runner="DirectRunner",
                            dataflow_options={"direct_running_mode": mode, "direct_num_workers": 2})
-    assert set(os.listdir(tempfile.gettempdir())) - before == set()  # no /tmp/beam-temp* per conversion
+    result = tfrecorder.convert(tabular_table, gcs_dir, runner="DataflowRunner", project="my-project",
+                                region="europe-west4",
+                                dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"})
+    assert result.job_name and result.pipeline_options["extra_packages"]  # built, tfrecorder packaged for workers
+    assert set(os.listdir(tempfile.gettempdir())) - before == set()  # no beam-pipeline-temp*, tfrecorder-stage-*
 
 
 def test_the_job_holds_names_of_row_files_not_rows(tmp_path, monkeypatch):

@@ -71,7 +71,8 @@ def test_dataflow_dry_run(image_table, gcs_bucket, gcs_dir):
     assert options["staging_location"] == f"{gcs_dir}/out/_beam/staging"
     assert options["machine_type"] == "n2-standard-4"
     (package,) = options["extra_packages"]
-    assert Path(package).name == f"tfrecorder-{tfrecorder.__version__}.tar.gz" and Path(package).is_file()
+    assert Path(package).name == f"tfrecorder-{tfrecorder.__version__}.tar.gz"
+    assert not Path(package).parent.exists()  # staged for the job, then removed from the temporary folder
     assert result.splits == {}  # nothing was submitted, so nothing was written
     assert str(result).startswith(f"Dataflow job {result.job_name} built (dry run, not submitted): it writes gs:")
 

@@ -54,7 +54,8 @@ def table(rows: int = 7000) -> pd.DataFrame:
         "split": rng.choice(["TRAIN", "TEST", "VALIDATION", "", "discard"], rows, p=[0.6, 0.15, 0.15, 0.05, 0.05]),
         "label": [f"class {i % 10}" for i in range(rows)],
         "n": rng.integers(-5, 5, rows),
-        "x": rng.normal(size=rows),  # float64 values: float32 would change them
+        "x": rng.normal(size=rows),  # computed values: float32
+        "t": 1_700_000_000 + np.arange(rows) * 0.25,  # times float32 would merge: float64, decided over every part
         "y": np.where(np.arange(rows) % 7 == 0, np.nan, 0.5),
         "flag": np.arange(rows) % 3 == 0,
         "note": [f"row {i}" if i % 9 else "ça, va" for i in range(rows)],

@@ -121,3 +121,30 @@ def test_reader_refuses_a_missing_or_truncated_shard_before_reading(dataset):
     size = read_manifest(str(dataset)).splits["TRAIN"][0].bytes
     with pytest.raises(tfrecorder.TFRecorderError, match=rf"has {size - 3} bytes, dataset.json says {size}"):
         tfrecorder.load_dataset(str(dataset), split="TRAIN")
+
+
+def _drop_feature(out: Path) -> None:
+    features = json.loads((out / "features.json").read_text())
+    del features["featuresDict"]["features"]["weight"]
+    (out / "features.json").write_text(json.dumps(features, indent=2) + "\n")
+
+
+def _edit_shard_lengths(out: Path) -> None:
+    info = json.loads((out / "dataset_info.json").read_text())
+    info["splits"][0]["shardLengths"] = ["1", "1"]
+    (out / "dataset_info.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+@pytest.mark.parametrize("damage,file,message", [
+    (_drop_feature, "features.json", "feature 'weight' missing"),
+    (_edit_shard_lengths, "dataset_info.json", "split 'train': shardLengths"),
+    (lambda out: (out / "label.labels.txt").unlink(), "label.labels.txt", "is missing; dataset.json lists it"),
+    (lambda out: (out / "label.labels.txt").write_text("cat\ngoat\ndog\n"), "label.labels.txt", "other lines"),
+])
+def test_verify_checks_the_tfds_files_against_dataset_json(dataset, damage, file, message):
+    assert tfrecorder.verify(str(dataset)).ok
+    damage(dataset)
+    report = tfrecorder.verify(str(dataset))
+    assert [p.file for p in report.problems] == [file]
+    assert message in str(report.problems[0]) and "TFDS" in str(report.problems[0])
+    assert cli_verify(dataset).returncode == 1

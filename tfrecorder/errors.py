@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 _ROW_ERROR = re.compile(r"row (\d+) \(split (\w+)\), column 'image_uri' = '(.*?)': (\w+): ([^\n]*)")
 
@@ -73,3 +76,23 @@ def describe_rows(rows: Sequence[int], limit: int = 5, total: int | None = None)
     more = f", ... ({total} in all)" if total > limit else ""
     word = "row" if total == 1 else "rows"
     return f"{word} {shown}{more}"
+
+
+@dataclass(frozen=True)
+class RowSample:
+    """Rows where something was found: the first few (positions in the whole table) and how many in all."""
+
+    first: tuple[int, ...] = ()
+    count: int = 0
+
+    KEEP: ClassVar[int] = 6  # one more than an error message shows, so it can say "... (N in all)"
+
+    @classmethod
+    def of(cls, rows: Sequence[int], offset: int = 0) -> RowSample:
+        return cls(tuple(offset + r for r in sorted(rows)[:cls.KEEP]), len(rows))
+
+    def merge(self, other: RowSample) -> RowSample:
+        return RowSample(tuple(heapq.merge(self.first, other.first))[:self.KEEP], self.count + other.count)
+
+    def describe(self) -> str:
+        return describe_rows(self.first, total=self.count)

@@ -12,7 +12,7 @@ from tfrecorder.errors import TFRecorderError
 
 FORMAT_NAME = "tfrecorder-dataset"
 _DTYPES = tuple(kind.value for kind in FIELDS)  # the dtypes a tf.train.Example can hold
-FORMAT_VERSION = 2  # 2: shard index files, tf_compression_type, tfds
+FORMAT_VERSION = 3  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
@@ -31,6 +31,7 @@ class FeatureInfo:
     source: str | None = None  # python type of the input values: int, bool, float, str, bytes
     type: str | None = None  # tfrecorder.types name
     default: Any = None  # value load_dataset gives a missing nullable scalar
+    float64_reason: str | None = None  # a float column stored as float64 by float_precision="auto": why
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from tfrecorder.dataset.features import (
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
 from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.tfds import described_files
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import read_manifest
 
@@ -57,7 +59,8 @@ class VerifyReport:
     def __str__(self) -> str:
         checked = f"{self.shards} shards, {self.records} records, {self.bytes} bytes read"
         if self.ok:
-            return f"{self.tfrecord_dir}: OK ({checked}; CRCs, counts, checksums, indexes and parsing checked)"
+            return (f"{self.tfrecord_dir}: OK ({checked}; CRCs, counts, checksums, indexes, parsing and TFDS files "
+                    f"checked)")
         lines = [f"{self.tfrecord_dir}: {len(self.problems)} problem{'s' * (len(self.problems) > 1)} ({checked})"]
         lines += [f"  {p}" for p in self.problems]
         return "\n".join(lines)
@@ -66,7 +69,8 @@ class VerifyReport:
 def verify(tfrecord_dir: str, images: bool = False) -> VerifyReport:
     """Read every shard and check every record's CRCs, the record counts and file checksums in
     dataset.json, that every record parses as a ``tf.train.Example`` with the manifest's features,
-    and each shard's index file. With ``images=True`` every image is decoded too (slower): a dataset
+    each shard's index file, and the TFDS files (features.json, dataset_info.json, the label names) against
+    what dataset.json describes. With ``images=True`` every image is decoded too (slower): a dataset
     written with ``validate_images="header"`` may hold a truncated image that only a decode finds.
 
     Returns a report (``report.ok``, ``report.problems``: file, record number and cause); it raises
@@ -97,7 +101,49 @@ def verify(tfrecord_dir: str, images: bool = False) -> VerifyReport:
         if counts.rows_in != counts.written + counts.errors + counts.discarded:
             problems.append(Problem("dataset.json", None, f"split {split}: rows in ({counts.rows_in}) != written + "
                                                           f"errors + discarded ({counts})"))
+    problems += _tfds_problems(folder, manifest)
     return VerifyReport(folder.url, shards, records, size, tuple(problems))
+
+
+def _tfds_problems(folder: Folder, manifest: Manifest) -> list[Problem]:
+    """Each TFDS file that is missing or says something other than dataset.json (TFDS readers would get other
+    counts, miss a feature or the label names)."""
+    problems = []
+    for name, expected in described_files(manifest).items():
+        try:
+            actual = folder.read_text(name)
+        except FileNotFoundError:
+            problems.append(Problem(name, None, "is missing; dataset.json lists it for TFDS readers"))
+            continue
+        if actual != expected:
+            problems.append(Problem(name, None, f"differs from what dataset.json describes "
+                                                f"({_difference(actual, expected)}): TFDS readers would see another "
+                                                f"dataset"))
+    return problems
+
+
+def _difference(actual: str, expected: str) -> str:
+    """What differs between a TFDS file and what it should hold, in a few words."""
+    try:
+        have, want = json.loads(actual), json.loads(expected)
+    except ValueError:
+        have, want = actual.splitlines(), expected.splitlines()
+        return f"{len(have)} lines, {len(want)} expected" if len(have) != len(want) else "other lines"
+    have_features = (have.get("featuresDict") or {}).get("features")
+    if isinstance(have_features, dict):
+        want_features = want["featuresDict"]["features"]
+        missing = sorted(set(want_features) - set(have_features))
+        if missing:
+            return f"feature{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))} missing"
+    keys = sorted(k for k in {*have, *want} if have.get(k) != want.get(k))
+    if keys == ["splits"] and isinstance(have.get("splits"), list):
+        wanted = {s["name"]: s for s in want["splits"]}
+        for split in have["splits"]:
+            fields = sorted(k for k in {*split, *wanted.get(split.get("name"), {})}
+                            if split.get(k) != wanted.get(split.get("name"), {}).get(k))
+            if fields:
+                return f"split {split.get('name')!r}: {', '.join(fields)}"
+    return f"{', '.join(keys)} differ{'s' * (len(keys) == 1)}" if keys else "other text"
 
 
 @dataclass

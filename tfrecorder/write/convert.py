@@ -21,9 +21,9 @@ from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
-from tfrecorder.write import leakage, splits, stream
+from tfrecorder.write import splits, stream
 from tfrecorder.write.encode import mean_record_bytes
-from tfrecorder.write.finish import Finish
+from tfrecorder.write.finish import Finish, manifest_warnings
 from tfrecorder.write.options import (
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
@@ -106,11 +106,14 @@ def convert(
         jpeg_quality: with ``image_format="jpeg"``.
         max_image_pixels: larger images are row errors (``too_large``), a guard against decompression bombs;
             at most Pillow's own limit of 178,956,970 pixels.
-        float_precision: ``"auto"`` stores a float column as float32 when that keeps every value as written
-            (0.1, 2.35, values exact in float32), and as float64 otherwise (1700000001.75, pi): never a silent
-            rounding. ``"float32"`` always (rounding accepted), ``"float64"`` always. A float64 feature is
-            stored as the int64 bits of each value (tf.train.Example has no float64 list); ``load_dataset``,
-            ``read_tfr`` and ``feature_spec`` users get float64 back (see dataset.json's dtype).
+        float_precision: ``"auto"`` stores a float column as float32 (the ``FloatList`` every reader expects)
+            unless float32 would change what the column means, judged on the whole column: values as written
+            (whole numbers, decimals of up to 6 places: ids, times) that it would make equal, values it would
+            move by more than 1e-4 of the column's range (max - min), or values beyond its range. Such a column
+            is stored as float64 and named in ``result.warnings`` with what float32 would have done.
+            ``"float32"`` always (rounding accepted), ``"float64"`` always. A float64 feature is stored as the
+            int64 bits of each value (tf.train.Example has no float64 list); ``load_dataset``, ``read_tfr`` and
+            ``feature_spec`` users get float64 back (see dataset.json's dtype); TFDS does not see it.
         max_image_bytes: larger image files are row errors (``too_large``), found before they are read
             where the size is known, and as soon as the limit is passed while streaming where it is not.
         image_timeout: seconds a remote image server may take to connect, and to send each part of an
@@ -214,7 +217,7 @@ def _convert_streamed(files: TableFiles, output_dir: str, schema: Schema | None,
     from tfrecorder.write.runners.local import write_streamed
 
     folder = Folder.of(output_dir)
-    with stream.SpillFolder() as spill:
+    with stream.spill_folder(folder.url, files) as spill:
         summary = stream.summarize(files, schema, spill, fractions=fractions,
                                    fingerprint=lambda template: Fingerprint(template.schema, options))
         shards, finish = stream.plan_all(summary, spill, options, LOCAL, num_shards=num_shards,
@@ -313,13 +316,14 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
 
     wait = beam_options.wait
     options = beam.pipeline_options(runner, folder, beam_options)
-    if runner == "DataflowRunner" and "extra_packages" not in options:
-        from tfrecorder.write.runners.dataflow_package import build_sdist
-
-        options["extra_packages"] = [build_sdist()]
     detached = runner == "DataflowRunner" and not wait and not options.get("dry_run")
     journal = replace(run.journal, release_lock=detached)
-    outcome = beam.run_beam(lambda pipeline: build(pipeline, journal), options, wait=wait)
+    with contextlib.ExitStack() as staged:
+        if runner == "DataflowRunner" and "extra_packages" not in options:
+            from tfrecorder.write.runners.dataflow_package import staged_sdist
+
+            options["extra_packages"] = [staged.enter_context(staged_sdist())]  # removed once submitted
+        outcome = beam.run_beam(lambda pipeline: build(pipeline, journal), options, wait=wait)
     if detached and outcome.job_name:
         run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
     seconds = time.perf_counter() - started
@@ -371,11 +375,11 @@ def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str, res
             counts.rows_in, counts.written, counts.errors, counts.discarded,
             tuple(folder.url_of(s.file) for s in shards), sum(s.bytes for s in shards),
         )
-    warning = leakage.summarize(manifest.leakage.get("groups", []))
-    if warning:
+    warnings = manifest_warnings(manifest)
+    for warning in warnings:
         logger.warning("%s: %s", folder.url, warning)
     return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
-                         warnings=(warning,) if warning else (), resumed_shards=resumed)
+                         warnings=warnings, resumed_shards=resumed)
 
 
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any):

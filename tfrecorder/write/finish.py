@@ -22,13 +22,13 @@ from tfrecorder.dataset.manifest import (
     ShardInfo,
 )
 from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.tfds import name_and_version, tfds_metadata
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
 from tfrecorder.write import leakage, splits
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.shard import ImageStats, RowFailure, ShardResult
 from tfrecorder.write.table import Table
-from tfrecorder.write.tfds import tfds_metadata
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,8 @@ class Finish:
         failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
         folder.write_text(ERRORS_NAME, errors_csv(failures))
         manifest = build_manifest(self, results, same_bytes)
-        tfds = tfds_metadata(folder.path, manifest.features, manifest.splits, compression=manifest.compression,
-                             label=manifest.label, image=manifest.image)
+        tfds = tfds_metadata(name_and_version(folder.path), manifest.features, manifest.splits,
+                             compression=manifest.compression, label=manifest.label, image=manifest.image)
         for name, text in tfds.files.items():
             folder.write_text(name, text)
         manifest = replace(manifest, tfds=tfds.summary())
@@ -78,6 +78,21 @@ class Finish:
         folder.write_text(MANIFEST_NAME, manifest.to_json())
         folder.sync()
         return manifest
+
+
+def manifest_warnings(manifest: Manifest) -> tuple[str, ...]:
+    """What a user of the finished dataset should know: images in TRAIN and VALIDATION/TEST, float columns
+    kept as float64 (and what float32 would have done), and features TFDS will not see."""
+    found = [leakage.summarize(manifest.leakage.get("groups", []))]
+    wide = {f.name for f in manifest.features if f.float64_reason}
+    found.extend(f"column {f.column!r} is stored as float64, not float32: {f.float64_reason}. tfrecorder's "
+                 f"readers give it back as float64, plain tf.io readers need tf.bitcast (see dataset.json), and "
+                 f"TFDS does not see it; float_precision='float32' or 'float64' chooses"
+                 for f in manifest.features if f.name in wide)
+    left_out = (manifest.tfds or {}).get("left_out") or {}
+    found.extend(f"TFDS (tfds.builder_from_directory) will not see feature {name!r}: {why}"
+                 for name, why in left_out.items() if name not in wide)
+    return tuple(w for w in found if w)
 
 
 def errors_csv(failures: Sequence[RowFailure]) -> str:
@@ -145,7 +160,7 @@ def _features(table: Table) -> list[FeatureInfo]:
         infos.append(FeatureInfo(
             c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], nullable=nullable,
             column=c.name, source=c.source, type=c.type.__name__,
-            default=features.MISSING_DEFAULTS[kind] if nullable else None,
+            default=features.MISSING_DEFAULTS[kind] if nullable else None, float64_reason=c.float64_reason,
         ))
     return infos
 

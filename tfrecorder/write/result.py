@@ -119,7 +119,10 @@ class ConvertResult(Mapping[str, Any]):
         head = "".join(f"<th>{h}</th>" for h in ("split", "rows", "written", "errors", "discarded", "shards", "bytes"))
         body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in self._rows())
         caption = html.escape(f"{self.tfrecord_dir} - {self.seconds:.1f} s ({self.runner})")
-        return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        foot = "".join(f"<tr><td colspan=\"7\">warning: {html.escape(w)}</td></tr>" for w in self.warnings)
+        foot = f"<tfoot>{foot}</tfoot>" if foot else ""
+        return (f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody>{foot}"
+                f"</table>")
 
 
 def _size(n: int) -> str:

@@ -24,6 +24,7 @@ from tfrecorder.dataset.features import LABEL
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import INDEX_SUFFIX
 from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.dataset.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.write.journal import Journal
@@ -33,7 +34,6 @@ from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.shard import ShardResult
 from tfrecorder.write.sources import MatchedFiles
 from tfrecorder.write.table import Table
-from tfrecorder.write.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,12 @@ the files' summaries merge (``Summary.merge``) into the one ``plan`` divides int
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import itertools
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -33,6 +37,7 @@ import pandas as pd
 
 from tfrecorder.dataset.fetch import FetchLimits, is_remote
 from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
@@ -254,8 +259,10 @@ class Spiller:
 
 
 def slim(facts: Facts) -> Facts:
-    """``facts`` as the shard writers need them (finalize): without the problems and the labels' rows."""
-    return replace(facts, problems={}, other_labels={})
+    """``facts`` as the shard writers need them (finalize): without the problems, the labels' rows and the
+    float columns' distinct values."""
+    return replace(facts, problems={}, other_labels={},
+                   columns={name: column.settled() for name, column in facts.columns.items()})
 
 
 def bytes_per_row(summary: Summary, float_precision: str, limits: FetchLimits) -> dict[str, float]:
@@ -399,12 +406,52 @@ def _read_bucket(spill: Folder, names: Sequence[str]) -> Any:
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
-class SpillFolder:
-    """A temporary local folder for the spill files, removed on exit."""
+SPILL_PREFIX = "tfrecorder-spill-"
+# Spill bytes per source byte (the rows compressed with LZ4): for the messages that say how much room it needs.
+SPILL_PER_CSV_BYTE, SPILL_PER_PARQUET_BYTE = 0.5, 2.0
 
-    def __enter__(self) -> Folder:
-        self._path = tempfile.mkdtemp(prefix="tfrecorder-spill-")
-        return Folder.of(self._path)
 
-    def __exit__(self, *exc: Any) -> None:
-        shutil.rmtree(self._path, ignore_errors=True)
+@contextlib.contextmanager
+def spill_folder(output_url: str, files: TableFiles) -> Iterator[Folder]:
+    """A folder in the system's temporary folder (TMPDIR) for the spill files of the conversion of ``files``
+    into ``output_url``, removed on the way out. Its name holds a digest of ``output_url`` and this process's
+    id, so the next conversion into the same folder removes what a killed one (SIGKILL, the OOM killer) left.
+    A full temporary folder is a TFRecorderError that says how much room the spill needs and how to move it."""
+    stem = f"{SPILL_PREFIX}{hashlib.sha256(output_url.encode()).hexdigest()[:12]}-"
+    _remove_orphans(stem)
+    path = tempfile.mkdtemp(prefix=f"{stem}{os.getpid()}-")
+    try:
+        yield Folder.of(path)
+    except OSError as e:
+        if e.errno != errno.ENOSPC or (e.filename and not str(e.filename).startswith(path)):
+            raise
+        needed = files.bytes * (SPILL_PER_PARQUET_BYTE if files.parquet else SPILL_PER_CSV_BYTE)
+        raise TFRecorderError(
+            f"no space left in the temporary folder {os.path.dirname(path)} for the spill files of this "
+            f"conversion: this table ({files.bytes / 2**20:.0f} MiB of {'Parquet' if files.parquet else 'CSV'}) "
+            f"needs about {needed / 2**20:.0f} MiB there while it is converted; set TMPDIR to a folder with "
+            f"more room (TMPDIR=/big/tmp tfrecorder convert ...), then run the same conversion again") from e
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_orphans(stem: str) -> None:
+    """Remove the spill folders of earlier conversions into the same output folder whose process is gone."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        if not name.startswith(stem):
+            continue
+        pid = name[len(stem):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            logger.info("removing %s, the spill of a conversion that was killed", os.path.join(root, name))
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

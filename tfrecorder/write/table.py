@@ -27,6 +27,7 @@ class Column:
     source: str  # python type of the input values: int, bool, float, str or bytes
     values: list[Any] | np.ndarray  # float64-stored columns hold each value's bits as an int
     stored_as: Kind | None = None  # the kind written, when it is not the type's (float64 for a float column)
+    float64_reason: str | None = None  # what float32 would have done to a float column stored as float64
 
     @property
     def kind(self) -> Kind:
@@ -142,7 +143,9 @@ def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.nda
         # text (CSV) is the same value stored. Rows that differ only beyond float32 share a key.
         floats = _float64(values, kind)
         missing = np.isnan(floats)
-        return np.where(missing, _MISSING, hash_array(np.where(missing, 0.0, floats).astype(np.float32)))
+        with np.errstate(over="ignore"):  # values beyond float32's range hash as its infinity
+            rounded = np.where(missing, 0.0, floats).astype(np.float32)
+        return np.where(missing, _MISSING, hash_array(rounded))
     if isinstance(values, np.ndarray):
         return hash_array(values.astype(np.int64))
     missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))

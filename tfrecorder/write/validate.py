@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import functools
-import heapq
 import os
 import posixpath
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.features import DERIVED_NAMES, ROLE_FEATURES
 from tfrecorder.dataset.redact import redact
-from tfrecorder.errors import SchemaError, describe_rows
+from tfrecorder.errors import RowSample, SchemaError
 from tfrecorder.schema import ListLike, Schema, is_missing
 from tfrecorder.types import ColumnType, Kind, Role
 from tfrecorder.write import labels, splits
+from tfrecorder.write.floats import FloatFacts
 from tfrecorder.write.table import Column, Table
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def validate(
@@ -36,8 +35,8 @@ def validate(
 ) -> Table:
     """Check ``df`` against ``schema`` (None: inferred) and convert it; SchemaError names column, values, rows.
 
-    Float columns are stored as float32, unless float32 would change a value as written (see
-    ``store_floats``) and ``float_precision`` is "auto", or it is "float64".
+    Float columns are stored as float32, unless float32 would change what the column means (see
+    ``FloatFacts``) and ``float_precision`` is "auto", or it is "float64".
 
     The same steps as a table converted in parts (``validate_part`` on each, their ``Facts`` merged,
     ``Facts.check``, then ``finalize``), with the whole table as the one part.
@@ -69,26 +68,6 @@ EMPTY_TABLE = "the table is empty: there are no rows to convert"
 
 
 @dataclass(frozen=True)
-class RowSample:
-    """Rows where something was found: the first few (positions in the whole table) and how many in all."""
-
-    first: tuple[int, ...] = ()
-    count: int = 0
-
-    KEEP: ClassVar[int] = 6  # one more than an error message shows, so it can say "... (N in all)"
-
-    @classmethod
-    def of(cls, rows: Sequence[int], offset: int = 0) -> RowSample:
-        return cls(tuple(offset + r for r in sorted(rows)[:cls.KEEP]), len(rows))
-
-    def merge(self, other: RowSample) -> RowSample:
-        return RowSample(tuple(heapq.merge(self.first, other.first))[:self.KEEP], self.count + other.count)
-
-    def describe(self) -> str:
-        return describe_rows(self.first, total=self.count)
-
-
-@dataclass(frozen=True)
 class Problem:
     """A problem of one column that fails the whole table: its kind, rows and first distinct values."""
 
@@ -117,16 +96,22 @@ class Problem:
 
 @dataclass(frozen=True)
 class ColumnFacts:
-    """What the whole of a converted column decides: missing values, input type, whether float32 holds it."""
+    """What the whole of a converted column decides: missing values, input type, and for a float column what
+    float32 would do to it."""
 
     nullable: bool
     source: str
-    float32_holds: bool = True
+    floats: FloatFacts | None = None
 
     def merge(self, other: ColumnFacts) -> ColumnFacts:
         source = self.source if self.source == other.source else _source_name(_SOURCE_KINDS[self.source],
                                                                               {self.source, other.source})
-        return ColumnFacts(self.nullable or other.nullable, source, self.float32_holds and other.float32_holds)
+        floats = self.floats.merge(other.floats) if self.floats and other.floats else self.floats or other.floats
+        return ColumnFacts(self.nullable or other.nullable, source, floats)
+
+    def settled(self) -> ColumnFacts:
+        """These facts as the shard writers need them: the float decision without the distinct values."""
+        return replace(self, floats=self.floats.settled()) if self.floats else self
 
 
 @dataclass(frozen=True)
@@ -220,7 +205,7 @@ def validate_part(
         if column is not None:
             floats = column.type.kind is Kind.FLOAT32 and not column.type.is_list
             columns[name] = ColumnFacts(column.nullable, column.source,
-                                        not floats or float32_holds(_float_array(column.values)))
+                                        FloatFacts.of(_float_array(column.values), first_row) if floats else None)
     label = next((c for c, (_, t) in zip(converted, valued) if t.role is Role.LABEL), None)
     features = tuple(c for c, (_, t) in zip(converted, valued) if t.role is Role.FEATURE)
     facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col)
@@ -273,7 +258,7 @@ def finalize(part: Table, facts: Facts, float_precision: str = "auto") -> Table:
     for column in part.features:
         whole = facts.columns[column.name]
         column = replace(column, nullable=whole.nullable, source=whole.source)
-        features.append(store_floats(column, float_precision, whole.float32_holds))
+        features.append(store_floats(column, float_precision, whole.floats))
     return replace(part, label=label, vocabulary=vocabulary, features=tuple(features))
 
 
@@ -283,20 +268,30 @@ def feature_name(column: str, col_type: type[ColumnType]) -> str:
     return role_feature.name if role_feature else column
 
 
-def store_floats(column: Column, precision: str, holds: bool | None = None) -> Column:
-    """A float column as float32 when that keeps every value as written; else (precision "auto"), or always
-    (precision "float64"), as float64 - its values then the int64 bits of each float. Never a silent rounding.
-    ``holds``: whether float32 holds the whole column, when ``column`` is a part of it."""
-    if column.type.kind is not Kind.FLOAT32 or column.type.is_list or precision == "float32":
+def store_floats(column: Column, precision: str, floats: FloatFacts | None = None) -> Column:
+    """A float column as float32, unless float32 would change what the column means (``FloatFacts``) and
+    ``precision`` is "auto", or ``precision`` is "float64": then as float64, its values the int64 bits of each
+    float, with the reason kept for the result's warnings. ``floats``: the whole column's facts, when
+    ``column`` is a part of it. Forcing float32 over values beyond its range is a SchemaError."""
+    if column.type.kind is not Kind.FLOAT32 or column.type.is_list:
         return column
-    values = column.values
-    array = _float_array(values)
-    if precision == "auto" and (float32_holds(array) if holds is None else holds):
+    array = _float_array(column.values)
+    floats = FloatFacts.of(array) if floats is None else floats
+    if precision == "float32":
+        if floats.beyond.count:
+            raise SchemaError(
+                f"column {column.name!r}: {floats.beyond.count} values are beyond float32's range (+-3.4e38), "
+                f"e.g. {floats.beyond_value!r} ({floats.beyond.describe()}): float_precision='float32' would make "
+                f"them infinite; use 'auto' or 'float64'")
+        return column
+    reason = floats.float64_reason() if precision == "auto" else None
+    if precision == "auto" and reason is None:
         return column
     bits = array.view(np.int64)
+    values = column.values
     if not isinstance(values, np.ndarray):
         bits = [None if v is None else b for v, b in zip(values, bits.tolist())]
-    return replace(column, values=bits, stored_as=Kind.FLOAT64)
+    return replace(column, values=bits, stored_as=Kind.FLOAT64, float64_reason=reason)
 
 
 def _float_array(values: list[Any] | np.ndarray) -> np.ndarray:
@@ -304,23 +299,6 @@ def _float_array(values: list[Any] | np.ndarray) -> np.ndarray:
     if isinstance(values, np.ndarray):
         return values
     return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-
-
-def float32_holds(values: np.ndarray) -> bool:
-    """Whether every value reads the same after float32: exact in float32, a decimal of at most 6 significant
-    digits (which float32's 24 bits always give back: 0.1, 2.35), or one whose shortest decimal survives it.
-    1700000001.75 does not (float32 gives 1700000000.0), nor do most computed values such as pi."""
-    finite = values[np.isfinite(values)]
-    rest = finite[finite.astype(np.float32).astype(np.float64) != finite]
-    for decimals in range(7):  # cheap, vectorised: short decimals, the values of most CSVs
-        if not rest.size:
-            return True
-        rest = rest[~((np.round(rest, decimals) == rest) & (np.abs(rest) * 10.0**decimals < 1e6))]
-    for start in range(0, rest.size, 4096):  # the rest by their shortest decimal; stops at the first change
-        chunk = rest[start:start + 4096]
-        if not (chunk.astype(np.float32).astype(str).astype(np.float64) == chunk).all():
-            return False
-    return True
 
 
 def _check_feature_names(schema: Schema) -> None:
@@ -432,7 +410,7 @@ def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: in
             values.append(raw.encode("utf-8"))
             quick += 1
             continue
-        if exact and (INT64_MIN <= raw <= INT64_MAX if common is int else abs(raw) <= FLOAT32_MAX):
+        if exact and (raw == raw if common is float else INT64_MIN <= raw <= INT64_MAX):  # NaN: missing
             values.append(raw)
             quick += 1
             continue
@@ -472,9 +450,6 @@ def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[A
         return series.to_numpy(dtype=np.int64), "bool" if dtype.kind == "b" else "int"
     if col_type.kind is Kind.FLOAT32 and dtype.kind == "f":
         arr = series.to_numpy(dtype=np.float64)
-        finite = np.isfinite(arr)
-        if np.any(np.abs(arr[finite]) > FLOAT32_MAX):
-            return None  # let the slow path name the rows
         if not np.isnan(arr).any():
             return arr, "float"
         return [None if v != v else v for v in arr.tolist()], "float"
@@ -513,9 +488,7 @@ def _to_int(value: Any, sources: set[str]) -> int:
 def _to_float(value: Any, sources: set[str]) -> float:
     if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.number, np.bool_)):
         raise TypeError("not a number")
-    result = float(value)
-    if result == result and abs(result) != float("inf") and abs(result) > FLOAT32_MAX:
-        raise OverflowError("outside float32")
+    result = float(value)  # beyond float32's range too: FloatFacts decides the column's storage
     sources.add("float")
     return result
 

@@ -22,11 +22,14 @@ self-describing dataset.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import re
 import secrets
+import shutil
+import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -458,16 +461,17 @@ def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> 
 def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *, wait: bool) -> BeamOutcome:
     """Run the pipeline ``build`` adds its steps to (``build_pipeline`` or ``build_file_pipeline``); wait for
     it (DirectRunner always) or return once the job is submitted."""
-    pipeline = beam.Pipeline(runner=_runner(options["runner"]), options=PipelineOptions(flags=[], **options))
-    build(pipeline)
     runner = options["runner"]
     dry_run = bool(options.get("dry_run"))
-    try:
-        result = pipeline.run()
-        if runner != "DataflowRunner" or wait and not dry_run:
-            result.wait_until_finish()
-    except Exception as e:  # Beam wraps worker errors; give the user ours back
-        raise _our_error(e) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
+    with _temporary_folder_of_beam():
+        pipeline = beam.Pipeline(runner=_runner(runner), options=PipelineOptions(flags=[], **options))
+        build(pipeline)
+        try:
+            result = pipeline.run()
+            if runner != "DataflowRunner" or wait and not dry_run:
+                result.wait_until_finish()
+        except Exception as e:  # Beam wraps worker errors; give the user ours back
+            raise _our_error(e) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
     if runner != "DataflowRunner" or wait and not dry_run:
         state = str(result.state)
         if "DONE" not in state:
@@ -475,6 +479,23 @@ def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *,
         return BeamOutcome(True, counters=_counters(result), options=options,
                            **_job(result, options))
     return BeamOutcome(False, options=options, **_job(result, options))
+
+
+@contextlib.contextmanager
+def _temporary_folder_of_beam() -> Iterator[None]:
+    """Beam leaves local temporary folders behind: a Dataflow submission's SDK dependency list and its copy of
+    the pipeline's folder, and in IPython (notebooks) every pipeline's own /tmp/beam-pipeline-temp*. While a
+    pipeline is built and run, Python's temporary folder is one of ours, removed with all of them afterwards.
+    No runner reads them once the job has finished or been submitted; tfrecorder's own temporary files go
+    elsewhere (the Beam runners spill under output_dir)."""
+    folder = tempfile.mkdtemp(prefix="tfrecorder-beam-")
+    saved = tempfile.tempdir
+    tempfile.tempdir = folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _runner(name: str) -> Any:

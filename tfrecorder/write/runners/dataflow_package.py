@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import logging
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from tfrecorder._version import __version__
@@ -39,14 +41,26 @@ def _dependencies() -> list[str]:
     return [r for r in requires if "extra ==" not in r]
 
 
-def build_sdist(directory: str | None = None) -> str:
-    """Build a source distribution of the running tfrecorder (same files, same version); return its path.
+@contextlib.contextmanager
+def staged_sdist() -> Iterator[str]:
+    """``build_sdist`` into a temporary folder that is removed on the way out: once Beam has staged the package
+    to the job's staging_location (the job is submitted, built as a dry run, or failed)."""
+    folder = tempfile.mkdtemp(prefix="tfrecorder-stage-")
+    try:
+        yield build_sdist(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def build_sdist(directory: str) -> str:
+    """Build a source distribution of the running tfrecorder (same files, same version) in ``directory``;
+    return its path.
 
     Beam's ``extra_packages`` stages it and each Dataflow worker pip-installs it. Built
     offline with the setuptools that is installed; nothing is downloaded.
     """
     source = Path(__file__).resolve().parents[2]  # the tfrecorder package: write/runners/ is two below it
-    out = Path(directory or tempfile.mkdtemp(prefix="tfrecorder-stage-"))
+    out = Path(directory)
     work = Path(tempfile.mkdtemp(prefix="tfrecorder-build-"))
     try:
         shutil.copytree(source, work / "tfrecorder", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

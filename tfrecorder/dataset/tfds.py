@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfrecorder.dataset.features import IMAGE, LABEL
-from tfrecorder.dataset.manifest import FeatureInfo, ShardInfo
+from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 
 DATASET_INFO_NAME = "dataset_info.json"
 FEATURES_NAME = "features.json"
@@ -63,7 +63,7 @@ def name_and_version(folder_path: str) -> tuple[str, str]:
 
 
 def tfds_metadata(
-    folder_path: str,
+    name_version: tuple[str, str],
     features: Sequence[FeatureInfo],
     shards: Mapping[str, Sequence[ShardInfo]],
     *,
@@ -71,10 +71,11 @@ def tfds_metadata(
     label: Mapping[str, Any] | None,
     image: Mapping[str, Any] | None,
 ) -> TfdsMetadata:
-    """The TFDS files for a dataset with these features and shards (None-compressed only)."""
+    """The TFDS files for a dataset of this name and version (``name_and_version``) with these features and
+    shards (None-compressed only)."""
     if compression is not None:
         return TfdsMetadata(not_written=f"TFDS reads uncompressed TFRecord files only (these are {compression})")
-    name, version = name_and_version(folder_path)
+    name, version = name_version
     connectors: dict[str, dict[str, Any]] = {}
     left_out: dict[str, str] = {}
     for feature in features:
@@ -92,6 +93,16 @@ def tfds_metadata(
     if vocabulary is not None and LABEL.name in connectors:
         files[labels_file(LABEL.name)] = "".join(f"{v}\n" for v in vocabulary)
     return TfdsMetadata(name, version, files, left_out)
+
+
+def described_files(manifest: Manifest) -> dict[str, str]:
+    """The TFDS files (name -> text) that ``manifest`` says were written beside its shards, rebuilt from it: what
+    they must hold. Empty when it wrote none (compressed shards, or a dataset.json from before TFDS files)."""
+    summary = manifest.tfds or {}
+    if not summary.get("written"):
+        return {}
+    return tfds_metadata((summary["name"], summary["version"]), manifest.features, manifest.splits,
+                         compression=manifest.compression, label=manifest.label, image=manifest.image).files
 
 
 def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None,
