@@ -26,6 +26,15 @@ def in_stored_order(df: pd.DataFrame, **validate_options) -> pd.DataFrame:
     return df.iloc[np.lexsort((np.arange(len(df)), keys))]
 
 
+def default_signals() -> None:
+    """``preexec_fn`` of a child a test signals: SIGINT and SIGTERM as a terminal gives them. A background job of
+    a non-interactive shell (``make test &``) starts with SIGINT ignored, and its children inherit that."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def pixels(seed: int, height: int, width: int, channels: int) -> np.ndarray:
     """Smooth, photo-like uint8 pixels (gradients plus a little noise), reproducible by seed."""
     rng = np.random.default_rng(seed)

@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from tests.conftest import write_image
+from tests.conftest import default_signals, write_image
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(*args, check=True):
@@ -136,9 +137,45 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume(tmp_path):
     with http_server(tmp_path) as (base, hits):
         (tmp_path / "t.csv").write_text(f"split,image_uri,label\nTRAIN,{base}/silent/a.jpg,1\n")
         proc = subprocess.Popen([sys.executable, "-m", "tfrecorder", "convert", str(tmp_path / "t.csv"),
-                                 str(tmp_path / "out"), "--no-progress"], stderr=subprocess.PIPE, text=True, env=ENV)
+                                 str(tmp_path / "out"), "--no-progress"], stderr=subprocess.PIPE, text=True, env=ENV,
+                                preexec_fn=default_signals)
         assert hits.arrived.wait(120)  # it is waiting on the image server
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130
     assert stderr == "tfrecorder: interrupted: run the same command again to resume where it stopped\n"
+
+
+def test_the_signal_tests_pass_when_the_suite_starts_with_sigint_ignored(tmp_path):
+    """``make test &`` in a script starts pytest with SIGINT ignored; the tests that signal a child still pass,
+    and the command itself keeps the ignored SIGINT it inherits (what a background job asks for)."""
+    import signal
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    tests = ["tests/test_cli.py::test_ctrl_c_prints_one_line_saying_how_to_resume",
+             "tests/test_big_files.py::test_sigterm_stops_the_conversion_as_ctrl_c_does"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
+                          cwd=ROOT, capture_output=True, text=True, preexec_fn=ignore_sigint, timeout=600)
+    assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_a_command_started_with_sigint_ignored_keeps_ignoring_it(tmp_path):
+    import signal
+
+    from tests.servers import http_server
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    with http_server(tmp_path) as (base, hits):
+        (tmp_path / "t.csv").write_text(f"split,image_uri,label\nTRAIN,{base}/silent/a.jpg,1\n")
+        proc = subprocess.Popen([sys.executable, "-m", "tfrecorder", "convert", str(tmp_path / "t.csv"),
+                                 str(tmp_path / "out"), "--no-progress"], stderr=subprocess.PIPE, text=True, env=ENV,
+                                preexec_fn=ignore_sigint)
+        assert hits.arrived.wait(120)
+        proc.send_signal(signal.SIGINT)  # ignored, as a background job asks
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and "stopped by SIGTERM" in stderr

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import fsspec
 import pandas as pd
+import pytest
 
 import tfrecorder
 
@@ -211,3 +212,19 @@ def test_an_image_folder_on_gcs_is_listed_by_the_direct_runner(gcs_dir, tmp_path
     assert direct.rows == local.rows and local.rows.written == 5
     for name in ("train-00000-of-00001.tfrecord", "test-00000-of-00001.tfrecord", "errors.csv"):
         assert (tmp_path / "direct" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+
+
+def test_a_dataflow_submission_that_hangs_is_an_error_not_a_process_that_never_returns(tabular_table, gcs_bucket,
+                                                                                    monkeypatch):
+    """Beam takes a bucket name it finds invalid ("b") for a missing one and looks for a default bucket through
+    Google's APIs, each call retried for a minute or more: offline, the submission waits and waits."""
+    from tfrecorder.write.runners import beam
+
+    fsspec.filesystem("gs").mkdir("b")
+    monkeypatch.setattr(beam, "SUBMIT_SECONDS", 3.0)
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"submitting the Dataflow job tfrecorder-\S+ did not finish "
+                                                         r"within 3 s .* look for the job in the console"):
+        tfrecorder.convert(tabular_table, "gs://b/out", runner="DataflowRunner", project="my-project",
+                           region="europe-west4",
+                           dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"})
+    assert not fsspec.filesystem("gs").exists("gs://b/out/.tfrecorder/lock.json")  # the lock is released

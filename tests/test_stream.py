@@ -144,8 +144,8 @@ def test_streamed_table_gives_the_same_errors_and_writes_nothing(tmp_path, strea
                            runner=runner)
     assert str(in_parts.value) == str(in_memory.value)
     assert "'TRIAN'" in str(in_parts.value) and "row 4990" in str(in_parts.value)
-    # a CSV column with text in it is text (read_source): IntegerInput refuses all of it, naming the rows
-    assert "column 'n': 5000 values do not fit IntegerInput" in str(in_parts.value)
+    # a column the schema types as integers is parsed cell by cell: only the cells that are no number are named
+    assert "column 'n': 2 values do not fit IntegerInput (int64), e.g. 'many' (rows 1, 4995)" in str(in_parts.value)
     assert not (tmp_path / "streamed").exists() or not os.listdir(tmp_path / "streamed")
 
 
@@ -201,3 +201,26 @@ def test_streamed_run_stopped_by_a_bad_image_resumes_with_the_shards_it_wrote(tm
                                 on_error="raise")
     assert result.resumed_shards == 3
     assert files_of(out) == files_of(tmp_path / "memory")
+
+
+@pytest.mark.parametrize("path", ["in memory", "streamed"])
+def test_a_typed_csv_column_names_only_the_cells_that_do_not_parse(tmp_path, streamed, path):
+    from tfrecorder import types
+
+    if path == "streamed":
+        streamed()  # parts of 1,000 rows: the bad cells are in every part
+    cells = [str(i) for i in range(3000)]
+    for row in range(10, 3000, 500):
+        cells[row] = "abc"
+    cells[2999] = "n/a"
+    pd.DataFrame({"split": ["TRAIN"] * 3000, "x": cells, "code": ["007"] * 3000}).to_csv(tmp_path / "t.csv",
+                                                                                          index=False)
+    schema = {"split": types.SplitKey, "x": types.IntegerInput, "code": types.IntegerInput}
+    message = r"^column 'x': 7 values do not fit IntegerInput \(int64\), e\.g\. 'abc' \(rows 10, 510, 1010, 1510, "
+    with pytest.raises(tfrecorder.SchemaError, match=message + r"2010, \.\.\. \(7 in all\)\)$"):
+        tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "out"), schema=schema, progress=False)
+    good = pd.read_csv(tmp_path / "t.csv", dtype=str).iloc[:10]
+    good.to_csv(tmp_path / "good.csv", index=False)
+    tfrecorder.convert(str(tmp_path / "good.csv"), str(tmp_path / "good"), schema=schema, progress=False)
+    back = tfrecorder.read_tfr(str(tmp_path / "good")).sort_values("x")
+    assert back["x"].tolist() == list(range(10)) and set(back["code"]) == {7}  # parsed into the type given

@@ -30,7 +30,7 @@ def test_values(values, col_type, expected, nullable):
 
 @pytest.mark.parametrize("values,col_type,message", [
     ([1, 2**63], types.IntegerInput, r"1 values do not fit IntegerInput.*9223372036854775808 \(row 1\)"),
-    ([1.0, "1e39"], types.FloatInput, r"1 values do not fit FloatInput.*'1e39' \(row 1\)"),
+    ([1.0, "1e39x"], types.FloatInput, r"1 values do not fit FloatInput.*'1e39x' \(row 1\)"),
     (["a", 3.5], types.IntegerInput, r"2 values do not fit IntegerInput.*'a' \(rows 0, 1\)"),
 ])
 def test_values_out_of_range_are_schema_errors(values, col_type, message):

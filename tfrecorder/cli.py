@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -224,14 +225,37 @@ def native_stderr_silenced() -> Iterator[None]:
         os.close(real)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, systemd, Kubernetes, batch schedulers), stopping the command as Ctrl-C does: the same
+    clean-up (spill files, forked writers, the lock) and one line saying how to resume."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the command runs, SIGTERM raises Terminated (unless this process was started with it ignored)."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tfrecorder`` command; returns the exit status."""
     args, extra = _parser().parse_known_args(argv)
-    if args.verbose:  # everything, TensorFlow's own lines included
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        return _main(args, extra)
-    with native_stderr_silenced():
-        return _main(args, extra)
+    with sigterm_as_interrupt():
+        if args.verbose:  # everything, TensorFlow's own lines included
+            logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+            return _main(args, extra)
+        with native_stderr_silenced():
+            return _main(args, extra)
 
 
 def _main(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -243,12 +267,13 @@ def _main(args: argparse.Namespace, extra: Sequence[str]) -> int:
         message = " ".join(str(e).split()) or type(e).__name__
         print(f"tfrecorder: error: {message}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if args.verbose:
             raise
         again = ": run the same command again to resume where it stopped" if args.command == "convert" else ""
-        print(f"tfrecorder: interrupted{again}", file=sys.stderr)
-        return 130  # the shell's code for Ctrl-C
+        terminated = isinstance(e, Terminated)
+        print(f"tfrecorder: {'stopped by SIGTERM' if terminated else 'interrupted'}{again}", file=sys.stderr)
+        return 143 if terminated else 130  # the shell's codes for SIGTERM and Ctrl-C
 
 
 if __name__ == "__main__":

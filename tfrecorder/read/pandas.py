@@ -72,8 +72,10 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     return frame[list(columns)] if columns is not None else frame
 
 
-# Records decoded together: enough that numpy's cost per call vanishes, few enough to stay small in memory.
-_BATCH_RECORDS, _BATCH_BYTES = 16384, 1 << 23
+# Records decoded together: enough that numpy's cost per call vanishes, few enough to stay small in memory. A
+# batch is never under _MIN_BATCH_RECORDS records (past the bytes bound): each feature costs a few numpy calls a
+# batch, so batches that shrink as tables widen would make wide tables cost columns x columns.
+_BATCH_RECORDS, _BATCH_BYTES, _MIN_BATCH_RECORDS = 16384, 1 << 23, 256
 
 
 def _batches(folder: Folder, manifest: Manifest, split: str):
@@ -91,7 +93,7 @@ def _batches(folder: Folder, manifest: Manifest, split: str):
                         first = block.first
                     batch.extend(block.records)
                     size += sum(map(len, block.records))
-                    if len(batch) >= _BATCH_RECORDS or size >= _BATCH_BYTES:
+                    if len(batch) >= _BATCH_RECORDS or size >= _BATCH_BYTES and len(batch) >= _MIN_BATCH_RECORDS:
                         yield batch, url, first
                         batch, size = [], 0
             except TFRecorderError as e:

@@ -74,8 +74,8 @@ def decode(records: Sequence[bytes], features: Sequence[FeatureInfo]) -> list[Nu
         entry_owner, entry_start, entry_end = _fields(buf, body_start, body_end, _LEN1)  # Features.feature
         entry_owner = owner[entry_owner]
         keys, key_len, value_start, value_end = _entries(buf, entry_start, entry_end)
-        prefix = _prefixes(buf, keys, key_len)
-        return [_feature(buf, data, len(records), f, *_matching(buf, f.name, keys, key_len, prefix, entry_owner,
+        index = _KeyIndex(buf, keys, key_len)
+        return [_feature(buf, data, len(records), f, *_matching(buf, f.name, keys, key_len, index, entry_owner,
                                                                    value_start, value_end))
                 for f in features]
     except _Irregular:
@@ -156,23 +156,39 @@ def _entries(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     return key_start, key_stop - key_start, value_start, value_stop
 
 
-def _prefixes(buf: np.ndarray, keys: np.ndarray, key_len: np.ndarray) -> np.ndarray:
-    """Each key's first 8 bytes as one number (zeros past its end): most keys are told apart by it alone."""
-    prefix = np.zeros(len(keys), np.uint64)
-    for i in range(8):
-        byte = buf[keys + i].astype(np.uint64)
-        byte[key_len <= i] = 0
-        prefix |= byte << np.uint64(8 * i)
-    return prefix
+_FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
 
-def _matching(buf, name, keys, key_len, prefix, owner, value_start, value_stop):
+class _KeyIndex:
+    """The batch's map entries by a 64-bit hash of their key (FNV-1a), sorted: each feature finds its entries
+    by a binary search, so decoding F features of a record of F keys costs F log F, not F x F."""
+
+    def __init__(self, buf: np.ndarray, keys: np.ndarray, key_len: np.ndarray):
+        hashes = np.full(len(keys), _FNV_OFFSET, np.uint64)
+        last = len(buf) - 1
+        for i in range(int(key_len.max(initial=0))):  # a byte position at a time, over every key at once
+            byte = buf[np.minimum(keys + i, last)].astype(np.uint64)
+            hashes = np.where(key_len > i, (hashes ^ byte) * np.uint64(_FNV_PRIME), hashes)
+        self._order = np.argsort(hashes, kind="stable")  # entries of one key stay in record order
+        self._sorted = hashes[self._order]
+
+    def entries(self, key: bytes) -> np.ndarray:
+        """The entries whose key hashes as ``key`` does, in record order (a colliding key is told apart later)."""
+        value = _FNV_OFFSET
+        for byte in key:
+            value = ((value ^ byte) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+        low, high = np.searchsorted(self._sorted, np.uint64(value), "left"), np.searchsorted(
+            self._sorted, np.uint64(value), "right")
+        return self._order[low:high]
+
+
+def _matching(buf, name, keys, key_len, index: _KeyIndex, owner, value_start, value_stop):
     """The entries whose key is ``name``: (record, Feature start, Feature stop); a key twice is irregular."""
     encoded = name.encode("utf-8")
     wanted = np.frombuffer(encoded, dtype=np.uint8)
-    first = np.uint64(int.from_bytes(encoded[:8], "little"))
-    candidates = np.flatnonzero((prefix == first) & (key_len == len(wanted)))
-    if len(wanted) > 8:  # the rest of the key too
+    candidates = index.entries(encoded)
+    candidates = candidates[key_len[candidates] == len(wanted)]
+    if len(wanted):  # the whole key: a hash may collide
         same = (buf[keys[candidates][:, None] + np.arange(len(wanted))] == wanted).all(axis=1)
         candidates = candidates[same]
     rows = owner[candidates]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -477,6 +478,8 @@ def _to_int(value: Any, sources: set[str]) -> int:
         result = int(value)
     elif isinstance(value, (float, np.floating)) and float(value).is_integer():
         result = int(value)
+    elif isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
+        result = int(value)  # text a schema types as integers (a CSV column with a few bad cells, "007")
     else:
         raise TypeError("not an integer")
     if not INT64_MIN <= result <= INT64_MAX:
@@ -486,6 +489,8 @@ def _to_int(value: Any, sources: set[str]) -> int:
 
 
 def _to_float(value: Any, sources: set[str]) -> float:
+    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        value = float(value)  # text a schema types as numbers (a CSV column with a few bad cells)
     if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.number, np.bool_)):
         raise TypeError("not a number")
     result = float(value)  # beyond float32's range too: FloatFacts decides the column's storage
@@ -505,6 +510,11 @@ def _to_bytes(value: Any, sources: set[str]) -> bytes:
         return str(value).encode("utf-8")
     raise TypeError("not text")
 
+
+# Text that spells a number, for columns the schema types as numbers (what pandas and Arrow parse, spaces around
+# allowed): a CSV column is text as a whole when a few of its cells are not numbers, and only those are wrong.
+_INTEGER_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*[+-]?(inf|infinity)\s*", re.IGNORECASE)
 
 # The exact Python type most values of a kind have.
 _COMMON_TYPES: dict[Kind, type] = {Kind.INT64: int, Kind.FLOAT32: float, Kind.BYTES: str}

@@ -30,6 +30,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -460,25 +461,60 @@ def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> 
 
 def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *, wait: bool) -> BeamOutcome:
     """Run the pipeline ``build`` adds its steps to (``build_pipeline`` or ``build_file_pipeline``); wait for
-    it (DirectRunner always) or return once the job is submitted."""
+    it (DirectRunner always) or return once the job is submitted (within SUBMIT_SECONDS)."""
     runner = options["runner"]
     dry_run = bool(options.get("dry_run"))
-    with _temporary_folder_of_beam():
+    waits = runner != "DataflowRunner" or wait and not dry_run
+
+    def run() -> Any:
         pipeline = beam.Pipeline(runner=_runner(runner), options=PipelineOptions(flags=[], **options))
         build(pipeline)
+        return pipeline.run()
+
+    with _temporary_folder_of_beam():
         try:
-            result = pipeline.run()
-            if runner != "DataflowRunner" or wait and not dry_run:
+            result = run() if runner != "DataflowRunner" else _submitted(run, options.get("job_name"))
+            if waits:
                 result.wait_until_finish()
         except Exception as e:  # Beam wraps worker errors; give the user ours back
             raise _our_error(e) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
-    if runner != "DataflowRunner" or wait and not dry_run:
+    if waits:
         state = str(result.state)
         if "DONE" not in state:
             raise TFRecorderError(f"the Beam pipeline ended in state {state}")
         return BeamOutcome(True, counters=_counters(result), options=options,
                            **_job(result, options))
     return BeamOutcome(False, options=options, **_job(result, options))
+
+
+# How long a Dataflow submission may take: Beam checks the options with Google's APIs, stages the files and
+# creates the job, each call with its own retries; without a network answer it could wait for ever.
+SUBMIT_SECONDS = 300.0
+
+
+def _submitted(submit: Callable[[], Any], job_name: str | None) -> Any:
+    """``submit()`` (building and submitting a Dataflow job) in a thread of its own, given SUBMIT_SECONDS: a
+    submission that hangs is an error, not a process that never returns (the thread, a daemon, is left)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = submit()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread as it is
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, name="tfrecorder-dataflow-submit", daemon=True)
+    thread.start()
+    thread.join(SUBMIT_SECONDS)
+    if thread.is_alive():
+        raise TFRecorderError(
+            f"submitting the Dataflow job {job_name} did not finish within {SUBMIT_SECONDS:.0f} s (Beam was still "
+            f"waiting on Google Cloud: the project, the buckets, the staging upload or the job request); check the "
+            f"network and credentials, and look for the job in the console before running again: it may still "
+            f"have been created")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.fetch import is_remote
 from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
@@ -242,8 +244,10 @@ def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) 
     nothing goes into place after the run failed."""
     context = multiprocessing.get_context("fork")
     rows = context.RawArray("q", len(plan))
+    owners = context.RawArray("q", len(plan))  # the pid of the writer of each shard
     stop = context.RawValue("q", len(plan))  # shards from this one on stop at their next row
-    pool = ProcessPoolExecutor(how.processes, context, _start_writer, (plan, write, how, rows, stop, os.getpid()))
+    pool = ProcessPoolExecutor(how.processes, context, _start_writer,
+                               (plan, write, how, rows, owners, stop, os.getpid()))
     try:
         with warnings.catch_warnings():
             # Python 3.12+ warns of fork() beside other threads (TensorFlow's, tqdm's): the writers use none of
@@ -258,11 +262,42 @@ def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) 
                 shown = _show(bar, rows, shown)
                 failed = (i for i, f in enumerate(ahead, index) if f.done() and f.exception() is not None)
                 stop.value = min(stop.value, next(failed, len(plan) - 1) + 1)
-            yield future.result()  # raises the shard's error
+            try:
+                result = future.result()  # raises the shard's error
+            except BrokenProcessPool as e:
+                raise _writer_died(plan, pool, owners, futures, index) from e
+            yield result
         _show(bar, rows, shown)  # rows of shards that ended after the last look
+    except (KeyboardInterrupt, GeneratorExit):  # Ctrl-C, SIGTERM, or the caller stopped: a writer may be waiting
+        # on a read, and a shard it has not finished is not in place
+        for process in (getattr(pool, "_processes", None) or {}).values():
+            process.terminate()
+        raise
     finally:
         stop.value = 0
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _writer_died(plan: Sequence[Any], pool: ProcessPoolExecutor, owners: Any, futures: Sequence[Any],
+                 kept: int) -> TFRecorderError:
+    """The error for a forked writer that died (most often by the out-of-memory killer's SIGKILL): which shard's
+    writer, by which signal, and how to go on. The executor then ends the other writers with SIGTERM, so the
+    writer that died is the one that ended another way. ``kept``: the shards recorded before it (plan order)."""
+    processes = getattr(pool, "_processes", None) or {}  # the executor's writers by pid: it has no public view
+    ended = {pid: p.exitcode for pid, p in processes.items() if p.exitcode is not None}
+    pid, code = next(((pid, c) for pid, c in ended.items() if c != -signal.SIGTERM), next(iter(ended.items()),
+                                                                                         (None, None)))
+    unfinished = [i for i, f in enumerate(futures) if not (f.done() and f.exception() is None)]
+    shard = next((i for i in unfinished if owners[i] == pid), unfinished[0] if unfinished else 0)
+    name = getattr(plan[shard], "spec", plan[shard]).filename
+    if code is not None and code < 0:
+        cause = (f"was killed by {signal.Signals(-code).name}, most often by the kernel's out-of-memory killer: "
+                 f"write with less memory at once (num_workers=1 writes the shards in this process, one at a "
+                 f"time; a larger num_shards makes each smaller)")
+    else:
+        cause = f"ended unexpectedly (exit status {code})"
+    return TFRecorderError(f"the process writing {name} {cause}. Run the same conversion again: it keeps the "
+                           f"{kept} shards already written")
 
 
 def _show(bar, rows, shown: int) -> int:
@@ -275,7 +310,7 @@ def _show(bar, rows, shown: int) -> int:
 _forked: dict[str, Any] = {}  # in a forked writer: what _in_processes handed it
 
 
-def _start_writer(plan, write, how: Parallelism, rows, stop, parent: int) -> None:
+def _start_writer(plan, write, how: Parallelism, rows, owners, stop, parent: int) -> None:
     """Set up a forked writer: it dies with its parent, leaves Ctrl-C to it, and has its share of the memory
     budget for decoded pixels and its own image threads."""
     try:  # an orphan would go on writing into an output folder that a re-run may already be writing again
@@ -285,14 +320,17 @@ def _start_writer(plan, write, how: Parallelism, rows, stop, parent: int) -> Non
     if os.getppid() != parent:  # the parent ended before prctl
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler: the parent stops the writers
     DECODE_MEMORY.limit = max(1, DECODE_MEMORY.limit // how.processes)  # this writer's copy of the budget
     pool = ThreadPoolExecutor(how.image_threads, "tfrecorder") if how.image_threads > 1 else None
-    _forked.update(plan=plan, write=write, rows=rows, stop=stop, mapper=_mapper(pool, how.image_threads))
+    _forked.update(plan=plan, write=write, rows=rows, owners=owners, stop=stop,
+                   mapper=_mapper(pool, how.image_threads))
 
 
 def _write_forked(index: int) -> ShardResult:
     """In a forked writer: write shard ``index`` of the plan."""
     rows, stop = _forked["rows"], _forked["stop"]
+    _forked["owners"][index] = os.getpid()
 
     def tick() -> None:
         if index >= stop.value:

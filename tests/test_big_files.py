@@ -1,0 +1,159 @@
+"""A big file behaves like a small one when things go wrong: a CSV of 64 MiB or more (converted a part at a time,
+its rows spilled to TMPDIR, its shards written by forked processes) meets SIGTERM, SIGKILL, a writer killed by
+the OOM killer and a full temporary folder. Each ends with one clear line, leaves no spill behind, and the
+re-run finishes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tests.conftest import default_signals
+from tfrecorder.write import convert, stream
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def big_csv(tmp_path_factory) -> Path:
+    """One CSV of ~70 MiB for the module: 250,000 rows of a label, numbers and a long text."""
+    path = tmp_path_factory.mktemp("big") / "table.csv"
+    rows = 250_000
+    rng = np.random.default_rng(0)
+    pd.DataFrame({
+        "split": rng.choice(["TRAIN", "VALIDATION", "TEST"], rows, p=[0.8, 0.1, 0.1]),
+        "label": rng.choice(["cat", "dog", "goat"], rows),
+        "x": rng.random(rows), "n": rng.integers(0, 1000, rows),
+        "text": [f"row {i} " + "lorem ipsum dolor sit amet " * 9 for i in range(rows)],
+    }).to_csv(path, index=False)
+    assert path.stat().st_size >= convert.STREAM_BYTES
+    return path
+
+
+def spills(tmp: Path) -> list[str]:
+    return [name for name in os.listdir(tmp) if name.startswith(stream.SPILL_PREFIX)]
+
+
+# The child runs the command; where BLOCK says, it stops and waits to be signalled: in the summary pass once
+# the first parts are spilled ("summary"), or in a forked shard writer ("writer"), printing its pid.
+CHILD = """
+import os, sys, threading
+import tfrecorder.write.runners.local as local, tfrecorder.write.stream as stream
+from tfrecorder.cli import main
+block = os.environ["BLOCK"]
+if block == "writer":
+    def write_streamed_shard(*args, **kwargs):
+        print("BLOCKED", os.getpid(), flush=True)
+        threading.Event().wait()
+    local.write_streamed_shard = write_streamed_shard
+else:
+    real, parts = stream.validate_part, []
+    def validate_part(*args, **kwargs):
+        parts.append(1)
+        if len(parts) == 3:
+            print("BLOCKED", os.getpid(), flush=True)
+            threading.Event().wait()
+        return real(*args, **kwargs)
+    stream.validate_part = validate_part
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def start(csv: Path, out: Path, tmp: Path, block: str) -> tuple[subprocess.Popen, int]:
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp), "BLOCK": block, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, "convert", str(csv), str(out), "--no-progress"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             preexec_fn=default_signals)
+    line = child.stdout.readline().split()
+    if line[:1] != ["BLOCKED"]:
+        child.kill()
+        raise AssertionError(f"the child did not block: {line} {child.stderr.read()[-3000:]}")
+    return child, int(line[1])
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie until its parent reaps it is gone too
+        return f.read().split(") ")[-1].startswith("Z")
+
+
+@pytest.mark.parametrize("block", ["summary", "writer"])
+def test_sigterm_stops_the_conversion_as_ctrl_c_does(big_csv, tmp_path, block):
+    child, blocked = start(big_csv, tmp_path / "out", tmp_path / "tmp", block)
+    assert spills(tmp_path / "tmp")  # the rows spilled so far
+    child.send_signal(signal.SIGTERM)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 143
+    assert stderr == "tfrecorder: stopped by SIGTERM: run the same command again to resume where it stopped\n"
+    assert spills(tmp_path / "tmp") == []
+    assert gone(blocked)  # with "writer": the forked writer, stopped by its parent
+
+
+def test_the_next_run_removes_the_spill_of_a_killed_one(big_csv, tmp_path, monkeypatch):
+    child, _ = start(big_csv, tmp_path / "out", tmp_path / "tmp", "summary")
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    (left,) = spills(tmp_path / "tmp")  # nothing could tidy up
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    other = tfrecorder.convert(big_csv, str(tmp_path / "other"), progress=False, validate_images="header",
+                               num_shards=1)  # another output folder: its spill is not that one
+    assert other.rows.written == 250_000 and spills(tmp_path / "tmp") == [left]
+    tfrecorder.convert(big_csv, str(tmp_path / "out"), progress=False, num_shards=1)
+    assert spills(tmp_path / "tmp") == []
+    assert tfrecorder.verify(str(tmp_path / "out")).ok
+
+
+def test_a_killed_shard_writer_is_one_error_naming_its_shard(big_csv, tmp_path, monkeypatch, forked):
+    from tfrecorder.write.runners import local
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    parent, real = os.getpid(), local.write_streamed_shard
+
+    def killed(shard, *args, **kwargs):  # the kernel's OOM killer, in the writer of the TRAIN shard
+        if os.getpid() != parent and shard.spec.split == "TRAIN":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(shard, *args, **kwargs)
+
+    monkeypatch.setattr(local, "write_streamed_shard", killed)
+    with pytest.raises(tfrecorder.TFRecorderError) as caught:
+        tfrecorder.convert(big_csv, str(tmp_path / "out"), progress=False)
+    message = str(caught.value)
+    assert message.startswith("the process writing train-00000-of-00001.tfrecord was killed by SIGKILL, most "
+                              "often by the kernel's out-of-memory killer")
+    assert "num_workers=1" in message and "run the same conversion again: it keeps the 0 shards" in message.lower()
+    assert spills(tmp_path) == []
+    monkeypatch.setattr(local, "write_streamed_shard", real)
+    result = tfrecorder.convert(big_csv, str(tmp_path / "out"), progress=False)
+    assert result.rows.written == 250_000 and tfrecorder.verify(str(tmp_path / "out")).ok
+
+
+def test_a_full_temporary_folder_is_one_error_naming_it(big_csv, tmp_path, monkeypatch):
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a small filesystem for TMPDIR needs mount (tmpfs): {mounted.stderr.decode().strip()}")
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(small))
+        size = big_csv.stat().st_size / 2**20
+        with pytest.raises(tfrecorder.TFRecorderError, match=(
+                rf"no space left in the temporary folder {small} for the spill files of this conversion: this "
+                rf"table \({size:.0f} MiB of CSV\) needs about {size / 2:.0f} MiB there while it is converted; "
+                r"set TMPDIR to a folder with more room")):
+            tfrecorder.convert(big_csv, str(tmp_path / "out"), progress=False)
+        assert os.listdir(small) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
