@@ -63,7 +63,8 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
                 decoded = [_decoded(examples, f) for f in features]
             for collector, column in zip(collectors, decoded):
                 collector.add(column)
-    frame = pd.DataFrame({_column_name(c.feature): c.series() for c in collectors},
+    # From each column's array, not a Series: pandas would align and copy the 10,000 Series of a wide table.
+    frame = pd.DataFrame({_column_name(c.feature): c.array() for c in collectors},
                          index=pd.RangeIndex(rows), copy=False)  # rows even when records have no features
     if label_column in frame:
         ids = frame[label_column]
@@ -142,18 +143,21 @@ class _Collector:
                 self._masks = [self._masks[0][:self._filled], *self._masks[1:], column.missing]
             self._filled = end
 
-    def series(self) -> pd.Series:
-        """The feature as a Series; what was collected is let go (the frame is built a column at a time)."""
+    def array(self) -> Any:
+        """The feature as an array pandas takes as a column; what was collected is let go (the frame is built a
+        column at a time)."""
         if self.feature.shape == [None]:
             objects, self._objects = self._objects, []
-            return pd.Series(objects, dtype=object)
+            array = np.empty(len(objects), dtype=object)
+            array[:] = objects
+            return array
         if not _is_number(self.feature):
             chunks, self._binary = self._binary, []
-            return _binary_series(pa.chunked_array(chunks, pa.large_binary()), self.feature)
+            return _binary_array(pa.chunked_array(chunks, pa.large_binary()), self.feature)
         arrays, masks, self._arrays, self._masks = self._arrays, self._masks, [], []
         values = arrays[0][:self._filled] if len(arrays) == 1 else np.concatenate(arrays)
         missing = masks[0][:self._filled] if len(masks) == 1 else np.concatenate(masks)
-        return _numeric_series(values, missing, self.feature)
+        return _numeric_array(values, missing, self.feature)
 
 
 def _is_number(feature: FeatureInfo) -> bool:
@@ -182,18 +186,18 @@ def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.B
                         missing)
 
 
-def _numeric_series(values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> pd.Series:
-    """A scalar number feature as a Series: float64 from its bits, NaN or NA where missing, bools as bools."""
+def _numeric_array(values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> Any:
+    """A scalar number feature's column: float64 from its bits, NaN or NA where missing, bools as bools."""
     any_missing = bool(missing.any())
     if feature.dtype in (Kind.FLOAT64, Kind.FLOAT32):  # float64 is stored as the int64 bits of each value
         floats = values.view(np.float64) if feature.dtype == Kind.FLOAT64 else values
         floats[missing] = np.nan  # in place: no second copy of the column
-        return pd.Series(floats, copy=False)
+        return floats
     source = "int" if feature.role == "label" else feature.source or "int"
     if source == "bool":
         flags = values.astype(bool)
-        return pd.Series(pd.arrays.BooleanArray(flags, missing)) if any_missing else pd.Series(flags, dtype=bool)
-    return pd.Series(pd.arrays.IntegerArray(values, missing)) if any_missing else pd.Series(values, dtype="int64")
+        return pd.arrays.BooleanArray(flags, missing) if any_missing else flags
+    return pd.arrays.IntegerArray(values, missing) if any_missing else values
 
 
 def _column_name(feature: FeatureInfo) -> str:
@@ -216,16 +220,16 @@ def _text(values: list[Any], feature: FeatureInfo) -> list[Any]:
         return values
 
 
-def _binary_series(values: pa.ChunkedArray, feature: FeatureInfo) -> pd.Series:
-    """A scalar bytes feature: str for text (pyarrow-backed, as pandas stores text), else bytes objects."""
+def _binary_array(values: pa.ChunkedArray, feature: FeatureInfo) -> Any:
+    """A scalar bytes feature's column: str for text (pyarrow-backed, as pandas stores text), else bytes objects."""
     if _is_text(feature):
         try:
             text = pa.chunked_array([chunk.view(pa.large_string()) for chunk in values.chunks], pa.large_string())
             text.validate(full=True)  # UTF-8 checked where the bytes lie: no copy
-            return pd.Series(pd.array(text, dtype="str"), copy=False)
+            return pd.array(text, dtype="str")
         except pa.ArrowInvalid:
             _refuse_unless_foreign(feature)
-    return pd.Series(values.to_pandas(), dtype=object)
+    return values.to_numpy(zero_copy_only=False)
 
 
 def _refuse_unless_foreign(feature: FeatureInfo) -> None:

@@ -74,10 +74,27 @@ def decode(records: Sequence[bytes], features: Sequence[FeatureInfo]) -> list[Nu
         entry_owner, entry_start, entry_end = _fields(buf, body_start, body_end, _LEN1)  # Features.feature
         entry_owner = owner[entry_owner]
         keys, key_len, value_start, value_end = _entries(buf, entry_start, entry_end)
-        index = _KeyIndex(buf, keys, key_len)
-        return [_feature(buf, data, len(records), f, *_matching(buf, f.name, keys, key_len, index, entry_owner,
-                                                                   value_start, value_end))
-                for f in features]
+        feature_of, entry = _matching(buf, [f.name for f in features], keys, key_len)
+        rows = entry_owner[entry]
+        if ((np.diff(feature_of) == 0) & (np.diff(rows) == 0)).any():
+            raise _Irregular  # a key twice in one record: protobuf keeps the last
+        bounds = np.searchsorted(feature_of, np.arange(len(features) + 1))
+        found: list[Any] = [None] * len(features)
+        for field in ("float_list", "int64_list"):  # scalar numbers: every feature of a kind at once
+            group = [i for i, f in enumerate(features) if FIELDS[Kind(f.dtype)] == field and f.shape != [None]]
+            if group:
+                members = np.asarray(group)
+                picked = _spans(bounds[members], bounds[members + 1])
+                numbers = _scalar_numbers(buf, len(records), field, len(group),
+                                          np.repeat(np.arange(len(group)), np.diff(bounds)[members]),
+                                          rows[picked], value_start[entry[picked]], value_end[entry[picked]])
+                for i, column in zip(group, numbers):
+                    found[i] = column
+        for i, f in enumerate(features):
+            if found[i] is None:
+                at = entry[bounds[i]:bounds[i + 1]]
+                found[i] = _feature(buf, data, len(records), f, entry_owner[at], value_start[at], value_end[at])
+        return found
     except _Irregular:
         return None
 
@@ -159,42 +176,85 @@ def _entries(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
 _FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
 
-class _KeyIndex:
-    """The batch's map entries by a 64-bit hash of their key (FNV-1a), sorted: each feature finds its entries
-    by a binary search, so decoding F features of a record of F keys costs F log F, not F x F."""
-
-    def __init__(self, buf: np.ndarray, keys: np.ndarray, key_len: np.ndarray):
-        hashes = np.full(len(keys), _FNV_OFFSET, np.uint64)
-        last = len(buf) - 1
-        for i in range(int(key_len.max(initial=0))):  # a byte position at a time, over every key at once
-            byte = buf[np.minimum(keys + i, last)].astype(np.uint64)
-            hashes = np.where(key_len > i, (hashes ^ byte) * np.uint64(_FNV_PRIME), hashes)
-        self._order = np.argsort(hashes, kind="stable")  # entries of one key stay in record order
-        self._sorted = hashes[self._order]
-
-    def entries(self, key: bytes) -> np.ndarray:
-        """The entries whose key hashes as ``key`` does, in record order (a colliding key is told apart later)."""
-        value = _FNV_OFFSET
-        for byte in key:
-            value = ((value ^ byte) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
-        low, high = np.searchsorted(self._sorted, np.uint64(value), "left"), np.searchsorted(
-            self._sorted, np.uint64(value), "right")
-        return self._order[low:high]
+def _key_hashes(buf: np.ndarray, keys: np.ndarray, key_len: np.ndarray) -> np.ndarray:
+    """A 64-bit hash (FNV-1a) of each key: a byte position at a time, over every key at once."""
+    hashes = np.full(len(keys), _FNV_OFFSET, np.uint64)
+    last = len(buf) - 1
+    for i in range(int(key_len.max(initial=0))):
+        byte = buf[np.minimum(keys + i, last)].astype(np.uint64)
+        hashes = np.where(key_len > i, (hashes ^ byte) * np.uint64(_FNV_PRIME), hashes)
+    return hashes
 
 
-def _matching(buf, name, keys, key_len, index: _KeyIndex, owner, value_start, value_stop):
-    """The entries whose key is ``name``: (record, Feature start, Feature stop); a key twice is irregular."""
-    encoded = name.encode("utf-8")
-    wanted = np.frombuffer(encoded, dtype=np.uint8)
-    candidates = index.entries(encoded)
-    candidates = candidates[key_len[candidates] == len(wanted)]
-    if len(wanted):  # the whole key: a hash may collide
-        same = (buf[keys[candidates][:, None] + np.arange(len(wanted))] == wanted).all(axis=1)
-        candidates = candidates[same]
-    rows = owner[candidates]
-    if _repeats(rows):
-        raise _Irregular  # a key twice in one record: protobuf keeps the last
-    return rows, value_start[candidates], value_stop[candidates]
+def _matching(buf: np.ndarray, names: Sequence[str], keys: np.ndarray, key_len: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The map entries whose key is one of ``names``: (name index, entry), by name, then in record order.
+
+    Keys and names are matched by a hash, sorted and binary-searched, then byte by byte (a hash may collide):
+    F features of records of F keys cost F log F, not F x F."""
+    encoded = [name.encode("utf-8") for name in names]
+    wanted = _key_hashes(*_as_buffer(encoded))
+    hashes = _key_hashes(buf, keys, key_len)
+    order = np.argsort(hashes, kind="stable")  # the entries of one key stay in record order
+    ordered = hashes[order]
+    low, high = np.searchsorted(ordered, wanted, "left"), np.searchsorted(ordered, wanted, "right")
+    entry = order[_spans(low, high)]
+    feature_of = np.repeat(np.arange(len(names)), high - low)
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    same = key_len[entry] == lengths[feature_of]
+    entry, feature_of = entry[same], feature_of[same]
+    name_bytes, name_start, _ = _as_buffer(encoded)
+    key_bytes = buf[_spans(keys[entry], keys[entry] + key_len[entry])]
+    expected = name_bytes[_spans(name_start[feature_of], name_start[feature_of] + key_len[entry])]
+    sizes = key_len[entry]
+    nonempty = sizes > 0  # an empty key matches an empty name: nothing to compare
+    if nonempty.any():
+        keep = np.ones(len(entry), bool)
+        keep[nonempty] = np.add.reduceat(key_bytes != expected, (np.cumsum(sizes) - sizes)[nonempty]) == 0
+        entry, feature_of = entry[keep], feature_of[keep]
+    return feature_of, entry
+
+
+def _as_buffer(encoded: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Names as one byte buffer with each one's start and length (what _key_hashes reads)."""
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    starts = np.cumsum(lengths) - lengths
+    return np.frombuffer(b"".join(encoded) + bytes(1), np.uint8), starts, lengths
+
+
+def _scalar_numbers(buf, count: int, field: str, features: int, feature_of, rows, start, stop) -> list[Numbers]:
+    """Scalar number features of one kind over the batch, all at once, from their entries (``feature_of``:
+    each entry's feature among the ``features``): one Numbers each."""
+    empty = start == stop  # a Feature with no list: no value, as protobuf reads it
+    feature_of, rows, start, stop = feature_of[~empty], rows[~empty], start[~empty], stop[~empty]
+    if (buf[start] != _LIST_TAGS[field]).any():
+        raise _Irregular  # another kind of list: protobuf reads it (as no value of this kind)
+    list_start, list_stop = _length(buf, start + 1, stop)
+    if (list_stop != stop).any():
+        raise _Irregular
+    has = list_start < list_stop  # an empty list: no value
+    feature_of, rows, list_start, list_stop = feature_of[has], rows[has], list_start[has], list_stop[has]
+    if (buf[list_start] != _LEN1).any():
+        raise _Irregular  # numbers not packed
+    packed_start, packed_stop = _length(buf, list_start + 1, list_stop)
+    if (packed_stop != list_stop).any():
+        raise _Irregular
+    if field == "float_list":
+        sizes = packed_stop - packed_start
+        if (sizes % 4).any():
+            raise _Irregular
+        counts = sizes // 4
+        flat = buf[_spans(packed_start, packed_stop)].view("<f4")
+    else:
+        counts, flat = _packed_varints(buf, packed_start, packed_stop)
+    if (counts > 1).any():
+        raise _Irregular  # a scalar with more values than one: protobuf's reader takes the first
+    one = counts == 1
+    values = np.zeros((features, count), dtype=np.float32 if field == "float_list" else np.int64)
+    missing = np.ones((features, count), dtype=bool)
+    values[feature_of[one], rows[one]] = flat
+    missing[feature_of[one], rows[one]] = False
+    return [Numbers(values[i], missing[i]) for i in range(features)]
 
 
 def _feature(buf, data, count, feature: FeatureInfo, rows, start, stop) -> Numbers | Binary | Objects:
@@ -225,16 +285,7 @@ def _feature(buf, data, count, feature: FeatureInfo, rows, start, stop) -> Numbe
         flat = buf[_spans(packed_start, packed_stop)].view("<f4")
     else:
         counts, flat = _packed_varints(buf, packed_start, packed_stop)
-    if feature.shape == [None]:
-        return Objects(_lists(count, present, rows, counts, flat))
-    if (counts > 1).any():
-        raise _Irregular  # a scalar with more values than one: protobuf's reader takes the first
-    rows = rows[counts == 1]
-    values = np.zeros(count, dtype=np.float32 if field == "float_list" else np.int64)
-    missing = np.ones(count, dtype=bool)
-    values[rows] = flat
-    missing[rows] = False
-    return Numbers(values, missing)
+    return Objects(_lists(count, present, rows, counts, flat))  # scalars: _scalar_numbers
 
 
 def _packed_varints(buf, starts, stops) -> tuple[np.ndarray, np.ndarray]:
