@@ -70,8 +70,9 @@ class Hits(dict):
 def http_server(root):
     """Serve files under ``root`` on 127.0.0.1; ``/status/404/...`` answers 404 (403 likewise),
     ``/flaky/<n>/<file>`` answers 503 to its first n requests, then serves the file, ``/endless/...`` sends a
-    body without end (until the client hangs up, 4 GiB at most) and ``/silent/...`` never answers (until the
-    server stops, 60 s at most). Yields (base URL, hits)."""
+    body without end (until the client hangs up, 4 GiB at most), ``/silent/...`` never answers (until the
+    server stops, 60 s at most) and ``/drip/...`` sends its headers, then a byte every 0.2 s (until the client
+    hangs up, 120 s at most). Yields (base URL, hits)."""
     import http.server
     import threading
     from pathlib import Path
@@ -91,6 +92,8 @@ def http_server(root):
                 return None
             if parts[0] == "endless":
                 return self._endless()
+            if parts[0] == "drip":
+                return self._drip()
             if parts[0] == "flaky":
                 if hits[self.path] <= int(parts[1]):
                     return self._send(503, b"busy")
@@ -113,6 +116,19 @@ def http_server(root):
                     if stopping.is_set():
                         return
                     self.wfile.write(chunk)
+            except OSError:  # the client hung up: what the test wants
+                return
+
+        def _drip(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            try:
+                for _ in range(600):  # each silence is short: only a bound on the whole read ends it
+                    if stopping.wait(0.2):
+                        return
+                    self.wfile.write(b"\xff")
+                    self.wfile.flush()
             except OSError:  # the client hung up: what the test wants
                 return
 

@@ -157,3 +157,74 @@ def test_a_full_temporary_folder_is_one_error_naming_it(big_csv, tmp_path, monke
         assert os.listdir(small) == []
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+@pytest.fixture(scope="module")
+def big_parquet(tmp_path_factory) -> Path:
+    """One Parquet file of ~70 MiB: 150,000 rows whose first 100,000 (the first part) hold only empty or null
+    values in three columns - what the file's own schema says they are must decide, not those values."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path, rows, empty = tmp_path_factory.mktemp("big") / "table.parquet", 150_000, 100_000
+    rng = np.random.default_rng(0)
+    pq.write_table(pa.table({
+        "split": pa.array(rng.choice(["TRAIN", "VALIDATION", "TEST"], rows, p=[0.8, 0.1, 0.1])),
+        "scores": pa.array([[]] * empty + [[1.5, 2.5]] * (rows - empty), pa.list_(pa.float64())),
+        "weights": pa.array([None] * empty + [[0.25]] * (rows - empty), pa.list_(pa.float64())),
+        "blob": pa.array([None] * empty + [b"\x00\xff"] * (rows - empty), pa.binary()),
+        "padding": pa.array([rng.bytes(480) for _ in range(rows)], pa.binary()),  # incompressible: the size
+    }), path)
+    assert path.stat().st_size >= convert.STREAM_BYTES
+    return path
+
+
+def test_parquet_column_kinds_come_from_the_files_schema(big_parquet, tmp_path):
+    result = tfrecorder.convert(big_parquet, str(tmp_path / "out"), progress=False)
+    assert result.rows.written == 150_000
+    features = {f.name: (f.dtype, f.shape) for f in tfrecorder.read_manifest(str(tmp_path / "out")).features}
+    assert features["scores"] == features["weights"] == ("float32", [None]) and features["blob"] == ("string", [])
+    back = tfrecorder.read_tfr(str(tmp_path / "out"), columns=["scores", "weights", "blob"])
+    assert sorted(map(tuple, back["scores"])) == [()] * 100_000 + [(1.5, 2.5)] * 50_000
+    assert back["weights"].isna().sum() == 100_000 and [0.25] in back["weights"].tolist()
+    assert back["blob"].isna().sum() == 100_000
+
+
+PEAK = """
+import sys, tfrecorder
+try:
+    tfrecorder.convert(sys.argv[1], sys.argv[2], progress=False)
+    print("converted")
+except tfrecorder.TFRecorderError as e:
+    print(e)
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024)
+"""
+
+
+def converted_in_a_fresh_process(csv: Path, out: Path) -> tuple[str, float]:
+    """(what the conversion said, the process's own peak memory in MiB: VmHWM, not a child's ru_maxrss)."""
+    proc = subprocess.run([sys.executable, "-c", PEAK, str(csv), str(out)], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said, peak = proc.stdout.strip().rsplit("\n", 1)
+    return said, float(peak)
+
+
+@pytest.mark.parametrize("last_line,message", [
+    (b"TRAIN,cat,0.5,1,one field too many,x\n", "line 250002 has 6 fields, the header has 5"),
+    (b"TRAIN,cat,0.5,1,caf\xff\n", "is not UTF-8 text: byte 0xff at line 250002; save it as UTF-8"),
+])
+def test_a_bad_last_line_is_named_at_the_memory_of_a_clean_run(big_csv, tmp_path, last_line, message):
+    bad = tmp_path / "bad.csv"
+    with open(big_csv, "rb") as source, open(bad, "wb") as target:
+        target.write(source.read())
+        target.write(last_line)
+    said, peak = converted_in_a_fresh_process(bad, tmp_path / "out")
+    assert said == f"CSV {str(bad)!r} {'cannot be parsed: ' if 'fields' in message else ''}{message}"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("*.tfrecord"))
+    small = tmp_path / "small.csv"  # the same answer for the same kind of line in a small file
+    small.write_bytes(b"split,label,x,n,text\nTRAIN,cat,0.5,1,a\n" + last_line)
+    with pytest.raises(tfrecorder.TFRecorderError, match=message.replace("250002", "3")):
+        tfrecorder.convert(small, str(tmp_path / "small-out"), progress=False)
+    clean_said, clean_peak = converted_in_a_fresh_process(big_csv, tmp_path / "clean")
+    assert clean_said == "converted" and peak <= 1.25 * clean_peak, (peak, clean_peak)

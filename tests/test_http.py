@@ -101,3 +101,20 @@ def test_credentials_in_urls_never_reach_outputs_logs_or_errors(tmp_path, caplog
     assert "token=REDACTED" in shown[0]
     for secret in ("s3cret-pw", "alice", "SIGSECRET", "TOKSECRET", "SIG2SECRET"):
         assert not [text for text in shown if secret in text], secret
+
+
+def test_a_server_that_drips_its_answer_costs_one_row(tmp_path):
+    """Each silence is short, so only a bound on the whole read ends it: image_timeout bounds each try."""
+    for i in range(19):
+        write_image(tmp_path / "www" / f"{i}.png", "PNG", seed=i)
+    with http_server(tmp_path / "www") as (base, hits):
+        uris = [f"{base}/{i}.png" for i in range(19)] + [f"{base}/drip/slow.png"]
+        df = pd.DataFrame({"split": "TRAIN", "image_uri": uris, "label": ["a", "b"] * 10})
+        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, image_timeout=1)
+    assert result.splits["TRAIN"].written == 19 and result.errors == 1
+    assert hits["/drip/slow.png"] >= 4  # each of the 4 tries bounded (the size estimate may ask once more)
+    with open(tmp_path / "out" / "errors.csv", newline="") as f:
+        (row,) = csv.DictReader(f)
+    assert (row["row"], row["error"]) == ("19", "fetch_error")
+    assert row["message"].startswith(f"no complete answer within 1 s for {uris[-1]} after 4 tries")
+    assert "image_timeout=1: raise it, --image-timeout in the command, for slow servers" in row["message"]

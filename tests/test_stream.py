@@ -224,3 +224,21 @@ def test_a_typed_csv_column_names_only_the_cells_that_do_not_parse(tmp_path, str
     tfrecorder.convert(str(tmp_path / "good.csv"), str(tmp_path / "good"), schema=schema, progress=False)
     back = tfrecorder.read_tfr(str(tmp_path / "good")).sort_values("x")
     assert back["x"].tolist() == list(range(10)) and set(back["code"]) == {7}  # parsed into the type given
+
+
+@RUNNERS
+def test_parquet_kinds_come_from_the_files_schema_on_every_runner(tmp_path, streamed, runner):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    streamed()  # parts of 1,000 rows: the first holds only empty lists and nulls
+    pq.write_table(pa.table({
+        "split": pa.array(["TRAIN", "TEST", "TRAIN"] * 1000),
+        "scores": pa.array([[]] * 1000 + [[1.5, 2.5]] * 2000, pa.list_(pa.float64())),
+        "blob": pa.array([None] * 1000 + [b"\x00\xff"] * 2000, pa.binary()),
+    }), tmp_path / "t.parquet")
+    tfrecorder.convert(str(tmp_path / "t.parquet"), str(tmp_path / "out"), runner=runner, progress=False)
+    features = {f.name: (f.dtype, f.shape, f.source) for f in tfrecorder.read_manifest(str(tmp_path / "out")).features}
+    assert features["scores"][:2] == ("float32", [None]) and features["blob"] == ("string", [], "bytes")
+    back = tfrecorder.read_tfr(str(tmp_path / "out"))
+    assert back["blob"].dropna().tolist() == [b"\x00\xff"] * 2000

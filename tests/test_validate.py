@@ -33,7 +33,7 @@ def convert(df, out, **kwargs):
      r"column 'label': labels 'cow', 'dog' appear in VALIDATION/TEST but not in TRAIN \(rows 1, 2\)"),
     (pd.DataFrame({"split": ["TRAIN", "TEST"], "label": ["cat", None]}), None,
      r"column 'label': 1 rows have no label \(row 1\)"),
-    (pd.DataFrame({"when": pd.to_datetime(["2020-01-01"])}), None, r"column 'when': dtype datetime64"),
+    (pd.DataFrame({"z": [1 + 2j]}), None, r"column 'z': dtype complex128 is not supported"),
     (pd.DataFrame({"split": ["TRAIN"], "empty": [None]}), None, r"column 'empty': every value is missing"),
     (pd.DataFrame({"split": ["TRAIN"], "image": ["x"]}), None, r"column 'image': the name is reserved"),
     (pd.DataFrame({"split": ["TRAIN"], "image_uri": [3]}), None, r"column 'image_uri': image URIs must be strings"),

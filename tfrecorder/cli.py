@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--max-image-bytes", type=int, default=DEFAULT_MAX_IMAGE_BYTES,
                          help="larger image files are row errors, found without reading them whole")
     convert.add_argument("--image-timeout", type=float, default=DEFAULT_IMAGE_TIMEOUT,
-                         help="seconds a remote image server may stay silent before a try fails")
+                         help="seconds one try at reading a remote image may take, whole (4 tries, then a row error)")
     convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES)
     convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR)
     convert.add_argument("--split-fractions", default=None, metavar="T,V,T",

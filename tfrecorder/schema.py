@@ -90,9 +90,12 @@ class Schema(Mapping[str, type[ColumnType]]):
         return list(self._columns)
 
     @classmethod
-    def infer(cls, df: pd.DataFrame) -> Schema:
-        """Infer a schema from column names (split, image_uri, label) and dtypes."""
-        return cls({str(name): infer_column_type(str(name), df[name]) for name in df.columns})
+    def infer(cls, df: pd.DataFrame, arrow: Any = None) -> Schema:
+        """Infer a schema from column names (split, image_uri, label) and dtypes; ``arrow``: the pyarrow schema of
+        the Parquet file ``df`` was read from, whose types decide where they can (a list<double> column of
+        empty lists is a list of floats, a null binary column bytes)."""
+        kinds = {name: arrow_kind(arrow.field(name).type) for name in arrow.names} if arrow is not None else {}
+        return cls({str(name): infer_column_type(str(name), df[name], kinds.get(str(name))) for name in df.columns})
 
 
 # TFRecorder 2.0's default schema: split, image_uri, label (string); the map under its 2.0 name too.
@@ -109,13 +112,14 @@ def is_missing(value: Any) -> bool:
     return False
 
 
-def infer_column_type(name: str, series: pd.Series) -> type[ColumnType]:
-    """The column type for one column, by its name for the three roles and by its values otherwise."""
+def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | None = None) -> type[ColumnType]:
+    """The column type for one column, by its name for the three roles and by its values otherwise (or by
+    ``known``: (kind, is_list) from a file's own schema)."""
     if name == SPLIT_COLUMN:
         return types.SplitKey
     if name == IMAGE_COLUMN:
         return types.ImageUri
-    kind, is_list = infer_kind(name, series)
+    kind, is_list = known or infer_kind(name, series)
     if name == LABEL_COLUMN:
         if kind is Kind.FLOAT32 and not is_list:
             return _float_label(name, series)
@@ -143,14 +147,35 @@ def infer_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
         return Kind.INT64, False
     if pd.api.types.is_float_dtype(dtype):
         return Kind.FLOAT32, False
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        return Kind.INT64, False  # int64 counts of the unit (dataset.dtypes), given back as they were by read_tfr
     if pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
         return Kind.BYTES, False
     if not pd.api.types.is_object_dtype(dtype):
         raise SchemaError(
-            f"column {name!r}: dtype {dtype} is not supported; convert it to numbers or strings "
-            f"(for dates: df[{name!r}].astype(str) or .astype('int64'))"
+            f"column {name!r}: dtype {dtype} is not supported; convert it to numbers or strings"
         )
     return _infer_object_kind(name, series)
+
+
+def arrow_kind(arrow_type: Any) -> tuple[Kind, bool] | None:
+    """(kind, is_list) of a pyarrow type: what a Parquet file says its column holds, whatever the values of a
+    part of it (all empty lists, all null); None for a type that only the values can tell (or that fits none)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
+        inner = arrow_kind(arrow_type.value_type)
+        return (inner[0], True) if inner is not None and not inner[1] else None
+    if pa.types.is_boolean(arrow_type) or pa.types.is_integer(arrow_type):
+        return Kind.INT64, False
+    if pa.types.is_floating(arrow_type):
+        return Kind.FLOAT32, False
+    if (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
+            or pa.types.is_large_binary(arrow_type)):
+        return Kind.BYTES, False
+    return None
 
 
 def _scalar_kind(value: Any) -> Kind | None:

@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2  # far above any photo
 MAX_IMAGE_BYTES = 1024**3  # the most max_image_bytes may be: one record must stay under protobuf's 2 GiB
-DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds to connect, and to wait for each part of a remote answer
+DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds a remote image's read may take, each try (and any silence in it)
 _CHUNK = 1 << 20
 
 
@@ -138,15 +138,23 @@ def _too_large(size: int | str, max_bytes: int, location: str) -> ImageError:
     return ImageError("too_large", f"{size} bytes is over max_image_bytes={max_bytes}: {location}")
 
 
-def _read_capped(read: Callable[[int], bytes], max_bytes: int, location: str) -> bytes:
-    """Read to the end, or fail as soon as more than ``max_bytes`` came (an endless stream stops here)."""
+class _Deadline(TimeoutError):
+    """A remote read that did not complete within image_timeout (a server that drips its answer)."""
+
+
+def _read_capped(read: Callable[[int], bytes], max_bytes: int, location: str, timeout: float | None = None) -> bytes:
+    """Read to the end, or fail as soon as more than ``max_bytes`` came (an endless stream stops here), or, with
+    ``timeout``, once the whole read has taken longer (each silence is bounded by the backend's own timeout)."""
     chunks: list[bytes] = []
     total = 0
+    deadline = None if timeout is None else time.monotonic() + timeout
     while chunk := read(min(_CHUNK, max_bytes + 1 - total)):
         chunks.append(chunk)
         total += len(chunk)
         if total > max_bytes:
             raise _too_large(f"more than {max_bytes}", max_bytes, location)
+        if deadline is not None and time.monotonic() > deadline:
+            raise _Deadline(f"no complete answer within {timeout:g} s")
     return b"".join(chunks)
 
 
@@ -156,7 +164,7 @@ def _fetch_remote(location: str, limits: FetchLimits) -> bytes:
     retry = limits.retry
     for attempt in range(retry.attempts):
         try:
-            return _read_remote(fs, path, limits.max_bytes, location)
+            return _read_remote(fs, path, limits, location)
         except (FileNotFoundError, PermissionError, IsADirectoryError, ImageError):
             raise
         except Exception as e:  # noqa: BLE001 - every other failure is classified below, none is swallowed
@@ -168,21 +176,23 @@ def _fetch_remote(location: str, limits: FetchLimits) -> bytes:
             transient = status is None or status >= 500 or status in (408, 429)
             if not transient or attempt == retry.attempts - 1:
                 detail = f"HTTP {status}" if status else _describe(e, limits.timeout)
-                raise ImageError("fetch_error", f"{detail} for {location} after {attempt + 1} tries: {e}") from e
+                raise ImageError("fetch_error", f"{detail} for {location} after {attempt + 1} tries: {e}" + (
+                    f" (image_timeout={limits.timeout:g}: raise it, --image-timeout in the command, for slow "
+                    f"servers)" if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ else "")) from e
             logger.debug("retrying %s after %s", redact(location), redact(str(e)))
             time.sleep(retry.delay(attempt))
     raise AssertionError("unreachable")
 
 
-def _read_remote(fs: Any, path: str, max_bytes: int, location: str) -> bytes:
+def _read_remote(fs: Any, path: str, limits: FetchLimits, location: str) -> bytes:
     # HTTP: one streaming GET, read as it comes (block_size=0); fsspec's HEAD request for the size is skipped
     # (a size given to a streaming file is not used), so servers that answer GET only are read as before.
     streaming = {"block_size": 0, "size": 1} if _protocol(location) in ("http", "https") else {}
     with fs.open(path, "rb", **streaming) as f:
         size = getattr(f, "size", None)
-        if isinstance(size, int) and size > max_bytes:
-            raise _too_large(size, max_bytes, location)
-        return _read_capped(f.read, max_bytes, location)
+        if isinstance(size, int) and size > limits.max_bytes:
+            raise _too_large(size, limits.max_bytes, location)
+        return _read_capped(f.read, limits.max_bytes, location, limits.timeout)
 
 
 def _timeouts(location: str, seconds: float) -> dict[str, Any]:
@@ -203,6 +213,8 @@ def _protocol(location: str) -> str:
 
 
 def _describe(error: Exception, timeout: float) -> str:
+    if isinstance(error, _Deadline):
+        return str(error)
     if isinstance(error, TimeoutError) or "Timeout" in type(error).__name__:
         return f"no answer within {timeout:g} s"
     return type(error).__name__

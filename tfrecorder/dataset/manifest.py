@@ -12,7 +12,7 @@ from tfrecorder.errors import TFRecorderError
 
 FORMAT_NAME = "tfrecorder-dataset"
 _DTYPES = tuple(kind.value for kind in FIELDS)  # the dtypes a tf.train.Example can hold
-FORMAT_VERSION = 3  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason
+FORMAT_VERSION = 3  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason, pandas
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
@@ -32,6 +32,7 @@ class FeatureInfo:
     type: str | None = None  # tfrecorder.types name
     default: Any = None  # value load_dataset gives a missing nullable scalar
     float64_reason: str | None = None  # a float column stored as float64 by float_precision="auto": why
+    pandas: dict[str, Any] | None = None  # the input column's pandas dtype (dataset.dtypes): what read_tfr gives
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.features import FIELDS, IMAGE
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
@@ -24,8 +25,10 @@ from tfrecorder.types import Kind
 def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """A dataset written by tfrecorder as a DataFrame: one row per record, in stored order.
 
-    Columns carry their input names and dtypes (ints as int64, or Int64 when some were missing;
-    floats as float32, as stored; text as str; bytes as bytes; lists as lists); missing values are NA.
+    Columns carry their input names and pandas dtypes, as dataset.json records them (int8 ... uint64, nullable
+    where values are missing; float16/32/64, a float64 column holding the float32 values stored; bool; category
+    with its categories; datetime64 with its time zone; timedelta64; text as str; bytes as bytes; lists as
+    lists); missing values are NA. Datasets without recorded dtypes give ints as int64 and floats as float32.
     String labels come back as names in the label column, with their ids in ``label_id``; images as
     their stored bytes with ``image_*`` columns. With ``split=None`` every split is read, in
     TRAIN, VALIDATION, TEST order. Reads with plain Python: TensorFlow is not imported.
@@ -153,11 +156,12 @@ class _Collector:
             return array
         if not _is_number(self.feature):
             chunks, self._binary = self._binary, []
-            return _binary_array(pa.chunked_array(chunks, pa.large_binary()), self.feature)
+            text = _binary_array(pa.chunked_array(chunks, pa.large_binary()), self.feature)
+            return dtypes.restore(text, None, self.feature.pandas)
         arrays, masks, self._arrays, self._masks = self._arrays, self._masks, [], []
         values = arrays[0][:self._filled] if len(arrays) == 1 else np.concatenate(arrays)
         missing = masks[0][:self._filled] if len(masks) == 1 else np.concatenate(masks)
-        return _numeric_array(values, missing, self.feature)
+        return dtypes.restore(_numeric_array(values, missing, self.feature), missing, self.feature.pandas)
 
 
 def _is_number(feature: FeatureInfo) -> bool:

@@ -50,6 +50,7 @@ from tfrecorder.write.sources import (
     frame_parts,
     image_folder_url,
     match_table_files,
+    parquet_schema,
     read_source,
     table_files,
 )
@@ -116,8 +117,8 @@ def convert(
             ``feature_spec`` users get float64 back (see dataset.json's dtype); TFDS does not see it.
         max_image_bytes: larger image files are row errors (``too_large``), found before they are read
             where the size is known, and as soon as the limit is passed while streaming where it is not.
-        image_timeout: seconds a remote image server may take to connect, and to send each part of an
-            answer, before the try fails (retried 4 times, then a ``fetch_error`` row).
+        image_timeout: seconds one try at reading a remote image may take: to connect, any silence, and the
+            whole answer (a server that drips its bytes); 4 tries, then a ``fetch_error`` row.
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
@@ -177,8 +178,10 @@ def convert(
                                  num_shards=num_shards, overwrite=overwrite, progress=progress, workers=num_workers,
                                  started=started)
     df, base_dir = read_source(source)
+    matched = None if isinstance(source, pd.DataFrame) else match_table_files(source)
     table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=fractions,
-                     float_precision=float_precision)
+                     float_precision=float_precision,
+                     arrow=parquet_schema(matched.files) if matched is not None and matched.parquet else None)
     del df  # a table read from files is held once, as the validated Table, while the shards are written
     folder = Folder.of(output_dir)
     estimate = estimates_sizes(num_shards, table.image_locations is not None, table.num_rows)

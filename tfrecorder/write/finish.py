@@ -161,6 +161,7 @@ def _features(table: Table) -> list[FeatureInfo]:
             c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], nullable=nullable,
             column=c.name, source=c.source, type=c.type.__name__,
             default=features.MISSING_DEFAULTS[kind] if nullable else None, float64_reason=c.float64_reason,
+            pandas=c.pandas,
         ))
     return infos
 

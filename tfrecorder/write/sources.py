@@ -3,6 +3,7 @@ the folder(s) its relative image paths are relative to)."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import hashlib
@@ -55,6 +56,15 @@ def read_source(source: Any) -> tuple[pd.DataFrame, BaseDir]:
     if fs.isdir(path):
         return image_folder_table(url), None
     return read_table_file(url), _parent(url)
+
+
+def parquet_schema(files: Sequence[str]) -> Any:
+    """The pyarrow schema of the first of these Parquet files: what its columns hold, whatever the values of any
+    part of it (``Schema.infer``'s ``arrow``)."""
+    import pyarrow.parquet as pq
+
+    with fsspec.open(files[0], "rb") as f:
+        return pq.read_schema(f)
 
 
 def image_folder_url(source: Any) -> str | None:
@@ -220,23 +230,10 @@ def _name_headerless(df: pd.DataFrame, first: list[str], width: int) -> tuple[pd
 
 
 def _csv_text_scanned(url: str) -> tuple[pd.DataFrame, list[str]]:
-    with fsspec.open(url, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise TFRecorderError(f"CSV {url!r} is not UTF-8 text: byte 0x{raw[e.start]:02x} at line {line}; "
-                              f"save it as UTF-8") from None
-    first, widest, longer = _scan(text)
-    if not first:
-        raise TFRecorderError(f"CSV {url!r} is empty")
+    first, widest = _checked_layout(url)
     names = _headerless_names(first, widest)
-    if names is None:
-        _check_header(url, [f.strip() for f in first])
-    if names is None and longer:
-        raise TFRecorderError(f"CSV {url!r} cannot be parsed: line {longer[0]} has {longer[1]} fields, the header "
-                              f"has {len(first)}")
+    with fsspec.open(url, "rb") as f:
+        text = f.read().decode("utf-8-sig")
     try:
         df = pd.read_csv(io.StringIO(text), header=None if names else 0, names=names, skipinitialspace=True,
                          index_col=False, dtype=str, keep_default_na=False, na_values=[""])
@@ -354,11 +351,43 @@ def _has_leading_zero(values: Any) -> bool:
     return bool(pc.any(pc.match_substring_regex(values, _LEADING_ZERO)).as_py())
 
 
-def _scan(text: str) -> tuple[list[str], int, tuple[int, int] | None]:
-    """The first CSV record, the most fields in any record, and (line, fields) of the first record wider
-    than the first one; blank lines skipped, quoted newlines kept inside their record."""
-    with _no_field_size_limit():
-        return _scan_records(csv.reader(io.StringIO(text)))
+def _checked_layout(url: str) -> tuple[list[str], int]:
+    """A CSV's first record and the most fields in any record, from a scan of the file that holds a block of it
+    at a time; a CSV that cannot be read is a TFRecorderError naming the line (bytes that are not UTF-8, a
+    record wider than the header): the same answer for a file of any size, at the memory of a clean read."""
+    with fsspec.open(url, "rb") as f, _no_field_size_limit():
+        first, widest, longer = _scan_records(csv.reader(_utf8_lines(f, url)))
+    if not first:
+        raise TFRecorderError(f"CSV {url!r} is empty")
+    if _headerless_names(first, widest) is None:
+        _check_header(url, [f.strip() for f in first])
+        if longer:
+            raise TFRecorderError(f"CSV {url!r} cannot be parsed: line {longer[0]} has {longer[1]} fields, the "
+                                  f"header has {len(first)}")
+    return first, widest
+
+
+def _utf8_lines(f: Any, url: str, block: int = 1 << 20) -> Iterator[str]:
+    """The lines of a UTF-8 file (a BOM dropped, each with its "\\n"), read a block at a time; bytes that are not
+    UTF-8 are a TFRecorderError naming the byte and its line."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    lines_before, rest = 0, ""
+    while True:
+        raw = f.read(block)
+        try:
+            text = rest + decoder.decode(raw, final=not raw)
+        except UnicodeDecodeError as e:  # e.object: this block, after the bytes of a character it cut in two
+            line = lines_before + e.object[:e.start].count(b"\n") + 1
+            raise TFRecorderError(f"CSV {url!r} is not UTF-8 text: byte 0x{e.object[e.start]:02x} at line {line}; "
+                                  f"save it as UTF-8") from None
+        lines = text.split("\n")
+        rest = lines.pop()
+        lines_before += len(lines)
+        yield from (line + "\n" for line in lines)
+        if not raw:
+            if rest:
+                yield rest
+            return
 
 
 @contextlib.contextmanager
@@ -596,6 +625,7 @@ def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
                     for column in part.columns:
                         _add_kind(kinds, str(column), *_judge(part[column])[:2])
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error):
+            _checked_layout(url)  # names the line, a block of the file at a time
             return None
     if names is None:
         _check_header(url, [str(c).strip() for c in first])

@@ -45,7 +45,7 @@ from tfrecorder.write.finish import Finish
 from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, shard_count, shard_filename
 from tfrecorder.write.resume import Fingerprint
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard_parts
-from tfrecorder.write.sources import MatchedFiles, TableFiles
+from tfrecorder.write.sources import MatchedFiles, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import Facts, check_schema, finalize, validate_part
@@ -150,7 +150,7 @@ def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fracti
     ``fingerprint``: a callable(schema table) -> Fingerprint, fed each part's keys and image locations."""
     parts = files.parts(part_rows or PART_ROWS)
     first = next(parts, None)
-    schema = _first_part_schema(first, schema)
+    schema = _first_part_schema(first, schema, files)
     spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, fingerprint=fingerprint)
     summary = spiller.spill(itertools.chain([first] if first is not None else [], parts))
     summary.facts.check()
@@ -167,11 +167,15 @@ def file_summary(files: TableFiles, index: int, schema: Schema, spill: Folder, *
 
 def table_schema(files: TableFiles, schema: Schema | None, part_rows: int | None = None) -> Schema:
     """The schema ``summarize`` uses: ``schema`` checked against (or inferred from) the table's first part."""
-    return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema)
+    return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema, files)
 
 
-def _first_part_schema(first: tuple[pd.DataFrame, str | None, int] | None, schema: Schema | None) -> Schema:
-    return check_schema(first[0] if first is not None else pd.DataFrame(), schema)
+def _first_part_schema(first: tuple[pd.DataFrame, str | None, int] | None, schema: Schema | None,
+                       files: TableFiles) -> Schema:
+    """``schema``, or the one inferred from the first part's columns: their kinds from a Parquet file's own
+    schema, from the whole file's text for a CSV (``TableFiles.kinds``), never from the part's values alone."""
+    arrow = parquet_schema(files.files) if files.parquet and schema is None else None
+    return check_schema(first[0] if first is not None else pd.DataFrame(), schema, arrow)
 
 
 class Spiller:

@@ -28,6 +28,7 @@ class Column:
     values: list[Any] | np.ndarray  # float64-stored columns hold each value's bits as an int
     stored_as: Kind | None = None  # the kind written, when it is not the type's (float64 for a float column)
     float64_reason: str | None = None  # what float32 would have done to a float column stored as float64
+    pandas: dict[str, Any] | None = None  # the input's pandas dtype (dataset.dtypes.describe), for read_tfr
 
     @property
     def kind(self) -> Kind:

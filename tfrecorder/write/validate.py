@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.features import DERIVED_NAMES, ROLE_FEATURES
 from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample, SchemaError
@@ -33,6 +34,7 @@ def validate(
     base_dir: str | Sequence[str | None] | None = None,
     split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
     float_precision: str = "auto",
+    arrow: Any = None,
 ) -> Table:
     """Check ``df`` against ``schema`` (None: inferred) and convert it; SchemaError names column, values, rows.
 
@@ -42,18 +44,19 @@ def validate(
     The same steps as a table converted in parts (``validate_part`` on each, their ``Facts`` merged,
     ``Facts.check``, then ``finalize``), with the whole table as the one part.
     """
-    schema = check_schema(df, schema)
+    schema = check_schema(df, schema, arrow)
     part, facts = validate_part(df, schema, base_dir=base_dir, fractions=splits.check_fractions(split_fractions))
     facts.check()
     return finalize(part, facts, float_precision)
 
 
-def check_schema(df: pd.DataFrame, schema: Schema | None) -> Schema:
-    """The schema for a table with ``df``'s columns (None: inferred from ``df``), checked against them."""
+def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None) -> Schema:
+    """The schema for a table with ``df``'s columns (None: inferred from ``df``, and from ``arrow``, the pyarrow
+    schema of the Parquet file it was read from), checked against them."""
     if len(df) == 0:
         raise SchemaError(EMPTY_TABLE)
     if schema is None:
-        schema = Schema.infer(df)
+        schema = Schema.infer(df, arrow)
     missing = [c for c in schema if c not in df.columns]
     if missing:
         raise SchemaError(
@@ -103,12 +106,19 @@ class ColumnFacts:
     nullable: bool
     source: str
     floats: FloatFacts | None = None
+    valued: bool = True  # some value was given: a part of missing values alone says nothing of the input type
+    pandas: dict[str, Any] | None = None  # the input's pandas dtype (dataset.dtypes.describe)
 
     def merge(self, other: ColumnFacts) -> ColumnFacts:
-        source = self.source if self.source == other.source else _source_name(_SOURCE_KINDS[self.source],
-                                                                              {self.source, other.source})
+        if not (self.valued and other.valued):
+            source = self.source if self.valued else other.source
+        elif self.source == other.source:
+            source = self.source
+        else:
+            source = _source_name(_SOURCE_KINDS[self.source], {self.source, other.source})
         floats = self.floats.merge(other.floats) if self.floats and other.floats else self.floats or other.floats
-        return ColumnFacts(self.nullable or other.nullable, source, floats)
+        return ColumnFacts(self.nullable or other.nullable, source, floats, self.valued or other.valued,
+                           dtypes.merge(self.pandas, other.pandas))
 
     def settled(self) -> ColumnFacts:
         """These facts as the shard writers need them: the float decision without the distinct values."""
@@ -205,8 +215,10 @@ def validate_part(
         converted.append(column)
         if column is not None:
             floats = column.type.kind is Kind.FLOAT32 and not column.type.is_list
+            given = isinstance(column.values, np.ndarray) or any(v is not None for v in column.values)
             columns[name] = ColumnFacts(column.nullable, column.source,
-                                        FloatFacts.of(_float_array(column.values), first_row) if floats else None)
+                                        FloatFacts.of(_float_array(column.values), first_row) if floats else None,
+                                        given, column.pandas)
     label = next((c for c, (_, t) in zip(converted, valued) if t.role is Role.LABEL), None)
     features = tuple(c for c, (_, t) in zip(converted, valued) if t.role is Role.FEATURE)
     facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col)
@@ -258,7 +270,7 @@ def finalize(part: Table, facts: Facts, float_precision: str = "auto") -> Table:
     features = []
     for column in part.features:
         whole = facts.columns[column.name]
-        column = replace(column, nullable=whole.nullable, source=whole.source)
+        column = replace(column, nullable=whole.nullable, source=whole.source, pandas=whole.pandas)
         features.append(store_floats(column, float_precision, whole.floats))
     return replace(part, label=label, vocabulary=vocabulary, features=tuple(features))
 
@@ -393,11 +405,12 @@ def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: in
     """``convert_column`` for rows ``first_row`` on of a table: the column, and the problem of the values
     that do not fit (None when they all do); ``order`` places the problem among the table's."""
     feature = feature_name(name, col_type)
+    pandas = dtypes.describe(series.dtype) if col_type.role is Role.FEATURE and not col_type.is_list else None
     fast = _fast_numeric(series, col_type)
     if fast is not None:
         values, source = fast
         nullable = not isinstance(values, np.ndarray) and any(v is None for v in values)
-        return Column(name, feature, col_type, nullable, source, values), None
+        return Column(name, feature, col_type, nullable, source, values, pandas=pandas), None
     convert = _CONVERTERS[col_type.kind]
     values: list[Any] = []
     bad: list[int] = []
@@ -430,7 +443,7 @@ def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: in
     if quick:
         sources.add(common.__name__)
     source = _source_name(col_type.kind, sources)
-    return Column(name, feature, col_type, any(v is None for v in values), source, values), problem
+    return Column(name, feature, col_type, any(v is None for v in values), source, values, pandas=pandas), problem
 
 
 def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[Any], str] | None:
@@ -445,6 +458,10 @@ def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[A
             return [v.encode("utf-8") for v in values], "str"
         except AttributeError:  # missing values, bytes or other types: the checked path
             return None
+    if col_type.kind is Kind.INT64 and (times := dtypes.as_int64(series)) is not None:
+        counts, missing = times
+        return (counts, "int") if not missing.any() else (
+            [None if m else c for c, m in zip(counts.tolist(), missing.tolist())], "int")
     if not isinstance(dtype, np.dtype):
         return None
     if col_type.kind is Kind.INT64 and dtype.kind in "bi":
