@@ -52,7 +52,7 @@ from tfrecorder.cli import main
 block = os.environ["BLOCK"]
 if block == "writer":
     def write_streamed_shard(*args, **kwargs):
-        print("BLOCKED", os.getpid(), flush=True)
+        os.write(1, f"BLOCKED {os.getpid()}\\n".encode())  # one write: two writers may block at once
         threading.Event().wait()
     local.write_streamed_shard = write_streamed_shard
 else:
@@ -60,7 +60,7 @@ else:
     def validate_part(*args, **kwargs):
         parts.append(1)
         if len(parts) == 3:
-            print("BLOCKED", os.getpid(), flush=True)
+            os.write(1, f"BLOCKED {os.getpid()}\\n".encode())
             threading.Event().wait()
         return real(*args, **kwargs)
     stream.validate_part = validate_part

@@ -225,67 +225,60 @@ def _as_buffer(encoded: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.nda
 def _scalar_numbers(buf, count: int, field: str, features: int, feature_of, rows, start, stop) -> list[Numbers]:
     """Scalar number features of one kind over the batch, all at once, from their entries (``feature_of``:
     each entry's feature among the ``features``): one Numbers each."""
-    empty = start == stop  # a Feature with no list: no value, as protobuf reads it
-    feature_of, rows, start, stop = feature_of[~empty], rows[~empty], start[~empty], stop[~empty]
-    if (buf[start] != _LIST_TAGS[field]).any():
-        raise _Irregular  # another kind of list: protobuf reads it (as no value of this kind)
-    list_start, list_stop = _length(buf, start + 1, stop)
-    if (list_stop != stop).any():
-        raise _Irregular
-    has = list_start < list_stop  # an empty list: no value
-    feature_of, rows, list_start, list_stop = feature_of[has], rows[has], list_start[has], list_stop[has]
-    if (buf[list_start] != _LEN1).any():
-        raise _Irregular  # numbers not packed
-    packed_start, packed_stop = _length(buf, list_start + 1, list_stop)
-    if (packed_stop != list_stop).any():
-        raise _Irregular
-    if field == "float_list":
-        sizes = packed_stop - packed_start
-        if (sizes % 4).any():
-            raise _Irregular
-        counts = sizes // 4
-        flat = buf[_spans(packed_start, packed_stop)].view("<f4")
-    else:
-        counts, flat = _packed_varints(buf, packed_start, packed_stop)
+    given, list_start, list_stop = _list_spans(buf, field, start, stop)
+    has, counts, flat = _packed(buf, field, list_start, list_stop)
     if (counts > 1).any():
         raise _Irregular  # a scalar with more values than one: protobuf's reader takes the first
-    one = counts == 1
+    feature_of, rows = feature_of[given][has][counts == 1], rows[given][has][counts == 1]
     values = np.zeros((features, count), dtype=np.float32 if field == "float_list" else np.int64)
     missing = np.ones((features, count), dtype=bool)
-    values[feature_of[one], rows[one]] = flat
-    missing[feature_of[one], rows[one]] = False
+    values[feature_of, rows] = flat
+    missing[feature_of, rows] = False
     return [Numbers(values[i], missing[i]) for i in range(features)]
 
 
-def _feature(buf, data, count, feature: FeatureInfo, rows, start, stop) -> Numbers | Binary | Objects:
-    """One feature over the batch from its entries: the Feature's list, then its values."""
+def _feature(buf, data, count, feature: FeatureInfo, rows, start, stop) -> Binary | Objects:
+    """One bytes or list feature over the batch from its entries: the Feature's list, then its values (scalar
+    numbers: ``_scalar_numbers``)."""
     field = FIELDS[Kind(feature.dtype)]
     present = rows  # records that have the key: a list feature is [] there when empty, None elsewhere
-    empty = start == stop  # a Feature with no list: no value, as protobuf reads it
-    rows, start, stop = rows[~empty], start[~empty], stop[~empty]
+    given, list_start, list_stop = _list_spans(buf, field, start, stop)
+    rows = rows[given]
+    if field == "bytes_list":
+        return _bytes(buf, data, count, feature, present, rows, list_start, list_stop)
+    has, counts, flat = _packed(buf, field, list_start, list_stop)
+    return Objects(_lists(count, present, rows[has], counts, flat))
+
+
+def _list_spans(buf, field: str, start, stop) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The lists of the Features [start, stop) that have one (a Feature with no list has no value, as protobuf
+    reads it): which do (a mask), and each list's [start, stop)."""
+    given = start != stop
+    start, stop = start[given], stop[given]
     if (buf[start] != _LIST_TAGS[field]).any():
         raise _Irregular  # another kind of list: protobuf reads it (as no value of this kind)
     list_start, list_stop = _length(buf, start + 1, stop)
     if (list_stop != stop).any():
         raise _Irregular
-    if field == "bytes_list":
-        return _bytes(buf, data, count, feature, present, rows, list_start, list_stop)
-    has = list_start < list_stop  # an empty list: no value
-    rows, list_start, list_stop = rows[has], list_start[has], list_stop[has]
+    return given, list_start, list_stop
+
+
+def _packed(buf, field: str, list_start, list_stop) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The numbers of the packed lists [list_start, list_stop): which lists hold any (a mask: an empty list has
+    no value), how many each of those holds, and all the numbers in order."""
+    has = list_start < list_stop
+    list_start, list_stop = list_start[has], list_stop[has]
     if (buf[list_start] != _LEN1).any():
         raise _Irregular  # numbers not packed
     packed_start, packed_stop = _length(buf, list_start + 1, list_stop)
     if (packed_stop != list_stop).any():
         raise _Irregular
-    if field == "float_list":
-        sizes = packed_stop - packed_start
-        if (sizes % 4).any():
-            raise _Irregular
-        counts = sizes // 4
-        flat = buf[_spans(packed_start, packed_stop)].view("<f4")
-    else:
-        counts, flat = _packed_varints(buf, packed_start, packed_stop)
-    return Objects(_lists(count, present, rows, counts, flat))  # scalars: _scalar_numbers
+    if field != "float_list":
+        return (has, *_packed_varints(buf, packed_start, packed_stop))
+    sizes = packed_stop - packed_start
+    if (sizes % 4).any():
+        raise _Irregular
+    return has, sizes // 4, buf[_spans(packed_start, packed_stop)].view("<f4")
 
 
 def _packed_varints(buf, starts, stops) -> tuple[np.ndarray, np.ndarray]:
