@@ -228,3 +228,18 @@ def test_a_dataflow_submission_that_hangs_is_an_error_not_a_process_that_never_r
                            region="europe-west4",
                            dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"})
     assert not fsspec.filesystem("gs").exists("gs://b/out/.tfrecorder/lock.json")  # the lock is released
+
+
+def test_a_missing_bucket_is_one_line_before_any_work(tabular_table, gcs_bucket, tmp_path):
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"^gs://no-such-bucket does not exist: create it, or check "
+                                                         r"the bucket's name in output_dir='gs://no-such-bucket/out'$"):
+        tfrecorder.convert(tabular_table, "gs://no-such-bucket/out", progress=False)
+    tabular_table.to_csv(tmp_path / "t.csv", index=False)
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "tfrecorder", "convert", str(tmp_path / "t.csv"),
+                           "gs://no-such-bucket/out"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        "tfrecorder: error: gs://no-such-bucket does not exist: create it, or check the bucket's name in "
+        "output_dir='gs://no-such-bucket/out'"]

@@ -97,7 +97,27 @@ class Lock:
 
     @classmethod
     def acquire(cls, folder: Folder, runner: str) -> Lock:
-        """Take the lock, breaking a stale one; OutputLocked if a live conversion holds it."""
+        """Take the lock, breaking a stale one; OutputLocked if a live conversion holds it. The first write of
+        a conversion: an object store's missing bucket or refused permission is one error here, before any
+        work."""
+        try:
+            return cls._acquire(folder, runner)
+        except FileNotFoundError as e:
+            if folder.is_local:
+                raise
+            bucket = "/".join(folder.url.split("/")[:3])
+            raise TFRecorderError(f"{bucket} does not exist: create it, or check the bucket's name in "
+                                  f"output_dir={folder.url!r}") from e
+        except PermissionError as e:
+            raise TFRecorderError(f"no permission to write {folder.url}: {e}") from e
+        except OSError as e:
+            if folder.is_local or not str(e).startswith("Forbidden"):  # gcsfs's words for HTTP 403
+                raise
+            raise TFRecorderError(f"no permission to write {folder.url} (403 Forbidden: "
+                                  f"{str(e).splitlines()[-1].strip() or 'the store refused'})") from e
+
+    @classmethod
+    def _acquire(cls, folder: Folder, runner: str) -> Lock:
         info = LockInfo.mine(runner)
         folder.fs.makedirs(folder.join(STATE_DIR), exist_ok=True)
         for _ in range(3):
