@@ -242,3 +242,19 @@ def test_parquet_kinds_come_from_the_files_schema_on_every_runner(tmp_path, stre
     assert features["scores"][:2] == ("float32", [None]) and features["blob"] == ("string", [], "bytes")
     back = tfrecorder.read_tfr(str(tmp_path / "out"))
     assert back["blob"].dropna().tolist() == [b"\x00\xff"] * 2000
+
+
+@RUNNERS
+def test_a_csv_of_long_records_converts_a_part_at_a_time_on_every_runner(tmp_path, streamed, runner):
+    """Fewer than 3 records in the first 64 KiB: the part-wise path reads it (it used to fall back to reading the
+    whole file locally, and to refuse it under Beam)."""
+    df = pd.DataFrame({"split": ["TRAIN", "TEST"] * 5, "label": ["a"] * 10,
+                       "text": [f"{i} " + "long text " * 10000 for i in range(10)]})  # ~100 KB a record
+    df.to_csv(tmp_path / "long.csv", index=False)
+    tfrecorder.convert(str(tmp_path / "long.csv"), str(tmp_path / "memory"), progress=False)
+    streamed()
+    from tfrecorder.write import sources
+
+    assert sources.table_files(str(tmp_path / "long.csv"), 1000) is not None  # the part-wise path takes it
+    tfrecorder.convert(str(tmp_path / "long.csv"), str(tmp_path / "parts"), runner=runner, progress=False)
+    assert files_of(tmp_path / "parts") == files_of(tmp_path / "memory")

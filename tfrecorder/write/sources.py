@@ -611,8 +611,9 @@ def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
     count, kinds = 0, {}
     with fsspec.open(url, "rb") as f:
         layout = _csv_layout(f)
-        if layout is None:
-            return None
+        if layout is None:  # long first records, or a head the checked scan must judge: it names any problem
+            first, _ = _checked_layout(url)
+            layout = (_headerless_names(first, len(first) + _SPARE_COLUMNS), first)
         names, first = layout
         width = len(first)
         try:
