@@ -110,15 +110,14 @@ class ColumnFacts:
     pandas: dict[str, Any] | None = None  # the input's pandas dtype (dataset.dtypes.describe)
 
     def merge(self, other: ColumnFacts) -> ColumnFacts:
-        if not (self.valued and other.valued):
-            source = self.source if self.valued else other.source
-        elif self.source == other.source:
-            source = self.source
+        if not (self.valued and other.valued):  # the input type and dtype of the part that had values
+            source, pandas = (self.source, self.pandas) if self.valued else (other.source, other.pandas)
         else:
-            source = _source_name(_SOURCE_KINDS[self.source], {self.source, other.source})
+            source = self.source if self.source == other.source else _source_name(
+                _SOURCE_KINDS[self.source], {self.source, other.source})
+            pandas = dtypes.merge(self.pandas, other.pandas)
         floats = self.floats.merge(other.floats) if self.floats and other.floats else self.floats or other.floats
-        return ColumnFacts(self.nullable or other.nullable, source, floats, self.valued or other.valued,
-                           dtypes.merge(self.pandas, other.pandas))
+        return ColumnFacts(self.nullable or other.nullable, source, floats, self.valued or other.valued, pandas)
 
     def settled(self) -> ColumnFacts:
         """These facts as the shard writers need them: the float decision without the distinct values."""
