@@ -278,12 +278,17 @@ def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+_REAP_SECONDS = 5  # how long to wait for each writer's end when one died: the executor is ending the others
+
+
 def _writer_died(plan: Sequence[Any], pool: ProcessPoolExecutor, owners: Any, futures: Sequence[Any],
                  kept: int) -> TFRecorderError:
     """The error for a forked writer that died (most often by the out-of-memory killer's SIGKILL): which shard's
     writer, by which signal, and how to go on. The executor then ends the other writers with SIGTERM, so the
     writer that died is the one that ended another way. ``kept``: the shards recorded before it (plan order)."""
-    processes = getattr(pool, "_processes", None) or {}  # the executor's writers by pid: it has no public view
+    processes = dict(getattr(pool, "_processes", None) or {})  # the executor's writers by pid: no public view
+    for process in processes.values():  # the future fails as soon as a writer's pipe closes, which can be before
+        process.join(_REAP_SECONDS)      # the writer is reaped: its exit status is known only once it is
     ended = {pid: p.exitcode for pid, p in processes.items() if p.exitcode is not None}
     pid, code = next(((pid, c) for pid, c in ended.items() if c != -signal.SIGTERM), next(iter(ended.items()),
                                                                                          (None, None)))
