@@ -54,6 +54,9 @@ def use_emulator(address: str) -> None:
     import fsspec
 
     fsspec.filesystem("gs").clear_instance_cache()
+    from tfrecorder.dataset.gcs import BoundedGCSFileSystem
+
+    BoundedGCSFileSystem.clear_instance_cache()
 
 
 class Hits(dict):
@@ -144,3 +147,190 @@ def http_server(root):
         stopping.set()
         server.shutdown()
         server.server_close()
+
+
+class Relay:
+    """A TCP relay on 127.0.0.1 in front of ``upstream`` (host, port) that injects the faults of a network and a
+    store: ``refuse()`` (nothing listens: connection refused), ``silence()`` (connections are accepted, the
+    requests read, and nothing ever answers), ``stall(n)`` (the next n requests never answer), ``flaky(fail,
+    reset, seed)`` (that fraction of requests answers 503, that fraction is reset in the middle of its answer),
+    ``after(n, fault)`` (from the n-th request on: "refuse", "silent"; or "stall": that request only) and
+    ``heal()``. ``held`` is set once a request is
+    being held without an answer (to wait on, instead of sleeping); ``requests`` counts requests seen.
+
+    The emulator answers one request per connection (HTTP/1.0), so a connection is a request: the upstream
+    connection is opened only once the request's first bytes have come."""
+
+    def __init__(self, upstream: tuple[str, int]):
+        import random
+        import threading
+
+        self.upstream = upstream
+        self.requests = 0
+        self.failed = 0  # requests answered 503 or reset by flaky()
+        self.held = threading.Event()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._fault: tuple = ("pass",)
+        self._pending: tuple | None = None  # (from request n on, fault)
+        self._stalls = 0
+        self._random = random.Random(0)
+        self._sockets: set = set()
+        self._listener = None
+        self.port = free_port()
+        self._listen()
+
+    @property
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _listen(self) -> None:
+        import threading
+
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:  # closed: refuse() or close()
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def refuse(self) -> None:
+        with self._lock:
+            self._fault = ("refuse",)
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            _close(listener)
+        self._drop_all()
+
+    def silence(self) -> None:
+        with self._lock:
+            self._fault = ("silent",)
+
+    def stall(self, n: int = 1) -> None:
+        with self._lock:
+            self._stalls += n
+
+    def flaky(self, fail: float, reset: float, seed: int = 0) -> None:
+        import random
+
+        with self._lock:
+            self._fault = ("flaky", fail, reset)
+            self._random = random.Random(seed)
+
+    def after(self, n: int, fault: str) -> None:
+        """From request number ``n`` on (counting from 1), ``fault`` ("refuse", "silent"; "stall": request n
+        only)."""
+        with self._lock:
+            self._pending = (n, fault)
+
+    def heal(self) -> None:
+        with self._lock:
+            self._fault, self._pending, self._stalls = ("pass",), None, 0
+            self.held.clear()
+            listening = self._listener is not None
+        self._drop_all()
+        if not listening:
+            self._listen()
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            _close(listener)
+        self._drop_all()
+
+    def _drop_all(self) -> None:
+        with self._lock:
+            sockets, self._sockets = list(self._sockets), set()
+        for s in sockets:
+            _close(s)
+
+    def _serve(self, client) -> None:
+        with self._lock:
+            self._sockets.add(client)
+        try:
+            first = client.recv(65536)
+            if not first:
+                return
+            with self._lock:
+                self.requests += 1
+                if self._pending and self.requests >= self._pending[0]:
+                    if self._pending[1] == "stall":
+                        self._stalls += 1
+                    else:
+                        self._fault = (self._pending[1],)
+                    self._pending = None
+                fault = self._fault
+                stalled = fault[0] == "pass" and self._stalls > 0
+                self._stalls -= stalled
+                draw = self._random.random()
+            if fault[0] == "refuse":  # this request, and every later one, finds nothing listening
+                self.refuse()
+                return
+            if fault[0] in ("silent", "refuse") or stalled:
+                self.held.set()
+                while not self._stop.is_set() and client.recv(65536):  # read and drop; the client hangs up
+                    pass
+                return
+            if fault[0] == "flaky" and draw < fault[1]:
+                self.failed += 1
+                client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                return
+            reset = fault[0] == "flaky" and draw < fault[1] + fault[2]
+            self.failed += reset
+            self._pipe(client, first, reset)
+        except (OSError, ValueError):  # its socket was closed under it (refuse(), close()): select() says -1
+            return
+        finally:
+            with self._lock:
+                self._sockets.discard(client)
+            _close(client)
+
+    def _pipe(self, client, first: bytes, reset: bool) -> None:
+        import select
+        import struct
+
+        upstream = socket.create_connection(self.upstream)
+        try:
+            upstream.sendall(first)
+            answered = 0
+            while True:
+                ready, _, _ = select.select([client, upstream], [], [], 5)
+                if self._stop.is_set():
+                    return
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    if s is upstream:
+                        if reset and answered + len(data) > 16:  # part of the answer, then a reset
+                            client.sendall(data[:16])
+                            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                            client.close()  # with no linger, a reset (not a shutdown's orderly end)
+                            return
+                        answered += len(data)
+                        client.sendall(data)
+                    else:
+                        upstream.sendall(data)
+        finally:
+            _close(upstream)
+
+
+def _close(s) -> None:
+    """Close a socket so that a thread blocked on it wakes: shutdown() first (close() alone does not)."""
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()

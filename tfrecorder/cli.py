@@ -15,6 +15,7 @@ from typing import Any
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.dataset.records import COMPRESSIONS
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TRAIN
 from tfrecorder.write.options import (
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="larger image files are row errors, found without reading them whole")
     convert.add_argument("--image-timeout", type=float, default=DEFAULT_IMAGE_TIMEOUT,
                          help="seconds one try at reading a remote image may take, whole (4 tries, then a row error)")
+    _storage_timeout(convert)
     convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES)
     convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR)
     convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
@@ -81,12 +83,14 @@ def _parser() -> argparse.ArgumentParser:
 
     info = commands.add_parser("info", help="splits, counts, bytes, schema and labels of a dataset")
     info.add_argument("tfrecord_dir")
+    _storage_timeout(info)
 
     inspect = commands.add_parser("inspect", help="write sample images and a CSV of records to look at")
     inspect.add_argument("tfrecord_dir")
     inspect.add_argument("--split", default=TRAIN)
     inspect.add_argument("--num-records", type=int, default=1)
     inspect.add_argument("--output-dir", default="output")
+    _storage_timeout(inspect)
 
     verify = commands.add_parser(
         "verify", help="check every record's CRCs, the counts and checksums against dataset.json",
@@ -95,11 +99,23 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("tfrecord_dir")
     verify.add_argument("--images", action="store_true",
                         help="also decode every image (slower; finds images damaged since, or only header-checked)")
+    _storage_timeout(verify)
 
     csv = commands.add_parser("create-image-csv", help="write the CSV table of an image folder")
     csv.add_argument("image_dir", help="<dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file>")
     csv.add_argument("output_csv")
     return parser
+
+
+def _storage_timeout(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--storage-timeout", type=float, default=DEFAULT_STORAGE_TIMEOUT, metavar="SECONDS",
+                         help="gs://: seconds one store operation may take, retries included (default "
+                              f"{DEFAULT_STORAGE_TIMEOUT:g}); then one error, and the same command resumes")
+
+
+# Libraries whose own logs (retries, tracebacks of requests given up on) would bury the one line the command
+# prints about a lost store; shown with --verbose.
+_CHATTY_LOGGERS = ("gcsfs", "aiohttp", "fsspec", "asyncio", "google")
 
 
 def pipeline_flags(flags: Sequence[str]) -> dict[str, Any]:
@@ -157,6 +173,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
         image_format=args.image_format, image_size=_image_size(args.image_size), jpeg_quality=args.jpeg_quality,
         resize_mode=args.resize_mode, max_image_pixels=args.max_image_pixels,
         max_image_bytes=args.max_image_bytes, image_timeout=args.image_timeout, float_precision=args.float_precision,
+        storage_timeout=args.storage_timeout,
         validate_images=args.validate_images, on_error=args.on_error, overwrite=args.overwrite,
         progress=False if args.no_progress else None, num_workers=args.num_workers,
         project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,
@@ -169,7 +186,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
 def _info(args: argparse.Namespace) -> None:
     from tfrecorder.read.info import info
 
-    print(json.dumps(info(args.tfrecord_dir).summary(), indent=2))
+    print(json.dumps(info(args.tfrecord_dir, storage_timeout=args.storage_timeout).summary(), indent=2))
 
 
 def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -183,12 +200,12 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         from tfrecorder.read.inspect import inspect
 
         folder = inspect(args.tfrecord_dir, split=args.split, num_records=args.num_records,
-                         output_dir=args.output_dir)
+                         output_dir=args.output_dir, storage_timeout=args.storage_timeout)
         print(f"wrote {args.num_records} record(s) of {args.split.upper()} to {folder}")
     elif args.command == "verify":
         from tfrecorder.read.verify import verify
 
-        report = verify(args.tfrecord_dir, images=args.images)
+        report = verify(args.tfrecord_dir, images=args.images, storage_timeout=args.storage_timeout)
         print(report)
         return 0 if report.ok else 1
     elif args.command == "create-image-csv":
@@ -254,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose:  # everything, TensorFlow's own lines included
             logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
             return _main(args, extra)
+        for name in _CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         with native_stderr_silenced():
             return _main(args, extra)
 
@@ -261,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     try:
         return _run(args, extra)
-    except (TFRecorderError, OSError) as e:
+    except (TFRecorderError, OSError, StoreUnreachable) as e:
         if args.verbose:
             raise
         message = " ".join(str(e).split()) or type(e).__name__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import threading
@@ -14,12 +15,133 @@ import fsspec
 
 logger = logging.getLogger(__name__)
 
-STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see runstate)
+STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see write/journal, write/lock)
+# Object stores (gs://): each request may take REQUEST_SECONDS (to connect, and any silence while it is
+# answered); the tries of one operation end at the storage deadline, ``storage_timeout`` (Google's storage
+# client's figures). Cleanup on the way out makes one try of at most CLEANUP_SECONDS.
+REQUEST_SECONDS = 60.0
+DEFAULT_STORAGE_TIMEOUT = 120.0
+CLEANUP_SECONDS = 5.0
+_CLEANUP: contextvars.ContextVar[float | None] = contextvars.ContextVar("tfrecorder_cleanup", default=None)
+
+
+class Requests:
+    """The object-store requests of one run in flight (each an asyncio task on fsspec's event loop), so that a
+    run that is stopped (Ctrl-C, an error in another shard) ends them at once instead of waiting for their
+    timeouts: threads blocked on them would keep the process alive."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._tasks: dict[Any, Any] = {}  # task -> its event loop
+        self._lock = threading.Lock()
+
+    def add(self, task: Any, loop: Any) -> None:
+        with self._lock:
+            self._tasks[task] = loop
+
+    def discard(self, task: Any) -> None:
+        with self._lock:
+            self._tasks.pop(task, None)
+
+    def stop(self) -> None:
+        """Cancel the requests in flight; later ones (but cleanup's) fail at once."""
+        with self._lock:
+            self.stopped = True
+            tasks = list(self._tasks.items())
+        for task, loop in tasks:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to cancel
+                loop.call_soon_threadsafe(task.cancel)
+
+
+_REQUESTS: contextvars.ContextVar[Requests | None] = contextvars.ContextVar("tfrecorder_requests", default=None)
 # A durable file being written is flushed to the disk in the background this often. Shards of 2,000 JPEGs in
 # 4 per split are 2-18 MB: at 32 MiB most were never flushed before their final fsync (best of 5, interleaved,
 # forked writers: 2,000 JPEGs with full checks 0.84 s at 32 MiB, 0.79 s at 8, 0.78 s at 2; header checks of
 # 10,000, 1.30 s, 1.24 s, 1.25 s).
 WRITEBACK_BYTES = 8 * 1024**2
+
+
+class StoreUnreachable(Exception):
+    """An object store that did not complete one operation by the storage deadline (refused, silent, or
+    failing each try); the message says which, in words. Not an OSError on purpose: code that reads past an
+    unreadable file (``except OSError``) must not mistake a lost store for one."""
+
+    def __init__(self, cause: str, seconds: float):
+        super().__init__(cause)
+        self.cause, self.seconds = cause, seconds
+
+    def __str__(self) -> str:
+        return self.cause
+
+    def __reduce__(self):  # picklable: it crosses from Beam workers
+        return (StoreUnreachable, (self.cause, self.seconds))
+
+
+def check_storage_timeout(seconds: Any) -> float:
+    """``storage_timeout`` as a number of seconds, or a TFRecorderError naming it."""
+    from tfrecorder.errors import TFRecorderError
+
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not value > 0:
+        raise TFRecorderError(f"storage_timeout={seconds!r}: give a number of seconds above 0 (the default, "
+                              f"{DEFAULT_STORAGE_TIMEOUT:g}, is Google's storage client's deadline)")
+    return value
+
+
+def filesystem(url: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> tuple[Any, str]:
+    """The fsspec filesystem of ``url`` and the path within it; a gs:// one obeys ``storage_timeout``."""
+    url = str(url)
+    protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if protocol in ("gs", "gcs"):
+        from tfrecorder.dataset.gcs import BoundedGCSFileSystem
+
+        options = BoundedGCSFileSystem._get_kwargs_from_urls(url)
+        return (BoundedGCSFileSystem(storage_timeout=storage_timeout, **options),
+                BoundedGCSFileSystem._strip_protocol(url))
+    return fsspec.core.url_to_fs(url)
+
+
+def run_requests() -> Requests | None:
+    """The requests of the run this thread works for (see ``requests_of_run``)."""
+    return _REQUESTS.get()
+
+
+@contextlib.contextmanager
+def requests_of_run() -> Iterator[Requests]:
+    """Object-store requests made from here on, by this thread and the threads it hands work to with its
+    context (``contextvars.copy_context``), belong to one run: ``stop_requests()`` ends them."""
+    token = _REQUESTS.set(Requests())
+    try:
+        yield _REQUESTS.get()  # type: ignore[misc]
+    finally:
+        _REQUESTS.reset(token)
+
+
+def stop_requests() -> None:
+    """End the object-store requests of this thread's run now (the run is being stopped)."""
+    requests = _REQUESTS.get()
+    if requests is not None:
+        requests.stop()
+
+
+def cleanup_seconds() -> float | None:
+    """While ``briefly()`` is in force (in this thread), the one short try that store requests get."""
+    return _CLEANUP.get()
+
+
+@contextlib.contextmanager
+def briefly(seconds: float = CLEANUP_SECONDS) -> Iterator[None]:
+    """Cleanup on the way out of a run (lock release, removing a partial upload): object-store requests made
+    by this thread get one try of at most ``seconds``, so a lost store never adds a second deadline. A failure
+    is left to the caller (who logs it: the next run breaks a stale lock)."""
+    token = _CLEANUP.set(seconds)
+    try:
+        yield
+    finally:
+        _CLEANUP.reset(token)
 
 
 class _WritebackFile:
@@ -73,9 +195,9 @@ class Folder:
     url: str
 
     @classmethod
-    def of(cls, url: str) -> Folder:
-        """The folder at ``url`` (a local path or any fsspec URL)."""
-        fs, path = fsspec.core.url_to_fs(str(url))
+    def of(cls, url: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> Folder:
+        """The folder at ``url`` (a local path or any fsspec URL; see ``filesystem``)."""
+        fs, path = filesystem(url, storage_timeout)
         return cls(fs, path.rstrip("/") or "/", str(url))
 
     def join(self, name: str) -> str:
@@ -87,6 +209,12 @@ class Folder:
         if "://" in name or name.startswith("/"):
             return name
         return f"{self.url.rstrip('/')}/{name}"
+
+    def open(self, name: str) -> BinaryIO:
+        """``name`` opened for reading: a name in the folder, or a full URL or absolute path (as ``url_of``)."""
+        if "://" in name or name.startswith("/"):
+            return fsspec.open(name, "rb").open()
+        return self.fs.open(self.join(name), "rb")
 
     def names(self) -> list[str]:
         """Names of the entries in the folder ([] if it does not exist)."""
@@ -121,11 +249,15 @@ class Folder:
         """
         target = self.join(name)
         if not self.is_local:
+            f = self.fs.open(target, "wb")
             try:
-                with self.fs.open(target, "wb") as f:
-                    yield f
+                yield f
+                f.close()  # the upload's last request: only now does the object appear
             except BaseException as e:
-                self._remove_quietly(target)
+                # never closed on an error: closing would publish what was written so far. Nothing new is under
+                # ``name`` then; the store is told to drop the upload unless it is lost or the run is stopped
+                # (an upload left open expires on its own)
+                _abandon(f, tell_store=not isinstance(e, (StoreUnreachable, KeyboardInterrupt)))
                 _name_file(e, self.url_of(name))
                 raise
             return
@@ -165,16 +297,19 @@ class Folder:
     def _remove_quietly(self, path: str) -> None:
         try:
             self.fs.rm(path)
-        except OSError:
-            logger.debug("could not remove %s", path)
+        except OSError as e:
+            logger.debug("could not remove %s: %s", path, e)
 
-    def remove(self, name: str) -> None:
-        """Delete ``name`` (a file, or a folder and what it holds) if it is there."""
+    def remove(self, name: str, folder: bool = True) -> None:
+        """Delete ``name`` (a file, or with ``folder`` a folder and what it holds) if it is there."""
         try:
-            self.fs.rm(self.join(name), recursive=True)
+            if folder:
+                self.fs.rm(self.join(name), recursive=True)
+            else:
+                self.fs.rm_file(self.join(name))  # one request
         except FileNotFoundError:
             pass
-        except OSError as e:
+        except (OSError, StoreUnreachable) as e:
             logger.debug("could not remove %s: %s", self.url_of(name), e)
 
     def remove_empty_dir(self, name: str) -> None:
@@ -187,6 +322,19 @@ class Folder:
 
     def makedirs(self) -> None:
         self.fs.makedirs(self.path, exist_ok=True)
+
+
+def _abandon(file: Any, tell_store: bool) -> None:
+    """Give up an object-store upload without publishing it: mark the file closed so that nothing commits it,
+    and (``tell_store``) cancel the upload where the store has begun one, in one brief try."""
+    try:
+        if tell_store:
+            with briefly():
+                file.discard()
+    except Exception as e:  # noqa: BLE001 - cleanup on the way out of an error: the first error is the one told
+        logger.debug("could not cancel the upload of %s: %s", getattr(file, "path", "?"), e)
+    finally:
+        file.closed = True
 
 
 def _name_file(error: BaseException, filename: str) -> None:

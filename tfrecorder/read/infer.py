@@ -14,12 +14,11 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import fsspec
-
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.features import KINDS_BY_FIELD, MISSING_DEFAULTS
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, filesystem
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TEST, TRAIN, VALIDATION
 
@@ -55,21 +54,22 @@ def split_of(name: str) -> str:
     return TRAIN
 
 
-def is_glob(source: str) -> bool:
+def is_glob(source: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> bool:
     """A pattern to expand: it has * ? or [ and names nothing that exists (a folder called exp[1] is a path)."""
     if not any(c in source for c in "*?["):
         return False
-    fs, path = fsspec.core.url_to_fs(source)
+    fs, path = filesystem(source, storage_timeout)
     return not fs.exists(path)
 
 
-def find_files(source: str | Sequence[str]) -> tuple[Any, list[str]]:
+def find_files(source: str | Sequence[str],
+               storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> tuple[Any, list[str]]:
     """(filesystem, paths) for a folder, a glob or a list of files."""
     if isinstance(source, (list, tuple)):
-        fs, _ = fsspec.core.url_to_fs(str(source[0]))
-        return fs, [fsspec.core.url_to_fs(str(s))[1] for s in source]
-    fs, path = fsspec.core.url_to_fs(str(source))
-    if is_glob(str(source)):
+        fs, _ = filesystem(str(source[0]), storage_timeout)
+        return fs, [filesystem(str(s), storage_timeout)[1] for s in source]
+    fs, path = filesystem(str(source), storage_timeout)
+    if is_glob(str(source), storage_timeout):
         paths = sorted(fs.glob(path))
     elif fs.isdir(path):
         paths = sorted(p for p in fs.find(path, maxdepth=1) if not posixpath.basename(p).startswith((".", "_")))
@@ -81,9 +81,9 @@ def find_files(source: str | Sequence[str]) -> tuple[Any, list[str]]:
     return fs, paths
 
 
-def infer_manifest(source: str | Sequence[str]) -> Manifest:
+def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> Manifest:
     """A Manifest for TFRecord files of tf.train.Example written by any tool."""
-    fs, paths = find_files(source)
+    fs, paths = find_files(source, storage_timeout)
     splits: dict[str, list[ShardInfo]] = {}
     compression = None
     samples: list[Any] = []

@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw, ImageOps
 from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.features import IMAGE, IMAGE_URI
 from tfrecorder.dataset.manifest import Manifest
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.read.open import open_dataset
 from tfrecorder.types import TRAIN
 
@@ -73,15 +74,16 @@ class DatasetInfo:
         return "".join(parts)
 
 
-def info(tfrecord_dir: str) -> DatasetInfo:
-    """Splits, counts, bytes, shards, schema and the label distribution of each split.
+def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> DatasetInfo:
+    """Splits, counts, bytes, shards, schema and the label distribution of each split (``storage_timeout``: see
+    ``read_manifest``).
 
     Example:
         >>> info = tfrecorder.info(dataset_dir)
         >>> info.label_counts["TRAIN"]
         {'cat': 2, 'dog': 2, 'goat': 2}
     """
-    manifest = open_dataset(tfrecord_dir)[0]
+    manifest = open_dataset(tfrecord_dir, storage_timeout)[0]
     counts: dict[str, dict[str, int]] = {}
     label = (manifest.label or {}).get("feature")
     if label:
@@ -89,7 +91,8 @@ def info(tfrecord_dir: str) -> DatasetInfo:
 
         names = manifest.vocabulary
         for split in manifest.splits:
-            ds = load_dataset(tfrecord_dir, split=split, features=[label], batch_size=4096, decode_images=False)
+            ds = load_dataset(tfrecord_dir, split=split, features=[label], batch_size=4096, decode_images=False,
+                              storage_timeout=storage_timeout)
             counter: Counter = Counter()
             for batch in ds.as_numpy_iterator():
                 values = batch[label]

@@ -10,6 +10,7 @@ import numpy as np
 from PIL import Image
 
 from tfrecorder.dataset.features import IMAGE, IMAGE_CHANNELS, IMAGE_FORMAT, IMAGE_HEIGHT, IMAGE_WIDTH
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.read.open import open_dataset
 from tfrecorder.read.tf_data import load_dataset
 from tfrecorder.types import TRAIN
@@ -17,8 +18,10 @@ from tfrecorder.types import TRAIN
 _EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "webp": "webp"}
 
 
-def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_dir: str = "output") -> str:
-    """Write the first ``num_records`` of ``split`` as image files plus ``data.csv``; return the folder.
+def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_dir: str = "output",
+            storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> str:
+    """Write the first ``num_records`` of ``split`` as image files plus ``data.csv``; return the folder
+    (``storage_timeout``: see ``read_manifest``).
 
     Image files are named by record number (``00000.jpg``), never by the stored ``image_name``,
     so nothing in the data decides where files are written. ``data.csv`` has every other
@@ -29,9 +32,10 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
         >>> sorted(name.split(".")[0] for name in os.listdir(folder))
         ['00000', '00001', 'data']
     """
-    manifest = open_dataset(tfrecord_dir)[0]
+    manifest = open_dataset(tfrecord_dir, storage_timeout)[0]
     vocabulary = manifest.vocabulary
-    ds = load_dataset(tfrecord_dir, split=split, decode_images=False).take(max(0, int(num_records)))
+    ds = load_dataset(tfrecord_dir, split=split, decode_images=False, storage_timeout=storage_timeout)
+    ds = ds.take(max(0, int(num_records)))
     os.makedirs(output_dir, exist_ok=True)
     rows = []
     label = (manifest.label or {}).get("feature")

@@ -3,12 +3,14 @@ files - and the check that its shards are all there before anything is read."""
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
+from collections.abc import Iterator
 from typing import Any
 
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest, ShardInfo
 from tfrecorder.dataset.records import INDEX_SUFFIX, first_record_crc
-from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, STATE_DIR, Folder, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest, is_glob
 
@@ -62,15 +64,31 @@ def check_shard(folder: Folder, shard: ShardInfo, compression: str | None) -> No
                               f"dataset again, and `tfrecorder verify {folder.url}` checks every shard")
 
 
-def read_manifest(tfrecord_dir: str) -> Manifest:
-    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none.
+@contextlib.contextmanager
+def reading(source: Any, storage_timeout: float) -> Iterator[None]:
+    """An object store given up on (``storage_timeout``) while reading ``source`` as one error naming it."""
+    try:
+        yield
+    except StoreUnreachable as e:
+        where = source[0] if isinstance(source, (list, tuple)) and source else source
+        raise TFRecorderError(f"cannot read {where}: {e} (given up at storage_timeout={storage_timeout:g} s)") from e
+
+
+def read_manifest(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> Manifest:
+    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none. ``storage_timeout``:
+    seconds one object-store (gs://) operation may take, its retries included.
 
     Example:
         >>> manifest = tfrecorder.read_manifest(dataset_dir)
         >>> manifest.records("TRAIN"), manifest.vocabulary, manifest.rows["TEST"].written
         (6, ['cat', 'dog', 'goat'], 3)
     """
-    folder = Folder.of(tfrecord_dir)
+    with reading(tfrecord_dir, storage_timeout):
+        return _read_manifest(Folder.of(tfrecord_dir, storage_timeout))
+
+
+def _read_manifest(folder: Folder) -> Manifest:
+    tfrecord_dir = folder.url
     names = folder.names()
     if MANIFEST_NAME not in names:
         _refuse_unfinished(tfrecord_dir, names)
@@ -95,15 +113,17 @@ def _refuse_unfinished(where: str, names: list[str]) -> None:
         )
 
 
-def open_dataset(source: Any) -> tuple[Manifest, Folder]:
+def open_dataset(source: Any, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> tuple[Manifest, Folder]:
     """The manifest of a tfrecorder folder, or one inferred from other tools' TFRecord files
     (a folder without dataset.json, a glob, or a list of files); and the folder names are relative to."""
-    if isinstance(source, (list, tuple)) or is_glob(str(source)):
-        first = str(source[0]) if isinstance(source, (list, tuple)) else str(source)
-        parent = Folder.of(posixpath.dirname(first) or ".")
-        _refuse_unfinished(parent.url, parent.names())  # a glob is no way around an unfinished conversion
-        return infer_manifest(source), parent
-    try:
-        return read_manifest(source), Folder.of(source)
-    except MissingManifest:
-        return infer_manifest(source), Folder.of(source)
+    with reading(source, storage_timeout):
+        if isinstance(source, (list, tuple)) or is_glob(str(source), storage_timeout):
+            first = str(source[0]) if isinstance(source, (list, tuple)) else str(source)
+            parent = Folder.of(posixpath.dirname(first) or ".", storage_timeout)
+            _refuse_unfinished(parent.url, parent.names())  # a glob is no way around an unfinished conversion
+            return infer_manifest(source, storage_timeout), parent
+        folder = Folder.of(source, storage_timeout)
+        try:
+            return _read_manifest(folder), folder
+        except MissingManifest:
+            return infer_manifest(source, storage_timeout), folder

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import fsspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -15,14 +14,15 @@ from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.features import FIELDS, IMAGE
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_blocks
-from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read import wire
-from tfrecorder.read.open import check_shard, check_shards, open_dataset
+from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.types import Kind
 
 
-def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str] | None = None,
+             storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> pd.DataFrame:
     """A dataset written by tfrecorder as a DataFrame: one row per record, in stored order.
 
     Columns carry their input names and pandas dtypes, as dataset.json records them (int8 ... uint64, nullable
@@ -31,14 +31,19 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     lists); missing values are NA. Datasets without recorded dtypes give ints as int64 and floats as float32.
     String labels come back as names in the label column, with their ids in ``label_id``; images as
     their stored bytes with ``image_*`` columns. With ``split=None`` every split is read, in
-    TRAIN, VALIDATION, TEST order. Reads with plain Python: TensorFlow is not imported.
+    TRAIN, VALIDATION, TEST order. Reads with plain Python: TensorFlow is not imported. ``storage_timeout``:
+    seconds one object-store (gs://) operation may take, its retries included.
 
     Example:
         >>> df = tfrecorder.read_tfr(dataset_dir, split="TRAIN", columns=["label", "weight"])
         >>> list(df.columns)
         ['label', 'weight']
     """
-    manifest, folder = open_dataset(tfrecord_dir)
+    with reading(tfrecord_dir, storage_timeout):
+        return _read_tfr(*open_dataset(tfrecord_dir, storage_timeout), split, columns)
+
+
+def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Sequence[str] | None) -> pd.DataFrame:
     names = [manifest.split_name(split)] if split is not None else list(manifest.splits)
     label = manifest.label or {}
     label_column = label.get("column") if manifest.vocabulary is not None else None
@@ -88,7 +93,7 @@ def _batches(folder: Folder, manifest: Manifest, split: str):
     for shard in manifest.splits[split]:
         check_shard(folder, shard, manifest.compression)  # as it is opened: a replaced file is an error
         url = folder.url_of(shard.file)
-        with fsspec.open(url, "rb") as f:
+        with folder.open(shard.file) as f:
             batch: list[bytes] = []
             first = size = 0
             try:

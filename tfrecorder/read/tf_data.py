@@ -18,9 +18,9 @@ from tfrecorder.dataset.features import (
     float64_bits,
 )
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
-from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.open import check_shard, check_shards, open_dataset
+from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder
 from tfrecorder.types import Kind
 
@@ -160,6 +160,7 @@ def load_dataset(
     num_shards: int = 1,
     shard_index: int = 0,
     input_context: tf.distribute.InputContext | None = None,
+    storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -172,7 +173,8 @@ def load_dataset(
     antialiasing), ``"area"`` and ``"lanczos3"`` (antialiased, the highest quality) decode in full.
     For multi-worker training, ``num_shards``/``shard_index`` (or a ``tf.distribute.InputContext``) give
     each worker whole shard files when there are at least as many files as workers, else every
-    ``num_shards``-th record; ``cardinality()`` is this worker's count.
+    ``num_shards``-th record; ``cardinality()`` is this worker's count. ``storage_timeout`` bounds each
+    object-store (gs://) operation of the listing and checks done here (TensorFlow then reads the shards).
 
     Example:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
@@ -190,9 +192,10 @@ def load_dataset(
         label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
         deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
     )
-    manifest, folder = open_dataset(tfrecord_dir)
-    names = list(manifest.splits) if split is None else [manifest.split_name(split)]
-    check_shards(manifest, folder, names)
+    with reading(tfrecord_dir, storage_timeout):
+        manifest, folder = open_dataset(tfrecord_dir, storage_timeout)
+        names = list(manifest.splits) if split is None else [manifest.split_name(split)]
+        check_shards(manifest, folder, names)
     if split is None:
         return {name: _split_dataset(manifest, folder, name, options) for name in names}
     return _split_dataset(manifest, folder, names[0], options)

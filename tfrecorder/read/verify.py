@@ -23,10 +23,10 @@ from tfrecorder.dataset.features import (
 )
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
-from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.dataset.tfds import described_files
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.open import read_manifest
+from tfrecorder.read.open import read_manifest, reading
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ class VerifyReport:
         return "\n".join(lines)
 
 
-def verify(tfrecord_dir: str, images: bool = False) -> VerifyReport:
+def verify(tfrecord_dir: str, images: bool = False,
+           storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> VerifyReport:
     """Read every shard and check every record's CRCs, the record counts and file checksums in
     dataset.json, that every record parses as a ``tf.train.Example`` with the manifest's features,
     each shard's index file, and the TFDS files (features.json, dataset_info.json, the label names) against
@@ -74,15 +75,22 @@ def verify(tfrecord_dir: str, images: bool = False) -> VerifyReport:
     written with ``validate_images="header"`` may hold a truncated image that only a decode finds.
 
     Returns a report (``report.ok``, ``report.problems``: file, record number and cause); it raises
-    only when the folder has no readable dataset.json. Reads with plain Python: TensorFlow is not imported.
+    only when the folder has no readable dataset.json, or when an object store (gs://) does not answer within
+    ``storage_timeout`` seconds (one operation, its retries included). Reads with plain Python: TensorFlow is
+    not imported.
 
     Example:
         >>> report = tfrecorder.verify(dataset_dir)
         >>> report.ok, report.records
         (True, 12)
     """
-    manifest = read_manifest(tfrecord_dir)
-    folder = Folder.of(tfrecord_dir)
+    with reading(tfrecord_dir, storage_timeout):
+        return _verify(Folder.of(tfrecord_dir, storage_timeout), images, storage_timeout)
+
+
+def _verify(folder: Folder, images: bool, storage_timeout: float) -> VerifyReport:
+    tfrecord_dir = folder.url
+    manifest = read_manifest(tfrecord_dir, storage_timeout)
     problems: list[Problem] = []
     shards = records = size = 0
     for split, infos in manifest.splits.items():

@@ -17,7 +17,13 @@ import pandas as pd
 from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import check_compression
-from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.storage import (
+    DEFAULT_STORAGE_TIMEOUT,
+    Folder,
+    StoreUnreachable,
+    check_storage_timeout,
+    requests_of_run,
+)
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
@@ -81,6 +87,7 @@ def convert(
     float_precision: str = DEFAULT_FLOAT_PRECISION,
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     image_timeout: float = DEFAULT_IMAGE_TIMEOUT,
+    storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
     project: str | None = None,
     region: str | None = None,
     dataflow_options: Mapping[str, Any] | None = None,
@@ -119,6 +126,9 @@ def convert(
             where the size is known, and as soon as the limit is passed while streaming where it is not.
         image_timeout: seconds one try at reading a remote image may take: to connect, any silence, and the
             whole answer (a server that drips its bytes); 4 tries, then a ``fetch_error`` row.
+        storage_timeout: seconds one object-store operation (gs://: a listing, one 5 MiB block of an upload)
+            may take, its retries included; each request may be silent for 60 s at most. A store that stops
+            answering or refuses ends the run with one TFRecorderError; the same call again resumes.
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
@@ -157,10 +167,37 @@ def convert(
 
     check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
     fractions = splits.check_fractions(split_fractions)
+    deadline = check_storage_timeout(storage_timeout)
+    output = Folder.of(output_dir, deadline)
+    with _store_lost(output, deadline), requests_of_run():
+        return _dispatch(source, output, schema, runner, options, beam_options, fractions, float_precision,
+                         num_shards=num_shards, overwrite=overwrite, progress=progress, num_workers=num_workers,
+                         started=started)
+
+
+@contextlib.contextmanager
+def _store_lost(folder: Folder, seconds: float) -> Iterator[None]:
+    """An object store given up on (storage_timeout) as one error naming the output folder and how to go on."""
+    try:
+        yield
+    except StoreUnreachable as e:
+        raise TFRecorderError(
+            f"the store stopped working while converting into {folder.url}: {e} (given up at "
+            f"storage_timeout={seconds:g} s). "
+            f"Run the same conversion again once the store answers: it resumes, keeping the shards already "
+            f"written") from e
+
+
+def _dispatch(source: Any, output: Folder, schema: Any, runner: str, options: WriteOptions,
+              beam_options: BeamOptions, fractions: Sequence[float], float_precision: str, *,
+              num_shards: int | None, overwrite: bool, progress: bool | None, num_workers: int | None,
+              started: float) -> ConvertResult:
+    """Send the conversion down the route its source and runner take."""
+
     def beam_files(files: MatchedFiles, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
         job = stream.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
                              stream.PART_ROWS)
-        return _convert_beam_files(job, Folder.of(output_dir), identity, overwrite=overwrite, started=started,
+        return _convert_beam_files(job, output, identity, overwrite=overwrite, started=started,
                                    beam_options=beam_options, **how)
 
     if runner != LOCAL and (matched := match_table_files(source)) is not None:
@@ -174,7 +211,7 @@ def convert(
                               stage=frame.parts)
     files = table_files(source, stream.PART_ROWS, min_bytes=STREAM_BYTES) if runner == LOCAL else None
     if files is not None:
-        return _convert_streamed(files, str(output_dir), as_schema(schema), options, fractions, float_precision,
+        return _convert_streamed(files, output, as_schema(schema), options, fractions, float_precision,
                                  num_shards=num_shards, overwrite=overwrite, progress=progress, workers=num_workers,
                                  started=started)
     df, base_dir = read_source(source)
@@ -183,7 +220,7 @@ def convert(
                      float_precision=float_precision,
                      arrow=parquet_schema(matched.files) if matched is not None and matched.parquet else None)
     del df  # a table read from files is held once, as the validated Table, while the shards are written
-    folder = Folder.of(output_dir)
+    folder = output
     estimate = estimates_sizes(num_shards, table.image_locations is not None, table.num_rows)
     keys = table.row_keys()
     plan = plan_shards(table.splits, keys=keys, num_shards=num_shards, compression=options.compression,
@@ -211,7 +248,7 @@ def convert(
 STREAM_BYTES = 64 * 1024 * 1024  # CSV and Parquet sources this large are converted a part at a time (stream)
 
 
-def _convert_streamed(files: TableFiles, output_dir: str, schema: Schema | None, options: WriteOptions,
+def _convert_streamed(files: TableFiles, folder: Folder, schema: Schema | None, options: WriteOptions,
                       fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
                       progress: bool | None, workers: int | None, started: float) -> ConvertResult:
     """The local runner for CSV and Parquet sources larger than STREAM_BYTES: the same shards, dataset.json
@@ -219,7 +256,6 @@ def _convert_streamed(files: TableFiles, output_dir: str, schema: Schema | None,
     (``stream``)."""
     from tfrecorder.write.runners.local import write_streamed
 
-    folder = Folder.of(output_dir)
     with stream.spill_folder(folder.url, files) as spill:
         summary = stream.summarize(files, schema, spill, fractions=fractions,
                                    fingerprint=lambda template: Fingerprint(template.schema, options))

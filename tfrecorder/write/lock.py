@@ -17,12 +17,17 @@ import threading
 import time
 from dataclasses import dataclass
 
-from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.dataset.storage import STATE_DIR, Folder, briefly
 from tfrecorder.errors import TFRecorderError
 
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = f"{STATE_DIR}/lock.json"
+# Output folders whose lock a run in this process holds now. A lock of this process's own that is not here was
+# left by a run that ended without removing it (the store was lost as it ended): the next run, in a notebook
+# the same process, breaks it as it would a dead process's.
+_HELD: set[str] = set()
+_HELD_LOCK = threading.Lock()
 
 
 class OutputLocked(TFRecorderError):
@@ -51,12 +56,16 @@ class LockInfo:
         job = f", Dataflow job {self.job}" if self.job else ""
         return f"{self.user} on {self.host} (pid {self.pid}, {self.runner}{job}) since {self.started}"
 
-    def is_stale(self) -> bool:
-        """True when the owner was a process on this machine that no longer runs."""
+    def is_stale(self, url: str) -> bool:
+        """True when the owner was a process on this machine that no longer runs, or a run of this process
+        that has ended (the lock of output folder ``url``)."""
         if self.job or self.host != socket.gethostname():
             return False  # a Dataflow job, or another machine: only a person can tell
         if not _alive(self.pid):
             return True
+        if self.pid == os.getpid() and self.process_start == _process_start(self.pid):
+            with _HELD_LOCK:
+                return url not in _HELD
         return self.process_start is not None and _process_start(self.pid) not in (None, self.process_start)
 
 
@@ -122,12 +131,14 @@ class Lock:
         folder.fs.makedirs(folder.join(STATE_DIR), exist_ok=True)
         for _ in range(3):
             if _create_exclusive(folder, LOCK_NAME, json.dumps(dataclasses.asdict(info), indent=2)):
+                with _HELD_LOCK:
+                    _HELD.add(folder.url)
                 return cls(folder, info)
             try:
                 owner = _read_owner(folder)
             except FileNotFoundError:
                 continue  # released between our try and our look: try again
-            if owner is None or owner.is_stale():
+            if owner is None or owner.is_stale(folder.url):
                 logger.warning("%s: breaking a stale lock left by %s", folder.url,
                                owner.describe() if owner else "an unreadable lock file")
                 _break(folder, owner)
@@ -148,7 +159,10 @@ class Lock:
         if not self.held:
             return
         self.held = False
-        self.folder.remove(LOCK_NAME)
+        with _HELD_LOCK:
+            _HELD.discard(self.folder.url)
+        with briefly():  # one short try: a lock the store did not let go of is stale, and the next run breaks it
+            self.folder.remove(LOCK_NAME, folder=False)
         self.folder.remove_empty_dir(STATE_DIR)
 
 

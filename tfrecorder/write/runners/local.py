@@ -3,6 +3,7 @@ this process, images fetched and checked by a thread pool."""
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import logging
 import multiprocessing
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 
 from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.fetch import is_remote
-from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
@@ -83,8 +84,8 @@ def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T]
 
     def mapper(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         pending: deque = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
+        for item in items:  # each with the caller's context: its run's store requests (storage.requests_of_run)
+            pending.append(pool.submit(contextvars.copy_context().run, fn, item))
             if len(pending) >= window:
                 yield pending.popleft().result()
         while pending:
@@ -229,6 +230,9 @@ def _shards_at_once(plan: Sequence[T], at_once: int, write: Callable[[T, Callabl
     with ThreadPoolExecutor(at_once, thread_name_prefix="tfrecorder-shard") as shards:
         try:
             yield from ordered_map(shards, at_once)(lambda spec: write(spec, tick), plan)
+        except BaseException:  # the other shards' store requests end now: their threads would hold the exit
+            stop_requests()
+            raise
         finally:
             stop.set()
 
