@@ -16,7 +16,7 @@ import tensorflow as tf
 import tfrecorder
 from tests.conftest import write_image
 from tests.servers import http_server
-from tfrecorder.dataset.fetch import FetchLimits, ImageError, Retry, fetch
+from tfrecorder.write.fetch import FetchLimits, ImageError, Retry, fetch
 from tfrecorder.write.images import MemoryBudget
 
 

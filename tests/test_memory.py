@@ -39,7 +39,7 @@ def test_image_fetches_run_at_most_a_window_ahead_of_the_writer():
     """However long the table, only ``window`` fetched images wait to be written (bytes in flight are bounded)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tfrecorder.write.runners.local import ordered_map
+    from tfrecorder.write.shard import ordered_map
 
     started: list[int] = []
     ahead = []

@@ -61,8 +61,8 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
 
     import tfrecorder
     from tests.conftest import write_image
-    from tfrecorder.dataset.fetch import FetchLimits
     from tfrecorder.write.convert import _bytes_per_row
+    from tfrecorder.write.fetch import FetchLimits
     from tfrecorder.write.validate import validate
 
     rows = 640

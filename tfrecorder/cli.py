@@ -13,11 +13,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
-from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.dataset.records import COMPRESSIONS
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TRAIN
+from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.write.options import (
     BEAM_RUNNERS,
     DEFAULT_FLOAT_PRECISION,

@@ -54,10 +54,8 @@ class Requests:
 
 
 _REQUESTS: contextvars.ContextVar[Requests | None] = contextvars.ContextVar("tfrecorder_requests", default=None)
-# A durable file being written is flushed to the disk in the background this often. Shards of 2,000 JPEGs in
-# 4 per split are 2-18 MB: at 32 MiB most were never flushed before their final fsync (best of 5, interleaved,
-# forked writers: 2,000 JPEGs with full checks 0.84 s at 32 MiB, 0.79 s at 8, 0.78 s at 2; header checks of
-# 10,000, 1.30 s, 1.24 s, 1.25 s).
+# A durable file being written is flushed to the disk in the background this often: small enough that most
+# shards are flushed before their final fsync (figures: benchmarks/CONSTANTS.md).
 WRITEBACK_BYTES = 8 * 1024**2
 
 
@@ -146,8 +144,7 @@ def briefly(seconds: float = CLEANUP_SECONDS) -> Iterator[None]:
 
 class _WritebackFile:
     """A local file being written whose bytes are sent to the disk as they come, by a background
-    ``fdatasync`` every WRITEBACK_BYTES: the fsync before the rename then waits for the last part only.
-    (Measured at 10,000 JPEGs: the end-of-shard fsyncs took 0.53 s of 2.98.)"""
+    ``fdatasync`` every WRITEBACK_BYTES: the fsync before the rename then waits for the last part only."""
 
     def __init__(self, raw: BinaryIO):
         self._raw = raw
@@ -289,8 +286,8 @@ class Folder:
             f.write(text.encode("utf-8"))
 
     def sync(self) -> None:
-        """Make the files renamed into this local folder so far durable (one fsync of the folder: a per-file
-        one cost 1.5 ms a file, a quarter of writing 2,000 images); object stores need none."""
+        """Make the files renamed into this local folder so far durable (one fsync of the folder, not one per
+        file: benchmarks/CONSTANTS.md); object stores need none."""
         if self.is_local:
             _fsync_dir(self.path)
 

@@ -30,16 +30,14 @@ AUTOTUNE = tf.data.AUTOTUNE
 # The tensor dtype of each tf.train.Example list.
 FIELD_DTYPES = {"int64_list": tf.int64, "float_list": tf.float32, "bytes_list": tf.string}
 _PARSE_BATCH = 256  # records parsed together when the caller wants single examples
-# ... and when each is then decoded: a small batch, so decoding starts at once (1600x1200 JPEGs, epochs of 300
-# images: 1.49x the users' pipeline with 256, 1.62x with 16; 1 and 4 no better)
+# ... and when each is then decoded: a small batch, so decoding starts at once (benchmarks/CONSTANTS.md)
 _IMAGE_PARSE_BATCH = 16
 
 
 def _options() -> tf.data.Options:
     """Every op runs on one thread; parallelism comes from the pipeline's own parallel maps. With TensorFlow's
     default, an op (a resize) may also split its work over the intra-op pool, and the two pools then fight
-    over the cores: measured on 2 cores, a decode+resize pipeline swung between 770 and 1,600 img/s from run
-    to run, and held 1,550-1,630 with one thread per op."""
+    over the cores, and throughput swings from run to run (benchmarks/CONSTANTS.md)."""
     options = tf.data.Options()
     options.threading.max_intra_op_parallelism = 1
     return options

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfrecorder.dataset.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import check_compression
 from tfrecorder.dataset.storage import (
@@ -29,6 +28,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import splits, stream
 from tfrecorder.write.encode import mean_record_bytes
+from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits
 from tfrecorder.write.finish import Finish, manifest_warnings
 from tfrecorder.write.options import (
     DEFAULT_FLOAT_PRECISION,

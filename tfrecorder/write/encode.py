@@ -111,7 +111,7 @@ _BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 b
 def mean_record_bytes(sample: Table, limits: Any) -> float:
     """The mean size of ``sample``'s records as stored: every feature and the framing, each image counted by
     its file's size (``limits``: the FetchLimits to ask for it with)."""
-    from tfrecorder.dataset.fetch import size_of
+    from tfrecorder.write.fetch import size_of
 
     encoder = ExampleEncoder(sample)
     if sample.image_locations is None:

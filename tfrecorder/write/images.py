@@ -1,4 +1,4 @@
-"""Images: check, decode and re-encode one image's bytes with libjpeg-turbo and Pillow (fetching is in storage)."""
+"""Images: check, decode and re-encode one image's bytes with libjpeg-turbo and Pillow (fetching is in fetch)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import simplejpeg
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE
-from tfrecorder.dataset.fetch import FetchLimits, ImageError, fetch
+from tfrecorder.write.fetch import FetchLimits, ImageError, fetch
 from tfrecorder.write.options import ImageSettings
 
 logger = logging.getLogger(__name__)

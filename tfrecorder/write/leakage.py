@@ -15,9 +15,8 @@ ROWS_REPORTED = 10  # rows listed per entry; row_count says how many share the i
 
 def content_key(data: bytes) -> int:
     """A 64-bit content hash (the first 8 bytes of SHA-256): equal keys are reported as 'same bytes'. A CRC
-    would not do: among 200,000 distinct images CRC-32C and length gave 3 false matches; two distinct images
-    share a 64-bit key with odds of about 1 in 10^9 at that size. SHA-256 rather than BLAKE2b: CPUs with
-    SHA extensions hash 35 KB JPEGs in half BLAKE2b's time (0.047 s against 0.088 s for 2,000)."""
+    would not do (it matches distinct images); SHA-256 rather than BLAKE2b for CPUs with SHA extensions
+    (figures: benchmarks/CONSTANTS.md)."""
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "little")
 
 

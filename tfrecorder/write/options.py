@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
-from tfrecorder.dataset.fetch import FetchLimits
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.write.fetch import FetchLimits
 
 LOCAL = "local"
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")

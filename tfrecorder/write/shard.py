@@ -1,21 +1,30 @@
-"""Shard: ``write_shard``, the one shard writer every runner uses, and what it returns (ShardResult, RowFailure)."""
+"""Shard: ``write_shard``, the one shard writer every runner uses, what it returns (ShardResult, RowFailure), and
+how it maps images over threads (``ordered_map``, ``default_workers``)."""
 
 from __future__ import annotations
 
+import contextvars
+import os
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from tfrecorder.dataset.fetch import ImageError
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import RowError
 from tfrecorder.write.encode import ExampleEncoder
+from tfrecorder.write.fetch import ImageError
 from tfrecorder.write.images import StoredImage, load_image
 from tfrecorder.write.leakage import content_key
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.table import Table
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -152,3 +161,28 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper):
         return image, content_key(image.data)
 
     return image_map(fetch, range(table.num_rows))
+
+
+def default_workers(remote: bool = True) -> int:
+    """Threads for images: one per core for local files (decoding is the work; more threads only
+    fight over the GIL), many more for remote URLs (most of each fetch is waiting on the network)."""
+    cores = os.cpu_count() or 1
+    return min(32, 8 * cores) if remote else cores
+
+
+def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
+    """An ImageMapper running ``fn`` on the pool with at most ``window`` items in flight, results in order.
+
+    The window bounds memory: image bytes are held only for rows between being fetched and written.
+    """
+
+    def mapper(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        pending: deque = deque()
+        for item in items:  # each with the caller's context: its run's store requests (storage.requests_of_run)
+            pending.append(pool.submit(contextvars.copy_context().run, fn, item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    return mapper

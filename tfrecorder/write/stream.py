@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfrecorder.dataset.fetch import FetchLimits, is_remote
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
+from tfrecorder.write.fetch import FetchLimits, is_remote
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, shard_count, shard_filename
 from tfrecorder.write.resume import Fingerprint

@@ -52,8 +52,7 @@ from tfrecorder.write.finish import Finish
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import BeamOptions
 from tfrecorder.write.plan import ShardSpec
-from tfrecorder.write.runners.local import default_workers, ordered_map
-from tfrecorder.write.shard import ShardResult, write_shard
+from tfrecorder.write.shard import ShardResult, default_workers, ordered_map, write_shard
 from tfrecorder.write.sources import (
     FileFacts,
     MatchedFiles,

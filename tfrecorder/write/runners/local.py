@@ -3,7 +3,6 @@ this process, images fetched and checked by a thread pool."""
 
 from __future__ import annotations
 
-import contextvars
 import ctypes
 import logging
 import multiprocessing
@@ -12,8 +11,7 @@ import signal
 import sys
 import threading
 import warnings
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
@@ -21,14 +19,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tfrecorder._notebook import in_notebook
-from tfrecorder.dataset.fetch import is_remote
 from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.write.fetch import is_remote
 from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
-from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
+from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map, write_shard
 from tfrecorder.write.stream import StreamedShard, write_streamed_shard
 from tfrecorder.write.table import Table
 
@@ -36,20 +34,16 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
+# The figures behind these three: benchmarks/CONSTANTS.md.
 # Shards of an image table written at once in this process when its images are decoded by threads: while one
-# is flushed to the disk (its fsync waits on the disk, not the CPU), the next is being encoded and written
-# (2,000 JPEGs, validate_images="full": 0.82 s instead of 0.94). Header checks stay one shard at a time: that
-# writer is all Python, and a second thread only adds GIL handoffs (0.35 s of CPU became 0.47, the time no
-# better).
+# is flushed to the disk (its fsync waits on the disk, not the CPU), the next is being encoded and written.
+# Header checks stay one shard at a time: that writer is all Python, and a second thread only adds GIL handoffs.
 SHARDS_AT_ONCE = 2
-# Rows from which shards are written in forked processes, one per core, rather than in this process. Starting
-# two writers costs ~40 ms (forking a process holding TensorFlow, ~700 MB). Measured, best of 3-5 interleaved,
-# forked vs in this process: 1,000 JPEGs (header checks) 0.19 s vs 0.21, 500: 0.17 vs 0.14; rows of 20
-# columns in 6 shards, 10,000: 0.32 s vs 0.36, 5,000: 0.17 vs 0.16.
+# Rows from which shards are written in forked processes, one per core, rather than in this process: below,
+# starting the writers (forking a process holding TensorFlow) costs more than they save.
 FORK_MIN_ROWS = {"images": 1_000, "columns": 10_000}
 # Where images would be decoded on a thread per core in this process, forked writers (one core each) are used
-# only if the largest shard holds at most this many even shares of the rows. 1,000 JPEGs in the default shards
-# (800, 100 and 100 rows), full checks: forked 0.55 s, in this process 0.43 s.
+# only if the largest shard holds at most this many even shares of the rows: a writer has one core.
 FORK_BALANCE = 4 / 3
 PROGRESS_SECONDS = 0.2  # how often the bar shows the rows written by forked writers
 _PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -67,31 +61,6 @@ class Parallelism:
     processes: int = 1
     shards: int = 1
     image_threads: int = 1
-
-
-def default_workers(remote: bool = True) -> int:
-    """Threads for images: one per core for local files (decoding is the work; more threads only
-    fight over the GIL), many more for remote URLs (most of each fetch is waiting on the network)."""
-    cores = os.cpu_count() or 1
-    return min(32, 8 * cores) if remote else cores
-
-
-def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
-    """An ImageMapper running ``fn`` on the pool with at most ``window`` items in flight, results in order.
-
-    The window bounds memory: image bytes are held only for rows between being fetched and written.
-    """
-
-    def mapper(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-        pending: deque = deque()
-        for item in items:  # each with the caller's context: its run's store requests (storage.requests_of_run)
-            pending.append(pool.submit(contextvars.copy_context().run, fn, item))
-            if len(pending) >= window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-    return mapper
 
 
 def image_threads(options: WriteOptions, remote: bool, workers: int | None = None) -> int:
