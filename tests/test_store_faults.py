@@ -159,3 +159,14 @@ def test_verify_in_the_command_while_the_store_is_down_is_one_line(tabular_table
 def test_storage_timeout_must_be_a_positive_number(tabular_table, tmp_path):
     with pytest.raises(tfrecorder.TFRecorderError, match=r"storage_timeout=0: give a number of seconds above 0"):
         tfrecorder.convert(tabular_table, str(tmp_path / "out"), storage_timeout=0)
+
+
+def test_a_table_on_a_lost_store_is_one_error_too(tabular_table, relay, tmp_path):
+    import fsspec
+
+    with fsspec.open(f"gs://{BUCKET}/table.csv", "w") as f:
+        tabular_table.to_csv(f, index=False)
+    relay.refuse()
+    with pytest.raises(tfrecorder.TFRecorderError) as caught:
+        tfrecorder.convert(f"gs://{BUCKET}/table.csv", str(tmp_path / "out"), progress=False, storage_timeout=2)
+    assert f"converting into {tmp_path / 'out'}: connection refused by 127.0.0.1:{relay.port}" in str(caught.value)

@@ -30,7 +30,8 @@ class Requests:
     run that is stopped (Ctrl-C, an error in another shard) ends them at once instead of waiting for their
     timeouts: threads blocked on them would keep the process alive."""
 
-    def __init__(self) -> None:
+    def __init__(self, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> None:
+        self.storage_timeout = storage_timeout  # the run's deadline, for the stores it opens without one
         self.stopped = False
         self._tasks: dict[Any, Any] = {}  # task -> its event loop
         self._lock = threading.Lock()
@@ -89,9 +90,13 @@ def check_storage_timeout(seconds: Any) -> float:
     return value
 
 
-def filesystem(url: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> tuple[Any, str]:
-    """The fsspec filesystem of ``url`` and the path within it; a gs:// one obeys ``storage_timeout``."""
+def filesystem(url: str, storage_timeout: float | None = None) -> tuple[Any, str]:
+    """The fsspec filesystem of ``url`` and the path within it; a gs:// one obeys ``storage_timeout`` (by
+    default the deadline of the run this thread works for, else DEFAULT_STORAGE_TIMEOUT)."""
     url = str(url)
+    if storage_timeout is None:
+        run = _REQUESTS.get()
+        storage_timeout = run.storage_timeout if run is not None else DEFAULT_STORAGE_TIMEOUT
     protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
     if protocol in ("gs", "gcs"):
         from tfrecorder.dataset.gcs import BoundedGCSFileSystem
@@ -108,10 +113,11 @@ def run_requests() -> Requests | None:
 
 
 @contextlib.contextmanager
-def requests_of_run() -> Iterator[Requests]:
+def requests_of_run(storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> Iterator[Requests]:
     """Object-store requests made from here on, by this thread and the threads it hands work to with its
-    context (``contextvars.copy_context``), belong to one run: ``stop_requests()`` ends them."""
-    token = _REQUESTS.set(Requests())
+    context (``contextvars.copy_context``), belong to one run: ``stop_requests()`` ends them, and stores
+    opened without a deadline of their own (the input files) get the run's."""
+    token = _REQUESTS.set(Requests(storage_timeout))
     try:
         yield _REQUESTS.get()  # type: ignore[misc]
     finally:
@@ -123,6 +129,12 @@ def stop_requests() -> None:
     requests = _REQUESTS.get()
     if requests is not None:
         requests.stop()
+
+
+def open_url(url: str) -> Any:
+    """``url`` opened for reading, through ``filesystem`` (a context manager, as ``fsspec.open`` gives)."""
+    fs, path = filesystem(url)
+    return fs.open(path, "rb")
 
 
 def cleanup_seconds() -> float | None:

@@ -169,7 +169,7 @@ def convert(
     fractions = splits.check_fractions(split_fractions)
     deadline = check_storage_timeout(storage_timeout)
     output = Folder.of(output_dir, deadline)
-    with _store_lost(output, deadline), requests_of_run():
+    with _store_lost(output, deadline), requests_of_run(deadline):
         return _dispatch(source, output, schema, runner, options, beam_options, fractions, float_precision,
                          num_shards=num_shards, overwrite=overwrite, progress=progress, num_workers=num_workers,
                          started=started)

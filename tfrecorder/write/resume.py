@@ -16,14 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
 import numpy as np
 
 from tfrecorder._version import __version__
 from tfrecorder.dataset.features import LABEL
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import INDEX_SUFFIX
-from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.dataset.storage import STATE_DIR, Folder, filesystem
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
@@ -70,8 +69,8 @@ def files_fingerprint(identity: Any, schema: Schema | None, options: WriteOption
 def file_identity(files: MatchedFiles) -> list[tuple[str, Any]]:
     """Each file's name and identity (fsspec's ``ukey``: its size and modification time, or its object
     generation): a changed file is another input."""
-    fs = fsspec.core.url_to_fs(files.url)[0]
-    return [(url, fs.ukey(fsspec.core.url_to_fs(url)[1])) for url in files.files]
+    fs = filesystem(files.url)[0]
+    return [(url, fs.ukey(filesystem(url)[1])) for url in files.files]
 
 
 class Fingerprint:

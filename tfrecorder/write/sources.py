@@ -18,6 +18,7 @@ from typing import Any
 import fsspec
 import pandas as pd
 
+from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.splits import KNOWN_SPLITS
@@ -48,7 +49,7 @@ def read_source(source: Any) -> tuple[pd.DataFrame, BaseDir]:
             f"them) or an image folder"
         )
     url = os.fspath(source)
-    fs, path = fsspec.core.url_to_fs(url)
+    fs, path = filesystem(url)
     if not fs.exists(path):
         if any(c in path for c in _GLOB_CHARACTERS):
             return _read_glob(url, fs, path)
@@ -63,7 +64,7 @@ def parquet_schema(files: Sequence[str]) -> Any:
     part of it (``Schema.infer``'s ``arrow``)."""
     import pyarrow.parquet as pq
 
-    with fsspec.open(files[0], "rb") as f:
+    with open_url(files[0]) as f:
         return pq.read_schema(f)
 
 
@@ -72,7 +73,7 @@ def image_folder_url(source: Any) -> str | None:
     if not isinstance(source, (str, os.PathLike)):
         return None
     url = os.fspath(source)
-    fs, path = fsspec.core.url_to_fs(url)
+    fs, path = filesystem(url)
     return url if fs.isdir(path) else None
 
 
@@ -86,14 +87,15 @@ def read_table_file(url: str) -> pd.DataFrame:
 def is_parquet(url: str) -> bool:
     if url.lower().endswith(PARQUET_EXTENSIONS):
         return True
-    with fsspec.open(url, "rb") as f:
+    with open_url(url) as f:
         return f.read(4) == _PARQUET_MAGIC
 
 
 def read_parquet(url: str) -> pd.DataFrame:
     """A Parquet file (pyarrow, through fsspec for URLs): its columns keep their stored types."""
     try:
-        return pd.read_parquet(url, dtype_backend="numpy_nullable")
+        fs, path = filesystem(url)
+        return pd.read_parquet(path, filesystem=fs, dtype_backend="numpy_nullable")
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
         raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
 
@@ -175,7 +177,7 @@ def _csv_text(url: str) -> tuple[pd.DataFrame, list[str]]:
 
 
 def _csv_text_fast(url: str) -> tuple[pd.DataFrame, list[str]] | None:
-    with fsspec.open(url, "rb") as f:
+    with open_url(url) as f:
         layout = _csv_layout(f)
         if layout is None:
             return None
@@ -232,7 +234,7 @@ def _name_headerless(df: pd.DataFrame, first: list[str], width: int) -> tuple[pd
 def _csv_text_scanned(url: str) -> tuple[pd.DataFrame, list[str]]:
     first, widest = _checked_layout(url)
     names = _headerless_names(first, widest)
-    with fsspec.open(url, "rb") as f:
+    with open_url(url) as f:
         text = f.read().decode("utf-8-sig")
     try:
         df = pd.read_csv(io.StringIO(text), header=None if names else 0, names=names, skipinitialspace=True,
@@ -355,7 +357,7 @@ def _checked_layout(url: str) -> tuple[list[str], int]:
     """A CSV's first record and the most fields in any record, from a scan of the file that holds a block of it
     at a time; a CSV that cannot be read is a TFRecorderError naming the line (bytes that are not UTF-8, a
     record wider than the header): the same answer for a file of any size, at the memory of a clean read."""
-    with fsspec.open(url, "rb") as f, _no_field_size_limit():
+    with open_url(url) as f, _no_field_size_limit():
         first, widest, longer = _scan_records(csv.reader(_utf8_lines(f, url)))
     if not first:
         raise TFRecorderError(f"CSV {url!r} is empty")
@@ -445,7 +447,7 @@ def _merge_labels(df: pd.DataFrame, label_columns: list[str]) -> pd.DataFrame:
 def image_folder_table(url: str) -> pd.DataFrame:
     """Rows for ``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>`` (split then assigned by hash), folder
     by folder (``folder_order``), each folder's files in name order."""
-    fs, root = fsspec.core.url_to_fs(url)
+    fs, root = filesystem(url)
     root = root.rstrip("/")
     rows = []
     for path in sorted((p for p in fs.find(root) if p.lower().endswith(IMAGE_EXTENSIONS)), key=folder_order):
@@ -496,7 +498,7 @@ def label_folders(url: str) -> list[LabelFolder]:
     """The folders of the image folder ``url`` that hold its rows, in ``folder_order``: each folder in it (its
     images labelled with its name) and, in a split folder, each folder in that (split and label). Lists two
     levels of folders, not the images: a pipeline lists those a folder per worker (``folder_rows``)."""
-    fs, root = fsspec.core.url_to_fs(url)
+    fs, root = filesystem(url)
     root = root.rstrip("/")
     found = []
     for top in _folders(fs, root):
@@ -514,7 +516,7 @@ def _folders(fs: Any, path: str) -> list[str]:
 def folder_rows(url: str, folder: LabelFolder) -> tuple[list[tuple[str | None, str, str]], str]:
     """The rows of one of ``label_folders(url)``, its images in name order, and the identity of what was listed
     (a SHA-256 of each image's name, size and modification time or object generation)."""
-    fs = fsspec.core.url_to_fs(url)[0]
+    fs = filesystem(url)[0]
     files = sorted((e for e in fs.ls(folder.path, detail=True)
                     if e.get("type") == "file" and e["name"].lower().endswith(IMAGE_EXTENSIONS)),
                    key=lambda e: e["name"])
@@ -567,7 +569,7 @@ def match_table_files(source: Any) -> MatchedFiles | None:
     if not isinstance(source, (str, os.PathLike)):
         return None
     url = os.fspath(source)
-    fs, path = fsspec.core.url_to_fs(url)
+    fs, path = filesystem(url)
     if fs.exists(path):
         if fs.isdir(path):
             return None
@@ -602,14 +604,14 @@ def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
     if parquet:
         import pyarrow.parquet as pq
 
-        with fsspec.open(url, "rb") as f:
+        with open_url(url) as f:
             try:
                 metadata = pq.ParquetFile(f).metadata
             except (OSError, ValueError):
                 return None
         return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names))
     count, kinds = 0, {}
-    with fsspec.open(url, "rb") as f:
+    with open_url(url) as f:
         layout = _csv_layout(f)
         if layout is None:  # long first records, or a head the checked scan must judge: it names any problem
             first, _ = _checked_layout(url)
@@ -695,7 +697,7 @@ class TableFiles:
     def _csv_parts(self, index: int, url: str, rows: int) -> Iterator[pd.DataFrame]:
         names, first, width = self.layouts[index]
         labels = list(self.label_columns[index])
-        with fsspec.open(url, "rb") as f, pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
+        with open_url(url) as f, pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
             for part in reader:
                 if names is not None:
                     part = _name_headerless(part, first, width)[0]
@@ -717,7 +719,7 @@ class TableFiles:
                                pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
                                pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
         try:
-            with fsspec.open(url, "rb") as f:
+            with open_url(url) as f:
                 file = pq.ParquetFile(f)
                 for batch in file.iter_batches(batch_size=rows):
                     table = pa.Table.from_batches([batch], schema=file.schema_arrow)
