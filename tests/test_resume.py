@@ -122,7 +122,9 @@ def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner
     names = sorted(os.listdir(out))
     assert "dataset.json" not in names and ".tfrecorder" in names
     done = sorted(os.listdir(out / ".tfrecorder" / "done"))
-    assert len(done) in (2, 3)  # the child blocked in the shard after two; one written beside it may be done
+    # the child blocked in a shard once two were done; shards written beside it may be done too (forked writers
+    # each go on until their own third image), but never all of them
+    assert 2 <= len(done) < 12
     finished = [n.removesuffix(".json") for n in done]
     kept = {n: (out / n).stat().st_mtime_ns for n in finished}
     with pytest.raises(TFRecorderError, match="unfinished conversion"):
