@@ -153,7 +153,8 @@ class Relay:
     """A TCP relay on 127.0.0.1 in front of ``upstream`` (host, port) that injects the faults of a network and a
     store: ``refuse()`` (nothing listens: connection refused), ``silence()`` (connections are accepted, the
     requests read, and nothing ever answers), ``stall(n)`` (the next n requests never answer), ``flaky(fail,
-    reset, seed)`` (that fraction of requests answers 503, that fraction is reset in the middle of its answer),
+    reset, seed)`` (that fraction of requests answers 503, that fraction is reset: a read in the middle of its
+    answer, a write before it reaches the store),
     ``after(n, fault)`` (from the n-th request on: "refuse", "silent"; or "stall": that request only) and
     ``heal()``. ``held`` is set once a request is
     being held without an answer (to wait on, instead of sleeping); ``requests`` counts requests seen.
@@ -257,6 +258,8 @@ class Relay:
             _close(s)
 
     def _serve(self, client) -> None:
+        import struct
+
         with self._lock:
             self._sockets.add(client)
         try:
@@ -289,6 +292,12 @@ class Relay:
                 return
             reset = fault[0] == "flaky" and draw < fault[1] + fault[2]
             self.failed += reset
+            if reset and not first.startswith(b"GET "):
+                # a write is reset before it reaches the emulator: the emulator forgets an upload once it is
+                # complete, so a resent last block would be a 404 there (GCS itself answers it with the object)
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                client.close()
+                return
             self._pipe(client, first, reset)
         except (OSError, ValueError):  # its socket was closed under it (refuse(), close()): select() says -1
             return

@@ -48,7 +48,7 @@ from tfrecorder.write.options import (
 )
 from tfrecorder.write.plan import SAMPLE_ROWS, estimates_sizes, plan_shards, stored_order
 from tfrecorder.write.result import ConvertResult, SplitResult
-from tfrecorder.write.resume import Fingerprint, Run, file_identity, files_fingerprint, input_fingerprint, start_run
+from tfrecorder.write.resume import Run, RunDigest, files_identity, files_run_identity, start_run, table_run_identity
 from tfrecorder.write.sources import (
     MatchedFiles,
     TableFiles,
@@ -201,7 +201,7 @@ def _dispatch(source: Any, output: Folder, schema: Any, runner: str, options: Wr
                                    beam_options=beam_options, **how)
 
     if runner != LOCAL and (matched := match_table_files(source)) is not None:
-        return beam_files(matched, as_schema(schema), file_identity(matched))
+        return beam_files(matched, as_schema(schema), files_identity(matched))
     if runner != LOCAL and (url := image_folder_url(source)) is not None:
         return beam_files(MatchedFiles(url, (), True, 0), as_schema(schema), ("image folder", url), listed=True)
     if runner != LOCAL and isinstance(source, pd.DataFrame):
@@ -226,7 +226,7 @@ def _dispatch(source: Any, output: Folder, schema: Any, runner: str, options: Wr
     plan = plan_shards(table.splits, keys=keys, num_shards=num_shards, compression=options.compression,
                        bytes_per_row=_bytes_per_row(table, keys, options.fetch) if estimate else None)
     finish = Finish.of(table, options, runner)
-    run = start_run(folder, input_fingerprint(table, plan, options), plan, overwrite=overwrite, runner=runner)
+    run = start_run(folder, table_run_identity(table, plan, options), plan, overwrite=overwrite, runner=runner)
     with _space_left(folder), _holding(run):
         if runner != LOCAL:
             from tfrecorder.write.runners import beam
@@ -258,10 +258,10 @@ def _convert_streamed(files: TableFiles, folder: Folder, schema: Schema | None, 
 
     with stream.spill_folder(folder.url, files) as spill:
         summary = stream.summarize(files, schema, spill, fractions=fractions,
-                                   fingerprint=lambda template: Fingerprint(template.schema, options))
+                                   run_digest=lambda template: RunDigest(template.schema, options))
         shards, finish = stream.plan_all(summary, spill, options, LOCAL, num_shards=num_shards,
                                          float_precision=float_precision)
-        digest = summary.fingerprint
+        digest = summary.run_digest
         digest.add("plan", [(s.spec.filename, s.start, s.stop) for s in shards])
         digest.add("vocabulary", finish.table.vocabulary)
         digest.add("columns", [(c.name, c.kind.value, c.nullable, c.source) for c in finish.table.columns])
@@ -327,15 +327,15 @@ def _convert_beam_files(job: stream.FileJob, folder: Folder, identity: Any, *, o
                         beam_options: BeamOptions, stage: Callable[[], Iterator[Any]] | None = None,
                         listed: bool = False) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
-    this process lists the files and never reads the table; the run's fingerprint is the input's
+    this process lists the files and never reads the table; the run's identity is the input's
     ``identity`` and the settings, and the pipeline keeps the shards an earlier run of it finished.
     ``stage``: the Parquet parts of a DataFrame, written under output_dir once the run has started.
     ``listed``: ``job.files.url`` is an image folder, listed by the pipeline (``beam.build_folder_pipeline``)."""
     from tfrecorder.write.runners import beam
 
-    fingerprint = files_fingerprint(identity, job.schema, job.options, fractions=job.fractions,
+    run_identity = files_run_identity(identity, job.schema, job.options, fractions=job.fractions,
                                     float_precision=job.float_precision, num_shards=job.num_shards)
-    run = start_run(folder, fingerprint, None, overwrite=overwrite, runner=job.runner)
+    run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner)
     with _space_left(folder), _holding(run):
         if stage is not None:
             job = replace(job, files=beam.stage_frame(stage(), folder))

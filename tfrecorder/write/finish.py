@@ -52,7 +52,7 @@ class Finish:
         """Same-URI leaks, then same-bytes leaks among rows whose URIs differ. ``same_bytes``: those a pipeline
         found by grouping the records' content keys (None: found here, from the results' keys)."""
         def keyed():
-            return ((key, row, r.spec.split) for r in results for key, row in zip(r.fingerprints, r.fingerprint_rows))
+            return ((key, row, r.spec.split) for r in results for key, row in zip(r.content_keys, r.content_key_rows))
 
         if same_bytes is None:
             same_bytes = leakage.find_leaks("same_bytes", keyed)

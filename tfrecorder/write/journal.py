@@ -1,8 +1,8 @@
 """Journal (IO edge): a run's records in ``output_dir/.tfrecorder/`` - run.json, and one JSON per finished shard.
 
-``run.json`` holds the input fingerprint, the version and the shard count; ``done/<shard>.json`` holds a
-finished shard's record count, size, CRC-32C, its errors.csv lines, image stats and content keys:
-everything the last step needs, so a re-run can keep the shard after checking the file. Nothing
+``run.json`` holds the run identity (under the key "fingerprint"), the version and the shard count;
+``done/<shard>.json`` holds a finished shard's record count, size, CRC-32C, its errors.csv lines, image stats
+and content keys: everything the last step needs, so a re-run can keep the shard after checking the file. Nothing
 here is pickled or evaluated: the files are JSON, read as data.
 """
 
@@ -83,10 +83,10 @@ class Journal:
             self.folder.remove(DONE_DIR)
         self.folder.write_text(INPUT_NAME, json.dumps({"identity": identity}), durable=False)
 
-    def start(self, fingerprint: str, shards: int | None, started: str) -> None:
-        """Record a new run: the input fingerprint, this version and the shard count (None: not yet known)."""
+    def start(self, identity: str, shards: int | None, started: str) -> None:
+        """Record a new run: the run identity, this version and the shard count (None: not yet known)."""
         self.folder.write_text(RUN_NAME, json.dumps({
-            "fingerprint": fingerprint, "tfrecorder_version": __version__, "shards": shards, "started": started,
+            "fingerprint": identity, "tfrecorder_version": __version__, "shards": shards, "started": started,
         }, indent=2))
 
     def read_run(self) -> dict[str, Any] | None:
@@ -121,7 +121,7 @@ def _to_json(result: ShardResult) -> dict[str, Any]:
         "failures": [[f.row, f.split, f.image_uri, f.error, f.message] for f in result.failures],
         "images": {"channels": sorted(images.channels), "formats": sorted(images.formats),
                    "shapes": sorted(images.shapes), "orientations": sorted(images.orientations)},
-        "fingerprints": result.fingerprints.tolist(), "fingerprint_rows": result.fingerprint_rows.tolist(),
+        "fingerprints": result.content_keys.tolist(), "fingerprint_rows": result.content_key_rows.tolist(),
         "index_bytes": result.index_bytes, "index_crc32c": result.index_crc32c, "first_crc": result.first_crc,
     }
 

@@ -1,4 +1,4 @@
-"""Leakage (pure): the same image in TRAIN and in VALIDATION/TEST, by URI or by content fingerprint."""
+"""Leakage (pure): the same image in TRAIN and in VALIDATION/TEST, by URI or by content key."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def bounded(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def find_leaks(kind: str, keyed_rows: Callable[[], Iterable[tuple[Any, int, str]]]) -> list[dict[str, Any]]:
-    """Groups of rows sharing a key (URI or fingerprint) that span TRAIN and VALIDATION/TEST.
+    """Groups of rows sharing a key (URI or content key) that span TRAIN and VALIDATION/TEST.
 
     ``keyed_rows()`` gives (key, row, split) afresh each call: a first pass finds the keys seen
     twice, a second groups only their rows, so memory follows the duplicates, not the table.

@@ -1,5 +1,5 @@
 """Resume (IO edge): start a conversion in its output folder - fresh, resumed from an earlier run's finished
-shards, or refused - and the input fingerprint that tells a re-run of the same conversion from another.
+shards, or refused - and the run identity that tells a re-run of the same conversion from another.
 
 While a conversion runs, ``output_dir/.tfrecorder/`` holds its lock (``lock``), and its run and
 finished-shard records (``journal``). The folder is removed once ``dataset.json`` is written.
@@ -37,13 +37,13 @@ from tfrecorder.write.table import Table
 logger = logging.getLogger(__name__)
 
 
-def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOptions) -> str:
+def table_run_identity(table: Table, plan: Sequence[ShardSpec], options: WriteOptions) -> str:
     """SHA-256 of everything that decides the bytes written: the validated table, settings, plan, version.
 
     Image files are named by their URIs, not hashed: a file changed between a crash and the
     re-run is not noticed (its shard is rewritten only if it was not finished).
     """
-    digest = Fingerprint(table.schema, options)
+    digest = RunDigest(table.schema, options)
     digest.add("plan", [(s.filename, s.rows) for s in plan])
     digest.add("splits", table.splits)
     digest.add("image_uris", table.image_uris)
@@ -55,25 +55,25 @@ def input_fingerprint(table: Table, plan: Sequence[ShardSpec], options: WriteOpt
     return digest.hexdigest()
 
 
-def files_fingerprint(identity: Any, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:
-    """SHA-256 of a conversion whose table a Beam pipeline reads: the input's ``identity`` (``file_identity``,
+def files_run_identity(identity: Any, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:
+    """SHA-256 of a conversion whose table a Beam pipeline reads: the input's ``identity`` (``files_identity``,
     or the digests of a staged DataFrame's parts), the schema given, the settings (``options`` and
     ``settings``: split fractions, float precision, shard count) and the version - all the submitting process
     knows without reading the table. The shards follow from these."""
-    digest = Fingerprint(schema, options)
+    digest = RunDigest(schema, options)
     digest.add("input", identity)
     digest.add("settings", repr(sorted(settings.items())))
     return digest.hexdigest()
 
 
-def file_identity(files: MatchedFiles) -> list[tuple[str, Any]]:
+def files_identity(files: MatchedFiles) -> list[tuple[str, Any]]:
     """Each file's name and identity (fsspec's ``ukey``: its size and modification time, or its object
     generation): a changed file is another input."""
     fs = filesystem(files.url)[0]
     return [(url, fs.ukey(filesystem(url)[1])) for url in files.files]
 
 
-class Fingerprint:
+class RunDigest:
     """A SHA-256 of tagged values - numpy arrays by their bytes, lists a slice at a time - that starts with the
     version, the table's schema (None: to be inferred) and the settings that change a byte written."""
 
@@ -115,7 +115,7 @@ class Run:
         return [s for s in plan if s.filename not in self.resumed]
 
 
-def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec] | None, *, overwrite: bool,
+def start_run(folder: Folder, identity: str, plan: Sequence[ShardSpec] | None, *, overwrite: bool,
               runner: str) -> Run:
     """Lock ``folder`` and decide: a fresh run, a resumed one, or an error (before any shard is written).
     ``plan`` None: the shards are planned by a pipeline, whose writers keep the finished ones
@@ -136,7 +136,7 @@ def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec] | None
             journal.clear()
             logger.info("overwrite: removed %s", removed)
         elif earlier is not None and MANIFEST_NAME not in names:
-            if earlier.get("fingerprint") != fingerprint:
+            if earlier.get("fingerprint") != identity:  # run.json's key, kept from 0.1
                 raise TFRecorderError(
                     f"output_dir {folder.url!r} holds an unfinished conversion of a different table or "
                     f"settings (started {earlier.get('started', '?')}); run that conversion again to finish it, "
@@ -156,7 +156,7 @@ def start_run(folder: Folder, fingerprint: str, plan: Sequence[ShardSpec] | None
                 f"overwrite=True"
             )
         if earlier is None or overwrite:
-            journal.start(fingerprint, len(plan) if plan is not None else None, lock.info.started)
+            journal.start(identity, len(plan) if plan is not None else None, lock.info.started)
         return Run(lock, journal, resumed)
     except BaseException:
         lock.release()

@@ -73,8 +73,8 @@ class ShardResult:
     crc32c: str
     failures: tuple[RowFailure, ...]
     images: ImageStats = ImageStats()
-    fingerprints: array = field(default_factory=lambda: array("Q"))  # content key of each written image
-    fingerprint_rows: array = field(default_factory=lambda: array("q"))  # ... and its row
+    content_keys: array = field(default_factory=lambda: array("Q"))  # content key of each written image
+    content_key_rows: array = field(default_factory=lambda: array("q"))  # ... and its row
     index_bytes: int = 0  # the .tfindex file beside the shard: its size and CRC-32C
     index_crc32c: str = ""
     first_crc: int | None = None  # masked CRC of the first record (None: no record)
@@ -119,7 +119,7 @@ def write_shard_parts(
     held at a time: a shard of a table larger than memory."""
     failures: list[RowFailure] = []
     stats = ImageStats()
-    fingerprints, fingerprint_rows = array("Q"), array("q")
+    content_keys, content_key_rows = array("Q"), array("q")
     with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
         writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
@@ -137,13 +137,13 @@ def write_shard_parts(
                     writer.write(encoder.encode(local, image))
                     if image is not None:
                         stats = stats.add(image)
-                        fingerprints.append(key)
-                        fingerprint_rows.append(rows[local])
+                        content_keys.append(key)
+                        content_key_rows.append(rows[local])
                 if on_row is not None:
                     on_row()
         writer.close()
-    return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, fingerprints,
-                       fingerprint_rows, index.bytes, index.crc32c, writer.first_crc)
+    return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, content_keys,
+                       content_key_rows, index.bytes, index.crc32c, writer.first_crc)
 
 
 def _images(table: Table, options: WriteOptions, image_map: ImageMapper):

@@ -776,7 +776,7 @@ def _one_kind(column: pd.Series) -> bool:
 
 def frame_parts(table: Any, rows: int) -> Iterator[Any]:
     """The Parquet bytes (a pyarrow Buffer) of each part of ``rows`` rows of the Arrow ``table``, in order: the
-    same bytes for the same values, which a run's fingerprint relies on."""
+    same bytes for the same values, which a run's identity relies on."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

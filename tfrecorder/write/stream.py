@@ -43,7 +43,7 @@ from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.fetch import FetchLimits, is_remote
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, shard_count, shard_filename
-from tfrecorder.write.resume import Fingerprint
+from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard_parts
 from tfrecorder.write.sources import MatchedFiles, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -106,12 +106,13 @@ class Summary:
     counts: np.ndarray  # [bucket, split] rows of each written split (WRITTEN_SPLITS order)
     files: dict[tuple[int, int], tuple[str, ...]]  # (split code, bucket) -> its spill files' names
     sample: dict[str, Any]  # split -> pyarrow table of its SAMPLE_ROWS rows of smallest (key, row)
-    fingerprint: Fingerprint | None = None
+    run_digest: RunDigest | None = None
     uri_keys: list[KeyedRows] = field(default_factory=list)  # image rows' (URI hash, row, split code)
     remote: bool = False  # some images are remote URLs
 
     def merge(self, other: Summary) -> Summary:
-        """The summary of both parts (their spill files in one folder; no fingerprint: Beam's is the files')."""
+        """The summary of both parts (their spill files in one folder; no run digest: Beam's run is
+        identified by its files)."""
         files = {key: tuple(sorted({*self.files.get(key, ()), *other.files.get(key, ())}))
                  for key in {*self.files, *other.files}}
         sample = {split: _smallest([t for t in (self.sample.get(split), other.sample.get(split)) if t is not None])
@@ -143,15 +144,15 @@ def _smallest(tables: list[Any]) -> Any:
 
 
 def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fractions: Sequence[float],
-              fingerprint: Any = None, part_rows: int | None = None) -> Summary:
+              run_digest: Any = None, part_rows: int | None = None) -> Summary:
     """The summary pass: validate every part, merge the facts, spill the rows by split and key range.
 
     Raises the SchemaError ``validate`` gives for the whole table (its problems, with their rows).
-    ``fingerprint``: a callable(schema table) -> Fingerprint, fed each part's keys and image locations."""
+    ``run_digest``: a callable(schema table) -> RunDigest, fed each part's keys and image locations."""
     parts = files.parts(part_rows or PART_ROWS)
     first = next(parts, None)
     schema = _first_part_schema(first, schema, files)
-    spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, fingerprint=fingerprint)
+    spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, run_digest=run_digest)
     summary = spiller.spill(itertools.chain([first] if first is not None else [], parts))
     summary.facts.check()
     return summary
@@ -183,9 +184,9 @@ class Spiller:
     bucket) named ``<split>-<bucket>-<tag>.arrow``; ``close`` gives the Summary of what it saw."""
 
     def __init__(self, schema: Schema, buckets: int, spill: Folder, tag: str, *, fractions: Sequence[float],
-                 fingerprint: Any = None):
+                 run_digest: Any = None):
         self._schema, self._buckets, self._spill, self._tag = schema, buckets, spill, tag
-        self._fractions, self._fingerprint = fractions, fingerprint
+        self._fractions, self._run_digest = fractions, run_digest
         self._writers: dict[tuple[int, int], Any] = {}
         self._facts, self._template, self._digest = Facts(), None, None
         self._counts = np.zeros((buckets, len(WRITTEN_SPLITS)), np.int64)
@@ -203,7 +204,7 @@ class Spiller:
             return  # the table fails: read on only to find every problem
         if self._template is None:
             self._template = part.take([])
-            self._digest = self._fingerprint(self._template) if self._fingerprint is not None else None
+            self._digest = self._run_digest(self._template) if self._run_digest is not None else None
         keys = part.row_keys()
         codes = {split: i for i, split in enumerate(WRITTEN_SPLITS)}
         split_codes = np.array([codes.get(s, -1) for s in part.splits], np.int8)

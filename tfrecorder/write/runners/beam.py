@@ -427,13 +427,13 @@ def _finish_planned(results: list[ShardResult], planned: _Planned, same_bytes: l
 
 def _content_ranges(result: ShardResult) -> Iterator[tuple[int, stream.KeyedRows]]:
     """A shard's written images' content keys and rows, by range of key (``stream.key_ranges``)."""
-    keys = np.frombuffer(result.fingerprints, np.uint64)
+    keys = np.frombuffer(result.content_keys, np.uint64)
     splits = np.full(len(keys), WRITTEN_SPLITS.index(result.spec.split), np.int8)
-    yield from stream.key_ranges([(keys, np.frombuffer(result.fingerprint_rows, np.int64), splits)]).items()
+    yield from stream.key_ranges([(keys, np.frombuffer(result.content_key_rows, np.int64), splits)]).items()
 
 
 def _without_content_keys(result: ShardResult) -> ShardResult:
-    return replace(result, fingerprints=array("Q"), fingerprint_rows=array("q"))
+    return replace(result, content_keys=array("Q"), content_key_rows=array("q"))
 
 
 def job_name(label: str | None) -> str:
