@@ -170,3 +170,11 @@ def test_a_table_on_a_lost_store_is_one_error_too(tabular_table, relay, tmp_path
     with pytest.raises(tfrecorder.TFRecorderError) as caught:
         tfrecorder.convert(f"gs://{BUCKET}/table.csv", str(tmp_path / "out"), progress=False, storage_timeout=2)
     assert f"converting into {tmp_path / 'out'}: connection refused by 127.0.0.1:{relay.port}" in str(caught.value)
+
+
+def test_a_beam_pipeline_that_loses_the_store_is_the_same_one_error(image_table, relay):
+    relay.after(30, "refuse")  # the pipeline's workers are writing shards
+    with pytest.raises(tfrecorder.TFRecorderError) as caught:
+        tfrecorder.convert(image_table, OUT, runner="DirectRunner", num_shards=2, progress=False, storage_timeout=2)
+    assert str(caught.value).startswith(f"the store stopped working while converting into {OUT}: connection "
+                                        f"refused by 127.0.0.1:{relay.port}"), str(caught.value)

@@ -113,9 +113,9 @@ def _storage_timeout(command: argparse.ArgumentParser) -> None:
                               f"{DEFAULT_STORAGE_TIMEOUT:g}); then one error, and the same command resumes")
 
 
-# Libraries whose own logs (retries, tracebacks of requests given up on) would bury the one line the command
-# prints about a lost store; shown with --verbose.
-_CHATTY_LOGGERS = ("gcsfs", "aiohttp", "fsspec", "asyncio", "google")
+# Libraries whose own logs (retries, tracebacks of requests given up on, a Beam worker's failure) would bury the
+# one line the command prints about the error; shown with --verbose.
+_CHATTY_LOGGERS = ("gcsfs", "aiohttp", "fsspec", "asyncio", "google", "apache_beam")
 
 
 def pipeline_flags(flags: Sequence[str]) -> dict[str, Any]:

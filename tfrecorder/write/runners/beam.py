@@ -44,7 +44,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.storage import Folder, StoreUnreachable
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.write import stream
@@ -476,6 +476,9 @@ def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *,
             if waits:
                 result.wait_until_finish()
         except Exception as e:  # Beam wraps worker errors; give the user ours back
+            lost = _store_lost(e)
+            if lost is not None:  # convert names the output folder and how to go on
+                raise lost from e
             raise _our_error(e) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
     if waits:
         state = str(result.state)
@@ -565,6 +568,17 @@ def _our_error(error: BaseException) -> TFRecorderError | None:
         return None
     kind = SchemaError if found.group(1) == "SchemaError" else TFRecorderError
     return kind(_WHILE_RUNNING.sub("", found.group(2)))
+
+
+def _store_lost(error: BaseException) -> StoreUnreachable | None:
+    """The lost object store a failed pipeline's worker met (Beam keeps the exception in the chain when it runs
+    the workers in this process)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, StoreUnreachable):
+            return StoreUnreachable(seen.cause, seen.seconds)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _last_line(error: Exception) -> str:
