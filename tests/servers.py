@@ -151,13 +151,12 @@ def http_server(root):
 
 class Relay:
     """A TCP relay on 127.0.0.1 in front of ``upstream`` (host, port) that injects the faults of a network and a
-    store: ``refuse()`` (nothing listens: connection refused), ``silence()`` (connections are accepted, the
-    requests read, and nothing ever answers), ``stall(n)`` (the next n requests never answer), ``flaky(fail,
-    reset, seed)`` (that fraction of requests answers 503, that fraction is reset: a read in the middle of its
-    answer, a write before it reaches the store),
-    ``after(n, fault)`` (from the n-th request on: "refuse", "silent"; or "stall": that request only) and
-    ``heal()``. ``held`` is set once a request is
-    being held without an answer (to wait on, instead of sleeping); ``requests`` counts requests seen.
+    store: ``refuse()`` (nothing listens: connection refused), ``flaky(fail, reset, seed)`` (that fraction of
+    requests answers 503, that fraction is reset: a read in the middle of its answer, a write before it reaches
+    the store), ``after(n, fault)`` (from the n-th request on, "refuse" or "silent": connections are accepted,
+    the requests read, and nothing ever answers; or "stall": request n only never answers) and ``heal()``.
+    ``held`` is set once a request is being held without an answer (to wait on, instead of sleeping);
+    ``requests`` counts requests seen.
 
     The emulator answers one request per connection (HTTP/1.0), so a connection is a request: the upstream
     connection is opened only once the request's first bytes have come."""
@@ -208,18 +207,7 @@ class Relay:
     def refuse(self) -> None:
         with self._lock:
             self._fault = ("refuse",)
-            listener, self._listener = self._listener, None
-        if listener is not None:
-            _close(listener)
-        self._drop_all()
-
-    def silence(self) -> None:
-        with self._lock:
-            self._fault = ("silent",)
-
-    def stall(self, n: int = 1) -> None:
-        with self._lock:
-            self._stalls += n
+        self._stop_listening()
 
     def flaky(self, fail: float, reset: float, seed: int = 0) -> None:
         import random
@@ -245,6 +233,10 @@ class Relay:
 
     def close(self) -> None:
         self._stop.set()
+        self._stop_listening()
+
+    def _stop_listening(self) -> None:
+        """Close the listening socket (new connections are refused) and every connection open."""
         with self._lock:
             listener, self._listener = self._listener, None
         if listener is not None:

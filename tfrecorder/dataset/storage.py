@@ -13,6 +13,8 @@ from typing import Any, BinaryIO
 
 import fsspec
 
+from tfrecorder.errors import TFRecorderError
+
 logger = logging.getLogger(__name__)
 
 STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see write/journal, write/lock)
@@ -78,8 +80,6 @@ class StoreUnreachable(Exception):
 
 def check_storage_timeout(seconds: Any) -> float:
     """``storage_timeout`` as a number of seconds, or a TFRecorderError naming it."""
-    from tfrecorder.errors import TFRecorderError
-
     try:
         value = float(seconds)
     except (TypeError, ValueError):
@@ -95,7 +95,7 @@ def filesystem(url: str, storage_timeout: float | None = None) -> tuple[Any, str
     default the deadline of the run this thread works for, else DEFAULT_STORAGE_TIMEOUT)."""
     url = str(url)
     if storage_timeout is None:
-        run = _REQUESTS.get()
+        run = run_requests()
         storage_timeout = run.storage_timeout if run is not None else DEFAULT_STORAGE_TIMEOUT
     protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
     if protocol in ("gs", "gcs"):
@@ -204,7 +204,7 @@ class Folder:
     url: str
 
     @classmethod
-    def of(cls, url: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> Folder:
+    def of(cls, url: str, storage_timeout: float | None = None) -> Folder:
         """The folder at ``url`` (a local path or any fsspec URL; see ``filesystem``)."""
         fs, path = filesystem(url, storage_timeout)
         return cls(fs, path.rstrip("/") or "/", str(url))
@@ -222,7 +222,7 @@ class Folder:
     def open(self, name: str) -> BinaryIO:
         """``name`` opened for reading: a name in the folder, or a full URL or absolute path (as ``url_of``)."""
         if "://" in name or name.startswith("/"):
-            return fsspec.open(name, "rb").open()
+            return open_url(name)
         return self.fs.open(self.join(name), "rb")
 
     def names(self) -> list[str]:

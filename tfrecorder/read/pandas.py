@@ -102,7 +102,7 @@ def _batches(folder: Folder, manifest: Manifest, split: str):
                         first = block.first
                     batch.extend(block.records)
                     size += sum(map(len, block.records))
-                    if len(batch) >= _BATCH_RECORDS or size >= _BATCH_BYTES and len(batch) >= _MIN_BATCH_RECORDS:
+                    if len(batch) >= _BATCH_RECORDS or (size >= _BATCH_BYTES and len(batch) >= _MIN_BATCH_RECORDS):
                         yield batch, url, first
                         batch, size = [], 0
             except TFRecorderError as e:

@@ -188,7 +188,7 @@ def _store_lost(folder: Folder, seconds: float) -> Iterator[None]:
             f"written") from e
 
 
-def _dispatch(source: Any, output: Folder, schema: Any, runner: str, options: WriteOptions,
+def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: WriteOptions,
               beam_options: BeamOptions, fractions: Sequence[float], float_precision: str, *,
               num_shards: int | None, overwrite: bool, progress: bool | None, num_workers: int | None,
               started: float) -> ConvertResult:
@@ -197,7 +197,7 @@ def _dispatch(source: Any, output: Folder, schema: Any, runner: str, options: Wr
     def beam_files(files: MatchedFiles, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
         job = stream.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
                              stream.PART_ROWS)
-        return _convert_beam_files(job, output, identity, overwrite=overwrite, started=started,
+        return _convert_beam_files(job, folder, identity, overwrite=overwrite, started=started,
                                    beam_options=beam_options, **how)
 
     if runner != LOCAL and (matched := match_table_files(source)) is not None:
@@ -211,7 +211,7 @@ def _dispatch(source: Any, output: Folder, schema: Any, runner: str, options: Wr
                               stage=frame.parts)
     files = table_files(source, stream.PART_ROWS, min_bytes=STREAM_BYTES) if runner == LOCAL else None
     if files is not None:
-        return _convert_streamed(files, output, as_schema(schema), options, fractions, float_precision,
+        return _convert_streamed(files, folder, as_schema(schema), options, fractions, float_precision,
                                  num_shards=num_shards, overwrite=overwrite, progress=progress, workers=num_workers,
                                  started=started)
     df, base_dir = read_source(source)
@@ -220,7 +220,6 @@ def _dispatch(source: Any, output: Folder, schema: Any, runner: str, options: Wr
                      float_precision=float_precision,
                      arrow=parquet_schema(matched.files) if matched is not None and matched.parquet else None)
     del df  # a table read from files is held once, as the validated Table, while the shards are written
-    folder = output
     estimate = estimates_sizes(num_shards, table.image_locations is not None, table.num_rows)
     keys = table.row_keys()
     plan = plan_shards(table.splits, keys=keys, num_shards=num_shards, compression=options.compression,

@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 
 LOCK_NAME = f"{STATE_DIR}/lock.json"
 # Output folders whose lock a run in this process holds now. A lock of this process's own that is not here was
-# left by a run that ended without removing it (the store was lost as it ended): the next run, in a notebook
-# the same process, breaks it as it would a dead process's.
+# left by a run that ended without removing it (the store was lost as it ended): the next run in this process (a
+# notebook) breaks it as it would a dead process's.
 _HELD: set[str] = set()
 _HELD_LOCK = threading.Lock()
 
