@@ -27,6 +27,7 @@ def render() -> str:
              "the examples in them run as doctests in `make test`.\n",
              section("DataFrame.tensorflow.to_tfr", tfrecorder.accessor.TensorflowAccessor.to_tfr)]
     parts += [section(name, getattr(tfrecorder, name)) for name in FUNCTIONS + CLASSES]
+    parts.append(section("beam.WriteDataset", tfrecorder.beam.WriteDataset))  # imports Apache Beam
     rows = "\n".join(f"| `types.{t.__name__}` | {t.role.value} | {t.kind.value}{'[]' if t.is_list else ''} | "
                      f"{inspect.getdoc(t)} |" for t in types.ALL_TYPES)
     parts.append(f"## Column types (`tfrecorder.types`)\n\n| type | role | stored as | meaning |\n|---|---|---|---|\n"

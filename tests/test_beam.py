@@ -255,3 +255,76 @@ def test_an_image_folder_is_listed_by_the_pipeline(tmp_path, monkeypatch):
     with pytest.raises(TFRecorderError, match="has no images laid out as"):
         tfrecorder.convert(str(tmp_path / "empty"), str(tmp_path / "none"), runner="DirectRunner")
     assert not (tmp_path / "none").exists() or not list((tmp_path / "none").iterdir())
+
+
+def _rows_pipeline(raw, output, **options):
+    """A user's pipeline: tuples -> dicts (a Map before WriteDataset), a row count beside it, and the result
+    after it; the count and the results it gave."""
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from tfrecorder.beam import WriteDataset
+
+    columns = ("split", "image_uri", "label", "weight", "count", "note", "tags")
+    with beam.Pipeline() as pipeline:
+        rows = pipeline | beam.Create(raw) | "AsDicts" >> beam.Map(lambda values: dict(zip(columns, values)))
+        counted = rows | "Count" >> beam.combiners.Count.Globally()
+        written = (rows | WriteDataset(output, **options)
+                   | beam.Map(lambda result: (result.rows.rows_in, result.rows.written, result.runner)))
+        assert_that(counted, equal_to([len(raw)]), label="CountBeside")
+        assert_that(written, equal_to([(len(raw), len(raw), "WriteDataset")]), label="Result")
+
+
+def test_write_dataset_inside_a_pipeline_writes_what_convert_writes(image_table, tmp_path):
+    """``tfrecorder.beam.WriteDataset`` in a pipeline that does other work writes the files convert writes for
+    a DataFrame of the same rows, byte for byte, whatever order the rows come in; none of its staging is left."""
+    rows = list(image_table.itertuples(index=False, name=None))
+    tfrecorder.convert(image_table, str(tmp_path / "convert"), num_shards=2, progress=False)
+    _rows_pipeline(rows, str(tmp_path / "beam"), num_shards=2)
+    _same_files(tmp_path / "convert", tmp_path / "beam")
+    _rows_pipeline(rows[::-1], str(tmp_path / "reversed"), num_shards=2)
+    _same_files(tmp_path / "convert", tmp_path / "reversed")
+
+
+def test_write_dataset_refuses_a_bad_table_and_resumes_after_a_failure(image_table, tmp_path):
+    """A bad split fails the pipeline with convert's SchemaError and leaves output_dir empty and unlocked; a
+    pipeline stopped by a missing image (on_error="raise") is resumed by the same pipeline once the image is
+    there, to convert's bytes."""
+    import apache_beam as beam
+
+    from tfrecorder.beam import WriteDataset
+    from tfrecorder.errors import SchemaError
+
+    bad = image_table.assign(split=["TRAINING"] + list(image_table["split"][1:]))
+    with pytest.raises(SchemaError) as local:
+        tfrecorder.convert(bad, str(tmp_path / "local"), progress=False)
+    message = str(local.value).split(" (row")[0]  # a PCollection's rows are numbered as they are staged
+    with pytest.raises(Exception, match=re.escape(message)), beam.Pipeline() as pipeline:
+        _ = pipeline | beam.Create(bad.to_dict("records")) | WriteDataset(str(tmp_path / "bad"))
+    assert not list((tmp_path / "bad").iterdir())
+
+    missing = Path(image_table["image_uri"][5])
+    kept = missing.read_bytes()
+    missing.unlink()
+    output = str(tmp_path / "beam")
+    with pytest.raises(Exception, match="img 5"), beam.Pipeline() as pipeline:
+        _ = pipeline | beam.Create(image_table.to_dict("records")) | WriteDataset(output, num_shards=3,
+                                                                                   on_error="raise")
+    assert not (tmp_path / "beam" / "dataset.json").exists()
+    missing.write_bytes(kept)
+    with beam.Pipeline() as pipeline:
+        _ = pipeline | beam.Create(image_table.to_dict("records")) | WriteDataset(output, num_shards=3,
+                                                                                   on_error="raise")
+    tfrecorder.convert(image_table, str(tmp_path / "convert"), num_shards=3, progress=False)
+    _same_files(tmp_path / "convert", tmp_path / "beam")
+
+
+def test_write_dataset_takes_convert_options_not_the_pipelines():
+    from tfrecorder.beam import WriteDataset
+
+    with pytest.raises(TFRecorderError, match=r"WriteDataset\(runner=...\): .* set them on it"):
+        WriteDataset("out", runner="DirectRunner")
+    with pytest.raises(TFRecorderError, match="image_format='gif'"):
+        WriteDataset("out", image_format="gif")
+    with pytest.raises(TypeError):
+        WriteDataset("out", shards=3)

@@ -14,13 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
-from tfrecorder.dataset.records import check_compression
+from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import (
     DEFAULT_STORAGE_TIMEOUT,
     Folder,
     StoreUnreachable,
-    check_storage_timeout,
     requests_of_run,
 )
 from tfrecorder.errors import SchemaError, TFRecorderError
@@ -29,7 +27,7 @@ from tfrecorder.types import ColumnType
 from tfrecorder.write import splits, stream
 from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits
-from tfrecorder.write.finish import Finish, manifest_warnings
+from tfrecorder.write.finish import Finish, convert_result
 from tfrecorder.write.options import (
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
@@ -38,16 +36,16 @@ from tfrecorder.write.options import (
     DEFAULT_ON_ERROR,
     DEFAULT_RESIZE_MODE,
     DEFAULT_VALIDATE,
-    FLOAT_PRECISIONS,
     LOCAL,
     RUNNERS,
     BeamOptions,
-    ImageSettings,
     WriteOptions,
+    as_schema,
     check_choice,
+    conversion,
 )
 from tfrecorder.write.plan import SAMPLE_ROWS, estimates_sizes, plan_shards, stored_order
-from tfrecorder.write.result import ConvertResult, SplitResult
+from tfrecorder.write.result import ConvertResult
 from tfrecorder.write.resume import Run, RunDigest, files_identity, files_run_identity, start_run, table_run_identity
 from tfrecorder.write.sources import (
     MatchedFiles,
@@ -158,21 +156,18 @@ def convert(
     """
     started = time.perf_counter()
     check_choice("runner", runner, RUNNERS)
-    settings = ImageSettings(image_format, _check_size(image_size), validate_images, jpeg_quality,
-                             int(max_image_pixels), resize_mode)
-    options = WriteOptions(settings, check_compression(compression), on_error,
-                           FetchLimits(int(max_image_bytes), float(image_timeout)))
+    how = conversion(num_shards=num_shards, compression=compression, image_format=image_format,
+                     image_size=image_size, validate_images=validate_images, on_error=on_error, overwrite=overwrite,
+                     split_fractions=split_fractions, jpeg_quality=jpeg_quality, resize_mode=resize_mode,
+                     max_image_pixels=max_image_pixels, float_precision=float_precision,
+                     max_image_bytes=max_image_bytes, image_timeout=image_timeout, storage_timeout=storage_timeout)
     beam_options = BeamOptions(project, region, dict(dataflow_options or {}), job_label, tfrecorder_wheel, wait)
     beam_options.check(runner, str(output_dir))
-
-    check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
-    fractions = splits.check_fractions(split_fractions)
-    deadline = check_storage_timeout(storage_timeout)
-    output = Folder.of(output_dir, deadline)
-    with _store_lost(output, deadline), requests_of_run(deadline):
-        return _dispatch(source, output, schema, runner, options, beam_options, fractions, float_precision,
-                         num_shards=num_shards, overwrite=overwrite, progress=progress, num_workers=num_workers,
-                         started=started)
+    output = Folder.of(output_dir, how.storage_timeout)
+    with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
+        return _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
+                         how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite, progress=progress,
+                         num_workers=num_workers, started=started)
 
 
 @contextlib.contextmanager
@@ -241,7 +236,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
                               journal=run.journal)
         manifest = finish.write(folder, [*run.resumed.values(), *written])
         run.journal.complete()
-        return _result(folder, manifest, time.perf_counter() - started, runner, resumed=len(run.resumed))
+        return convert_result(folder, manifest, time.perf_counter() - started, runner, resumed=len(run.resumed))
 
 
 STREAM_BYTES = 64 * 1024 * 1024  # CSV and Parquet sources this large are converted a part at a time (stream)
@@ -272,7 +267,7 @@ def _convert_streamed(files: TableFiles, folder: Folder, schema: Schema | None, 
                                      journal=run.journal, remote=summary.remote)
             manifest = finish.write(folder, [*run.resumed.values(), *written])
             run.journal.complete()
-            return _result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
+            return convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
 
 
 @contextlib.contextmanager
@@ -371,26 +366,7 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
         return ConvertResult(folder.url, {}, seconds, runner, **extra)
     manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
     resumed = len(run.resumed) + outcome.counters.get("resumed", 0)
-    return replace(_result(folder, manifest, seconds, runner, resumed=resumed), **extra)
-
-
-def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:
-    """A Schema from a Schema or a ``{column: type}`` dict; None stays None (inferred later)."""
-    if schema is None or isinstance(schema, Schema):
-        return schema
-    return Schema(schema)
-
-
-def _check_size(size: Any) -> tuple[int, int] | None:
-    if size is None:
-        return None
-    try:
-        height, width = (int(v) for v in size)
-    except (TypeError, ValueError) as e:
-        raise TFRecorderError(f"image_size={size!r}: give (height, width) in pixels") from e
-    if height <= 0 or width <= 0:
-        raise TFRecorderError(f"image_size={size!r}: height and width must be positive")
-    return height, width
+    return replace(convert_result(folder, manifest, seconds, runner, resumed=resumed), **extra)
 
 
 def _bytes_per_row(table: Table, keys: np.ndarray, limits: FetchLimits) -> dict[str, float]:
@@ -403,21 +379,6 @@ def _bytes_per_row(table: Table, keys: np.ndarray, limits: FetchLimits) -> dict[
         picked = sorted(stored[:SAMPLE_ROWS].tolist())  # the first rows in stored order
         estimate[split] = mean_record_bytes(table.take(picked), limits)  # a few rows, not the whole table
     return estimate
-
-
-def _result(folder: Folder, manifest: Manifest, seconds: float, runner: str, resumed: int = 0) -> ConvertResult:
-    split_results = {}
-    for split, counts in manifest.rows.items():
-        shards = manifest.splits.get(split, [])
-        split_results[split] = SplitResult(
-            counts.rows_in, counts.written, counts.errors, counts.discarded,
-            tuple(folder.url_of(s.file) for s in shards), sum(s.bytes for s in shards),
-        )
-    warnings = manifest_warnings(manifest)
-    for warning in warnings:
-        logger.warning("%s: %s", folder.url, warning)
-    return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
-                         warnings=warnings, resumed_shards=resumed)
 
 
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -27,8 +28,11 @@ from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
 from tfrecorder.write import leakage, splits
 from tfrecorder.write.options import WriteOptions
+from tfrecorder.write.result import ConvertResult, SplitResult
 from tfrecorder.write.shard import ImageStats, RowFailure, ShardResult
 from tfrecorder.write.table import Table
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -182,3 +186,17 @@ def _row_counts(rows_in: dict[str, int], results: Sequence[ShardResult]) -> dict
     return counts
 
 
+def convert_result(folder: Folder, manifest: Manifest, seconds: float, runner: str, resumed: int = 0) -> ConvertResult:
+    """What ``convert`` returns for the dataset ``manifest`` describes in ``folder``; its warnings logged."""
+    split_results = {}
+    for split, counts in manifest.rows.items():
+        shards = manifest.splits.get(split, [])
+        split_results[split] = SplitResult(
+            counts.rows_in, counts.written, counts.errors, counts.discarded,
+            tuple(folder.url_of(s.file) for s in shards), sum(s.bytes for s in shards),
+        )
+    warnings = manifest_warnings(manifest)
+    for warning in warnings:
+        logger.warning("%s: %s", folder.url, warning)
+    return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
+                         warnings=warnings, resumed_shards=resumed)

@@ -155,6 +155,14 @@ class Lock:
         self.folder.write_text(LOCK_NAME, json.dumps(dataclasses.asdict(self.info), indent=2))
         self.held = False
 
+    def hand_to_pipeline(self) -> None:
+        """The lock now belongs to the pipeline whose step took it (``tfrecorder.beam.WriteDataset``): its last
+        step, or the step that refuses the table, removes it. A pipeline of this process that failed otherwise
+        leaves it stale: no longer held here, so the next run breaks it."""
+        self.held = False
+        with _HELD_LOCK:
+            _HELD.discard(self.folder.url)
+
     def release(self) -> None:
         if not self.held:
             return

@@ -10,8 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.records import check_compression
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.fetch import FetchLimits
+from tfrecorder.schema import Schema
+from tfrecorder.types import ColumnType
+from tfrecorder.write import splits
+from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits
 
 LOCAL = "local"
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")
@@ -86,3 +91,65 @@ def check_choice(name: str, value: Any, allowed: Sequence[Any]) -> None:
     """A TFRecorderError naming the argument and its choices when ``value`` is not one of them."""
     if value not in allowed:
         raise TFRecorderError(f"{name}={value!r}: use one of {', '.join(map(repr, allowed))}")
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What decides the files a conversion writes - convert's keywords but for the runner and how it runs -
+    checked once (``conversion``): ``convert`` and the Beam transform ``tfrecorder.beam.WriteDataset`` take
+    the same keywords and give the same bytes."""
+
+    options: WriteOptions
+    fractions: tuple[float, float, float]
+    float_precision: str
+    num_shards: int | None
+    overwrite: bool
+    storage_timeout: float
+
+
+def conversion(
+    *,
+    num_shards: int | None = None,
+    compression: str | None = None,
+    image_format: str = DEFAULT_IMAGE_FORMAT,
+    image_size: tuple[int, int] | None = None,
+    validate_images: str = DEFAULT_VALIDATE,
+    on_error: str = DEFAULT_ON_ERROR,
+    overwrite: bool = False,
+    split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY,
+    resize_mode: str = DEFAULT_RESIZE_MODE,
+    max_image_pixels: int = DEFAULT_MAX_PIXELS,
+    float_precision: str = DEFAULT_FLOAT_PRECISION,
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+    image_timeout: float = DEFAULT_IMAGE_TIMEOUT,
+    storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
+) -> Conversion:
+    """convert's keywords (documented there) checked, each error naming its argument."""
+    images = ImageSettings(image_format, check_image_size(image_size), validate_images, jpeg_quality,
+                           int(max_image_pixels), resize_mode)
+    options = WriteOptions(images, check_compression(compression), on_error,
+                           FetchLimits(int(max_image_bytes), float(image_timeout)))
+    check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
+    return Conversion(options, splits.check_fractions(split_fractions), float_precision, num_shards,
+                      bool(overwrite), check_storage_timeout(storage_timeout))
+
+
+def check_image_size(size: Any) -> tuple[int, int] | None:
+    """``image_size`` as ``(height, width)``, or a TFRecorderError saying what to give."""
+    if size is None:
+        return None
+    try:
+        height, width = (int(v) for v in size)
+    except (TypeError, ValueError) as e:
+        raise TFRecorderError(f"image_size={size!r}: give (height, width) in pixels") from e
+    if height <= 0 or width <= 0:
+        raise TFRecorderError(f"image_size={size!r}: height and width must be positive")
+    return height, width
+
+
+def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:
+    """A Schema from a Schema or a ``{column: type}`` dict; None stays None (inferred later)."""
+    if schema is None or isinstance(schema, Schema):
+        return schema
+    return Schema(schema)

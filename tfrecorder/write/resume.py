@@ -120,6 +120,29 @@ def start_run(folder: Folder, identity: str, plan: Sequence[ShardSpec] | None, *
     """Lock ``folder`` and decide: a fresh run, a resumed one, or an error (before any shard is written).
     ``plan`` None: the shards are planned by a pipeline, whose writers keep the finished ones
     (``Journal.finished``)."""
+    claim = claim_folder(folder, runner, overwrite=overwrite)
+    try:
+        return Run(claim.lock, claim.journal, begin_run(claim, identity, plan))
+    except BaseException:
+        claim.lock.release()
+        raise
+
+
+@dataclass
+class Claim:
+    """An output folder locked for a conversion whose identity is not known yet: what was there is tidied,
+    removed (overwrite) or refused, and an earlier unfinished run's record kept for ``begin_run``."""
+
+    lock: Lock
+    journal: Journal
+    earlier: dict[str, Any] | None  # the unfinished run's record (run.json), None when starting afresh
+
+
+def claim_folder(folder: Folder, runner: str, *, overwrite: bool) -> Claim:
+    """Lock ``folder``; tidy a finished run's leftover records, remove an earlier conversion (``overwrite``) or
+    refuse a folder holding anything but an unfinished run of ours. The first half of ``start_run``: a
+    pipeline that reads its rows before it knows its identity (``tfrecorder.beam.WriteDataset``) claims the
+    folder first and begins the run once its rows are staged."""
     lock = Lock.acquire(folder, runner)
     try:
         journal = Journal(folder)
@@ -130,37 +153,44 @@ def start_run(folder: Folder, identity: str, plan: Sequence[ShardSpec] | None, *
             logger.info("%s: removing the run records a finished conversion left", folder.url)
             journal.clear()
             earlier = None
-        resumed: dict[str, ShardResult] = {}
         if overwrite and (names or earlier is not None):
             removed = _remove_earlier_output(folder, names, earlier is not None)
             journal.clear()
+            earlier = None
             logger.info("overwrite: removed %s", removed)
-        elif earlier is not None and MANIFEST_NAME not in names:
-            if earlier.get("fingerprint") != identity:  # run.json's key, kept from 0.1
-                raise TFRecorderError(
-                    f"output_dir {folder.url!r} holds an unfinished conversion of a different table or "
-                    f"settings (started {earlier.get('started', '?')}); run that conversion again to finish it, "
-                    f"or pass overwrite=True to replace it"
-                )
-            if plan is None:
-                logger.info("%s: resuming an unfinished conversion: the shards it finished are kept", folder.url)
-            else:
-                resumed = journal.finished(plan)
-                logger.info("%s: resuming an unfinished conversion: %d of %d shards already written",
-                            folder.url, len(resumed), len(plan))
-        elif names:
+        elif earlier is None and names:
             shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
             complete = ": it holds a finished conversion" if MANIFEST_NAME in names else ""
             raise TFRecorderError(
                 f"output_dir {folder.url!r} is not empty ({shown}){complete}; choose an empty folder or pass "
                 f"overwrite=True"
             )
-        if earlier is None or overwrite:
-            journal.start(identity, len(plan) if plan is not None else None, lock.info.started)
-        return Run(lock, journal, resumed)
+        return Claim(lock, journal, earlier)
     except BaseException:
         lock.release()
         raise
+
+
+def begin_run(claim: Claim, identity: str, plan: Sequence[ShardSpec] | None) -> dict[str, ShardResult]:
+    """Start the run of ``identity`` in the claimed folder, or resume an unfinished run of the same identity
+    (an unfinished run of another is refused): the shards of ``plan`` the earlier run finished."""
+    journal, earlier = claim.journal, claim.earlier
+    if earlier is None:
+        journal.start(identity, len(plan) if plan is not None else None, claim.lock.info.started)
+        return {}
+    if earlier.get("fingerprint") != identity:  # run.json's key, kept from 0.1
+        raise TFRecorderError(
+            f"output_dir {journal.folder.url!r} holds an unfinished conversion of a different table or "
+            f"settings (started {earlier.get('started', '?')}); run that conversion again to finish it, "
+            f"or pass overwrite=True to replace it"
+        )
+    if plan is None:
+        logger.info("%s: resuming an unfinished conversion: the shards it finished are kept", journal.folder.url)
+        return {}
+    resumed = journal.finished(plan)
+    logger.info("%s: resuming an unfinished conversion: %d of %d shards already written",
+                journal.folder.url, len(resumed), len(plan))
+    return resumed
 
 
 # Our shard and index names (plan.SHARD_TEMPLATE), how an unfinished run of ours is recognised without dataset.json.

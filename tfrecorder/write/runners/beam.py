@@ -44,14 +44,17 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import Folder, StoreUnreachable
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.write import stream
-from tfrecorder.write.finish import Finish
+from tfrecorder.write.finish import Finish, convert_result
 from tfrecorder.write.journal import Journal
-from tfrecorder.write.options import BeamOptions
+from tfrecorder.write.lock import Lock, LockInfo
+from tfrecorder.write.options import BeamOptions, as_schema, conversion
 from tfrecorder.write.plan import ShardSpec
+from tfrecorder.write.resume import Claim, begin_run, claim_folder, files_run_identity
 from tfrecorder.write.shard import ShardResult, default_workers, ordered_map, write_shard
 from tfrecorder.write.sources import (
     FileFacts,
@@ -69,6 +72,7 @@ from tfrecorder.write.sources import (
 )
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table
+from tfrecorder.write.validate import EMPTY_TABLE
 
 logger = logging.getLogger(__name__)
 
@@ -128,13 +132,13 @@ class _WriteShard(beam.DoFn):
 
 
 def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed: list[ShardSpec],
-            journal: Journal | None = None, same_bytes: list[dict[str, Any]] | None = None) -> int:
+            journal: Journal | None = None, same_bytes: list[dict[str, Any]] | None = None) -> Manifest:
     earlier = journal.recorded(resumed) if journal is not None and resumed else []
-    finish.write(folder, [*earlier, *results], same_bytes)
+    manifest = finish.write(folder, [*earlier, *results], same_bytes)
     _remove_rows(folder)  # the dataset is complete: the rows handed to the workers are no longer needed
     if journal is not None:
         journal.complete()
-    return len(results)
+    return manifest
 
 
 def _stage_rows(folder: Folder, spec: ShardSpec, rows: Table) -> str:
@@ -281,8 +285,8 @@ def forget_refused_run(folder: Folder, journal: Journal | None) -> None:
     """A table refused before any shard was written: leave output_dir as it was (no spill, no run records), so
     the run with the table fixed starts afresh."""
     _remove_rows(folder)
-    if journal is not None:
-        journal.clear()
+    if journal is not None:  # a lock the pipeline holds (WriteDataset, a Dataflow job not waited for) goes too
+        journal.complete() if journal.release_lock else journal.clear()
 
 
 def _remove_rows(folder: Folder) -> None:
@@ -369,7 +373,8 @@ def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], wi
     yield _File(index, _stage_part(folder, f"folder-{index:05d}.parquet", data), len(data), identity)
 
 
-def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, journal: Journal | None) -> None:
+def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder,
+                journal: Journal | None) -> beam.PCollection:
     """The steps of a conversion of the files ``files`` (``_File``s) - ``stream``'s passes as stages: type each
     file (a worker per file) -> the table and its schema (a side input) -> validate and spill each file ->
     merge the summaries (the same-URI leaks found by range of URI hash, grouped by key), check them, plan the
@@ -411,7 +416,7 @@ def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, jo
         | "GroupByContent" >> beam.GroupByKey()
         | "SameBytes" >> beam.Map(_range_leaks, "same_bytes")
     )
-    _ = (
+    return (
         written
         | "WithoutContentKeys" >> beam.Map(_without_content_keys)
         | "Collect" >> beam.combiners.ToList()
@@ -421,7 +426,7 @@ def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder, jo
 
 
 def _finish_planned(results: list[ShardResult], planned: _Planned, same_bytes: list[list[dict[str, Any]]],
-                    folder: Folder, journal: Journal | None) -> int:
+                    folder: Folder, journal: Journal | None) -> Manifest:
     return _finish(results, folder, planned.finish, [], journal, [leak for leaks in same_bytes for leak in leaks])
 
 
@@ -434,6 +439,152 @@ def _content_ranges(result: ShardResult) -> Iterator[tuple[int, stream.KeyedRows
 
 def _without_content_keys(result: ShardResult) -> ShardResult:
     return replace(result, content_keys=array("Q"), content_key_rows=array("q"))
+
+
+# The public transform -------------------------------------------------------------------------------------
+
+WRITE_DATASET = "WriteDataset"  # the runner dataset.json names for a conversion inside a user's pipeline
+_PIPELINE_SETTINGS = ("runner", "progress", "num_workers", "project", "region", "dataflow_options", "job_label",
+                      "tfrecorder_wheel", "wait")  # convert's keywords for the pipeline it runs, not for the files
+
+
+class WriteDataset(beam.PTransform):
+    """Write a PCollection of rows - dicts of column -> value, the columns ``convert`` takes - as a tfrecorder
+    dataset in ``output_dir``: the same shards, index files, errors.csv and dataset.json, byte for byte, as
+    ``convert`` writes for a DataFrame of the same rows (dataset.json's ``runner`` aside, and errors.csv's row
+    numbers: rows of a PCollection come in no order, so they are numbered in the order they are staged).
+
+    ``schema`` and ``convert_options`` are ``convert``'s (``num_shards``, ``image_format``, ``overwrite``,
+    ``storage_timeout``, ...); the runner and its options are the pipeline's own. The transform gives one
+    element, the ``ConvertResult``, once dataset.json is written. A table with problems fails the pipeline
+    with the SchemaError ``convert`` raises; running the same pipeline again after a failure resumes, keeping
+    the shards already written.
+
+    The rows are grouped by a hash of their content into Parquet parts under ``output_dir/_beam/input/`` (so
+    the same rows make the same parts, in whatever order they come), which the conversion then reads as it
+    reads any Parquet source; nothing but file names moves through the rest of the pipeline.
+
+    Example:
+        >>> import apache_beam as beam
+        >>> from tfrecorder.beam import WriteDataset
+        >>> rows = [{"split": "TRAIN", "x": float(i), "label": "ab"[i % 2]} for i in range(6)]
+        >>> with beam.Pipeline() as pipeline:
+        ...     results = (pipeline | beam.Create(rows) | WriteDataset(str(tmp_path / "beam"), num_shards=1)
+        ...                | beam.Map(lambda result: result.rows.written))
+        >>> sorted(p.name for p in (tmp_path / "beam").glob("*.tfrecord"))
+        ['train-00000-of-00001.tfrecord']
+    """
+
+    def __init__(self, output_dir: str, schema: Any = None, **convert_options: Any):
+        super().__init__()
+        misplaced = [name for name in _PIPELINE_SETTINGS if name in convert_options]
+        if misplaced:
+            raise TFRecorderError(
+                f"WriteDataset({', '.join(f'{name}=...' for name in misplaced)}): these are settings of the pipeline "
+                f"convert runs; WriteDataset runs in your pipeline: set them on it (its PipelineOptions)")
+        self._how = conversion(**convert_options)
+        self._schema = as_schema(schema)
+        self._url = str(output_dir)
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        how = self._how
+        folder = Folder.of(self._url, how.storage_timeout)
+        staged = MatchedFiles(folder.url_of(INPUT_DIR), (), True, 0, frame=True)
+        job = stream.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision, how.num_shards,
+                             WRITE_DATASET, stream.PART_ROWS)
+        journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks
+        pipeline = rows.pipeline
+        claimed = (
+            pipeline
+            | "Start" >> beam.Create([None], reshuffle=False)
+            | "ClaimFolder" >> beam.Map(_claim, folder, how.overwrite)
+        )
+        count = rows | "CountRows" >> beam.combiners.Count.Globally()
+        parts = (
+            rows
+            | "KeyRows" >> beam.Map(_keyed_row, beam.pvalue.AsSingleton(count), beam.pvalue.AsSingleton(claimed))
+            | "GroupParts" >> beam.GroupByKey()
+            | "StageParts" >> beam.Map(_stage_rows_part, folder)
+        )
+        files = (
+            claimed
+            | "BeginRun" >> beam.FlatMap(_begin, beam.pvalue.AsList(parts), job, folder)
+        )
+        return (
+            _file_steps(files, job, folder, journal)
+            | "Result" >> beam.Map(lambda manifest, started: convert_result(
+                folder, manifest, time.time() - started, WRITE_DATASET), beam.pvalue.AsSingleton(claimed))
+        )
+
+
+def _claim(_: None, folder: Folder, overwrite: bool) -> float:
+    """Take the output folder for the pipeline (``resume.claim_folder``), before any row is staged in it; the
+    time it was taken (the result's seconds count from it)."""
+    claim = claim_folder(folder, WRITE_DATASET, overwrite=overwrite)
+    claim.lock.hand_to_pipeline()
+    return time.time()
+
+
+def _keyed_row(row: Any, count: int, _claimed: float) -> tuple[int, tuple[bytes, Any]]:
+    """A row and its content digest, keyed by the Parquet part it goes to: one part for every PART_ROWS rows,
+    a row's part chosen by its digest, so the same rows make the same parts whatever their order."""
+    if not isinstance(row, dict):
+        raise TFRecorderError(f"WriteDataset takes rows as dicts of column -> value, not {type(row).__name__}: "
+                              f"{_shown(row)}")
+    digest = hashlib.blake2b(repr(sorted((str(k), _plain(v)) for k, v in row.items())).encode("utf-8"),
+                             digest_size=16).digest()
+    parts = max(1, -(-count // stream.PART_ROWS))
+    return int.from_bytes(digest[:8], "little") % parts, (digest, row)
+
+
+def _plain(value: Any) -> Any:
+    """A value as plain Python (numpy arrays and scalars as lists and numbers), so that its repr is whole."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], folder: Folder) -> tuple[int, str, int, str]:
+    """One part's rows, in digest order, as Parquet under INPUT_DIR: its index, URL, size and SHA-256."""
+    import pandas as pd
+
+    index, keyed = part
+    rows = [row for _, row in sorted(keyed, key=lambda keyed_row: keyed_row[0])]
+    arrow = frame_as_arrow(pd.DataFrame.from_records(rows))
+    if arrow is None:
+        raise TFRecorderError(
+            "WriteDataset: the rows cannot be staged as Parquet as they are: give each column a string name, and "
+            "one kind of value (not str beside bytes, nor int beside float)")
+    (data,) = frame_parts(arrow, len(rows))
+    url = _stage_part(folder, f"part-{index:05d}.parquet", data)
+    return index, url, len(data), hashlib.sha256(data).hexdigest()
+
+
+def _begin(claimed: float, parts: list[tuple[int, str, int, str]], job: stream.FileJob,
+           folder: Folder) -> Iterator[_File]:
+    """Begin (or resume) the run of the staged rows - its identity: the parts' digests and the settings, as
+    convert's for a DataFrame - and hand their files to the conversion's steps."""
+    parts = sorted(parts)
+    claim = Claim(Lock(folder, LockInfo.mine(WRITE_DATASET)), Journal(folder, release_lock=True),
+                  Journal(folder).read_run())
+    identity = files_run_identity([digest for *_, digest in parts], job.schema, job.options, fractions=job.fractions,
+                                  float_precision=job.float_precision, num_shards=job.num_shards)
+    try:
+        if not parts:
+            raise SchemaError(EMPTY_TABLE)
+        begin_run(claim, identity, None)
+    except TFRecorderError:  # refused: the folder is left as it was (an earlier unfinished run kept)
+        folder.remove(INPUT_DIR)
+        if claim.earlier is None:
+            forget_refused_run(folder, claim.journal)
+        else:
+            claim.lock.release()
+        raise
+    for index, url, size, _ in parts:
+        yield _File(index, url, size)
 
 
 def job_name(label: str | None) -> str:
