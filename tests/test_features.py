@@ -57,3 +57,39 @@ def test_every_record_and_dataset_json_carry_each_derived_feature_once(tmp_path)
     assert stored["image_name"].bytes_list.value[0] == b"a.jpg"
     assert tfrecorder.verify(str(out)).ok
     assert len(list(tfrecorder.load_dataset(str(out), split="TRAIN"))) == 1
+
+
+def test_each_feature_is_stored_and_read_back_as_its_connector_says(image_table, tmp_path):
+    """Every feature dataset.json lists has one connector (dataset/connectors.py): the record holds the list its
+    connector names, and the connector's own parse spec and decode, with plain tf.io, give read_tfr's values."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tfrecorder.dataset.connectors import connector_of
+
+    df = image_table.assign(stamp=[1.6e9 + i / 1000 for i in range(len(image_table))],  # float64
+                            raw=[bytes([i]) for i in range(len(image_table))], flag=[i % 2 == 0 for i in range(12)])
+    result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    manifest = tfrecorder.read_manifest(result.tfrecord_dir)
+    frame = tfrecorder.read_tfr(result.tfrecord_dir, split="TRAIN")
+    with open(result.splits["TRAIN"].shards[0], "rb") as f:
+        records = list(read_records(f))
+    kinds = set()
+    for info in manifest.features:
+        connector = connector_of(info, features.IMAGE.name, manifest.label)
+        kinds.add(type(connector).__name__)
+        stored = {Example.FromString(r).features.feature[info.name].WhichOneof("kind") for r in records}
+        assert stored == {connector.field}, info.name
+        parsed = tf.io.parse_example(tf.constant(records), {info.name: connector.parse_spec(info)})[info.name]
+        values = connector.decode(parsed)
+        column = frame[info.column or info.name] if info.name != features.IMAGE.name else frame[info.name]
+        if info.shape == [None]:
+            assert [v.tolist() for v in values.numpy()] == [list(v) for v in column], info.name
+        elif values.dtype == tf.string:
+            got = [v.decode() if connector.text(info) else v for v in values.numpy().tolist()]
+            assert got == list(column), info.name
+        elif info.role == "label":
+            assert values.numpy().tolist() == [manifest.label["vocabulary"].index(v) for v in column]
+        else:
+            assert np.array_equal(values.numpy(), np.asarray(column, values.numpy().dtype)), info.name
+    assert kinds == {"Image", "Int64", "Text", "ClassLabel", "Float32", "Float64", "Bytes", "ListOf"}

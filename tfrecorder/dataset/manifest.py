@@ -6,12 +6,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.features import FIELDS
 from tfrecorder.dataset.records import TF_COMPRESSION_TYPES
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.types import Kind
 
 FORMAT_NAME = "tfrecorder-dataset"
-_DTYPES = tuple(kind.value for kind in FIELDS)  # the dtypes a tf.train.Example can hold
+_DTYPES = tuple(kind.value for kind in Kind)  # the dtypes a record's features have
 FORMAT_VERSION = 3  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason, pandas
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"

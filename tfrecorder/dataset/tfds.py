@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfrecorder.dataset.connectors import TFDS_CLASS, connector_of
 from tfrecorder.dataset.features import IMAGE, LABEL
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 
@@ -24,8 +25,6 @@ FILE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # our shard names: train-
 DEFAULT_NAME = "dataset"
 DEFAULT_VERSION = "1.0.0"
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-_CLASS = "tensorflow_datasets.core.features."
-_TFDS_IMAGE_FORMATS = {"jpeg", "png", "bmp"}  # decode_image gives GIF and WebP as 4-D animations
 
 
 def labels_file(feature: str) -> str:
@@ -85,7 +84,7 @@ def tfds_metadata(
         else:
             connectors[feature.name] = connector
     files = {
-        FEATURES_NAME: _json({"pythonClassName": _CLASS + "features_dict.FeaturesDict",
+        FEATURES_NAME: _json({"pythonClassName": TFDS_CLASS + "features_dict.FeaturesDict",
                               "featuresDict": {"features": connectors}}),
         DATASET_INFO_NAME: _json(_dataset_info(name, version, shards, connectors)),
     }
@@ -109,38 +108,7 @@ def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None,
                image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
     if feature.nullable:
         return None, "some records lack it (missing values), and TFDS needs every feature in every record"
-    if feature.dtype == "float64":
-        return None, "float64, stored as the int64 bits of each value (tf.train.Example has no float64 list)"
-    if feature.name == IMAGE.name:
-        return _image_connector(image or {})
-    if feature.name == LABEL.name and (label or {}).get("vocabulary") is not None:
-        classes = {"pythonClassName": _CLASS + "class_label_feature.ClassLabel",
-                   "classLabel": {"numClasses": str(len(label["vocabulary"]))}}
-        return (_sequence(classes) if feature.shape == [None] else classes), ""
-    if feature.dtype == "string" and feature.source != "bytes":
-        scalar = {"pythonClassName": _CLASS + "text_feature.Text", "text": {}}
-    else:
-        scalar = {"pythonClassName": _CLASS + "scalar.Scalar",
-                  "tensor": {"shape": {}, "dtype": feature.dtype, "encoding": "none"}}
-    return (_sequence(scalar) if feature.shape == [None] else scalar), ""
-
-
-def _image_connector(image: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    if image.get("format") == "raw":
-        return None, "raw pixels: TFDS's Image decodes encoded files only (convert with image_format='png')"
-    odd = sorted(set(image.get("formats") or []) - _TFDS_IMAGE_FORMATS)
-    if odd:
-        return None, (f"{', '.join(odd)} images: TFDS decodes them as 4-D animations "
-                      f"(convert with image_format='png')")
-    channels = image.get("channels") or [3]
-    depth = channels[0] if len(channels) == 1 and channels[0] != 2 else 3
-    return {"pythonClassName": _CLASS + "image_feature.Image",
-            "image": {"shape": {"dimensions": ["-1", "-1", str(depth)]}, "dtype": "uint8"}}, ""
-
-
-def _sequence(inner: dict[str, Any]) -> dict[str, Any]:
-    return {"pythonClassName": _CLASS + "sequence_feature.Sequence",
-            "sequence": {"feature": inner, "length": "-1"}}
+    return connector_of(feature, IMAGE.name, label).tfds(feature, {"label": label, "image": image})
 
 
 def _dataset_info(name: str, version: str, shards: Mapping[str, Sequence[ShardInfo]],

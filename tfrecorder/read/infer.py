@@ -14,8 +14,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.features import KINDS_BY_FIELD, MISSING_DEFAULTS
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, filesystem
@@ -137,7 +137,7 @@ def _infer_features(samples: list[Any], fs: Any, paths: list[str]):
         if dtype == "string" and scalar and image is None and _looks_like_image(info["first"]):
             role, image = "image", {"format": "keep", "formats": [], "channels": [], "shape": None}
         features.append(FeatureInfo(name, role, dtype, [] if scalar else [None], nullable=nullable,
-                                    default=MISSING_DEFAULTS[dtype] if nullable else None))
+                                    default=BY_KIND[dtype].missing if nullable else None))
     names = {f.name for f in features}
     # TFRecorder 2.0's own feature names (its format, not ours: they stay as 2.0 wrote them)
     if image is None and {"image", "image_height", "image_width", "image_channels"} <= names:

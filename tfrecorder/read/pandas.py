@@ -10,15 +10,15 @@ import pandas as pd
 import pyarrow as pa
 
 from tfrecorder.dataset import dtypes
+from tfrecorder.dataset.connectors import Connector, connector_of
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.features import FIELDS, IMAGE
+from tfrecorder.dataset.features import IMAGE
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_blocks
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read import wire
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
-from tfrecorder.types import Kind
 
 
 def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str] | None = None,
@@ -132,8 +132,9 @@ class _Collector:
         self._objects: list[Any] = []
         self._binary: list[pa.Array] = []
         self._filled = 0
-        if _is_number(feature):
-            self._arrays = [np.zeros(expected_rows, np.float32 if feature.dtype == Kind.FLOAT32 else np.int64)]
+        self._connector = _connector(feature)
+        if self._connector.numbers is not None:
+            self._arrays = [np.zeros(expected_rows, self._connector.numbers)]
             self._masks = [np.ones(expected_rows, bool)]
 
     def add(self, column: wire.Numbers | wire.Binary | wire.Objects) -> None:
@@ -159,24 +160,25 @@ class _Collector:
             array = np.empty(len(objects), dtype=object)
             array[:] = objects
             return array
-        if not _is_number(self.feature):
+        if self._connector.numbers is None:
             chunks, self._binary = self._binary, []
             text = _binary_array(pa.chunked_array(chunks, pa.large_binary()), self.feature)
             return dtypes.restore(text, None, self.feature.pandas)
         arrays, masks, self._arrays, self._masks = self._arrays, self._masks, [], []
         values = arrays[0][:self._filled] if len(arrays) == 1 else np.concatenate(arrays)
         missing = masks[0][:self._filled] if len(masks) == 1 else np.concatenate(masks)
-        return dtypes.restore(_numeric_array(values, missing, self.feature), missing, self.feature.pandas)
+        return dtypes.restore(self._connector.column(values, missing, self.feature), missing, self.feature.pandas)
 
 
-def _is_number(feature: FeatureInfo) -> bool:
-    """A scalar number: wire.decode gives it as wire.Numbers."""
-    return feature.shape != [None] and feature.dtype in (Kind.INT64, Kind.FLOAT32, Kind.FLOAT64)
+def _connector(feature: FeatureInfo) -> Connector:
+    """The feature's kind of value: scalar numbers (``numbers`` set) come from wire.decode as wire.Numbers."""
+    return connector_of(feature, IMAGE.name)
 
 
 def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Binary | wire.Objects:
     """One feature over parsed Examples, as wire.decode gives it."""
-    field, name, is_list = FIELDS[feature.dtype], feature.name, feature.shape == [None]
+    connector = _connector(feature)
+    field, name, is_list = connector.field, feature.name, feature.shape == [None]
     values: list[Any] = []
     for example in examples:
         fmap = example.features.feature
@@ -187,26 +189,11 @@ def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.B
         values.append(items if is_list else (items[0] if items else None))
     if is_list:
         return wire.Objects(values)
-    if not _is_number(feature):
+    if connector.numbers is None:
         return wire.Binary(pa.array(values, type=pa.large_binary()))
     missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-    dtype = np.float32 if feature.dtype == Kind.FLOAT32 else np.int64
-    return wire.Numbers(np.fromiter((0 if v is None else v for v in values), dtype=dtype, count=len(values)),
-                        missing)
-
-
-def _numeric_array(values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> Any:
-    """A scalar number feature's column: float64 from its bits, NaN or NA where missing, bools as bools."""
-    any_missing = bool(missing.any())
-    if feature.dtype in (Kind.FLOAT64, Kind.FLOAT32):  # float64 is stored as the int64 bits of each value
-        floats = values.view(np.float64) if feature.dtype == Kind.FLOAT64 else values
-        floats[missing] = np.nan  # in place: no second copy of the column
-        return floats
-    source = "int" if feature.role == "label" else feature.source or "int"
-    if source == "bool":
-        flags = values.astype(bool)
-        return pd.arrays.BooleanArray(flags, missing) if any_missing else flags
-    return pd.arrays.IntegerArray(values, missing) if any_missing else values
+    return wire.Numbers(np.fromiter((0 if v is None else v for v in values), dtype=connector.numbers,
+                                    count=len(values)), missing)
 
 
 def _column_name(feature: FeatureInfo) -> str:
@@ -215,7 +202,7 @@ def _column_name(feature: FeatureInfo) -> str:
 
 def _is_text(feature: FeatureInfo) -> bool:
     """Stored as bytes, read back as str: text columns, and another tool's bytes features (when UTF-8)."""
-    return feature.dtype == Kind.BYTES and feature.source in ("str", None) and feature.name != IMAGE.name
+    return _connector(feature).text(feature)
 
 
 def _text(values: list[Any], feature: FeatureInfo) -> list[Any]:

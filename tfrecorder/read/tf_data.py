@@ -9,26 +9,22 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfrecorder.dataset.connectors import connector_of
 from tfrecorder.dataset.features import (
     DECODE_FEATURES,
     DEFAULT_RESIZE_MODE,
-    FIELDS,
     IMAGE,
     RESIZE_MODES,
-    float64_bits,
 )
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder
-from tfrecorder.types import Kind
 
 logger = logging.getLogger(__name__)
 
 AUTOTUNE = tf.data.AUTOTUNE
-# The tensor dtype of each tf.train.Example list.
-FIELD_DTYPES = {"int64_list": tf.int64, "float_list": tf.float32, "bytes_list": tf.string}
 _PARSE_BATCH = 256  # records parsed together when the caller wants single examples
 # ... and when each is then decoded: a small batch, so decoding starts at once (benchmarks/CONSTANTS.md)
 _IMAGE_PARSE_BATCH = 16
@@ -109,29 +105,16 @@ def _spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, A
 
 
 def _parse_spec(feature: FeatureInfo) -> Any:
-    kind = Kind(feature.dtype)
-    dtype = tf.as_dtype(FIELD_DTYPES[FIELDS[kind]])  # float64: its bits, an int64 (tf.bitcast to read it)
-    if feature.shape == [None]:
-        return tf.io.RaggedFeature(dtype)
-    if feature.nullable:
-        default = feature.default
-        if kind is Kind.FLOAT32:
-            default = float(default)
-        elif kind is Kind.FLOAT64:
-            default = float64_bits(float(default))
-        return tf.io.FixedLenFeature([], dtype, default_value=default)
-    return tf.io.FixedLenFeature([], dtype)
+    return connector_of(feature, IMAGE.name).parse_spec(feature)
 
 
 def _parser(manifest: Manifest, spec: dict[str, Any]):
-    """Serialized records -> parsed features, float64 ones restored from their bits."""
-    wide = [name for name in spec if manifest.feature(name).dtype == Kind.FLOAT64]
+    """Serialized records -> parsed features, each decoded by its connector (float64 from its bits)."""
+    decoders = {name: connector_of(manifest.feature(name), IMAGE.name).decode for name in spec}
 
     def parse(records: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(records, spec)
-        for name in wide:
-            parsed[name] = tf.bitcast(parsed[name], tf.float64)
-        return parsed
+        return {name: decoders[name](tensor) for name, tensor in parsed.items()}
 
     return parse
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from tfrecorder.dataset.connectors import BY_KIND
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.dataset.features import (
-    FIELDS,
     IMAGE,
     IMAGE_CHANNELS,
     IMAGE_FORMAT,
@@ -27,6 +27,7 @@ from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.dataset.tfds import described_files
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import read_manifest, reading
+from tfrecorder.types import Kind
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,7 @@ def _parse_problem(data: bytes, features: list[FeatureInfo], decode: bool = Fals
                 return f"feature {f.name!r} is missing"
             continue
         kind = stored[f.name].WhichOneof("kind")
-        if kind is not None and kind != FIELDS[f.dtype]:
+        if kind is not None and kind != BY_KIND[Kind(f.dtype)].field:
             return f"feature {f.name!r} is a {kind}, dataset.json says {f.dtype}"
         count = len(getattr(stored[f.name], kind).value) if kind else 0
         if f.shape == [] and count != 1 and not (f.nullable and count == 0):

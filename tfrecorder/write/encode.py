@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.dataset import features
+from tfrecorder.dataset.connectors import Connector, stored_connector
 from tfrecorder.dataset.example_proto import Example
-from tfrecorder.types import Kind, Role
+from tfrecorder.types import Role
 from tfrecorder.write.images import StoredImage
 from tfrecorder.write.table import Table
 
@@ -58,21 +59,23 @@ class ExampleEncoder:
         self._example = Example()
         self._features = self._example.features.feature
         self._budget = self.REBUILD_BYTES
-        self._fixed: list[tuple[Any, list[Any]]] = [(self._slot(features.SPLIT.name, Kind.BYTES), self._splits)]
+        split = self._slot(features.SPLIT.name, features.SPLIT.connector)
+        self._fixed: list[tuple[Any, list[Any]]] = [(split, self._splits)]
         self._varying: list[tuple[str, str, list[Any]]] = []
         for c in self._columns:
-            kind = features.LABEL.kind if c.type.role is Role.LABEL else c.kind
+            connector = (features.LABEL.connector if c.type.role is Role.LABEL
+                         else stored_connector(c.kind, source=c.source))
             if c.type.is_list or c.nullable:
-                self._varying.append((c.feature, features.FIELDS[kind], c.values))
+                self._varying.append((c.feature, connector.field, c.values))
             else:
-                self._fixed.append((self._slot(c.feature, kind), c.values))
+                self._fixed.append((self._slot(c.feature, connector), c.values))
         self._image: dict[str, Any] = {}
         if self._uris is not None:
-            self._image = {f.name: self._slot(f.name, f.kind) for f in features.IMAGE_FEATURES}
+            self._image = {f.name: self._slot(f.name, f.connector) for f in features.IMAGE_FEATURES}
 
-    def _slot(self, feature: str, kind: Kind) -> Any:
-        values = getattr(self._features[feature], features.FIELDS[kind]).value
-        values.append(features.PLACEHOLDERS[kind])
+    def _slot(self, feature: str, connector: Connector) -> Any:
+        values = getattr(self._features[feature], connector.field).value
+        values.append(connector.placeholder)
         return values
 
     def encode(self, row: int, image: StoredImage | None = None) -> bytes:

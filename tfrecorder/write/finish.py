@@ -13,6 +13,7 @@ from typing import Any
 from tfrecorder import types
 from tfrecorder._version import __version__
 from tfrecorder.dataset import features
+from tfrecorder.dataset.connectors import stored_connector
 from tfrecorder.dataset.manifest import (
     ERRORS_COLUMNS,
     ERRORS_NAME,
@@ -164,7 +165,7 @@ def _features(table: Table) -> list[FeatureInfo]:
         infos.append(FeatureInfo(
             c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], nullable=nullable,
             column=c.name, source=c.source, type=c.type.__name__,
-            default=features.MISSING_DEFAULTS[kind] if nullable else None, float64_reason=c.float64_reason,
+            default=stored_connector(kind).missing if nullable else None, float64_reason=c.float64_reason,
             pandas=c.pandas,
         ))
     return infos

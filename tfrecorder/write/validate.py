@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -15,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset import dtypes
+from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN
 from tfrecorder.dataset.features import DERIVED_NAMES, ROLE_FEATURES
 from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample, SchemaError
@@ -23,8 +23,6 @@ from tfrecorder.types import ColumnType, Kind, Role
 from tfrecorder.write import labels, splits
 from tfrecorder.write.floats import FloatFacts
 from tfrecorder.write.table import Column, Table
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def validate(
@@ -410,7 +408,7 @@ def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: in
         values, source = fast
         nullable = not isinstance(values, np.ndarray) and any(v is None for v in values)
         return Column(name, feature, col_type, nullable, source, values, pandas=pandas), None
-    convert = _CONVERTERS[col_type.kind]
+    convert = BY_KIND[col_type.kind].check
     values: list[Any] = []
     bad: list[int] = []
     sources: set[str] = set()
@@ -486,60 +484,9 @@ def _convert_value(raw: Any, is_list: bool, convert: Callable[[Any, set[str]], A
     return None if is_missing(raw) else convert(raw, sources)
 
 
-def _to_int(value: Any, sources: set[str]) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        sources.add("bool")
-        return int(value)
-    if isinstance(value, (int, np.integer)):
-        result = int(value)
-    elif isinstance(value, (float, np.floating)) and float(value).is_integer():
-        result = int(value)
-    elif isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
-        result = int(value)  # text a schema types as integers (a CSV column with a few bad cells, "007")
-    else:
-        raise TypeError("not an integer")
-    if not INT64_MIN <= result <= INT64_MAX:
-        raise OverflowError("outside int64")
-    sources.add("int")
-    return result
-
-
-def _to_float(value: Any, sources: set[str]) -> float:
-    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
-        value = float(value)  # text a schema types as numbers (a CSV column with a few bad cells)
-    if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.number, np.bool_)):
-        raise TypeError("not a number")
-    result = float(value)  # beyond float32's range too: FloatFacts decides the column's storage
-    sources.add("float")
-    return result
-
-
-def _to_bytes(value: Any, sources: set[str]) -> bytes:
-    if isinstance(value, (bytes, np.bytes_)):
-        sources.add("bytes")
-        return bytes(value)
-    if isinstance(value, (str, np.str_)):
-        sources.add("str")
-        return str(value).encode("utf-8")
-    if isinstance(value, (int, float, np.number, np.bool_)):
-        sources.add("str")
-        return str(value).encode("utf-8")
-    raise TypeError("not text")
-
-
-# Text that spells a number, for columns the schema types as numbers (what pandas and Arrow parse, spaces around
-# allowed): a CSV column is text as a whole when a few of its cells are not numbers, and only those are wrong.
-_INTEGER_TEXT = re.compile(r"\s*[+-]?\d+\s*")
-_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*[+-]?(inf|infinity)\s*", re.IGNORECASE)
-
 # The exact Python type most values of a kind have.
 _COMMON_TYPES: dict[Kind, type] = {Kind.INT64: int, Kind.FLOAT32: float, Kind.BYTES: str}
 
-_CONVERTERS: dict[Kind, Callable[[Any, set[str]], Any]] = {
-    Kind.INT64: _to_int,
-    Kind.FLOAT32: _to_float,
-    Kind.BYTES: _to_bytes,
-}
 
 
 _SOURCE_KINDS = {"bytes": Kind.BYTES, "str": Kind.BYTES, "bool": Kind.INT64, "int": Kind.INT64, "float": Kind.FLOAT32}
