@@ -18,7 +18,9 @@ import pytest
 
 import tfrecorder
 from tests.conftest import default_signals
-from tfrecorder.write import convert, stream
+from tfrecorder.write import stream
+
+BIG = 64 * 1024 * 1024  # several parts, and more than the spill keeps in memory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +37,7 @@ def big_csv(tmp_path_factory) -> Path:
         "x": rng.random(rows), "n": rng.integers(0, 1000, rows),
         "text": [f"row {i} " + "lorem ipsum dolor sit amet " * 9 for i in range(rows)],
     }).to_csv(path, index=False)
-    assert path.stat().st_size >= convert.STREAM_BYTES
+    assert path.stat().st_size >= BIG
     return path
 
 
@@ -175,7 +177,7 @@ def big_parquet(tmp_path_factory) -> Path:
         "blob": pa.array([None] * empty + [b"\x00\xff"] * (rows - empty), pa.binary()),
         "padding": pa.array([rng.bytes(480) for _ in range(rows)], pa.binary()),  # incompressible: the size
     }), path)
-    assert path.stat().st_size >= convert.STREAM_BYTES
+    assert path.stat().st_size >= BIG
     return path
 
 

@@ -24,9 +24,9 @@ CHILD = """
 import os, sys, threading
 import tfrecorder, tfrecorder.write.shard as shard
 csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-if runner == "local, streamed":  # the path of CSVs larger than memory, whatever this one's size
-    import tfrecorder.write.convert as convert
-    convert.STREAM_BYTES, runner = 0, "local"
+if runner == "local, streamed":  # spilled to files in parts, as a table larger than memory
+    import tfrecorder.write.stream as stream
+    stream.MEMORY_SPILL_BYTES, stream.PART_ROWS, runner = 0, 7, "local"
 if runner == "local, forked":  # shards written by forked processes, as for large tables
     import tfrecorder.write.runners.local as local
     local.FORK_MIN_ROWS, local.FORK_BALANCE = dict.fromkeys(local.FORK_MIN_ROWS, 0), float("inf")
@@ -101,9 +101,10 @@ def files(folder: Path) -> dict[str, bytes]:
                                     "DirectRunner, DataFrame"])
 def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog, monkeypatch, request):
     if runner == "local, streamed":
-        import tfrecorder.write.convert as convert
+        import tfrecorder.write.stream as stream
 
-        monkeypatch.setattr(convert, "STREAM_BYTES", 0)
+        monkeypatch.setattr(stream, "MEMORY_SPILL_BYTES", 0)
+        monkeypatch.setattr(stream, "PART_ROWS", 7)
     if runner == "local, forked":
         request.getfixturevalue("forked")
     crashed = runner

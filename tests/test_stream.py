@@ -15,16 +15,16 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import SchemaError
-from tfrecorder.write import convert as convert_module
 from tfrecorder.write import stream, validate
 
 
 @pytest.fixture
 def streamed(monkeypatch):
-    """Stream every CSV and Parquet source, in parts of 1,000 rows spilled to buckets of ~30 KB of source."""
+    """Convert every source as a table larger than memory: in parts of 1,000 rows spilled to files (none held in
+    memory), in buckets of ~30 KB of source."""
 
     def on() -> None:
-        monkeypatch.setattr(convert_module, "STREAM_BYTES", 0)
+        monkeypatch.setattr(stream, "MEMORY_SPILL_BYTES", 0)
         monkeypatch.setattr(stream, "PART_ROWS", 1000)
         monkeypatch.setattr(stream, "BUCKET_SOURCE_BYTES", 30_000)
 

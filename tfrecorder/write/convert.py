@@ -48,6 +48,7 @@ from tfrecorder.write.plan import SAMPLE_ROWS, estimates_sizes, plan_shards, sto
 from tfrecorder.write.result import ConvertResult
 from tfrecorder.write.resume import Run, RunDigest, files_identity, files_run_identity, start_run, table_run_identity
 from tfrecorder.write.sources import (
+    FrameSource,
     MatchedFiles,
     TableFiles,
     frame_as_arrow,
@@ -56,7 +57,7 @@ from tfrecorder.write.sources import (
     match_table_files,
     parquet_schema,
     read_source,
-    table_files,
+    table_source,
 )
 from tfrecorder.write.table import Table
 from tfrecorder.write.validate import check_schema, validate
@@ -195,20 +196,19 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
         return _convert_beam_files(job, folder, identity, overwrite=overwrite, started=started,
                                    beam_options=beam_options, **how)
 
-    if runner != LOCAL and (matched := match_table_files(source)) is not None:
+    if runner == LOCAL:
+        return _convert_local(table_source(source, stream.PART_ROWS), folder, as_schema(schema), options, fractions,
+                              float_precision, num_shards=num_shards, overwrite=overwrite, progress=progress,
+                              workers=num_workers, started=started)
+    if (matched := match_table_files(source)) is not None:
         return beam_files(matched, as_schema(schema), files_identity(matched))
-    if runner != LOCAL and (url := image_folder_url(source)) is not None:
+    if (url := image_folder_url(source)) is not None:
         return beam_files(MatchedFiles(url, (), True, 0), as_schema(schema), ("image folder", url), listed=True)
-    if runner != LOCAL and isinstance(source, pd.DataFrame):
+    if isinstance(source, pd.DataFrame):
         frame = _beam_frame(source, as_schema(schema))
         if frame is not None:
             return beam_files(MatchedFiles("", (), True, 0, frame=True), frame.schema, frame.digests,
                               stage=frame.parts)
-    files = table_files(source, stream.PART_ROWS, min_bytes=STREAM_BYTES) if runner == LOCAL else None
-    if files is not None:
-        return _convert_streamed(files, folder, as_schema(schema), options, fractions, float_precision,
-                                 num_shards=num_shards, overwrite=overwrite, progress=progress, workers=num_workers,
-                                 started=started)
     df, base_dir = read_source(source)
     matched = None if isinstance(source, pd.DataFrame) else match_table_files(source)
     table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=fractions,
@@ -222,32 +222,21 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     finish = Finish.of(table, options, runner)
     run = start_run(folder, table_run_identity(table, plan, options), plan, overwrite=overwrite, runner=runner)
     with _space_left(folder), _holding(run):
-        if runner != LOCAL:
-            from tfrecorder.write.runners import beam
+        from tfrecorder.write.runners import beam
 
-            def build(pipeline, journal):
-                beam.build_pipeline(pipeline, run.remaining(plan), table, folder, finish, journal,
-                                    list(run.resumed.values()))
+        def build(pipeline, journal):
+            beam.build_pipeline(pipeline, run.remaining(plan), table, folder, finish, journal,
+                                list(run.resumed.values()))
 
-            return _convert_beam(build, folder, runner, run, started, beam_options)
-        from tfrecorder.write.runners.local import write_local
-
-        written = write_local(run.remaining(plan), table, folder, options, progress=progress, workers=num_workers,
-                              journal=run.journal)
-        manifest = finish.write(folder, [*run.resumed.values(), *written])
-        run.journal.complete()
-        return convert_result(folder, manifest, time.perf_counter() - started, runner, resumed=len(run.resumed))
+        return _convert_beam(build, folder, runner, run, started, beam_options)
 
 
-STREAM_BYTES = 64 * 1024 * 1024  # CSV and Parquet sources this large are converted a part at a time (stream)
-
-
-def _convert_streamed(files: TableFiles, folder: Folder, schema: Schema | None, options: WriteOptions,
-                      fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
-                      progress: bool | None, workers: int | None, started: float) -> ConvertResult:
-    """The local runner for CSV and Parquet sources larger than STREAM_BYTES: the same shards, dataset.json
-    and errors.csv as the in-memory path, from three passes over the source that never hold the table
-    (``stream``)."""
+def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
+                   fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
+                   progress: bool | None, workers: int | None, started: float) -> ConvertResult:
+    """The local runner: the table read a part at a time (``stream``: summarize - every part validated, its rows
+    spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
+    spill's small tables are held whole, in memory (``stream.MEMORY_SPILL_BYTES``)."""
     from tfrecorder.write.runners.local import write_streamed
 
     with stream.spill_folder(folder.url, files) as spill:

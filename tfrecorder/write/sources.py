@@ -11,7 +11,7 @@ import io
 import json
 import os
 import posixpath
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -596,11 +596,15 @@ class FileFacts:
     layout: tuple[list[str] | None, list[str], int] | None = None  # CSV: headerless names, first row, width
     labels: tuple[str, ...] = ()
     kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (kind, missing)
+    # CSV of one part, read by this process (``keep``): that part as read and its columns' numbers, so the
+    # parts pass need not read and parse the file again. Never pickled into a pipeline.
+    kept: tuple[pd.DataFrame, dict[str, pd.Series]] | None = field(default=None, compare=False, repr=False)
 
 
-def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
+def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFacts | None:
     """Read one file a part of ``rows`` rows at a time (Parquet: its footer only) for its ``FileFacts``;
-    None when the part-wise read cannot take it (``read_table_file`` names the problem)."""
+    None when the part-wise read cannot take it (``read_table_file`` names the problem). ``keep``: keep a CSV
+    of one part (``FileFacts.kept``)."""
     if parquet:
         import pyarrow.parquet as pq
 
@@ -610,7 +614,7 @@ def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
             except (OSError, ValueError):
                 return None
         return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names))
-    count, kinds = 0, {}
+    count, kinds, kept = 0, {}, None
     with open_url(url) as f:
         layout = _csv_layout(f)
         if layout is None:  # long first records, or a head the checked scan must judge: it names any problem
@@ -622,21 +626,25 @@ def file_facts(url: str, parquet: bool, rows: int) -> FileFacts | None:
             with pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
                 for part in reader:
                     count += len(part)
+                    kept = (part, {}) if keep and count == len(part) else None  # the first part, if the only one
                     if names is not None:
                         given = [i for i, c in enumerate(part.columns) if part[c].notna().any()]
                         width = max(width, given[-1] + 1 if given else 0)
                     for column in part.columns:
-                        _add_kind(kinds, str(column), *_judge(part[column])[:2])
+                        kind, missing, numbers = _judge(part[column])
+                        _add_kind(kinds, str(column), kind, missing)
+                        if kept is not None and numbers is not None:
+                            kept[1][str(column)] = numbers
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error):
             _checked_layout(url)  # names the line, a block of the file at a time
             return None
     if names is None:
         _check_header(url, [str(c).strip() for c in first])
-        return FileFacts(count, tuple(kinds), (names, first, width), (), kinds)
+        return FileFacts(count, tuple(kinds), (names, first, width), (), kinds, kept)
     named = _headerless_names(first, width) or []
     labels = named[named.index(LABEL_COLUMN):] if LABEL_COLUMN in named and named[-1] != LABEL_COLUMN else []
     return FileFacts(count, tuple(c for c in named if c not in labels), (names, first, width), tuple(labels),
-                     {name: kinds[f"_{i}"] for i, name in enumerate(named)})
+                     {name: kinds[f"_{i}"] for i, name in enumerate(named)}, kept)
 
 
 def _add_kind(kinds: dict[str, tuple[str, bool]], name: str, kind: str, missing: bool) -> None:
@@ -657,7 +665,7 @@ def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
             _add_kind(kinds, name, kind, missing)
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
-                      files.frame)
+                      files.frame, tuple(f.kept for f in facts))
 
 
 @dataclass(frozen=True)
@@ -675,10 +683,16 @@ class TableFiles:
     kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (TEXT_KINDS, missing)
     label_columns: tuple[tuple[str, ...], ...] = ()  # CSV: each file's headerless multi-label columns
     frame: bool = False  # a staged DataFrame: relative image paths stay as given, as the DataFrame's do
+    kept: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # each file's FileFacts.kept
 
     @property
     def rows(self) -> int:
         return sum(self.file_rows)
+
+    def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
+        """What the schema is inferred from and checked against: the first part (its columns typed as the whole
+        table's text says)."""
+        return first if first is not None else pd.DataFrame()
 
     def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, str | None, int]]:
         """(part of at most ``rows`` rows, the folder of its file, the number of its first row), in order."""
@@ -697,12 +711,20 @@ class TableFiles:
     def _csv_parts(self, index: int, url: str, rows: int) -> Iterator[pd.DataFrame]:
         names, first, width = self.layouts[index]
         labels = list(self.label_columns[index])
-        with open_url(url) as f, pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
+        kept, numbers = (self.kept[index] if index < len(self.kept) else None) or (None, {})
+        with contextlib.ExitStack() as reading:
+            if kept is not None and len(kept) <= rows:
+                reader: Iterable[pd.DataFrame] = [kept]
+            else:
+                f = reading.enter_context(open_url(url))
+                reader = reading.enter_context(pd.read_csv(f, chunksize=rows, **_csv_options(names)))
+                numbers = {}
             for part in reader:
                 if names is not None:
                     part = _name_headerless(part, first, width)[0]
-                part = part.assign(**{str(c): as_kind(part[c], *self.kinds[str(c)]) for c in part.columns
-                                      if c not in labels})
+                    numbers = {}  # judged under the headerless columns' own names
+                part = part.assign(**{str(c): as_kind(part[c], *self.kinds[str(c)], numbers.get(str(c)))
+                                      for c in part.columns if c not in labels})
                 yield _merge_labels(part, labels) if labels else part
 
     @staticmethod
@@ -728,6 +750,54 @@ class TableFiles:
             raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
 
 
+@dataclass(frozen=True)
+class FrameSource:
+    """A table held in memory - a DataFrame, an image folder's listing, a file the part-wise read cannot take -
+    converted a part at a time as ``TableFiles`` are (``parts``): its schema judged on the whole frame."""
+
+    frame: pd.DataFrame
+    base_dir: BaseDir = None
+    url: str = "the DataFrame"
+    files: tuple[str, ...] = ()
+    parquet: bool = False
+
+    @property
+    def rows(self) -> int:
+        return len(self.frame)
+
+    @property
+    def bytes(self) -> int:
+        """The frame's size in memory (object columns by their pointers): what its spill is sized by."""
+        return int(self.frame.memory_usage(index=False, deep=False).sum())
+
+    def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
+        """What the schema is inferred from and checked against: the whole frame."""
+        return self.frame
+
+    def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, BaseDir, int]]:
+        """(part of at most ``rows`` rows, the folder(s) its relative image paths are relative to, its first
+        row's number), in order."""
+        for start in range(0, len(self.frame), rows):
+            base_dir = self.base_dir
+            if isinstance(base_dir, list):
+                base_dir = base_dir[start:start + rows]
+            yield self.frame.iloc[start:start + rows], base_dir, start
+
+
+def table_source(source: Any, rows: int) -> TableFiles | FrameSource:
+    """``source`` as the parts the conversion reads: CSV or Parquet files part-wise (``table_files``); a
+    DataFrame, an image folder's listing or a file the part-wise read cannot take, held whole
+    (``read_source``, which names what is wrong with a source it cannot read)."""
+    files = table_files(source, rows)
+    if files is not None:
+        return files
+    df, base_dir = read_source(source)
+    return FrameSource(df, base_dir)
+
+
+KEEP_BYTES = 16 * 1024 * 1024  # CSV sources this small are read once: the typing pass keeps what it parsed
+
+
 def table_files(source: Any, rows: int, min_bytes: int = 0) -> TableFiles | None:
     """``source`` as TableFiles when it is CSV or Parquet files (a path, URL or glob) of ``min_bytes`` or more,
     having read each CSV once in parts of ``rows`` rows to type its columns; None for anything else (a
@@ -737,8 +807,9 @@ def table_files(source: Any, rows: int, min_bytes: int = 0) -> TableFiles | None
     if files is None or files.bytes < min_bytes:
         return None
     facts = []
+    keep = files.bytes <= KEEP_BYTES
     for url in files.files:
-        found = file_facts(url, files.parquet, rows)
+        found = file_facts(url, files.parquet, rows, keep)
         if found is None:
             return None
         facts.append(found)

@@ -45,7 +45,7 @@ from tfrecorder.write.finish import Finish
 from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, shard_count, shard_filename
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard_parts
-from tfrecorder.write.sources import MatchedFiles, TableFiles, parquet_schema
+from tfrecorder.write.sources import FrameSource, MatchedFiles, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import Facts, check_schema, finalize, validate_part
@@ -57,6 +57,11 @@ BUCKET_SOURCE_BYTES = 8 * 1024 * 1024  # source bytes per spill bucket: a bucket
 MAX_BUCKETS = 320  # a writer holds a file open per split and bucket: under the usual limit of 1,024 open files
 REMOTE_SPILL_BLOCK = 2 ** 18  # gs:// spill files (Beam): upload in 256 KiB blocks, so 3 x 320 open ones fit
 SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
+# Spilled rows a conversion in this process keeps in memory before it writes them to its spill folder: a small
+# table never touches the disk (TFDS's Shuffler buffers the same way). Forked shard writers inherit them.
+MEMORY_SPILL_BYTES = 32 * 1024 * 1024
+_HELD: dict[str, dict[str, list[Any]]] = {}  # spill folder URL -> spill file name -> its rows, held in memory
+_HELD_PARTS: dict[str, HeldPart] = {}  # spill folder URL -> a table of one part, held as validated
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class StreamedShard:
     float_precision: str
 
 
+Source = TableFiles | FrameSource  # a table read a part at a time
 KeyedRows = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows' 64-bit keys (URI or content hash), numbers, split codes
 
 
@@ -123,7 +129,7 @@ class Summary:
                        self.remote or other.remote)
 
 
-def bucket_count(files: TableFiles) -> int:
+def bucket_count(files: Source) -> int:
     """Spill buckets for a source of ``files.bytes`` (Parquet is about a quarter of the CSV's size)."""
     size = files.bytes * (4 if files.parquet else 1)
     return int(min(MAX_BUCKETS, max(1, -(-size // BUCKET_SOURCE_BYTES))))
@@ -143,7 +149,7 @@ def _smallest(tables: list[Any]) -> Any:
     return rows.take(pc.sort_indices(rows, [("key", "ascending"), ("row", "ascending")])[:SAMPLE_ROWS])
 
 
-def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fractions: Sequence[float],
+def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions: Sequence[float],
               run_digest: Any = None, part_rows: int | None = None) -> Summary:
     """The summary pass: validate every part, merge the facts, spill the rows by split and key range.
 
@@ -152,7 +158,8 @@ def summarize(files: TableFiles, schema: Schema | None, spill: Folder, *, fracti
     parts = files.parts(part_rows or PART_ROWS)
     first = next(parts, None)
     schema = _first_part_schema(first, schema, files)
-    spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, run_digest=run_digest)
+    spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, run_digest=run_digest,
+                      memory_bytes=MEMORY_SPILL_BYTES)
     summary = spiller.spill(itertools.chain([first] if first is not None else [], parts))
     summary.facts.check()
     return summary
@@ -166,26 +173,59 @@ def file_summary(files: TableFiles, index: int, schema: Schema, spill: Folder, *
     return spiller.spill(files.file_parts(index, part_rows or PART_ROWS))
 
 
-def table_schema(files: TableFiles, schema: Schema | None, part_rows: int | None = None) -> Schema:
+def table_schema(files: Source, schema: Schema | None, part_rows: int | None = None) -> Schema:
     """The schema ``summarize`` uses: ``schema`` checked against (or inferred from) the table's first part."""
     return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema, files)
 
 
 def _first_part_schema(first: tuple[pd.DataFrame, str | None, int] | None, schema: Schema | None,
-                       files: TableFiles) -> Schema:
+                       files: Source) -> Schema:
     """``schema``, or the one inferred from the first part's columns: their kinds from a Parquet file's own
-    schema, from the whole file's text for a CSV (``TableFiles.kinds``), never from the part's values alone."""
+    schema, from the whole file's text for a CSV (``TableFiles.kinds``), never from the part's values alone;
+    a frame held in memory is judged whole (``FrameSource.schema_frame``)."""
     arrow = parquet_schema(files.files) if files.parquet and schema is None else None
-    return check_schema(first[0] if first is not None else pd.DataFrame(), schema, arrow)
+    return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow)
+
+
+@dataclass
+class HeldPart:
+    """A table of one part held in memory as ``validate_part`` gave it (a small table is never turned into
+    Arrow and back): shards take their rows from it, in key order."""
+
+    part: Table
+    keys: np.ndarray
+    rows: np.ndarray
+    split_codes: np.ndarray
+    _orders: dict[int, np.ndarray] = field(default_factory=dict)
+    _finalized: Table | None = None
+
+    def order(self, code: int) -> np.ndarray:
+        """The positions of split ``code``'s rows in stored order: by content key, then row."""
+        if code not in self._orders:
+            mine = np.flatnonzero(self.split_codes == code)
+            self._orders[code] = mine[np.lexsort((self.rows[mine], self.keys[mine]))]
+        return self._orders[code]
+
+    def shard(self, shard: StreamedShard) -> tuple[list[int], Table]:
+        """The shard's row numbers and validated rows."""
+        if self._finalized is None:
+            self._finalized = finalize(self.part, shard.facts, shard.float_precision)
+        positions = self.order(WRITTEN_SPLITS.index(shard.spec.split))[shard.start:shard.stop]
+        return self.rows[positions].tolist(), self._finalized.take(positions.tolist())
 
 
 class Spiller:
-    """Validates parts of a table and spills their rows, with their content keys, to files per (split,
-    bucket) named ``<split>-<bucket>-<tag>.arrow``; ``close`` gives the Summary of what it saw."""
+    """Validates parts of a table and spills their rows, with their content keys, per (split, bucket) - to
+    files named ``<split>-<bucket>-<tag>.arrow`` in the spill folder, or, up to ``memory_bytes`` of them, held
+    in this process's memory under those names - ; ``close`` gives the Summary of what it saw."""
 
     def __init__(self, schema: Schema, buckets: int, spill: Folder, tag: str, *, fractions: Sequence[float],
-                 run_digest: Any = None):
+                 run_digest: Any = None, memory_bytes: int = 0):
         self._schema, self._buckets, self._spill, self._tag = schema, buckets, spill, tag
+        self._memory_bytes = memory_bytes
+        self._first: HeldPart | None = None  # the first part, held whole while it is the only one
+        self._held: dict[tuple[int, int], list[Any]] | None = {} if memory_bytes else None
+        self._held_bytes = 0
         self._fractions, self._run_digest = fractions, run_digest
         self._writers: dict[tuple[int, int], Any] = {}
         self._facts, self._template, self._digest = Facts(), None, None
@@ -195,8 +235,6 @@ class Spiller:
         self._remote = False
 
     def add(self, df: pd.DataFrame, base_dir: str | None, first_row: int) -> None:
-        import pyarrow as pa
-
         part, facts = validate_part(df, self._schema, first_row=first_row, base_dir=base_dir,
                                     fractions=self._fractions)
         self._facts = self._facts.merge(facts)
@@ -209,13 +247,44 @@ class Spiller:
         codes = {split: i for i, split in enumerate(WRITTEN_SPLITS)}
         split_codes = np.array([codes.get(s, -1) for s in part.splits], np.int8)
         rows = np.arange(first_row, first_row + part.num_rows, dtype=np.int64)
-        arrow = part.to_arrow().append_column("key", pa.array(keys)).append_column("row", pa.array(rows))
         if self._digest is not None:
             self._digest.add("keys", keys)
             self._digest.add("image_locations", part.image_locations)
         if part.image_uris is not None:
             self._uri_keys.append((text_hashes(part.image_uris), rows, split_codes))
             self._remote = self._remote or any(is_remote(u) for u in part.image_locations or () if u)
+        held = HeldPart(part, keys, rows, split_codes)
+        if self._first is not None:  # a second part: the first one is spilled as the rest are, counted again
+            first, self._first = self._first, None
+            self._counts[:] = 0
+            self._sample = {}
+            self._spill_part(first)
+        elif self._held is not None and not self._writers and not self._held:
+            self._first = held
+            self._count(held)
+            return
+        self._spill_part(held)
+
+    def _count(self, held: HeldPart) -> None:
+        """Count the held part's rows by split and bucket, and take its size sample (``_smallest``)."""
+        import pyarrow as pa
+
+        bucket = _bucket_of(held.keys, self._buckets)
+        for code, split in enumerate(WRITTEN_SPLITS):
+            stored = held.order(code)
+            if not len(stored):
+                continue
+            self._counts[:, code] += np.bincount(bucket[stored], minlength=self._buckets)
+            sample = stored[:SAMPLE_ROWS]
+            self._sample[split] = held.part.take(sample.tolist()).to_arrow().append_column(
+                "key", pa.array(held.keys[sample])).append_column("row", pa.array(held.rows[sample]))
+
+    def _spill_part(self, held: HeldPart) -> None:
+        """Spill a part's rows by split and bucket (to memory or files: ``_put``), and add to the size sample."""
+        import pyarrow as pa
+
+        part, keys, rows, split_codes = held.part, held.keys, held.rows, held.split_codes
+        arrow = part.to_arrow().append_column("key", pa.array(keys)).append_column("row", pa.array(rows))
         bucket = _bucket_of(keys, self._buckets)
         for code, split in enumerate(WRITTEN_SPLITS):
             mine = np.flatnonzero(split_codes == code)
@@ -224,7 +293,7 @@ class Spiller:
             order = mine[np.argsort(bucket[mine], kind="stable")]
             found, starts = np.unique(bucket[order], return_index=True)
             for b, start, stop in zip(found.tolist(), starts.tolist(), [*starts[1:].tolist(), len(order)]):
-                self._writer(code, b, arrow.schema).write_table(arrow.take(pa.array(order[start:stop])))
+                self._put(code, b, arrow.take(pa.array(order[start:stop])))
                 self._counts[b, code] += stop - start
             earlier = self._sample.get(split)
             self._sample[split] = _smallest([arrow.take(pa.array(mine)), *([earlier] if earlier is not None else [])])
@@ -238,6 +307,21 @@ class Spiller:
         finally:
             summary = self.close()
         return summary
+
+    def _put(self, code: int, bucket: int, rows: Any) -> None:
+        """Spill ``rows`` of split ``code`` in ``bucket``: held in memory until MEMORY_SPILL_BYTES are, then all
+        of them written to the folder (and every row after them)."""
+        if self._held is None:
+            self._writer(code, bucket, rows.schema).write_table(rows)
+            return
+        self._held.setdefault((code, bucket), []).append(rows)
+        self._held_bytes += rows.nbytes
+        if self._held_bytes > self._memory_bytes:
+            held, self._held = self._held, None
+            for (code, bucket), tables in held.items():
+                writer = self._writer(code, bucket, tables[0].schema)
+                for table in tables:
+                    writer.write_table(table)
 
     def _writer(self, code: int, bucket: int, schema: Any) -> Any:
         import pyarrow as pa
@@ -258,7 +342,15 @@ class Spiller:
         for sink, writer in self._writers.values():
             writer.close()
             sink.close()
-        files = {key: (self._name(*key),) for key in self._writers}
+        if self._first is not None:
+            _HELD_PARTS[self._spill.url] = self._first
+            held = {(code, b) for code, b in zip(*np.nonzero(self._counts.T))}
+            files = {(int(code), int(b)): (self._name(int(code), int(b)),) for code, b in held}
+        elif self._held is not None:
+            _HELD.setdefault(self._spill.url, {}).update({self._name(*key): rows for key, rows in self._held.items()})
+            files = {key: (self._name(*key),) for key in self._held}
+        else:
+            files = {key: (self._name(*key),) for key in self._writers}
         return Summary(self._schema, self._facts, self._template, self._buckets, self._counts, files,
                        self._sample, self._digest, self._uri_keys, self._remote)
 
@@ -325,6 +417,10 @@ def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:
     """The shard's rows, a bucket at a time: (row numbers, their validated table), in key order."""
     import pyarrow.compute as pc
 
+    held = _HELD_PARTS.get(shard.spill)
+    if held is not None:
+        yield held.shard(shard)
+        return
     spill = Folder.of(shard.spill)
     for names, first_rank in shard.buckets:
         rows = _read_bucket(spill, names)
@@ -390,6 +486,9 @@ def _uris_of(summary: Summary, spill: Folder, rows: set[int]) -> dict[int, str]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    held = _HELD_PARTS.get(spill.url)
+    if held is not None:  # its rows are numbered from 0
+        return {row: held.part.image_uris[row] for row in rows}
     found: dict[int, str] = {}
     wanted = pa.array(sorted(rows), pa.int64())
     for code in range(len(WRITTEN_SPLITS)):
@@ -404,8 +503,11 @@ def _read_bucket(spill: Folder, names: Sequence[str]) -> Any:
     """The rows of one (split, bucket): its spill files (one per writer), as one pyarrow table."""
     import pyarrow as pa
 
-    tables = []
+    tables, held = [], _HELD.get(spill.url, {})
     for name in names:
+        if name in held:
+            tables.extend(held[name])
+            continue
         with spill.fs.open(spill.join(name), "rb") as f:
             tables.append(pa.ipc.open_stream(f).read_all())
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -417,7 +519,7 @@ SPILL_PER_CSV_BYTE, SPILL_PER_PARQUET_BYTE = 0.5, 2.0
 
 
 @contextlib.contextmanager
-def spill_folder(output_url: str, files: TableFiles) -> Iterator[Folder]:
+def spill_folder(output_url: str, files: Source) -> Iterator[Folder]:
     """A folder in the system's temporary folder (TMPDIR) for the spill files of the conversion of ``files``
     into ``output_url``, removed on the way out. Its name holds a digest of ``output_url`` and this process's
     id, so the next conversion into the same folder removes what a killed one (SIGKILL, the OOM killer) left.
@@ -425,18 +527,22 @@ def spill_folder(output_url: str, files: TableFiles) -> Iterator[Folder]:
     stem = f"{SPILL_PREFIX}{hashlib.sha256(output_url.encode()).hexdigest()[:12]}-"
     _remove_orphans(stem)
     path = tempfile.mkdtemp(prefix=f"{stem}{os.getpid()}-")
+    folder = Folder.of(path)
     try:
-        yield Folder.of(path)
+        yield folder
     except OSError as e:
         if e.errno != errno.ENOSPC or (e.filename and not str(e.filename).startswith(path)):
             raise
         needed = files.bytes * (SPILL_PER_PARQUET_BYTE if files.parquet else SPILL_PER_CSV_BYTE)
+        what = "Parquet" if files.parquet else "CSV" if isinstance(files, TableFiles) else "a DataFrame"
         raise TFRecorderError(
             f"no space left in the temporary folder {os.path.dirname(path)} for the spill files of this "
-            f"conversion: this table ({files.bytes / 2**20:.0f} MiB of {'Parquet' if files.parquet else 'CSV'}) "
+            f"conversion: this table ({files.bytes / 2**20:.0f} MiB of {what}) "
             f"needs about {needed / 2**20:.0f} MiB there while it is converted; set TMPDIR to a folder with "
             f"more room (TMPDIR=/big/tmp tfrecorder convert ...), then run the same conversion again") from e
     finally:
+        _HELD.pop(folder.url, None)
+        _HELD_PARTS.pop(folder.url, None)
         shutil.rmtree(path, ignore_errors=True)
 
 
