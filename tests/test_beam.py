@@ -155,13 +155,13 @@ def _same_files(a, b) -> None:
 
 def test_a_dataframe_is_read_and_validated_by_the_pipeline_from_parquet(image_table, tmp_path, monkeypatch):
     """A DataFrame handed to a Beam runner goes to output_dir/_beam/input/ as Parquet, and the pipeline reads
-    and validates it as it does a Parquet source (this process validates no row: ``validate`` fails here).
+    and validates it as it does a Parquet source (this process validates no row: ``stream.summarize`` fails here).
     Every dtype comes back as it was: relative image paths, nullable ints, categoricals, float32, lists,
     pandas strings - the same files as the local runner, errors.csv included (a missing image)."""
     import numpy as np
     import pandas as pd
 
-    import tfrecorder.write.convert as convert_module
+    from tfrecorder.write import stream
 
     df = image_table.copy()
     monkeypatch.chdir(tmp_path)
@@ -187,7 +187,7 @@ def test_a_dataframe_is_read_and_validated_by_the_pipeline_from_parquet(image_ta
         staged.extend(p.relative_to(tmp_path / "direct").as_posix() for p in (tmp_path / "direct").rglob("*.parquet"))
         return found
 
-    monkeypatch.setattr(convert_module, "validate", no_validation)
+    monkeypatch.setattr(stream, "summarize", no_validation)  # the whole table's summary: the local runner's
     monkeypatch.setattr(beam_module, "stage_frame", stage)
     result = tfrecorder.convert(df, str(tmp_path / "direct"), num_shards=2, runner="DirectRunner")
     assert staged == ["_beam/input/part-00000.parquet"]
@@ -196,20 +196,19 @@ def test_a_dataframe_is_read_and_validated_by_the_pipeline_from_parquet(image_ta
 
 
 @pytest.mark.parametrize("values", [["x", b"\x00y", "z"], [1, 2.5, 3], [[1], [2.5], []]])
-def test_a_dataframe_parquet_would_change_is_validated_before_the_pipeline(tmp_path, monkeypatch, values):
+def test_a_dataframe_parquet_would_change_is_refused_by_beam_runners_before_any_work(tmp_path, values):
     """Parquet makes an object column of str beside bytes all bytes, and ints beside floats all floats (which
-    dataset.json's ``source`` would show): such a DataFrame is validated where convert runs, and each shard's
-    rows staged (the job still holds no row). The same files as locally."""
+    dataset.json's ``source`` would show): a Beam runner, which reads a DataFrame as Parquet, names the column
+    and what to do before it takes output_dir; the local runner converts it."""
     import pandas as pd
-
-    from tfrecorder.write.runners import beam as beam_module
 
     df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "TEST"], "label": ["a", "b", "a"],
                        "mixed": pd.Series(values, dtype=object)})
-    tfrecorder.convert(df, str(tmp_path / "local"), progress=False)
-    monkeypatch.setattr(beam_module, "stage_frame", None)  # not staged as Parquet
-    tfrecorder.convert(df, str(tmp_path / "direct"), runner="DirectRunner")
-    _same_files(tmp_path / "local", tmp_path / "direct")
+    assert tfrecorder.convert(df, str(tmp_path / "local"), progress=False).rows.written == 3
+    with pytest.raises(TFRecorderError, match=r"reads a DataFrame as Parquet.*column 'mixed' holds mixed.* values.*"
+                                              r"runner='local'"):
+        tfrecorder.convert(df, str(tmp_path / "direct"), runner="DirectRunner")
+    assert not (tmp_path / "direct").exists() or not list((tmp_path / "direct").iterdir())
 
 
 def test_a_dataframe_with_bad_values_fails_the_pipeline_as_locally(tmp_path):

@@ -9,47 +9,45 @@ from tfrecorder.write.plan import TARGET_SHARD_BYTES, plan_shards
 
 
 def test_rows_split_in_order_into_near_equal_contiguous_shards():
-    row_splits = ["TRAIN", "TEST"] * 5 + ["TRAIN"] * 3
-    plan = plan_shards(row_splits, num_shards=3)
+    plan = plan_shards({"TRAIN": 8, "TEST": 5}, num_shards=3)
     train = [s for s in plan if s.split == "TRAIN"]
     assert [s.filename for s in train] == [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
-    assert [len(s.rows) for s in train] == [2, 3, 3]
-    assert [r for s in train for r in s.rows] == [i for i, s in enumerate(row_splits) if s == "TRAIN"]
+    assert [(s.start, s.stop) for s in train] == [(0, 2), (2, 5), (5, 8)]
     test = [s for s in plan if s.split == "TEST"]
-    assert len(test) == 3 and sum(len(s.rows) for s in test) == 5
+    assert len(test) == 3 and sum(s.rows for s in test) == 5
 
 
 def test_automatic_count_targets_128_mib_shards():
-    plan = plan_shards(["TRAIN"] * 1000, bytes_per_row={"TRAIN": TARGET_SHARD_BYTES / 250})
+    plan = plan_shards({"TRAIN": 1000}, bytes_per_row={"TRAIN": TARGET_SHARD_BYTES / 250})
     assert len(plan) == 4
-    assert len(plan_shards(["TRAIN"] * 10, bytes_per_row={"TRAIN": 100})) == 1
+    assert len(plan_shards({"TRAIN": 10}, bytes_per_row={"TRAIN": 100})) == 1
 
 
 def test_automatic_shards_hold_100_to_200_mb_whatever_the_split_size():
     """The nearest whole number of 128 MiB shards: a split of 1.05 targets gets one shard, not two half-empty."""
     for total in range(TARGET_SHARD_BYTES, 40 * TARGET_SHARD_BYTES, TARGET_SHARD_BYTES // 20):
-        shards = len(plan_shards(["TRAIN"] * 1000, bytes_per_row={"TRAIN": total / 1000}))
+        shards = len(plan_shards({"TRAIN": 1000}, bytes_per_row={"TRAIN": total / 1000}))
         assert 100e6 <= total / shards <= 1.5 * TARGET_SHARD_BYTES, total
         if total >= 1.5 * TARGET_SHARD_BYTES:
             assert 0.75 * TARGET_SHARD_BYTES <= total / shards <= 1.25 * TARGET_SHARD_BYTES, total
 
 
 def test_never_more_shards_than_rows_and_gzip_names():
-    plan = plan_shards(["VALIDATION"] * 2, num_shards=8, compression="gzip")
+    plan = plan_shards({"VALIDATION": 2}, num_shards=8, compression="gzip")
     assert [s.filename for s in plan] == ["validation-00000-of-00002.tfrecord.gz",
                                           "validation-00001-of-00002.tfrecord.gz"]
 
 
 def test_negative_num_shards_is_an_error():
     with pytest.raises(TFRecorderError, match=r"num_shards=-1"):
-        plan_shards(["TRAIN"], num_shards=-1)
+        plan_shards({"TRAIN": 1}, num_shards=-1)
 
 
 def test_explicit_num_shards_cannot_make_shards_over_the_cap():
     with pytest.raises(TFRecorderError, match=r"num_shards=1 makes shards of about 9.3 GiB, over the 4 GiB cap; "
                                               r"pass num_shards=3 or more"):
-        plan_shards(["TRAIN"] * 100_000, num_shards=1, bytes_per_row={"TRAIN": 100_000})
-    assert len(plan_shards(["TRAIN"] * 100_000, num_shards=3, bytes_per_row={"TRAIN": 100_000})) == 3
+        plan_shards({"TRAIN": 100_000}, num_shards=1, bytes_per_row={"TRAIN": 100_000})
+    assert len(plan_shards({"TRAIN": 100_000}, num_shards=3, bytes_per_row={"TRAIN": 100_000})) == 3
 
 
 @pytest.mark.parametrize("kind", ["alternating small JPEG and PNG", "tabular"])
@@ -61,9 +59,9 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
 
     import tfrecorder
     from tests.conftest import write_image
-    from tfrecorder.write.convert import _bytes_per_row
+    from tfrecorder.write import stream
     from tfrecorder.write.fetch import FetchLimits
-    from tfrecorder.write.validate import validate
+    from tfrecorder.write.sources import FrameSource
 
     rows = 640
     if kind == "tabular":
@@ -74,7 +72,9 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
         df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(f) for f in files],
                            "label": [f"class {i % 7}" for i in range(rows)], "weight": 0.5})
         assert files[1].stat().st_size > 2 * files[0].stat().st_size
-    estimate = _bytes_per_row(table := validate(df), table.row_keys(), FetchLimits())["TRAIN"]
+    with stream.spill_folder(str(tmp_path / "out"), FrameSource(df)) as spill:
+        summary = stream.summarize(FrameSource(df), None, spill, fractions=(0.8, 0.1, 0.1))
+        estimate = stream.bytes_per_row(summary, "auto", FetchLimits())["TRAIN"]
     tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
     shards = tfrecorder.read_manifest(str(tmp_path / "out")).splits["TRAIN"]
     actual = sum(s.bytes for s in shards) / sum(s.records for s in shards)

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
@@ -25,9 +24,8 @@ from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import splits, stream
-from tfrecorder.write.encode import mean_record_bytes
-from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, FetchLimits
-from tfrecorder.write.finish import Finish, convert_result
+from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
+from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
@@ -44,9 +42,8 @@ from tfrecorder.write.options import (
     check_choice,
     conversion,
 )
-from tfrecorder.write.plan import SAMPLE_ROWS, estimates_sizes, plan_shards, stored_order
 from tfrecorder.write.result import ConvertResult
-from tfrecorder.write.resume import Run, RunDigest, files_identity, files_run_identity, start_run, table_run_identity
+from tfrecorder.write.resume import Run, RunDigest, files_identity, files_run_identity, start_run
 from tfrecorder.write.sources import (
     FrameSource,
     MatchedFiles,
@@ -55,12 +52,10 @@ from tfrecorder.write.sources import (
     frame_parts,
     image_folder_url,
     match_table_files,
-    parquet_schema,
     read_source,
     table_source,
 )
-from tfrecorder.write.table import Table
-from tfrecorder.write.validate import check_schema, validate
+from tfrecorder.write.validate import check_schema
 
 logger = logging.getLogger(__name__)
 
@@ -206,29 +201,9 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
         return beam_files(MatchedFiles(url, (), True, 0), as_schema(schema), ("image folder", url), listed=True)
     if isinstance(source, pd.DataFrame):
         frame = _beam_frame(source, as_schema(schema))
-        if frame is not None:
-            return beam_files(MatchedFiles("", (), True, 0, frame=True), frame.schema, frame.digests,
-                              stage=frame.parts)
-    df, base_dir = read_source(source)
-    matched = None if isinstance(source, pd.DataFrame) else match_table_files(source)
-    table = validate(df, as_schema(schema), base_dir=base_dir, split_fractions=fractions,
-                     float_precision=float_precision,
-                     arrow=parquet_schema(matched.files) if matched is not None and matched.parquet else None)
-    del df  # a table read from files is held once, as the validated Table, while the shards are written
-    estimate = estimates_sizes(num_shards, table.image_locations is not None, table.num_rows)
-    keys = table.row_keys()
-    plan = plan_shards(table.splits, keys=keys, num_shards=num_shards, compression=options.compression,
-                       bytes_per_row=_bytes_per_row(table, keys, options.fetch) if estimate else None)
-    finish = Finish.of(table, options, runner)
-    run = start_run(folder, table_run_identity(table, plan, options), plan, overwrite=overwrite, runner=runner)
-    with _space_left(folder), _holding(run):
-        from tfrecorder.write.runners import beam
-
-        def build(pipeline, journal):
-            beam.build_pipeline(pipeline, run.remaining(plan), table, folder, finish, journal,
-                                list(run.resumed.values()))
-
-        return _convert_beam(build, folder, runner, run, started, beam_options)
+        return beam_files(MatchedFiles("", (), True, 0, frame=True), frame.schema, frame.digests, stage=frame.parts)
+    read_source(source)  # names what is wrong with it
+    raise TFRecorderError(f"source {source!r} cannot be read by a Beam pipeline")
 
 
 def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
@@ -237,7 +212,7 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
     """The local runner: the table read a part at a time (``stream``: summarize - every part validated, its rows
     spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
     spill's small tables are held whole, in memory (``stream.MEMORY_SPILL_BYTES``)."""
-    from tfrecorder.write.runners.local import write_streamed
+    from tfrecorder.write.runners.local import write_shards
 
     with stream.spill_folder(folder.url, files) as spill:
         summary = stream.summarize(files, schema, spill, fractions=fractions,
@@ -245,14 +220,14 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
         shards, finish = stream.plan_all(summary, spill, options, LOCAL, num_shards=num_shards,
                                          float_precision=float_precision)
         digest = summary.run_digest
-        digest.add("plan", [(s.spec.filename, s.start, s.stop) for s in shards])
+        digest.add("plan", [(s.spec.filename, s.spec.start, s.spec.stop) for s in shards])
         digest.add("vocabulary", finish.table.vocabulary)
         digest.add("columns", [(c.name, c.kind.value, c.nullable, c.source) for c in finish.table.columns])
         plan = [s.spec for s in shards]
         run = start_run(folder, digest.hexdigest(), plan, overwrite=overwrite, runner=LOCAL)
         with _space_left(folder), _holding(run):
             remaining = [s for s in shards if s.spec.filename not in run.resumed]
-            written = write_streamed(remaining, folder, options, progress=progress, workers=workers,
+            written = write_shards(remaining, folder, options, progress=progress, workers=workers,
                                      journal=run.journal, remote=summary.remote)
             manifest = finish.write(folder, [*run.resumed.values(), *written])
             run.journal.complete()
@@ -290,15 +265,16 @@ class _Frame:
     digests: list[str]  # each part's SHA-256: the run's input identity
 
 
-def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame | None:
+def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
     """``df`` staged for a Beam runner, its schema checked against (or inferred from) the whole frame as the
-    local runner does it; None when Arrow cannot hold its values as they are (``frame_as_arrow``): then it
-    is validated here and each shard's rows staged (``beam.build_pipeline``)."""
+    local runner does it; a TFRecorderError naming the column when Parquet cannot hold its values as they are
+    (``frame_as_arrow``): the pipeline reads the frame as Parquet."""
     schema = check_schema(df, schema)
     arrow = frame_as_arrow(df)
-    if arrow is None:
-        logger.info("the DataFrame's values cannot be kept as Parquet; it is validated before the pipeline starts")
-        return None
+    if isinstance(arrow, str):
+        raise TFRecorderError(f"a Beam runner reads a DataFrame as Parquet, which cannot hold this one's values as "
+                              f"they are: {arrow}. Give each column one kind of value, or convert it with "
+                              f"runner='local'")
 
     def parts() -> Iterator[Any]:
         return frame_parts(arrow, stream.PART_ROWS)
@@ -356,18 +332,6 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
     manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
     resumed = len(run.resumed) + outcome.counters.get("resumed", 0)
     return replace(convert_result(folder, manifest, seconds, runner, resumed=resumed), **extra)
-
-
-def _bytes_per_row(table: Table, keys: np.ndarray, limits: FetchLimits) -> dict[str, float]:
-    """Average stored bytes per record of each split (``mean_record_bytes``), from the SAMPLE_ROWS rows with
-    the smallest content keys (Table.row_keys) - a sample that does not follow the table's order, so a table
-    alternating small JPEGs and large PNGs is not judged by one kind, and the same whatever the input's order
-    or files (the streamed path finds the same rows with its running smallest keys)."""
-    estimate: dict[str, float] = {}
-    for split, stored in stored_order(table.splits, keys).items():
-        picked = sorted(stored[:SAMPLE_ROWS].tolist())  # the first rows in stored order
-        estimate[split] = mean_record_bytes(table.take(picked), limits)  # a few rows, not the whole table
-    return estimate
 
 
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any):

@@ -46,21 +46,12 @@ class Finish:
     runner: str
     uri_leaks: tuple[dict[str, Any], ...] = ()
 
-    @classmethod
-    def of(cls, table: Table, options: WriteOptions, runner: str) -> Finish:
-        uris = table.image_uris or []
-        leaks = leakage.find_leaks("same_uri", lambda: zip(uris, range(len(uris)), table.splits))
-        return cls(table.take([]), dict(Counter(table.splits)), options, runner, tuple(leaks))
-
     def leaks(self, results: Sequence[ShardResult],
               same_bytes: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Same-URI leaks, then same-bytes leaks among rows whose URIs differ. ``same_bytes``: those a pipeline
-        found by grouping the records' content keys (None: found here, from the results' keys)."""
-        def keyed():
-            return ((key, row, r.spec.split) for r in results for key, row in zip(r.content_keys, r.content_key_rows))
-
+        found a range of content keys at a time (None: found here, from every result's keys at once)."""
         if same_bytes is None:
-            same_bytes = leakage.find_leaks("same_bytes", keyed)
+            same_bytes = leakage.range_leaks("same_bytes", [r.keyed_content() for r in results])
         seen = {tuple(e["rows"]) for e in self.uri_leaks}
         by_bytes = [e for e in same_bytes if tuple(e["rows"]) not in seen]
         return sorted([*self.uri_leaks, *by_bytes], key=lambda e: e["rows"][0])

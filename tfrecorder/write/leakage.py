@@ -7,7 +7,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from tfrecorder.write.splits import TRAIN, WRITTEN_SPLITS
+
+KeyedRows = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows' 64-bit keys (URI or content hash), numbers, split codes
+KEY_RANGES = 64  # ranges of 64-bit key a pipeline groups rows by to find leaks (a key's rows are in one range)
 
 MAX_REPORTED = 100  # entries kept in dataset.json; the count says how many there were
 ROWS_REPORTED = 10  # rows listed per entry; row_count says how many share the image
@@ -66,3 +71,36 @@ def summarize(leaks: Sequence[dict[str, Any]]) -> str | None:
     rows = ", ".join(map(str, first["rows"][:4]))
     return (f"{len(leaks)} images appear in TRAIN and in VALIDATION/TEST (same URI or same bytes), "
             f"e.g. rows {rows} ({first['kind']}); see 'leakage' in dataset.json")
+
+
+def key_range(keys: np.ndarray, ranges: int) -> np.ndarray:
+    """The range of each 64-bit key among ``ranges`` equal ranges of them, in key order (spill buckets, and
+    the groups a pipeline finds leaks in)."""
+    return ((keys >> np.uint64(32)) * np.uint64(ranges)) >> np.uint64(32)
+
+
+def key_ranges(keys: Sequence[KeyedRows]) -> dict[int, KeyedRows]:
+    """``keys`` by range of key (KEY_RANGES ranges): every row of one key falls in one range, so each range's
+    leaks are found alone (``range_leaks``), as a pipeline does after grouping them by range."""
+    if not keys:
+        return {}
+    hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
+    ranges = key_range(hashes, KEY_RANGES)
+    return {int(r): (hashes[ranges == r], rows[ranges == r], splits[ranges == r]) for r in np.unique(ranges)}
+
+
+def range_leaks(kind: str, keys: Sequence[KeyedRows]) -> list[dict[str, Any]]:
+    """The leaks of ``kind`` ("same_uri": URI hashes, "same_bytes": content keys) among ``keys`` (all of a
+    table's, or all of one range): entries of ``find_leaks`` (a same-URI one without its URI text). The one
+    leak finder: the local runner gives it every key at once, a pipeline one range of keys at a time."""
+    if not keys:
+        return []
+    hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
+    written = splits >= 0
+    found, counts = np.unique(hashes[written], return_counts=True)
+    repeated = np.isin(hashes, found[counts > 1]) & written
+    if not repeated.any():
+        return []
+    names = np.array(WRITTEN_SPLITS, dtype=object)
+    return find_leaks(kind, lambda: zip(hashes[repeated].tolist(), rows[repeated].tolist(),
+                                        names[splits[repeated]].tolist()))

@@ -1,12 +1,11 @@
-"""Plan (pure): rows -> frozen ShardSpecs saying which rows go to which shard file, before any IO."""
+"""Plan (pure): each split's row count -> frozen ShardSpecs saying which ranks of its rows in stored order go to
+which shard file, before any IO."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
 
 from tfrecorder.dataset.records import INDEX_SUFFIX, SUFFIXES
 from tfrecorder.errors import TFRecorderError
@@ -20,13 +19,19 @@ MAX_SHARD_BYTES = 4 * 1024**3  # a cap on explicit num_shards: one reader per sh
 
 @dataclass(frozen=True)
 class ShardSpec:
-    """One shard file: its split, name and the table rows it holds, in order."""
+    """One shard file: its split and name, and the ranks of the split's rows it holds in stored order (by
+    content key, then row number): ``start`` to ``stop``."""
 
     split: str
     index: int
     count: int
     filename: str
-    rows: tuple[int, ...]
+    start: int = 0
+    stop: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
 
     @property
     def index_filename(self) -> str:
@@ -64,33 +69,24 @@ def estimates_sizes(num_shards: int | None, images: bool, rows: int) -> bool:
     return not num_shards or not images or rows / num_shards > 1000
 
 
-def stored_order(splits: Sequence[str], keys: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Each written split's rows (positions) in the order they are stored: by content key, rows of equal
-    keys in input order; input order without keys. Splits without rows are left out."""
-    order = np.arange(len(splits)) if keys is None else np.lexsort((np.arange(len(keys)), keys))
-    ordered_splits = np.asarray(splits, dtype=object)[order]
-    found = {split: order[ordered_splits == split] for split in WRITTEN_SPLITS}
-    return {split: rows for split, rows in found.items() if len(rows)}
-
-
 def plan_shards(
-    splits: Sequence[str],
+    split_rows: Mapping[str, int],
     *,
-    keys: np.ndarray | None = None,
     num_shards: int | None = None,
     bytes_per_row: Mapping[str, float] | None = None,
     compression: str | None = None,
 ) -> tuple[ShardSpec, ...]:
-    """Divide each written split's rows into shards of near-equal size, in the order of their content
-    ``keys`` (Table.row_keys; input order without them): the same rows make the same shards whatever their
-    input order, and a table sorted by class gives shards - and records inside them - with classes mixed.
-    Rows with equal keys (equal content) keep their input order."""
+    """Divide each written split's rows (``split_rows``: how many), in stored order, into shards of near-equal
+    size (``shard_count``): contiguous ranges of ranks, so that the same rows make the same shards whatever
+    their input order, and a table sorted by class gives shards - and records inside them - with classes
+    mixed (stored order is by content key)."""
     specs: list[ShardSpec] = []
-    for split, stored in stored_order(splits, keys).items():
-        rows = stored.tolist()
-        count = shard_count(len(rows), (bytes_per_row or {}).get(split, 0.0), num_shards)
+    for split in WRITTEN_SPLITS:
+        total = int(split_rows.get(split, 0))
+        if not total:
+            continue
+        count = shard_count(total, (bytes_per_row or {}).get(split, 0.0), num_shards)
         for index in range(count):
-            start, stop = len(rows) * index // count, len(rows) * (index + 1) // count
-            name = shard_filename(split, index, count, compression)
-            specs.append(ShardSpec(split, index, count, name, tuple(rows[start:stop])))
+            specs.append(ShardSpec(split, index, count, shard_filename(split, index, count, compression),
+                                   total * index // count, total * (index + 1) // count))
     return tuple(specs)

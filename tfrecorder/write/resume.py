@@ -32,27 +32,8 @@ from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.shard import ShardResult
 from tfrecorder.write.sources import MatchedFiles
-from tfrecorder.write.table import Table
 
 logger = logging.getLogger(__name__)
-
-
-def table_run_identity(table: Table, plan: Sequence[ShardSpec], options: WriteOptions) -> str:
-    """SHA-256 of everything that decides the bytes written: the validated table, settings, plan, version.
-
-    Image files are named by their URIs, not hashed: a file changed between a crash and the
-    re-run is not noticed (its shard is rewritten only if it was not finished).
-    """
-    digest = RunDigest(table.schema, options)
-    digest.add("plan", [(s.filename, s.rows) for s in plan])
-    digest.add("splits", table.splits)
-    digest.add("image_uris", table.image_uris)
-    digest.add("image_locations", table.image_locations)
-    digest.add("vocabulary", table.vocabulary)
-    for column in table.columns:
-        digest.add("column", (column.name, column.feature, column.type.__name__, column.nullable, column.source))
-        digest.add("values", column.values)
-    return digest.hexdigest()
 
 
 def files_run_identity(identity: Any, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:

@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import numpy as np
+
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import RowError
@@ -21,6 +23,7 @@ from tfrecorder.write.images import StoredImage, load_image
 from tfrecorder.write.leakage import content_key
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
+from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table
 
 T = TypeVar("T")
@@ -79,6 +82,12 @@ class ShardResult:
     index_crc32c: str = ""
     first_crc: int | None = None  # masked CRC of the first record (None: no record)
 
+    def keyed_content(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Its written images' content keys, rows and split code (``leakage.KeyedRows``)."""
+        keys = np.frombuffer(self.content_keys, np.uint64) if len(self.content_keys) else np.zeros(0, np.uint64)
+        rows = np.frombuffer(self.content_key_rows, np.int64) if len(self.content_key_rows) else np.zeros(0, np.int64)
+        return keys, rows, np.full(len(keys), WRITTEN_SPLITS.index(self.spec.split), np.int8)
+
 
 # A function that maps row positions to (image and its content key) or the ImageError each raised, in order.
 ImageOrError = tuple[StoredImage, int] | tuple[ImageError, None]
@@ -92,31 +101,16 @@ def serial_map(fn, rows):
 
 def write_shard(
     spec: ShardSpec,
-    table: Table,
-    folder: Folder,
-    options: WriteOptions,
-    image_map: ImageMapper = serial_map,
-    on_row: Callable[[], None] | None = None,
-) -> ShardResult:
-    """Write one shard under a temporary name, then move it into place.
-
-    ``table`` is ``whole_table.take(spec.rows)``: the shard's rows only, in shard order (position
-    ``i`` in it is row ``spec.rows[i]`` of the whole table), so that a runner ships row metadata to
-    the worker that writes the shard, never image bytes.
-    """
-    return write_shard_parts(spec, [(spec.rows, table)], folder, options, image_map, on_row)
-
-
-def write_shard_parts(
-    spec: ShardSpec,
     parts: Iterable[tuple[Sequence[int], Table]],
     folder: Folder,
     options: WriteOptions,
     image_map: ImageMapper = serial_map,
     on_row: Callable[[], None] | None = None,
 ) -> ShardResult:
-    """``write_shard`` for a shard handed over in parts - (row numbers, their table), in shard order - one
-    held at a time: a shard of a table larger than memory."""
+    """Write one shard under a temporary name, then move it into place. Its rows come in ``parts`` - (row
+    numbers, their validated table), in shard order - one held at a time, so a shard of a table larger
+    than memory is written in the memory of a part; a runner ships row metadata to the worker that writes
+    the shard, never image bytes."""
     failures: list[RowFailure] = []
     stats = ImageStats()
     content_keys, content_key_rows = array("Q"), array("q")

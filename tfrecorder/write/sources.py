@@ -445,27 +445,12 @@ def _merge_labels(df: pd.DataFrame, label_columns: list[str]) -> pd.DataFrame:
 
 
 def image_folder_table(url: str) -> pd.DataFrame:
-    """Rows for ``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>`` (split then assigned by hash), folder
-    by folder (``folder_order``), each folder's files in name order."""
-    fs, root = filesystem(url)
-    root = root.rstrip("/")
-    rows = []
-    for path in sorted((p for p in fs.find(root) if p.lower().endswith(IMAGE_EXTENSIONS)), key=folder_order):
-        parts = path[len(root) + 1:].split("/")
-        if len(parts) == 3 and parts[0].upper() in KNOWN_SPLITS:
-            rows.append((parts[0].upper(), _file_url(url, fs, path), parts[1]))
-        elif len(parts) == 2:
-            rows.append((None, _file_url(url, fs, path), parts[0]))
+    """Rows for ``<dir>/<SPLIT>/<label>/<file>`` or ``<dir>/<label>/<file>`` (split then assigned by hash): each
+    of its ``label_folders``' images (``folder_rows``), as a pipeline lists them a folder per worker."""
+    rows = [row for folder in label_folders(url) for row in folder_rows(url, folder)[0]]
     if not rows:
         raise no_images(url)
     return listing_frame(rows, any(split is not None for split, _, _ in rows))
-
-
-def folder_order(path: str) -> tuple[list[str], str]:
-    """The order of an image folder's rows: by folder (its path's parts), then by file name - the order a
-    pipeline listing one folder at a time (``label_folders``) gives too."""
-    parent, _, name = path.rpartition("/")
-    return parent.split("/"), name
 
 
 def no_images(url: str) -> TFRecorderError:
@@ -495,7 +480,7 @@ class LabelFolder:
 
 
 def label_folders(url: str) -> list[LabelFolder]:
-    """The folders of the image folder ``url`` that hold its rows, in ``folder_order``: each folder in it (its
+    """The folders of the image folder ``url`` that hold its rows, in path order: each folder in it (its
     images labelled with its name) and, in a split folder, each folder in that (split and label). Lists two
     levels of folders, not the images: a pipeline lists those a folder per worker (``folder_rows``)."""
     fs, root = filesystem(url)
@@ -818,31 +803,37 @@ def table_files(source: Any, rows: int, min_bytes: int = 0) -> TableFiles | None
 
 def frame_as_arrow(df: pd.DataFrame) -> Any:
     """``df``'s values as a pyarrow Table, to stage as Parquet for a pipeline that reads it back as it reads any
-    Parquet source (``TableFiles``: the same values, dtypes and row numbers); None when Parquet would not give
-    them back as they are: column names that are not distinct strings, or an object column whose values are
-    of several kinds (str beside bytes, int beside float: Arrow would make them one)."""
+    Parquet source (``TableFiles``: the same values, dtypes and row numbers); when Parquet would not give them
+    back as they are, what it could not hold (a str): column names that are not distinct strings, or an
+    object column whose values are of several kinds (str beside bytes, int beside float: Arrow would make
+    them one)."""
     import pyarrow as pa
 
     names = list(df.columns)
-    if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
-        return None
-    if not all(_one_kind(df[name]) for name in names if df[name].dtype == object):
-        return None
+    odd = [name for name in names if not isinstance(name, str)]
+    if odd:
+        return f"column names must be strings, not {', '.join(repr(n) for n in odd[:3])}"
+    if len(set(names)) != len(names):
+        return f"column names must be distinct: {sorted({n for n in names if names.count(n) > 1})}"
+    for name in names:
+        if df[name].dtype == object and (kinds := _kinds(df[name])) is not None:
+            return f"column {name!r} holds {kinds} values"
     try:
         return pa.Table.from_pandas(df, preserve_index=False)
-    except (pa.ArrowException, TypeError, ValueError):
-        return None
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        return str(e)
 
 
 _ONE_KIND = {"string", "bytes", "integer", "floating", "boolean", "empty"}  # pandas' infer_dtype names
 
 
-def _one_kind(column: pd.Series) -> bool:
-    """Whether an object column's values (or, for a column of lists, their items) are all of one kind."""
+def _kinds(column: pd.Series) -> str | None:
+    """None when an object column's values (or, for a column of lists, their items) are all of one kind; else
+    the kinds it mixes (pandas' infer_dtype names, "mixed-integer-float")."""
     kind = pd.api.types.infer_dtype(column, skipna=True)
     if kind == "mixed" and all(isinstance(v, (list, tuple)) or getattr(v, "ndim", 0) == 1 for v in column.dropna()):
         kind = pd.api.types.infer_dtype(column.dropna().explode(), skipna=True)
-    return kind in _ONE_KIND
+    return None if kind in _ONE_KIND else kind
 
 
 def frame_parts(table: Any, rows: int) -> Iterator[Any]:

@@ -42,9 +42,9 @@ from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.fetch import FetchLimits, is_remote
 from tfrecorder.write.finish import Finish
-from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, shard_count, shard_filename
+from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
-from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard_parts
+from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
 from tfrecorder.write.sources import FrameSource, MatchedFiles, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
@@ -81,13 +81,11 @@ class FileJob:
 
 @dataclass(frozen=True)
 class StreamedShard:
-    """One shard of a streamed table: its spec (without row numbers) and where its rows are - ranks ``start``
-    to ``stop`` of its split's rows in key order, in ``buckets`` (each its spill files, one per writer, and
-    the rank of its first row) - with what turns them into the validated table's rows (``template``, ``facts``)."""
+    """One shard of a streamed table: its spec and where its rows are - ranks ``spec.start`` to ``spec.stop`` of
+    its split's rows in key order, in ``buckets`` (each its spill files, one per writer, and the rank of its
+    first row) - with what turns them into the validated table's rows (``template``, ``facts``)."""
 
     spec: ShardSpec
-    start: int
-    stop: int
     buckets: tuple[tuple[tuple[str, ...], int], ...]
     spill: str  # the spill folder's URL
     template: Table  # a part's columns, without values (validate_part(...).take([]))
@@ -96,7 +94,6 @@ class StreamedShard:
 
 
 Source = TableFiles | FrameSource  # a table read a part at a time
-KeyedRows = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows' 64-bit keys (URI or content hash), numbers, split codes
 
 
 @dataclass
@@ -113,7 +110,7 @@ class Summary:
     files: dict[tuple[int, int], tuple[str, ...]]  # (split code, bucket) -> its spill files' names
     sample: dict[str, Any]  # split -> pyarrow table of its SAMPLE_ROWS rows of smallest (key, row)
     run_digest: RunDigest | None = None
-    uri_keys: list[KeyedRows] = field(default_factory=list)  # image rows' (URI hash, row, split code)
+    uri_keys: list[leakage.KeyedRows] = field(default_factory=list)  # image rows' (URI hash, row, split code)
     remote: bool = False  # some images are remote URLs
 
     def merge(self, other: Summary) -> Summary:
@@ -133,11 +130,6 @@ def bucket_count(files: Source) -> int:
     """Spill buckets for a source of ``files.bytes`` (Parquet is about a quarter of the CSV's size)."""
     size = files.bytes * (4 if files.parquet else 1)
     return int(min(MAX_BUCKETS, max(1, -(-size // BUCKET_SOURCE_BYTES))))
-
-
-def _bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
-    """The bucket of each key: ``buckets`` equal ranges of the 64-bit keys, in key order."""
-    return ((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)
 
 
 def _smallest(tables: list[Any]) -> Any:
@@ -210,7 +202,7 @@ class HeldPart:
         """The shard's row numbers and validated rows."""
         if self._finalized is None:
             self._finalized = finalize(self.part, shard.facts, shard.float_precision)
-        positions = self.order(WRITTEN_SPLITS.index(shard.spec.split))[shard.start:shard.stop]
+        positions = self.order(WRITTEN_SPLITS.index(shard.spec.split))[shard.spec.start:shard.spec.stop]
         return self.rows[positions].tolist(), self._finalized.take(positions.tolist())
 
 
@@ -231,7 +223,7 @@ class Spiller:
         self._facts, self._template, self._digest = Facts(), None, None
         self._counts = np.zeros((buckets, len(WRITTEN_SPLITS)), np.int64)
         self._sample: dict[str, Any] = {}
-        self._uri_keys: list[KeyedRows] = []
+        self._uri_keys: list[leakage.KeyedRows] = []
         self._remote = False
 
     def add(self, df: pd.DataFrame, base_dir: str | None, first_row: int) -> None:
@@ -269,7 +261,7 @@ class Spiller:
         """Count the held part's rows by split and bucket, and take its size sample (``_smallest``)."""
         import pyarrow as pa
 
-        bucket = _bucket_of(held.keys, self._buckets)
+        bucket = leakage.key_range(held.keys, self._buckets)
         for code, split in enumerate(WRITTEN_SPLITS):
             stored = held.order(code)
             if not len(stored):
@@ -285,7 +277,7 @@ class Spiller:
 
         part, keys, rows, split_codes = held.part, held.keys, held.rows, held.split_codes
         arrow = part.to_arrow().append_column("key", pa.array(keys)).append_column("row", pa.array(rows))
-        bucket = _bucket_of(keys, self._buckets)
+        bucket = leakage.key_range(keys, self._buckets)
         for code, split in enumerate(WRITTEN_SPLITS):
             mine = np.flatnonzero(split_codes == code)
             if not len(mine):
@@ -378,22 +370,16 @@ def plan(summary: Summary, *, num_shards: int | None, compression: str | None, b
          spill: Folder, float_precision: str) -> list[StreamedShard]:
     """The shards of every written split, as ``plan_shards`` divides them: near-equal ranges of its rows in
     key order."""
-    shards = []
     facts = slim(summary.facts)
-    for code, split in enumerate(WRITTEN_SPLITS):
+    rows = {split: int(summary.counts[:, code].sum()) for code, split in enumerate(WRITTEN_SPLITS)}
+    shards = []
+    for spec in plan_shards(rows, num_shards=num_shards, bytes_per_row=bytes_per_row, compression=compression):
+        code = WRITTEN_SPLITS.index(spec.split)
         counts = summary.counts[:, code]
-        total = int(counts.sum())
-        if not total:
-            continue
         first_ranks = np.concatenate([[0], np.cumsum(counts)])
-        count = shard_count(total, bytes_per_row.get(split, 0.0), num_shards)
-        for index in range(count):
-            start, stop = total * index // count, total * (index + 1) // count
-            held = [(summary.files[(code, b)], int(first_ranks[b])) for b in range(summary.buckets)
-                    if counts[b] and first_ranks[b] < stop and first_ranks[b + 1] > start]
-            spec = ShardSpec(split, index, count, shard_filename(split, index, count, compression), ())
-            shards.append(StreamedShard(spec, start, stop, tuple(held), spill.url, summary.template, facts,
-                                        float_precision))
+        held = [(summary.files[(code, b)], int(first_ranks[b])) for b in range(summary.buckets)
+                if counts[b] and first_ranks[b] < spec.stop and first_ranks[b + 1] > spec.start]
+        shards.append(StreamedShard(spec, tuple(held), spill.url, summary.template, facts, float_precision))
     return shards
 
 
@@ -425,7 +411,7 @@ def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:
     for names, first_rank in shard.buckets:
         rows = _read_bucket(spill, names)
         rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("row", "ascending")]))
-        low, high = max(0, shard.start - first_rank), min(rows.num_rows, shard.stop - first_rank)
+        low, high = max(0, shard.spec.start - first_rank), min(rows.num_rows, shard.spec.stop - first_rank)
         rows = rows.slice(low, high - low)
         table = finalize(shard.template.with_values(rows), shard.facts, shard.float_precision)
         yield rows["row"].to_pylist(), table
@@ -434,43 +420,13 @@ def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:
 def write_streamed_shard(shard: StreamedShard, folder: Folder, options: Any,
                          image_map: ImageMapper = serial_map, on_row: Any = None) -> ShardResult:
     """Write one shard of a streamed table (``write_shard`` for the rows ``shard_parts`` reads back)."""
-    return write_shard_parts(shard.spec, shard_parts(shard), folder, options, image_map, on_row)
-
-
-KEY_RANGES = 64  # ranges of 64-bit key a pipeline groups rows by to find leaks (a key's rows are in one range)
+    return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row)
 
 
 def uri_leaks(summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:
     """Rows of one image URI in TRAIN and in VALIDATION/TEST (``Finish``'s same-URI leaks), found from the
-    URIs' 64-bit hashes; the URI of each leak read back from the spill files."""
-    return name_leaks(range_leaks("same_uri", summary.uri_keys), summary, spill)
-
-
-def key_ranges(keys: Sequence[KeyedRows]) -> dict[int, KeyedRows]:
-    """``keys`` by range of key (KEY_RANGES ranges): every row of one key falls in one range, so each range's
-    leaks are found alone (``range_leaks``), as a pipeline does after grouping them by range."""
-    if not keys:
-        return {}
-    hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
-    ranges = _bucket_of(hashes, KEY_RANGES)
-    return {int(r): (hashes[ranges == r], rows[ranges == r], splits[ranges == r]) for r in np.unique(ranges)}
-
-
-def range_leaks(kind: str, keys: Sequence[KeyedRows]) -> list[dict[str, Any]]:
-    """The leaks of ``kind`` ("same_uri": URI hashes, "same_bytes": content keys) among ``keys`` (all of a
-    table's, or all of one range): entries of ``leakage.find_leaks`` (a same-URI one without its URI text:
-    ``name_leaks`` adds it)."""
-    if not keys:
-        return []
-    hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
-    written = splits >= 0
-    found, counts = np.unique(hashes[written], return_counts=True)
-    repeated = np.isin(hashes, found[counts > 1]) & written
-    if not repeated.any():
-        return []
-    names = np.array(WRITTEN_SPLITS, dtype=object)
-    return leakage.find_leaks(kind, lambda: zip(hashes[repeated].tolist(), rows[repeated].tolist(),
-                                                names[splits[repeated]].tolist()))
+    URIs' 64-bit hashes; the URI of each leak read back from the spill."""
+    return name_leaks(leakage.range_leaks("same_uri", summary.uri_keys), summary, spill)
 
 
 def name_leaks(leaks: Sequence[dict[str, Any]], summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:

@@ -10,9 +10,8 @@ The pipeline moves file names, never rows or image bytes, so the job's size does
   (``stage_frame``) and the pipeline reads them as it reads any Parquet source.
   An image folder is listed by the pipeline (``build_folder_pipeline``: a worker per label folder), its rows
   staged there the same way.
-- A DataFrame whose values Parquet would change (``sources.frame_as_arrow``) (``build_pipeline``): validated
-  where ``convert`` runs, each shard's rows (``table.take(spec.rows)``) are written under
-  ``output_dir/_beam/rows/`` before the job starts.
+- Rows of a user's own pipeline (``WriteDataset``): staged as Parquet parts under ``output_dir/_beam/input/``
+  by a hash of their content, then read as above.
 
 Either way the worker that gets a shard reads its rows, fetches the images and writes it with the local
 runner's shard writer, and a last step, inside the pipeline, writes errors.csv and dataset.json, then
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import re
 import secrets
@@ -33,13 +31,12 @@ import tempfile
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -48,14 +45,13 @@ from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import Folder, StoreUnreachable
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write import stream
+from tfrecorder.write import leakage, stream
 from tfrecorder.write.finish import Finish, convert_result
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.lock import Lock, LockInfo
 from tfrecorder.write.options import BeamOptions, as_schema, conversion
-from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.resume import Claim, begin_run, claim_folder, files_run_identity
-from tfrecorder.write.shard import ShardResult, default_workers, ordered_map, write_shard
+from tfrecorder.write.shard import ShardResult, default_workers, ordered_map
 from tfrecorder.write.sources import (
     FileFacts,
     MatchedFiles,
@@ -70,8 +66,6 @@ from tfrecorder.write.sources import (
     read_table_file,
     whole_table,
 )
-from tfrecorder.write.splits import WRITTEN_SPLITS
-from tfrecorder.write.table import Table
 from tfrecorder.write.validate import EMPTY_TABLE
 
 logger = logging.getLogger(__name__)
@@ -96,12 +90,12 @@ class BeamOutcome:
 
 
 class _WriteShard(beam.DoFn):
-    """Writes one shard from its rows; counts rows, written records, errors and bytes."""
+    """Writes one shard of a table the pipeline read (its rows from the spill files), or keeps the one an
+    earlier run of the same conversion finished; counts rows, written records, errors and bytes."""
 
-    def __init__(self, folder: Folder, options, template: Table | None, journal: Journal | None = None):
+    def __init__(self, folder: Folder, options, journal: Journal | None = None):
         self._folder = folder
         self._options = options
-        self._template = template  # the table's schema and columns, without values
         self._journal = journal
         self._counters = {n: Metrics.counter(COUNTERS, n) for n in ("rows", "written", "errors", "bytes", "resumed")}
         self._pool: ThreadPoolExecutor | None = None
@@ -115,78 +109,32 @@ class _WriteShard(beam.DoFn):
         if self._pool is not None:
             self._pool.shutdown()
 
-    def process(self, name: str):
-        spec, rows = _load_rows(self._folder, name, self._template)
-        result = write_shard(spec, rows, self._folder, self._options, self._mapper)
-        self._count(result, len(spec.rows))
-        yield result
-
-    def _count(self, result: ShardResult, rows: int) -> None:
-        """Journal the finished shard, and count it."""
+    def process(self, shard: stream.StreamedShard):
+        earlier = self._journal.finished([shard.spec]) if self._journal is not None else {}
+        if shard.spec.filename in earlier:
+            self._counters["resumed"].inc()
+            yield earlier[shard.spec.filename]
+            return
+        result = stream.write_streamed_shard(shard, self._folder, self._options, self._mapper)
         if self._journal is not None:
             self._journal.record(result)
-        self._counters["rows"].inc(rows)
+        self._counters["rows"].inc(shard.spec.rows)
         self._counters["written"].inc(result.records)
         self._counters["errors"].inc(len(result.failures))
         self._counters["bytes"].inc(result.bytes)
+        yield result
 
 
-def _finish(results: list[ShardResult], folder: Folder, finish: Finish, resumed: list[ShardSpec],
-            journal: Journal | None = None, same_bytes: list[dict[str, Any]] | None = None) -> Manifest:
-    earlier = journal.recorded(resumed) if journal is not None and resumed else []
-    manifest = finish.write(folder, [*earlier, *results], same_bytes)
-    _remove_rows(folder)  # the dataset is complete: the rows handed to the workers are no longer needed
+def _finish(results: list[ShardResult], planned: _Planned, same_bytes: list[list[dict[str, Any]]],
+            folder: Folder, journal: Journal | None) -> Manifest:
+    """The last step: errors.csv, the TFDS files and dataset.json from every shard's result (the same-bytes
+    leaks found a range of content keys at a time); then the rows handed to the workers and the run's
+    records go."""
+    manifest = planned.finish.write(folder, results, [leak for leaks in same_bytes for leak in leaks])
+    _remove_rows(folder)
     if journal is not None:
         journal.complete()
     return manifest
-
-
-def _stage_rows(folder: Folder, spec: ShardSpec, rows: Table) -> str:
-    """Write a shard's rows (``table.take(spec.rows)``) to a Parquet file under ROWS_DIR; its path.
-
-    The values only (``Table.to_arrow``), the row numbers, and the shard's name in the file's metadata:
-    the schema and column types travel in the job (``Finish.table``). Data, never code: nothing here is
-    unpickled by the workers."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = rows.to_arrow().append_column("row", pa.array(spec.rows, pa.int64())).replace_schema_metadata(
-        {"tfrecorder_shard": json.dumps([spec.split, spec.index, spec.count, spec.filename])})
-    path = f"{ROWS_DIR}/{spec.filename}.parquet"
-    with folder.create(path, durable=False) as f:  # lost in a crash, it is written again by the re-run
-        pq.write_table(table, f)
-    return path
-
-
-def _load_rows(folder: Folder, path: str, template: Table) -> tuple[ShardSpec, Table]:
-    """What ``_stage_rows`` wrote: the shard and its rows, as ``table.take(spec.rows)`` gave them."""
-    import pyarrow.parquet as pq
-
-    with folder.fs.open(folder.join(path), "rb") as f:
-        table = pq.read_table(f)
-    split, index, count, filename = json.loads(table.schema.metadata[b"tfrecorder_shard"])
-    spec = ShardSpec(split, index, count, filename, tuple(table["row"].to_pylist()))
-    return spec, template.with_values(table)
-
-
-def build_pipeline(pipeline: beam.Pipeline, plan: Sequence[ShardSpec], table: Table, folder: Folder,
-                   finish: Finish, journal: Journal | None = None, resumed: Sequence[ShardResult] = ()) -> None:
-    """Add the conversion's steps to ``pipeline``: write the shards of ``plan``, then errors.csv and
-    dataset.json from their results and the ``resumed`` ones an earlier run finished.
-
-    Each shard's rows are written under ``output_dir/_beam/rows/`` first, and the resumed shards' results
-    are read from the run's journal at the end: the pipeline holds names, a few bytes a shard, however many
-    rows the table has."""
-    tasks = [_stage_rows(folder, spec, table.take(spec.rows)) for spec in plan]
-    earlier = [replace(result.spec, rows=()) for result in resumed]
-    _ = (
-        pipeline
-        | "Shards" >> beam.Create(tasks, reshuffle=False)
-        | "Spread" >> beam.Reshuffle()
-        | "WriteShards" >> beam.ParDo(_WriteShard(folder, finish.options, finish.table, journal))
-        | "Collect" >> beam.combiners.ToList()
-        | "WriteManifest" >> beam.Map(_finish, folder, finish, earlier, journal)
-    )
 
 
 @dataclass(frozen=True)
@@ -245,19 +193,19 @@ def _whole_table(found: list[tuple[_File, FileFacts]], job: stream.FileJob, fold
 
 
 def _summarize_file(file: _File, table: _Table, job: stream.FileJob,
-                    folder: Folder) -> tuple[int, stream.Summary, dict[int, stream.KeyedRows]]:
+                    folder: Folder) -> tuple[int, stream.Summary, dict[int, leakage.KeyedRows]]:
     """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR; its summary, and
     its image rows' URI hashes by range (for ``_range_leaks``), which the summary no longer carries."""
     spill = _spill_folder(folder)
     spill.makedirs()
     summary = stream.file_summary(table.files, table.positions[file.url], table.schema, spill,
                                   fractions=job.fractions, part_rows=job.part_rows)
-    return file.index, replace(summary, uri_keys=[]), stream.key_ranges(summary.uri_keys)
+    return file.index, replace(summary, uri_keys=[]), leakage.key_ranges(summary.uri_keys)
 
 
-def _range_leaks(group: tuple[int, Iterable[stream.KeyedRows]], kind: str) -> list[dict[str, Any]]:
+def _range_leaks(group: tuple[int, Iterable[leakage.KeyedRows]], kind: str) -> list[dict[str, Any]]:
     """The leaks of ``kind`` among one range of keys, the rows of that range from every file or shard."""
-    return stream.range_leaks(kind, list(group[1]))
+    return leakage.range_leaks(kind, list(group[1]))
 
 
 def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, same_uri: list[list[dict[str, Any]]],
@@ -316,21 +264,6 @@ def _stage_part(folder: Folder, name: str, data: Any) -> str:
 
 def _spill_folder(folder: Folder) -> Folder:
     return Folder.of(folder.url_of(ROWS_DIR))
-
-
-class _WriteStreamedShard(_WriteShard):
-    """Writes one shard of a table the pipeline read (its rows from the spill files), or keeps the one an
-    earlier run of the same conversion finished."""
-
-    def process(self, shard: stream.StreamedShard):
-        earlier = self._journal.finished([shard.spec]) if self._journal is not None else {}
-        if shard.spec.filename in earlier:
-            self._counters["resumed"].inc()
-            yield earlier[shard.spec.filename]
-            return
-        result = stream.write_streamed_shard(shard, self._folder, self._options, self._mapper)
-        self._count(result, shard.stop - shard.start)
-        yield result
 
 
 def build_file_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Folder,
@@ -408,7 +341,7 @@ def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder,
         planned
         | "Shards" >> beam.FlatMap(lambda plan: plan.shards)
         | "Spread" >> beam.Reshuffle()
-        | "WriteShards" >> beam.ParDo(_WriteStreamedShard(folder, job.options, None, journal))
+        | "WriteShards" >> beam.ParDo(_WriteShard(folder, job.options, journal))
     )
     same_bytes = (  # written images grouped by range of content key: no worker holds every image's key
         written
@@ -420,21 +353,14 @@ def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder,
         written
         | "WithoutContentKeys" >> beam.Map(_without_content_keys)
         | "Collect" >> beam.combiners.ToList()
-        | "WriteManifest" >> beam.Map(_finish_planned, beam.pvalue.AsSingleton(planned),
-                                      beam.pvalue.AsList(same_bytes), folder, journal)
+        | "WriteManifest" >> beam.Map(_finish, beam.pvalue.AsSingleton(planned), beam.pvalue.AsList(same_bytes),
+                                      folder, journal)
     )
 
 
-def _finish_planned(results: list[ShardResult], planned: _Planned, same_bytes: list[list[dict[str, Any]]],
-                    folder: Folder, journal: Journal | None) -> Manifest:
-    return _finish(results, folder, planned.finish, [], journal, [leak for leaks in same_bytes for leak in leaks])
-
-
-def _content_ranges(result: ShardResult) -> Iterator[tuple[int, stream.KeyedRows]]:
-    """A shard's written images' content keys and rows, by range of key (``stream.key_ranges``)."""
-    keys = np.frombuffer(result.content_keys, np.uint64)
-    splits = np.full(len(keys), WRITTEN_SPLITS.index(result.spec.split), np.int8)
-    yield from stream.key_ranges([(keys, np.frombuffer(result.content_key_rows, np.int64), splits)]).items()
+def _content_ranges(result: ShardResult) -> Iterator[tuple[int, leakage.KeyedRows]]:
+    """A shard's written images' content keys and rows, by range of key (``leakage.key_ranges``)."""
+    yield from leakage.key_ranges([result.keyed_content()]).items()
 
 
 def _without_content_keys(result: ShardResult) -> ShardResult:
@@ -554,10 +480,9 @@ def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], folder: Fold
     index, keyed = part
     rows = [row for _, row in sorted(keyed, key=lambda keyed_row: keyed_row[0])]
     arrow = frame_as_arrow(pd.DataFrame.from_records(rows))
-    if arrow is None:
-        raise TFRecorderError(
-            "WriteDataset: the rows cannot be staged as Parquet as they are: give each column a string name, and "
-            "one kind of value (not str beside bytes, nor int beside float)")
+    if isinstance(arrow, str):
+        raise TFRecorderError(f"WriteDataset stages its rows as Parquet, which cannot hold them as they are: {arrow}. "
+                              f"Give each column one kind of value")
     (data,) = frame_parts(arrow, len(rows))
     url = _stage_part(folder, f"part-{index:05d}.parquet", data)
     return index, url, len(data), hashlib.sha256(data).hexdigest()
@@ -610,7 +535,7 @@ def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> 
 
 
 def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *, wait: bool) -> BeamOutcome:
-    """Run the pipeline ``build`` adds its steps to (``build_pipeline`` or ``build_file_pipeline``); wait for
+    """Run the pipeline ``build`` adds its steps to (``build_file_pipeline``, ``build_folder_pipeline``); wait for
     it (DirectRunner always) or return once the job is submitted (within SUBMIT_SECONDS)."""
     runner = options["runner"]
     dry_run = bool(options.get("dry_run"))

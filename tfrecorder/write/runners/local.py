@@ -21,14 +21,11 @@ from typing import Any, TypeVar
 from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.fetch import is_remote
 from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.plan import ShardSpec
-from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map, write_shard
+from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map
 from tfrecorder.write.stream import StreamedShard, write_streamed_shard
-from tfrecorder.write.table import Table
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -109,26 +106,7 @@ def show_progress(progress: bool | None) -> bool:
 ShardWriter = Callable[[T, ImageMapper, Callable[[], None]], ShardResult]
 
 
-def write_local(
-    plan: Sequence[ShardSpec],
-    table: Table,
-    folder: Folder,
-    options: WriteOptions,
-    *,
-    progress: bool | None = None,
-    workers: int | None = None,
-    journal: Journal | None = None,
-) -> list[ShardResult]:
-    """Write every shard of ``plan``, each recorded in ``journal`` once in place; one ShardResult each, in
-    plan order."""
-    locations, sizes = table.image_locations, [len(s.rows) for s in plan]
-    how = parallelism(sizes, options, images=locations is not None, remote=any(is_remote(u) for u in locations or ()),
-                      workers=workers, local_output=folder.is_local)
-    return _write_all(plan, how, lambda spec, mapper, on_row: write_shard(
-        spec, table.take(spec.rows), folder, options, mapper, on_row), sizes, progress, journal)
-
-
-def write_streamed(
+def write_shards(
     shards: Sequence[StreamedShard],
     folder: Folder,
     options: WriteOptions,
@@ -138,10 +116,10 @@ def write_streamed(
     journal: Journal | None = None,
     remote: bool = False,
 ) -> list[ShardResult]:
-    """Write the shards of a streamed table (``stream.plan``), each recorded in ``journal`` once in place
-    (``remote``: whether some images are remote URLs), as ``write_local`` does."""
+    """Write every shard of ``shards`` (``stream.plan``), each recorded in ``journal`` once in place (``remote``:
+    whether some images are remote URLs); one ShardResult each, in plan order."""
     images = bool(shards) and shards[0].template.image_locations is not None
-    sizes = [s.stop - s.start for s in shards]
+    sizes = [s.spec.rows for s in shards]
     how = parallelism(sizes, options, images=images, remote=remote, workers=workers, local_output=folder.is_local)
     return _write_all(shards, how, lambda shard, mapper, on_row: write_streamed_shard(
         shard, folder, options, mapper, on_row), sizes, progress, journal)
