@@ -1,22 +1,23 @@
 """Beam writer: the conversion as an Apache Beam pipeline; the only module importing apache_beam.
 
 The pipeline moves file names, never rows or image bytes, so the job's size does not grow with the table
-(Dataflow refuses job requests over about 20 MB: with rows inside, near 1.4M rows). Two ways in:
+(Dataflow refuses job requests over about 20 MB: with rows inside, near 1.4M rows). The steps are composite
+PTransforms, as Beam's own ``WriteToTFRecord`` is built; three ways in, one way on (``ConvertFiles``):
 
 - CSV or Parquet files (``build_file_pipeline``): the pipeline reads them itself - ``stream``'s passes as
-  stages, a worker per file typing, validating and spilling it under ``output_dir/_beam/rows/``, one step
-  merging the files' summaries and planning the shards - so the submitting process never holds the table.
-  A DataFrame takes this way too: ``convert`` writes it as Parquet parts under ``output_dir/_beam/input/``
-  (``stage_frame``) and the pipeline reads them as it reads any Parquet source.
-  An image folder is listed by the pipeline (``build_folder_pipeline``: a worker per label folder), its rows
-  staged there the same way.
-- Rows of a user's own pipeline (``WriteDataset``): staged as Parquet parts under ``output_dir/_beam/input/``
-  by a hash of their content, then read as above.
+  steps (``SummarizeFiles``: a worker per file typing, validating and spilling it under
+  ``output_dir/_beam/rows/``; ``PlanShards``: one step merging the files' summaries and planning the shards;
+  ``WriteShards``; ``WriteMetadata``) - so the submitting process never holds the table. A DataFrame takes
+  this way too: ``convert`` writes it as Parquet parts under ``output_dir/_beam/input/`` (``stage_frame``).
+- An image folder, listed by the pipeline (``ListImageFolder``: a worker per label folder), its rows staged
+  there the same way.
+- Rows of a user's own pipeline (``WriteDataset``: ``ClaimFolder``, ``StageRows``), staged as Parquet parts by
+  a hash of their content.
 
-Either way the worker that gets a shard reads its rows, fetches the images and writes it with the local
-runner's shard writer, and a last step, inside the pipeline, writes errors.csv and dataset.json, then
-removes the row files, so a Dataflow job that outlives the submitting process still leaves a complete,
-self-describing dataset.
+The worker that gets a shard reads its rows, fetches the images and writes it with the local runner's shard
+writer, and a last step, inside the pipeline, writes errors.csv and dataset.json, then removes the row
+files, so a Dataflow job that outlives the submitting process still leaves a complete, self-describing
+dataset.
 """
 
 from __future__ import annotations
@@ -268,32 +269,43 @@ def _spill_folder(folder: Folder) -> Folder:
 
 def build_file_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Folder,
                         journal: Journal | None = None) -> None:
-    """Add the steps of a conversion that reads its CSV or Parquet files itself (``_file_steps``). The job
+    """Add the steps of a conversion that reads its CSV or Parquet files itself (``ConvertFiles``). The job
     holds the files' names: its size does not grow with the table."""
     files = [_File(index, url) for index, url in enumerate(job.files.files)]
-    _file_steps(pipeline | "Files" >> beam.Create(files, reshuffle=False), job, folder, journal)
+    _ = pipeline | "Files" >> beam.Create(files, reshuffle=False) | ConvertFiles(job, folder, journal)
 
 
 def build_folder_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Folder,
                           journal: Journal | None = None) -> None:
-    """Add the steps of a conversion of the image folder ``job.files.url``, listed by the pipeline: one step
-    lists its label folders (two levels of folders), a worker per label folder lists its images, and their
-    rows go to Parquet parts under INPUT_DIR (with a split column when any image is under a split
-    folder, as ``sources.image_folder_table`` has it) -> ``_file_steps``."""
-    listed = (
-        pipeline
-        | "Folder" >> beam.Create([job.files.url], reshuffle=False)
-        | "LabelFolders" >> beam.FlatMap(lambda url: enumerate(label_folders(url)))
-        | "SpreadFolders" >> beam.Reshuffle()
-        | "ListImages" >> beam.Map(lambda task, url: (task[0], *folder_rows(url, task[1])), job.files.url)
-    )
-    with_split = (
-        listed
-        | "UnderSplits" >> beam.Map(lambda found: any(split is not None for split, _, _ in found[1]))
-        | "AnyUnderSplits" >> beam.CombineGlobally(any)
-    )
-    files = listed | "StageListing" >> beam.FlatMap(_stage_listing, beam.pvalue.AsSingleton(with_split), folder)
-    _file_steps(files, job, folder, journal)
+    """Add the steps of a conversion of the image folder ``job.files.url``, listed by the pipeline
+    (``ListImageFolder``) -> ``ConvertFiles``."""
+    _ = pipeline | ListImageFolder(job.files.url, folder) | ConvertFiles(job, folder, journal)
+
+
+class ListImageFolder(beam.PTransform):
+    """PBegin -> the image folder's rows as Parquet parts under INPUT_DIR (``_File``s): one step lists its label
+    folders (two levels of folders), a worker per label folder lists its images, and their rows go to a part
+    each (with a split column when any image is under a split folder, as ``sources.image_folder_table``)."""
+
+    def __init__(self, url: str, folder: Folder):
+        super().__init__()
+        self._url, self._folder = url, folder
+
+    def expand(self, pipeline: beam.pvalue.PBegin) -> beam.PCollection:
+        listed = (
+            pipeline
+            | "Folder" >> beam.Create([self._url], reshuffle=False)
+            | "LabelFolders" >> beam.FlatMap(lambda url: enumerate(label_folders(url)))
+            | "SpreadFolders" >> beam.Reshuffle()
+            | "ListImages" >> beam.Map(lambda task, url: (task[0], *folder_rows(url, task[1])), self._url)
+        )
+        with_split = (
+            listed
+            | "UnderSplits" >> beam.Map(lambda found: any(split is not None for split, _, _ in found[1]))
+            | "AnyUnderSplits" >> beam.CombineGlobally(any)
+        )
+        return listed | "StageListing" >> beam.FlatMap(_stage_listing, beam.pvalue.AsSingleton(with_split),
+                                                        self._folder)
 
 
 def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], with_split: bool,
@@ -306,56 +318,109 @@ def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], wi
     yield _File(index, _stage_part(folder, f"folder-{index:05d}.parquet", data), len(data), identity)
 
 
-def _file_steps(files: beam.PCollection, job: stream.FileJob, folder: Folder,
-                journal: Journal | None) -> beam.PCollection:
-    """The steps of a conversion of the files ``files`` (``_File``s) - ``stream``'s passes as stages: type each
-    file (a worker per file) -> the table and its schema (a side input) -> validate and spill each file ->
-    merge the summaries (the same-URI leaks found by range of URI hash, grouped by key), check them, plan the
-    shards -> write each shard -> errors.csv and dataset.json."""
-    table = (
-        files
-        | "SpreadFiles" >> beam.Reshuffle()
-        | "TypeFiles" >> beam.Map(_read_file, job)
-        | "AllFiles" >> beam.combiners.ToList()
-        | "Table" >> beam.Map(_whole_table, job, folder, journal)
-    )
-    summarized = (
-        files
-        | "SpreadSummaries" >> beam.Reshuffle()
-        | "Summarize" >> beam.Map(_summarize_file, beam.pvalue.AsSingleton(table), job, folder)
-    )
-    same_uri = (  # image rows grouped by range of URI hash: no worker holds every row's URI
-        summarized
-        | "UriRanges" >> beam.FlatMap(lambda summarized: summarized[2].items())
-        | "GroupByUri" >> beam.GroupByKey()
-        | "SameUri" >> beam.Map(_range_leaks, "same_uri")
-    )
-    planned = (
-        summarized
-        | "Summaries" >> beam.Map(lambda summarized: summarized[:2])
-        | "AllSummaries" >> beam.combiners.ToList()
-        | "Plan" >> beam.Map(_plan, beam.pvalue.AsSingleton(table), beam.pvalue.AsList(same_uri), job, folder,
-                             journal)
-    )
-    written = (
-        planned
-        | "Shards" >> beam.FlatMap(lambda plan: plan.shards)
-        | "Spread" >> beam.Reshuffle()
-        | "WriteShards" >> beam.ParDo(_WriteShard(folder, job.options, journal))
-    )
-    same_bytes = (  # written images grouped by range of content key: no worker holds every image's key
-        written
-        | "ContentRanges" >> beam.FlatMap(_content_ranges)
-        | "GroupByContent" >> beam.GroupByKey()
-        | "SameBytes" >> beam.Map(_range_leaks, "same_bytes")
-    )
-    return (
-        written
-        | "WithoutContentKeys" >> beam.Map(_without_content_keys)
-        | "Collect" >> beam.combiners.ToList()
-        | "WriteManifest" >> beam.Map(_finish, beam.pvalue.AsSingleton(planned), beam.pvalue.AsList(same_bytes),
-                                      folder, journal)
-    )
+class ConvertFiles(beam.PTransform):
+    """``_File``s of CSV or Parquet -> the dataset's Manifest, once dataset.json is written: ``stream``'s passes
+    as composite steps - ``SummarizeFiles`` (type each file, a worker per file; the table and its schema;
+    validate and spill each file), ``PlanShards`` (merge the summaries, the same-URI leaks found by range of
+    URI hash, check, plan), ``WriteShards``, then ``WriteMetadata`` (errors.csv, TFDS files, dataset.json)."""
+
+    def __init__(self, job: stream.FileJob, folder: Folder, journal: Journal | None):
+        super().__init__()
+        self._job, self._folder, self._journal = job, folder, journal
+
+    def expand(self, files: beam.PCollection) -> beam.PCollection:
+        job, folder, journal = self._job, self._folder, self._journal
+        table, summarized = files | "SummarizeFiles" >> SummarizeFiles(job, folder, journal)
+        planned = summarized | "PlanShards" >> PlanShards(table, job, folder, journal)
+        written = planned | "WriteShards" >> WriteShards(job, folder, journal)
+        return written | "WriteMetadata" >> WriteMetadata(planned, folder, journal)
+
+
+class SummarizeFiles(beam.PTransform):
+    """``_File``s -> (the table: a singleton; each file's (index, Summary, URI hashes by range))."""
+
+    def __init__(self, job: stream.FileJob, folder: Folder, journal: Journal | None):
+        super().__init__()
+        self._job, self._folder, self._journal = job, folder, journal
+
+    def expand(self, files: beam.PCollection) -> tuple[beam.PCollection, beam.PCollection]:
+        table = (
+            files
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "TypeFiles" >> beam.Map(_read_file, self._job)
+            | "AllFiles" >> beam.combiners.ToList()
+            | "Table" >> beam.Map(_whole_table, self._job, self._folder, self._journal)
+        )
+        summarized = (
+            files
+            | "SpreadSummaries" >> beam.Reshuffle()
+            | "Summarize" >> beam.Map(_summarize_file, beam.pvalue.AsSingleton(table), self._job, self._folder)
+        )
+        return table, summarized
+
+
+class PlanShards(beam.PTransform):
+    """The files' summaries -> one ``_Planned``: merged, checked (a table with problems fails here, before any
+    shard), divided into shards; image rows grouped by range of URI hash, so no worker holds every URI."""
+
+    def __init__(self, table: beam.PCollection, job: stream.FileJob, folder: Folder, journal: Journal | None):
+        super().__init__()
+        self._table, self._job, self._folder, self._journal = table, job, folder, journal
+
+    def expand(self, summarized: beam.PCollection) -> beam.PCollection:
+        same_uri = (
+            summarized
+            | "UriRanges" >> beam.FlatMap(lambda summarized: summarized[2].items())
+            | "GroupByUri" >> beam.GroupByKey()
+            | "SameUri" >> beam.Map(_range_leaks, "same_uri")
+        )
+        return (
+            summarized
+            | "Summaries" >> beam.Map(lambda summarized: summarized[:2])
+            | "AllSummaries" >> beam.combiners.ToList()
+            | "Plan" >> beam.Map(_plan, beam.pvalue.AsSingleton(self._table), beam.pvalue.AsList(same_uri),
+                                 self._job, self._folder, self._journal)
+        )
+
+
+class WriteShards(beam.PTransform):
+    """The plan -> a ShardResult per shard, each written by one worker (or kept from an earlier run)."""
+
+    def __init__(self, job: stream.FileJob, folder: Folder, journal: Journal | None):
+        super().__init__()
+        self._job, self._folder, self._journal = job, folder, journal
+
+    def expand(self, planned: beam.PCollection) -> beam.PCollection:
+        return (
+            planned
+            | "Shards" >> beam.FlatMap(lambda plan: plan.shards)
+            | "Spread" >> beam.Reshuffle()
+            | "Write" >> beam.ParDo(_WriteShard(self._folder, self._job.options, self._journal))
+        )
+
+
+class WriteMetadata(beam.PTransform):
+    """The shards' results -> the Manifest, once errors.csv, the TFDS files and dataset.json are written; the
+    same-bytes leaks found by grouping written images by range of content key."""
+
+    def __init__(self, planned: beam.PCollection, folder: Folder, journal: Journal | None):
+        super().__init__()
+        self._planned, self._folder, self._journal = planned, folder, journal
+
+    def expand(self, written: beam.PCollection) -> beam.PCollection:
+        same_bytes = (
+            written
+            | "ContentRanges" >> beam.FlatMap(_content_ranges)
+            | "GroupByContent" >> beam.GroupByKey()
+            | "SameBytes" >> beam.Map(_range_leaks, "same_bytes")
+        )
+        return (
+            written
+            | "WithoutContentKeys" >> beam.Map(_without_content_keys)
+            | "Collect" >> beam.combiners.ToList()
+            | "WriteManifest" >> beam.Map(_finish, beam.pvalue.AsSingleton(self._planned),
+                                          beam.pvalue.AsList(same_bytes), self._folder, self._journal)
+        )
 
 
 def _content_ranges(result: ShardResult) -> Iterator[tuple[int, leakage.KeyedRows]]:
@@ -419,28 +484,48 @@ class WriteDataset(beam.PTransform):
         job = stream.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision, how.num_shards,
                              WRITE_DATASET, stream.PART_ROWS)
         journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks
-        pipeline = rows.pipeline
-        claimed = (
-            pipeline
-            | "Start" >> beam.Create([None], reshuffle=False)
-            | "ClaimFolder" >> beam.Map(_claim, folder, how.overwrite)
-        )
-        count = rows | "CountRows" >> beam.combiners.Count.Globally()
-        parts = (
-            rows
-            | "KeyRows" >> beam.Map(_keyed_row, beam.pvalue.AsSingleton(count), beam.pvalue.AsSingleton(claimed))
-            | "GroupParts" >> beam.GroupByKey()
-            | "StageParts" >> beam.Map(_stage_rows_part, folder)
-        )
-        files = (
-            claimed
-            | "BeginRun" >> beam.FlatMap(_begin, beam.pvalue.AsList(parts), job, folder)
-        )
+        claimed = rows.pipeline | "ClaimFolder" >> ClaimFolder(folder, how.overwrite)
         return (
-            _file_steps(files, job, folder, journal)
+            rows
+            | "StageRows" >> StageRows(claimed, job, folder)
+            | "Convert" >> ConvertFiles(job, folder, journal)
             | "Result" >> beam.Map(lambda manifest, started: convert_result(
                 folder, manifest, time.time() - started, WRITE_DATASET), beam.pvalue.AsSingleton(claimed))
         )
+
+
+class ClaimFolder(beam.PTransform):
+    """PBegin -> one element, the time the output folder was claimed for the pipeline (``_claim``)."""
+
+    def __init__(self, folder: Folder, overwrite: bool):
+        super().__init__()
+        self._folder, self._overwrite = folder, overwrite
+
+    def expand(self, pipeline: beam.pvalue.PBegin) -> beam.PCollection:
+        return (pipeline
+                | "Start" >> beam.Create([None], reshuffle=False)
+                | "Claim" >> beam.Map(_claim, self._folder, self._overwrite))
+
+
+class StageRows(beam.PTransform):
+    """Rows -> their Parquet parts under INPUT_DIR (``_File``s), once the folder is ``claimed``: one part for
+    every PART_ROWS rows, a row's part chosen by a hash of its content (so the same rows make the same parts
+    in whatever order they come); then the run begins (or resumes) with the parts' digests as its input."""
+
+    def __init__(self, claimed: beam.PCollection, job: stream.FileJob, folder: Folder):
+        super().__init__()
+        self._claimed, self._job, self._folder = claimed, job, folder
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        count = rows | "CountRows" >> beam.combiners.Count.Globally()
+        parts = (
+            rows
+            | "KeyRows" >> beam.Map(_keyed_row, beam.pvalue.AsSingleton(count),
+                                    beam.pvalue.AsSingleton(self._claimed))
+            | "GroupParts" >> beam.GroupByKey()
+            | "StageParts" >> beam.Map(_stage_rows_part, self._folder)
+        )
+        return self._claimed | "BeginRun" >> beam.FlatMap(_begin, beam.pvalue.AsList(parts), self._job, self._folder)
 
 
 def _claim(_: None, folder: Folder, overwrite: bool) -> float:
