@@ -112,6 +112,7 @@ class Summary:
     run_digest: RunDigest | None = None
     uri_keys: list[leakage.KeyedRows] = field(default_factory=list)  # image rows' (URI hash, row, split code)
     remote: bool = False  # some images are remote URLs
+    held: HeldPart | None = None  # a table of one part, held as validated: its rows and size sample are there
 
     def merge(self, other: Summary) -> Summary:
         """The summary of both parts (their spill files in one folder; no run digest: Beam's run is
@@ -258,18 +259,13 @@ class Spiller:
         self._spill_part(held)
 
     def _count(self, held: HeldPart) -> None:
-        """Count the held part's rows by split and bucket, and take its size sample (``_smallest``)."""
-        import pyarrow as pa
-
+        """Count the held part's rows by split and bucket (its size sample is its rows of smallest keys:
+        ``bytes_per_row`` takes them from it)."""
         bucket = leakage.key_range(held.keys, self._buckets)
-        for code, split in enumerate(WRITTEN_SPLITS):
+        for code in range(len(WRITTEN_SPLITS)):
             stored = held.order(code)
-            if not len(stored):
-                continue
-            self._counts[:, code] += np.bincount(bucket[stored], minlength=self._buckets)
-            sample = stored[:SAMPLE_ROWS]
-            self._sample[split] = held.part.take(sample.tolist()).to_arrow().append_column(
-                "key", pa.array(held.keys[sample])).append_column("row", pa.array(held.rows[sample]))
+            if len(stored):
+                self._counts[:, code] += np.bincount(bucket[stored], minlength=self._buckets)
 
     def _spill_part(self, held: HeldPart) -> None:
         """Spill a part's rows by split and bucket (to memory or files: ``_put``), and add to the size sample."""
@@ -344,7 +340,7 @@ class Spiller:
         else:
             files = {key: (self._name(*key),) for key in self._writers}
         return Summary(self._schema, self._facts, self._template, self._buckets, self._counts, files,
-                       self._sample, self._digest, self._uri_keys, self._remote)
+                       self._sample, self._digest, self._uri_keys, self._remote, self._first)
 
 
 def slim(facts: Facts) -> Facts:
@@ -359,6 +355,14 @@ def bytes_per_row(summary: Summary, float_precision: str, limits: FetchLimits) -
     import pyarrow.compute as pc
 
     estimate = {}
+    held = summary.held
+    if held is not None:  # the SAMPLE_ROWS rows of smallest keys of each split, straight from the held part
+        for code, split in enumerate(WRITTEN_SPLITS):
+            sample = np.sort(held.order(code)[:SAMPLE_ROWS])
+            if len(sample):
+                rows = finalize(held.part.take(sample.tolist()), summary.facts, float_precision)
+                estimate[split] = mean_record_bytes(rows, limits)
+        return estimate
     for split, sample in summary.sample.items():
         by_row = sample.take(pc.sort_indices(sample, [("row", "ascending")]))
         rows = finalize(summary.template.with_values(by_row), summary.facts, float_precision)
