@@ -25,11 +25,7 @@ BIG = 64 * 1024 * 1024  # several parts, and more than the spill keeps in memory
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def big_csv(tmp_path_factory) -> Path:
-    """One CSV of ~70 MiB for the module: 250,000 rows of a label, numbers and a long text."""
-    path = tmp_path_factory.mktemp("big") / "table.csv"
-    rows = 250_000
+def _csv(path: Path, rows: int) -> Path:
     rng = np.random.default_rng(0)
     pd.DataFrame({
         "split": rng.choice(["TRAIN", "VALIDATION", "TEST"], rows, p=[0.8, 0.1, 0.1]),
@@ -37,8 +33,32 @@ def big_csv(tmp_path_factory) -> Path:
         "x": rng.random(rows), "n": rng.integers(0, 1000, rows),
         "text": [f"row {i} " + "lorem ipsum dolor sit amet " * 9 for i in range(rows)],
     }).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def big_csv(tmp_path_factory) -> Path:
+    """One CSV of ~70 MiB for the module: 250,000 rows of a label, numbers and a long text (the memory tests:
+    a whole-file read would show)."""
+    path = _csv(tmp_path_factory.mktemp("big") / "table.csv", 250_000)
     assert path.stat().st_size >= BIG
     return path
+
+
+MID_ROWS, MID_PART_ROWS = 30_000, 10_000
+
+
+@pytest.fixture(scope="module")
+def mid_csv(tmp_path_factory) -> Path:
+    """A CSV of 30,000 rows (~8 MiB): converted as a table larger than memory by ``as_large`` - in parts of
+    10,000 rows, every row spilled to files - as a big one is, in a fraction of its time."""
+    return _csv(tmp_path_factory.mktemp("mid") / "table.csv", MID_ROWS)
+
+
+@pytest.fixture
+def as_large(monkeypatch):
+    monkeypatch.setattr(stream, "PART_ROWS", MID_PART_ROWS)
+    monkeypatch.setattr(stream, "MEMORY_SPILL_BYTES", 0)
 
 
 def spills(tmp: Path) -> list[str]:
@@ -52,6 +72,7 @@ import os, sys, threading
 import tfrecorder.write.runners.local as local, tfrecorder.write.stream as stream
 from tfrecorder.cli import main
 block = os.environ["BLOCK"]
+stream.PART_ROWS, stream.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # as_large
 if block == "writer":
     def write_streamed_shard(*args, **kwargs):
         os.write(1, f"BLOCKED {os.getpid()}\\n".encode())  # one write: two writers may block at once
@@ -72,7 +93,7 @@ sys.exit(main(sys.argv[1:]))
 
 def start(csv: Path, out: Path, tmp: Path, block: str) -> tuple[subprocess.Popen, int]:
     tmp.mkdir(exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmp), "BLOCK": block, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TMPDIR": str(tmp), "BLOCK": block, "PYTHONPATH": str(ROOT), "PART_ROWS": str(MID_PART_ROWS)}
     child = subprocess.Popen([sys.executable, "-c", CHILD, "convert", str(csv), str(out), "--no-progress"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              preexec_fn=default_signals)
@@ -93,8 +114,8 @@ def gone(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("block", ["summary", "writer"])
-def test_sigterm_stops_the_conversion_as_ctrl_c_does(big_csv, tmp_path, block):
-    child, blocked = start(big_csv, tmp_path / "out", tmp_path / "tmp", block)
+def test_sigterm_stops_the_conversion_as_ctrl_c_does(mid_csv, tmp_path, block):
+    child, blocked = start(mid_csv, tmp_path / "out", tmp_path / "tmp", block)
     assert spills(tmp_path / "tmp")  # the rows spilled so far
     child.send_signal(signal.SIGTERM)
     _, stderr = child.communicate(timeout=120)
@@ -104,21 +125,21 @@ def test_sigterm_stops_the_conversion_as_ctrl_c_does(big_csv, tmp_path, block):
     assert gone(blocked)  # with "writer": the forked writer, stopped by its parent
 
 
-def test_the_next_run_removes_the_spill_of_a_killed_one(big_csv, tmp_path, monkeypatch):
-    child, _ = start(big_csv, tmp_path / "out", tmp_path / "tmp", "summary")
+def test_the_next_run_removes_the_spill_of_a_killed_one(mid_csv, tmp_path, monkeypatch, as_large):
+    child, _ = start(mid_csv, tmp_path / "out", tmp_path / "tmp", "summary")
     child.send_signal(signal.SIGKILL)
     child.communicate(timeout=60)
     (left,) = spills(tmp_path / "tmp")  # nothing could tidy up
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    other = tfrecorder.convert(big_csv, str(tmp_path / "other"), progress=False, validate_images="header",
+    other = tfrecorder.convert(mid_csv, str(tmp_path / "other"), progress=False, validate_images="header",
                                num_shards=1)  # another output folder: its spill is not that one
-    assert other.rows.written == 250_000 and spills(tmp_path / "tmp") == [left]
-    tfrecorder.convert(big_csv, str(tmp_path / "out"), progress=False, num_shards=1)
+    assert other.rows.written == MID_ROWS and spills(tmp_path / "tmp") == [left]
+    tfrecorder.convert(mid_csv, str(tmp_path / "out"), progress=False, num_shards=1)
     assert spills(tmp_path / "tmp") == []
     assert tfrecorder.verify(str(tmp_path / "out")).ok
 
 
-def test_a_killed_shard_writer_is_one_error_naming_its_shard(big_csv, tmp_path, monkeypatch, forked):
+def test_a_killed_shard_writer_is_one_error_naming_its_shard(mid_csv, tmp_path, monkeypatch, forked, as_large):
     from tfrecorder.write.runners import local
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -131,31 +152,31 @@ def test_a_killed_shard_writer_is_one_error_naming_its_shard(big_csv, tmp_path, 
 
     monkeypatch.setattr(local, "write_streamed_shard", killed)
     with pytest.raises(tfrecorder.TFRecorderError) as caught:
-        tfrecorder.convert(big_csv, str(tmp_path / "out"), progress=False)
+        tfrecorder.convert(mid_csv, str(tmp_path / "out"), progress=False)
     message = str(caught.value)
     assert message.startswith("the process writing train-00000-of-00001.tfrecord was killed by SIGKILL, most "
                               "often by the kernel's out-of-memory killer")
     assert "num_workers=1" in message and "run the same conversion again: it keeps the 0 shards" in message.lower()
     assert spills(tmp_path) == []
     monkeypatch.setattr(local, "write_streamed_shard", real)
-    result = tfrecorder.convert(big_csv, str(tmp_path / "out"), progress=False)
-    assert result.rows.written == 250_000 and tfrecorder.verify(str(tmp_path / "out")).ok
+    result = tfrecorder.convert(mid_csv, str(tmp_path / "out"), progress=False)
+    assert result.rows.written == MID_ROWS and tfrecorder.verify(str(tmp_path / "out")).ok
 
 
-def test_a_full_temporary_folder_is_one_error_naming_it(big_csv, tmp_path, monkeypatch):
+def test_a_full_temporary_folder_is_one_error_naming_it(mid_csv, tmp_path, monkeypatch, as_large):
     small = tmp_path / "small"
     small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"a small filesystem for TMPDIR needs mount (tmpfs): {mounted.stderr.decode().strip()}")
     try:
         monkeypatch.setattr(tempfile, "tempdir", str(small))
-        size = big_csv.stat().st_size / 2**20
+        size = mid_csv.stat().st_size / 2**20
         with pytest.raises(tfrecorder.TFRecorderError, match=(
                 rf"no space left in the temporary folder {small} for the spill files of this conversion: this "
                 rf"table \({size:.0f} MiB of CSV\) needs about {size / 2:.0f} MiB there while it is converted; "
                 r"set TMPDIR to a folder with more room")):
-            tfrecorder.convert(big_csv, str(tmp_path / "out"), progress=False)
+            tfrecorder.convert(mid_csv, str(tmp_path / "out"), progress=False)
         assert os.listdir(small) == []
     finally:
         subprocess.run(["umount", str(small)], check=True)
