@@ -1,5 +1,5 @@
-"""Tables larger than memory: CSV and Parquet sources converted a part at a time (write/stream.py) give the
-files the in-memory path gives, and the same errors, without ever holding the table."""
+"""Tables larger than memory: sources converted in many parts, spilled to files (write/stream.py), give the files
+a small table held in memory gives, and the same errors, without ever holding the table."""
 
 from __future__ import annotations
 

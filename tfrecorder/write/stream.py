@@ -1,19 +1,22 @@
-"""Stream: a CSV or Parquet source converted a part at a time, in bounded memory - a table larger than memory.
+"""Stream: every table converted a part at a time, in bounded memory - the one path of every source and runner.
 
-Three passes over the source, none of them holding the table:
+Three passes over the source (``sources.TableFiles``: CSV and Parquet files; ``sources.FrameSource``: a
+DataFrame or an image folder's listing), none of them holding a table larger than memory:
 
 1. (CSV only) ``sources.table_files`` reads each file once, to type each column as the whole table's text
-   says (a column is numbers only if every part says so) and count the rows.
+   says (a column is numbers only if every part says so) and count the rows; a small file of one part is
+   kept as parsed.
 2. ``summarize`` validates each part (``validate.validate_part``) and merges the parts' ``Facts`` into the
-   table's; it spills each part's rows, with their content keys (``Table.row_keys``), to files under a spill
-   folder: one per split and key range ("bucket"). It keeps each split's SAMPLE_ROWS rows of smallest keys
-   for the size estimate. A table with whole-table problems raises the SchemaError ``validate`` gives,
-   before any shard is written.
-3. ``write_streamed_shard`` writes one shard: a range of its split's rows in key order (``plan_shards``'
-   rule, so the shards are the bytes the in-memory path writes), read from the buckets that range falls in,
-   one bucket at a time. Shards are independent: the local runner writes them in processes, one per core.
+   table's; the ``Spiller`` spills each part's rows, with their content keys (``Table.row_keys``), by split
+   and key range ("bucket"): a table of one part is held as validated (``HeldPart``), the first
+   MEMORY_SPILL_BYTES of a larger one's rows in memory, the rest to files in a spill folder. It keeps each
+   split's SAMPLE_ROWS rows of smallest keys for the size estimate. A table with whole-table problems raises
+   the SchemaError ``validate`` gives, before any shard is written.
+3. ``plan`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
+   ``write_streamed_shard`` writes one: its rows read from the buckets its range falls in, one bucket at a
+   time. Shards are independent: the local runner writes them in processes, one per core.
 
-The Beam runners run the same passes as pipeline stages (``runners.beam``): a worker per file types it
+The Beam runners run the same passes as pipeline steps (``runners.beam``): a worker per file types it
 (``sources.file_facts``) and summarizes it (``file_summary``, spilling under ``output_dir/_beam/rows/``);
 the files' summaries merge (``Summary.merge``) into the one ``plan`` divides into shards.
 """
