@@ -255,6 +255,6 @@ def test_a_csv_of_long_records_converts_a_part_at_a_time_on_every_runner(tmp_pat
     streamed()
     from tfrecorder.write import sources
 
-    assert sources.table_files(str(tmp_path / "long.csv"), 1000) is not None  # the part-wise path takes it
+    assert isinstance(sources.table_source(str(tmp_path / "long.csv"), 1000), sources.TableFiles)  # part-wise
     tfrecorder.convert(str(tmp_path / "long.csv"), str(tmp_path / "parts"), runner=runner, progress=False)
     assert files_of(tmp_path / "parts") == files_of(tmp_path / "memory")

@@ -52,8 +52,8 @@ from tfrecorder.write.sources import (
     frame_parts,
     image_folder_url,
     match_table_files,
-    read_source,
     table_source,
+    unreadable,
 )
 from tfrecorder.write.validate import check_schema
 
@@ -202,8 +202,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     if isinstance(source, pd.DataFrame):
         frame = _beam_frame(source, as_schema(schema))
         return beam_files(MatchedFiles("", (), True, 0, frame=True), frame.schema, frame.digests, stage=frame.parts)
-    read_source(source)  # names what is wrong with it
-    raise TFRecorderError(f"source {source!r} cannot be read by a Beam pipeline")
+    raise unreadable(source)
 
 
 def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,

@@ -34,31 +34,6 @@ _GLOB_CHARACTERS = "*?["
 BaseDir = str | list[str | None] | None  # one folder for the table, or one per row (a table of several files)
 
 
-def read_source(source: Any) -> tuple[pd.DataFrame, BaseDir]:
-    """The table in ``source`` and the folder(s) its relative image paths are relative to (None for a DataFrame).
-
-    ``source`` is a DataFrame, an image folder, a CSV or Parquet file, or a glob of them (``parts/*.csv``,
-    ``gs://bucket/table/*.parquet``): the files' rows in the order of their sorted names, each file's
-    relative image paths relative to its own folder.
-    """
-    if isinstance(source, pd.DataFrame):
-        return source, None
-    if not isinstance(source, (str, os.PathLike)):
-        raise TFRecorderError(
-            f"source={type(source).__name__}: give a pandas DataFrame, a CSV or Parquet path/URL (or a glob of "
-            f"them) or an image folder"
-        )
-    url = os.fspath(source)
-    fs, path = filesystem(url)
-    if not fs.exists(path):
-        if any(c in path for c in _GLOB_CHARACTERS):
-            return _read_glob(url, fs, path)
-        raise TFRecorderError(f"source {url!r} does not exist")
-    if fs.isdir(path):
-        return image_folder_table(url), None
-    return read_table_file(url), _parent(url)
-
-
 def parquet_schema(files: Sequence[str]) -> Any:
     """The pyarrow schema of the first of these Parquet files: what its columns hold, whatever the values of any
     part of it (``Schema.infer``'s ``arrow``)."""
@@ -77,52 +52,11 @@ def image_folder_url(source: Any) -> str | None:
     return url if fs.isdir(path) else None
 
 
-def read_table_file(url: str) -> pd.DataFrame:
-    """One CSV or Parquet file (Parquet: by its extension or its PAR1 magic bytes)."""
-    if is_parquet(url):
-        return read_parquet(url)
-    return read_csv(url)
-
-
 def is_parquet(url: str) -> bool:
     if url.lower().endswith(PARQUET_EXTENSIONS):
         return True
     with open_url(url) as f:
         return f.read(4) == _PARQUET_MAGIC
-
-
-def read_parquet(url: str) -> pd.DataFrame:
-    """A Parquet file (pyarrow, through fsspec for URLs): its columns keep their stored types."""
-    try:
-        fs, path = filesystem(url)
-        return pd.read_parquet(path, filesystem=fs, dtype_backend="numpy_nullable")
-    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
-        raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
-
-
-def _read_glob(url: str, fs: Any, path: str) -> tuple[pd.DataFrame, list[str | None]]:
-    urls = _glob_urls(url, fs, path)
-    if not urls:
-        raise TFRecorderError(f"source {url!r} matches no file")
-    kinds = {is_parquet(u) for u in urls}
-    parquet = kinds == {True}
-    if len(kinds) > 1:
-        raise TFRecorderError(f"source {url!r} matches both CSV and Parquet files: give a glob of one kind")
-    if parquet:
-        parts = [read_parquet(u) for u in urls]
-        label_columns: list[str] = []
-    else:  # CSV text is typed once for the whole table: a column must not get a type per file
-        texts = [_csv_text(u) for u in urls]
-        parts = [text for text, _ in texts]
-        label_columns = list(dict.fromkeys(c for _, labels in texts for c in labels))
-    columns = [c for c in parts[0].columns if c not in label_columns]
-    for u, part in zip(urls[1:], parts[1:]):
-        if [c for c in part.columns if c not in label_columns] != columns:
-            raise _columns_differ(url, u, [str(c) for c in part.columns], urls[0],
-                                  [str(c) for c in parts[0].columns])
-    base = [folder for u, part in zip(urls, parts) for folder in [_parent(u)] * len(part)]
-    table = pd.concat(parts, ignore_index=True)
-    return (table if parquet else _typed_table(table, label_columns)), base
 
 
 def _glob_urls(url: str, fs: Any, path: str) -> list[str]:
@@ -145,52 +79,8 @@ def _parent(url: str) -> str:
     return os.path.dirname(os.path.abspath(url))
 
 
-def read_csv(url: str) -> pd.DataFrame:
-    """Read a CSV with a header, or a headerless AutoML CSV: ``[split,]image_uri[,label[,label...]]``.
-
-    Quoted fields may hold commas and newlines, and be of any length; a UTF-8 BOM and CRLF line ends are
-    fine. A row with more fields than the header, or bytes that are not UTF-8, are errors naming the line.
-    Values keep what they say (see ``typed_columns``): only an empty cell is missing.
-    """
-    return _typed_table(*_csv_text(url))
-
-
-def _typed_table(df: pd.DataFrame, label_columns: list[str]) -> pd.DataFrame:
-    """CSV text typed by ``typed_columns``; headerless multi-label columns merged into one list column."""
-    if label_columns:
-        return _merge_labels(typed_columns(df, skip=label_columns), label_columns)
-    return typed_columns(df)
-
-
 _HEAD_BYTES = 1 << 16  # read first, to tell a header from a headerless first row
 _SPARE_COLUMNS = 32  # headerless: columns beyond the first row's that the fast path makes room for
-
-
-def _csv_text(url: str) -> tuple[pd.DataFrame, list[str]]:
-    """A CSV's cells as text (empty cells missing), and the columns of a headerless multi-label row.
-
-    pandas' C parser reads the file as a stream; only a file it cannot read cleanly (a row wider than the
-    header, bytes that are not UTF-8, a first row of more than 64 KiB) takes the slow path, which scans every
-    record in Python to name the line."""
-    fast = _csv_text_fast(url)
-    return fast if fast is not None else _csv_text_scanned(url)
-
-
-def _csv_text_fast(url: str) -> tuple[pd.DataFrame, list[str]] | None:
-    with open_url(url) as f:
-        layout = _csv_layout(f)
-        if layout is None:
-            return None
-        names, first = layout
-        try:
-            df = pd.read_csv(f, **_csv_options(names))
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError):
-            return None
-    if names is None:
-        _check_header(url, [str(c).strip() for c in first])
-        return df, []
-    given = [i for i, column in enumerate(df.columns) if df[column].notna().any()]
-    return _name_headerless(df, first, max(len(first), given[-1] + 1 if given else 0))
 
 
 def _csv_layout(f: Any) -> tuple[list[str] | None, list[str]] | None:
@@ -231,21 +121,6 @@ def _name_headerless(df: pd.DataFrame, first: list[str], width: int) -> tuple[pd
     return df, []
 
 
-def _csv_text_scanned(url: str) -> tuple[pd.DataFrame, list[str]]:
-    first, widest = _checked_layout(url)
-    names = _headerless_names(first, widest)
-    with open_url(url) as f:
-        text = f.read().decode("utf-8-sig")
-    try:
-        df = pd.read_csv(io.StringIO(text), header=None if names else 0, names=names, skipinitialspace=True,
-                         index_col=False, dtype=str, keep_default_na=False, na_values=[""])
-    except (pd.errors.ParserError, ValueError) as e:
-        raise TFRecorderError(f"CSV {url!r} cannot be parsed: {e}") from e
-    if names and LABEL_COLUMN in names and names[-1] != LABEL_COLUMN:  # multi-label rows: labels stay text
-        return df, names[names.index(LABEL_COLUMN):]
-    return df, []
-
-
 def _check_header(url: str, header: list[str]) -> None:
     """Two columns of one name would be renamed by pandas (``label.1``) and one silently used: refuse."""
     seen: dict[str, int] = {}
@@ -259,21 +134,6 @@ def _check_header(url: str, header: list[str]) -> None:
 _LEADING_ZERO = r"^[+-]?0\d"  # 007, -01.5: an id or a code, not a number
 _INTEGER = r"^[+-]?\d+$"
 _BOOLEANS = {"True": True, "False": False, "true": True, "false": False, "TRUE": True, "FALSE": False}
-
-
-def typed_columns(df: pd.DataFrame, skip: Sequence[str] = ()) -> pd.DataFrame:
-    """Columns of CSV text (empty cells missing) as what their values say, never changing one.
-
-    Integers stay integers, nullable (``Int64``) when some are missing; numbers with a fraction or
-    exponent become float64; True/False become bool (``boolean`` with missing values); anything else -
-    numbers with leading zeros like ``007``, ids beyond int64, ``NA``, ``None``, ``null`` - stays text.
-    """
-    return df.assign(**{str(name): _typed(df[name]) for name in df.columns if name not in skip})
-
-
-def _typed(column: pd.Series) -> pd.Series:
-    kind, missing, numbers = _judge(column)
-    return as_kind(column, kind, missing, numbers)
 
 
 TEXT_KINDS = ("empty", "bool", "int", "float", "text")  # what a CSV column's text says it is
@@ -586,43 +446,33 @@ class FileFacts:
     kept: tuple[pd.DataFrame, dict[str, pd.Series]] | None = field(default=None, compare=False, repr=False)
 
 
-def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFacts | None:
-    """Read one file a part of ``rows`` rows at a time (Parquet: its footer only) for its ``FileFacts``;
-    None when the part-wise read cannot take it (``read_table_file`` names the problem). ``keep``: keep a CSV
-    of one part (``FileFacts.kept``)."""
+def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFacts:
+    """Read one file a part of ``rows`` rows at a time (Parquet: its footer only) for its ``FileFacts``; a file
+    that cannot be read is a TFRecorderError naming it (and for a CSV, the line). ``keep``: keep a CSV of one
+    part (``FileFacts.kept``)."""
     if parquet:
         import pyarrow.parquet as pq
 
         with open_url(url) as f:
             try:
                 metadata = pq.ParquetFile(f).metadata
-            except (OSError, ValueError):
-                return None
+            except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+                raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
         return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names))
-    count, kinds, kept = 0, {}, None
     with open_url(url) as f:
         layout = _csv_layout(f)
-        if layout is None:  # long first records, or a head the checked scan must judge: it names any problem
-            first, _ = _checked_layout(url)
-            layout = (_headerless_names(first, len(first) + _SPARE_COLUMNS), first)
-        names, first = layout
-        width = len(first)
-        try:
-            with pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
-                for part in reader:
-                    count += len(part)
-                    kept = (part, {}) if keep and count == len(part) else None  # the first part, if the only one
-                    if names is not None:
-                        given = [i for i, c in enumerate(part.columns) if part[c].notna().any()]
-                        width = max(width, given[-1] + 1 if given else 0)
-                    for column in part.columns:
-                        kind, missing, numbers = _judge(part[column])
-                        _add_kind(kinds, str(column), kind, missing)
-                        if kept is not None and numbers is not None:
-                            kept[1][str(column)] = numbers
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error):
-            _checked_layout(url)  # names the line, a block of the file at a time
-            return None
+    if layout is None:  # long first records, or a head the checked scan must judge: it names any problem
+        first, _ = _checked_layout(url)
+        layout = (_headerless_names(first, len(first) + _SPARE_COLUMNS), first)
+    try:
+        read = _read_csv_facts(url, *layout, rows, keep)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error) as e:
+        first, widest = _checked_layout(url)  # names the line, a block of the file at a time
+        names = _headerless_names(first, widest)
+        if names is None:
+            raise TFRecorderError(f"CSV {url!r} cannot be parsed: {e}") from e
+        read = _read_csv_facts(url, names, first, rows, keep)  # headerless rows wider than the first ones
+    names, first, width, count, kinds, kept = read
     if names is None:
         _check_header(url, [str(c).strip() for c in first])
         return FileFacts(count, tuple(kinds), (names, first, width), (), kinds, kept)
@@ -630,6 +480,25 @@ def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFa
     labels = named[named.index(LABEL_COLUMN):] if LABEL_COLUMN in named and named[-1] != LABEL_COLUMN else []
     return FileFacts(count, tuple(c for c in named if c not in labels), (names, first, width), tuple(labels),
                      {name: kinds[f"_{i}"] for i, name in enumerate(named)}, kept)
+
+
+def _read_csv_facts(url: str, names: list[str] | None, first: list[str], rows: int, keep: bool) -> tuple[Any, ...]:
+    """One pass over a CSV of this layout: its names, first row, width used, rows, kinds and kept part."""
+    count, kinds, kept = 0, {}, None
+    width = len(first)
+    with open_url(url) as f, pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
+        for part in reader:
+            count += len(part)
+            kept = (part, {}) if keep and count == len(part) else None  # the first part, if the only one
+            if names is not None:
+                given = [i for i, c in enumerate(part.columns) if part[c].notna().any()]
+                width = max(width, given[-1] + 1 if given else 0)
+            for column in part.columns:
+                kind, missing, numbers = _judge(part[column])
+                _add_kind(kinds, str(column), kind, missing)
+                if kept is not None and numbers is not None:
+                    kept[1][str(column)] = numbers
+    return names, first, width, count, kinds, kept
 
 
 def _add_kind(kinds: dict[str, tuple[str, bool]], name: str, kind: str, missing: bool) -> None:
@@ -770,35 +639,37 @@ class FrameSource:
 
 
 def table_source(source: Any, rows: int) -> TableFiles | FrameSource:
-    """``source`` as the parts the conversion reads: CSV or Parquet files part-wise (``table_files``); a
-    DataFrame, an image folder's listing or a file the part-wise read cannot take, held whole
-    (``read_source``, which names what is wrong with a source it cannot read)."""
-    files = table_files(source, rows)
-    if files is not None:
-        return files
-    df, base_dir = read_source(source)
-    return FrameSource(df, base_dir)
+    """``source`` as the parts the conversion reads: CSV or Parquet files (a path, URL or glob) part-wise,
+    each CSV read once in parts of ``rows`` rows to type its columns (``file_facts``); a DataFrame, or an
+    image folder's listing, held whole. A source that cannot be read is a TFRecorderError saying why."""
+    if isinstance(source, pd.DataFrame):
+        return FrameSource(source)
+    url = image_folder_url(source)
+    if url is not None:
+        return FrameSource(image_folder_table(url))
+    files = match_table_files(source)
+    if files is None:
+        raise unreadable(source)
+    keep = files.bytes <= KEEP_BYTES
+    return whole_table(files, [file_facts(url, files.parquet, rows, keep) for url in files.files])
 
 
 KEEP_BYTES = 16 * 1024 * 1024  # CSV sources this small are read once: the typing pass keeps what it parsed
 
 
-def table_files(source: Any, rows: int, min_bytes: int = 0) -> TableFiles | None:
-    """``source`` as TableFiles when it is CSV or Parquet files (a path, URL or glob) of ``min_bytes`` or more,
-    having read each CSV once in parts of ``rows`` rows to type its columns; None for anything else (a
-    DataFrame, an image folder), for smaller files, and for a CSV the part-wise read cannot take
-    (``read_source``'s checked read names its problem)."""
-    files = match_table_files(source)
-    if files is None or files.bytes < min_bytes:
-        return None
-    facts = []
-    keep = files.bytes <= KEEP_BYTES
-    for url in files.files:
-        found = file_facts(url, files.parquet, rows, keep)
-        if found is None:
-            return None
-        facts.append(found)
-    return whole_table(files, facts)
+def unreadable(source: Any) -> TFRecorderError:
+    """Why ``source`` is none of a DataFrame, an image folder, or CSV or Parquet files of one kind."""
+    if not isinstance(source, (str, os.PathLike)):
+        return TFRecorderError(
+            f"source={type(source).__name__}: give a pandas DataFrame, a CSV or Parquet path/URL (or a glob of "
+            f"them) or an image folder")
+    url = os.fspath(source)
+    fs, path = filesystem(url)
+    if not any(c in path for c in _GLOB_CHARACTERS):
+        return TFRecorderError(f"source {url!r} does not exist")
+    if not _glob_urls(url, fs, path):
+        return TFRecorderError(f"source {url!r} matches no file")
+    return TFRecorderError(f"source {url!r} matches both CSV and Parquet files: give a glob of one kind")
 
 
 def frame_as_arrow(df: pd.DataFrame) -> Any:

@@ -64,7 +64,6 @@ from tfrecorder.write.sources import (
     label_folders,
     listing_frame,
     no_images,
-    read_table_file,
     whole_table,
 )
 from tfrecorder.write.validate import EMPTY_TABLE
@@ -169,12 +168,7 @@ class _Table:
 
 def _read_file(file: _File, job: stream.FileJob) -> tuple[_File, FileFacts]:
     """A worker's share of the typing pass: one file's rows, columns and their kinds."""
-    found = file_facts(file.url, job.files.parquet, job.part_rows)
-    if found is None:  # the part-wise read cannot take it: the checked read names the problem
-        read_table_file(file.url)
-        raise TFRecorderError(f"{file.url!r} cannot be read a part at a time by a Beam pipeline; convert it "
-                              f"with runner='local', or save it as Parquet")
-    return file, found
+    return file, file_facts(file.url, job.files.parquet, job.part_rows)
 
 
 def _whole_table(found: list[tuple[_File, FileFacts]], job: stream.FileJob, folder: Folder,

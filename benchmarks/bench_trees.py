@@ -1,0 +1,150 @@
+"""Two versions of tfrecorder side by side: this checkout against another one (a worktree of an earlier
+commit), on the tables a refactoring must keep as they were - the same bytes written, and no slower.
+
+    git worktree add /tmp/old <commit>
+    python -m benchmarks.bench_trees --old /tmp/old
+
+Each version converts in its own processes, the versions taking turns (``--rounds``), each case the best of
+``--runs``: 2,000 JPEGs with header checks, a 100,000-row DataFrame and a 1,000-row CSV. Then each converts
+the same set of tables (images in every storage mode, tabular with float32 and float64 columns, a CSV, a
+Parquet glob, the DirectRunner) and every file written is compared (dataset.json but for the version that
+wrote it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.common import print_table, work_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs in a child that imports the version under test, then this checkout's benchmarks and tests for the tables.
+CHILD = r"""
+import json, os, shutil, sys, time
+import tfrecorder  # the version under test (PYTHONPATH); its modules come from its own folder from now on
+sys.path.insert(0, os.environ["BENCH_ROOT"])  # the tables (benchmarks/data's JPEGs) from this checkout
+import numpy as np, pandas as pd
+from benchmarks.common import jpeg_table
+from tests.conftest import image_table_at
+
+mode, work, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = os.path.join(work, "data")
+os.makedirs(data, exist_ok=True)
+rng = np.random.default_rng(1)
+if mode == "times":
+    n = 100_000
+    frame = pd.DataFrame({"split": rng.choice(["TRAIN", "VALIDATION", "TEST"], n), "label": rng.choice(list("abc"), n),
+                          "x": rng.normal(size=n).astype(np.float32), "k": rng.integers(0, 1000, n),
+                          "t": [f"w{i}" for i in range(n)], "l": [[1.0, 2.0]] * n})
+    small = os.path.join(data, "small.csv")
+    frame.iloc[:1000].drop(columns="l").to_csv(small, index=False)
+    cases = {"2,000 JPEGs, header checks": (jpeg_table(2000), dict(validate_images="header")),
+             "100,000-row DataFrame": (frame, {}), "1,000-row CSV": (small, {})}
+    out, times = os.path.join(work, "out"), {}
+    for name, (source, options) in cases.items():
+        best = []
+        for _ in range(runs):
+            shutil.rmtree(out, ignore_errors=True)
+            start = time.perf_counter()
+            tfrecorder.convert(source, out, progress=False, **options)
+            best.append(time.perf_counter() - start)
+        times[name] = min(best)
+    print(json.dumps(times))
+else:
+    out = sys.argv[4]
+    images = image_table_at(__import__("pathlib").Path(data))
+    tab = pd.DataFrame({
+        "split": ["TRAIN"] * 6 + ["VALIDATION", "TEST"], "label": [0, 1, 2, 1, 0, 2, 1, 0],
+        "x": [0.5, 1.5, np.nan, 3.0, 4.25, -1.0, 2.0, 7.5],
+        "n": pd.array([1, None, 3, 4, 5, 6, 7, 2**40], dtype="Int64"),
+        "flag": [True, False, True, True, False, False, True, False], "text": ["a", "b", None, "d", "é", "", "g", "h"],
+        "scores": [[1.0, 2.0], [], [3.5], [0.0, 1.0, 2.0], [], [1.0], [2.0], [3.0]],
+        "when": pd.date_range("2020-01-01", periods=8, freq="h"), "raw": [bytes([i]) for i in range(8)],
+        "stamp": [1.6e9 + i * 0.001 for i in range(8)]})
+    big = pd.DataFrame({"split": rng.choice(["TRAIN", "VALIDATION", "TEST", "UNASSIGNED"], 1000),
+                        "label": rng.choice(["a", "b", "c"], 1000), "v": rng.normal(size=1000),
+                        "k": rng.integers(0, 9, 1000)})
+    big.loc[big.split != "TRAIN", "label"] = "a"
+    big.to_csv(os.path.join(data, "big.csv"), index=False)
+    for i in range(3):
+        big.iloc[i * 300:(i + 1) * 300].to_parquet(os.path.join(data, f"part{i}.parquet"))
+    cases = {
+        "images": (images, {}), "images_gzip": (images, dict(compression="gzip", num_shards=2)),
+        "images_jpeg_pad": (images, dict(image_format="jpeg", image_size=(16, 16), resize_mode="pad")),
+        "images_png_crop": (images, dict(image_format="png", image_size=(12, 20), resize_mode="crop")),
+        "images_raw": (images, dict(image_format="raw", image_size=(10, 10))),
+        "images_header": (images, dict(validate_images="header", num_shards=3)),
+        "tabular": (tab, {}), "tabular_f32": (tab, dict(float_precision="float32")),
+        "tabular_f64": (tab, dict(float_precision="float64")),
+        "csv": (os.path.join(data, "big.csv"), {}),
+        "parquet_glob": (os.path.join(data, "part*.parquet"), dict(num_shards=2)),
+        "images_direct": (images, dict(runner="DirectRunner", num_shards=2)),
+        "csv_direct": (os.path.join(data, "big.csv"), dict(runner="DirectRunner")),
+    }
+    shutil.rmtree(out, ignore_errors=True)
+    for name, (source, options) in cases.items():
+        tfrecorder.convert(source, os.path.join(out, name), **({"progress": False} if "runner" not in options else {}),
+                           **options)
+    print(json.dumps(sorted(cases)))
+"""
+
+
+def child(tree: Path, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(tree), "BENCH_ROOT": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True,
+                          cwd=args[1])
+    if done.returncode:
+        raise SystemExit(f"{tree}: {done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def different(a: Path, b: Path) -> list[str]:
+    """The files that differ between two conversions' folders (dataset.json: but for its ``runner``)."""
+    found = []
+    for case in sorted(p.name for p in a.iterdir()):
+        names = sorted(p.name for p in (a / case).iterdir())
+        if names != sorted(p.name for p in (b / case).iterdir()):
+            found.append(f"{case}/ (other files)")
+            continue
+        for name in names:
+            x, y = a / case / name, b / case / name
+            if name == "dataset.json":
+                same = {**json.loads(x.read_text()), "runner": None} == {**json.loads(y.read_text()), "runner": None}
+            else:
+                same = filecmp.cmp(x, y, shallow=False)
+            if not same:
+                found.append(f"{case}/{name}")
+    return found
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--old", required=True, help="the other checkout (a git worktree)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    old, new, work = Path(args.old).resolve(), ROOT, work_dir("bench-trees-")
+    times: dict[str, dict[str, float]] = {"old": {}, "new": {}}
+    for _ in range(args.rounds):
+        for label, tree in (("old", old), ("new", new)):
+            for case, seconds in json.loads(child(tree, "times", str(work), str(args.runs))).items():
+                times[label][case] = min(seconds, times[label].get(case, float("inf")))
+    for label, tree in (("old", old), ("new", new)):
+        child(tree, "bytes", str(work), "1", str(work / f"bytes-{label}"))
+    rows = [(case, f"{times['new'][case]:.3f} s", f"old: {times['old'][case]:.3f} s",
+             f"{times['new'][case] / times['old'][case]:.2f}x the old time") for case in times["new"]]
+    diff = different(work / "bytes-old", work / "bytes-new")
+    rows.append(("files written for 13 tables", "identical" if not diff else f"DIFFERENT: {', '.join(diff)}",
+                 f"old: {old}", "check"))
+    print_table(f"This checkout against {old} (best of {args.runs} runs x {args.rounds} rounds, taking turns)", rows)
+
+
+if __name__ == "__main__":
+    main()
