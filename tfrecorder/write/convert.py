@@ -43,7 +43,14 @@ from tfrecorder.write.options import (
     conversion,
 )
 from tfrecorder.write.result import ConvertResult
-from tfrecorder.write.resume import Run, RunDigest, files_identity, files_run_identity, start_run
+from tfrecorder.write.resume import (
+    Run,
+    RunDigest,
+    files_identity,
+    files_run_identity,
+    start_run,
+    table_run_identity,
+)
 from tfrecorder.write.sources import (
     FrameSource,
     MatchedFiles,
@@ -198,10 +205,10 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     if (matched := match_table_files(source)) is not None:
         return beam_files(matched, as_schema(schema), files_identity(matched))
     if (url := image_folder_url(source)) is not None:
-        return beam_files(MatchedFiles(url, (), True, 0), as_schema(schema), ("image folder", url), listed=True)
+        return beam_files(MatchedFiles.to_list(url), as_schema(schema), ("image folder", url), listed=True)
     if isinstance(source, pd.DataFrame):
         frame = _beam_frame(source, as_schema(schema))
-        return beam_files(MatchedFiles("", (), True, 0, frame=True), frame.schema, frame.digests, stage=frame.parts)
+        return beam_files(MatchedFiles.to_stage(), frame.schema, frame.digests, stage=frame.parts)
     raise unreadable(source)
 
 
@@ -218,12 +225,9 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
                                    run_digest=lambda template: RunDigest(template.schema, options))
         shards, finish = stream.plan_all(summary, spill, options, LOCAL, num_shards=num_shards,
                                          float_precision=float_precision)
-        digest = summary.run_digest
-        digest.add("plan", [(s.spec.filename, s.spec.start, s.spec.stop) for s in shards])
-        digest.add("vocabulary", finish.table.vocabulary)
-        digest.add("columns", [(c.name, c.kind.value, c.nullable, c.source) for c in finish.table.columns])
+        identity = table_run_identity(summary.run_digest, shards, finish.table)
         plan = [s.spec for s in shards]
-        run = start_run(folder, digest.hexdigest(), plan, overwrite=overwrite, runner=LOCAL)
+        run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL)
         with _space_left(folder), _holding(run):
             remaining = [s for s in shards if s.spec.filename not in run.resumed]
             written = write_shards(remaining, folder, options, progress=progress, workers=workers,

@@ -32,19 +32,36 @@ from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.shard import ShardResult
 from tfrecorder.write.sources import MatchedFiles
+from tfrecorder.write.table import Table
 
 logger = logging.getLogger(__name__)
 
 
-def files_run_identity(identity: Any, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:
-    """SHA-256 of a conversion whose table a Beam pipeline reads: the input's ``identity`` (``files_identity``,
-    or the digests of a staged DataFrame's parts), the schema given, the settings (``options`` and
-    ``settings``: split fractions, float precision, shard count) and the version - all the submitting process
-    knows without reading the table. The shards follow from these."""
-    digest = RunDigest(schema, options)
-    digest.add("input", identity)
-    digest.add("settings", repr(sorted(settings.items())))
+def run_identity(digest: RunDigest, **facts: Any) -> str:
+    """The one recipe for a run's identity: ``digest`` - the version, the schema and the settings that change a
+    byte written, and whatever of the input it was fed - then each of ``facts``, tagged with its name, in the
+    order given. The local runner gives the input's content (its rows' keys and image locations, fed part by
+    part) and what it decided (plan, vocabulary, columns: ``table_run_identity``); a pipeline, which starts
+    before any row is read, the input's files and the settings (``files_run_identity``)."""
+    for name, value in facts.items():
+        digest.add(name, value)
     return digest.hexdigest()
+
+
+def table_run_identity(digest: RunDigest, shards: Sequence[Any], table: Table) -> str:
+    """A local run's identity: ``digest`` fed every part's row keys and image locations (``stream.summarize``),
+    the plan (``shards``) and the validated ``table``'s vocabulary and columns."""
+    return run_identity(digest, plan=[(s.spec.filename, s.spec.start, s.spec.stop) for s in shards],
+                        vocabulary=table.vocabulary,
+                        columns=[(c.name, c.kind.value, c.nullable, c.source) for c in table.columns])
+
+
+def files_run_identity(identity: Any, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:
+    """A pipeline's run identity: the input's ``identity`` (``files_identity``, or the digests of a staged
+    DataFrame's or pipeline's parts), the schema given, the settings (``options`` and ``settings``: split
+    fractions, float precision, shard count) and the version - all the submitting process knows without
+    reading the table. The shards follow from these."""
+    return run_identity(RunDigest(schema, options), input=identity, settings=repr(sorted(settings.items())))
 
 
 def files_identity(files: MatchedFiles) -> list[tuple[str, Any]]:

@@ -406,6 +406,17 @@ class MatchedFiles:
     bytes: int
     frame: bool = False  # Parquet parts a DataFrame was staged as (``frame_parts``): see TableFiles.frame
 
+    @classmethod
+    def to_stage(cls, url: str = "") -> MatchedFiles:
+        """The Parquet parts a DataFrame or a pipeline's rows will be staged as in the folder ``url``: named
+        once they are written (a pipeline's parts, by the pipeline itself)."""
+        return cls(url, (), True, 0, frame=True)
+
+    @classmethod
+    def to_list(cls, url: str) -> MatchedFiles:
+        """The image folder ``url``, listed by a pipeline into Parquet parts."""
+        return cls(url, (), True, 0)
+
 
 def match_table_files(source: Any) -> MatchedFiles | None:
     """``source``'s files when it names CSV or Parquet files of one kind (a path, URL or glob); None for

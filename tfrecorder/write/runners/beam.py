@@ -474,7 +474,7 @@ class WriteDataset(beam.PTransform):
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         how = self._how
         folder = Folder.of(self._url, how.storage_timeout)
-        staged = MatchedFiles(folder.url_of(INPUT_DIR), (), True, 0, frame=True)
+        staged = MatchedFiles.to_stage(folder.url_of(INPUT_DIR))
         job = stream.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision, how.num_shards,
                              WRITE_DATASET, stream.PART_ROWS)
         journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks
