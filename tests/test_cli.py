@@ -62,6 +62,12 @@ def test_errors_are_one_line_without_traceback(tmp_path, args, message):
     assert re.search(message, lines[-1]), proc.stderr
 
 
+def test_version_is_the_packages():
+    from tfrecorder import __version__
+
+    assert run("--version").stdout == f"tfrecorder {__version__}\n"
+
+
 def test_bad_flag_is_a_usage_error(tmp_path):
     proc = run("convert", "a.csv", "out", "--image-format", "tiff", check=False)
     assert proc.returncode == 2 and "invalid choice: 'tiff'" in proc.stderr
