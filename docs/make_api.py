@@ -10,7 +10,7 @@ from tfrecorder import types
 
 OUT = Path(__file__).resolve().parent / "api.md"
 FUNCTIONS = ["convert", "convert_and_load", "load_dataset", "load", "read_tfr", "label_names", "info", "show",
-             "inspect", "verify", "feature_spec", "read_manifest", "create_image_csv"]
+             "inspect", "verify", "feature_spec", "read_manifest", "create_image_csv", "read_annotations"]
 CLASSES = ["ConvertResult", "VerifyReport", "Schema", "TFRecorderError", "SchemaError", "RowError"]
 
 

@@ -1,0 +1,130 @@
+"""read_annotations: Pascal VOC folders, COCO instances JSON and AutoML Vision detection CSVs into one long form,
+a row per box, with each format's coordinates turned into box edges."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tests.conftest import write_image
+from tfrecorder.errors import TFRecorderError
+
+LONG_FORM = ["split", "image_uri", "label", "xmin", "ymin", "xmax", "ymax"]
+
+
+def voc_xml(name: str, objects: list[tuple[str, int, int, int, int, int]], size=(64, 48)) -> str:
+    """A labelImg-style annotation: (label, xmin, ymin, xmax, ymax, difficult) in VOC's 1-based pixels."""
+    body = "".join(f"<object><name>{label}</name><truncated>{int(d == 0)}</truncated><difficult>{d}</difficult>"
+                   f"<bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin><xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox></object>"
+                   for label, x0, y0, x1, y1, d in objects)
+    return (f"<annotation><folder>JPEGImages</folder><filename>{name}</filename><size><width>{size[0]}</width>"
+            f"<height>{size[1]}</height><depth>3</depth></size>{body}</annotation>")
+
+
+def test_a_voc_folder_gives_a_row_per_box_in_edges_from_zero_with_its_splits(tmp_path):
+    voc = tmp_path / "VOC2012"
+    for i in range(3):
+        write_image(voc / "JPEGImages" / f"{i:04d}.jpg", size=(48, 64), seed=i)
+    (voc / "Annotations").mkdir()
+    (voc / "Annotations" / "0000.xml").write_text(voc_xml("0000.jpg", [("cat", 1, 1, 10, 20, 0),
+                                                                       ("dog", 5, 6, 64, 48, 1)]))
+    (voc / "Annotations" / "0001.xml").write_text(voc_xml("0001.jpg", [("cat", 2, 3, 4, 5, 0)]))
+    (voc / "Annotations" / "0002.xml").write_text(voc_xml("0002.jpg", []))  # no objects: still an image
+    (voc / "ImageSets" / "Main").mkdir(parents=True)
+    (voc / "ImageSets" / "Main" / "train.txt").write_text("0000\n0002\n")
+    (voc / "ImageSets" / "Main" / "val.txt").write_text("0001\n")
+
+    boxes = tfrecorder.read_annotations(str(voc))
+    assert list(boxes.columns) == [*LONG_FORM, "difficult", "truncated", "width", "height"]
+    assert boxes[LONG_FORM].astype(object).where(boxes[LONG_FORM].notna(), None).values.tolist() == [
+        ["TRAIN", str(voc / "JPEGImages" / "0000.jpg"), "cat", 0.0, 0.0, 10.0, 20.0],
+        ["TRAIN", str(voc / "JPEGImages" / "0000.jpg"), "dog", 4.0, 5.0, 64.0, 48.0],  # the whole 64x48 image
+        ["VALIDATION", str(voc / "JPEGImages" / "0001.jpg"), "cat", 1.0, 2.0, 4.0, 5.0],
+        ["TRAIN", str(voc / "JPEGImages" / "0002.jpg"), None, None, None, None, None],
+    ]
+    assert boxes["difficult"].tolist()[:3] == [0, 1, 0] and boxes["truncated"].tolist()[:3] == [1, 0, 1]
+    assert boxes["width"].tolist() == [64] * 4 and boxes["height"].tolist() == [48] * 4
+
+
+def test_labelimg_xml_beside_the_images_and_trainval_split_by_a_stable_hash(tmp_path):
+    folder = tmp_path / "shots"
+    for i in range(40):
+        write_image(folder / f"p{i}.jpg", size=(8, 8), seed=i)
+        (folder / f"p{i}.xml").write_text(voc_xml(f"p{i}.jpg", [("cup", 1, 1, 4, 4, 0)], size=(8, 8)))
+    boxes = tfrecorder.read_annotations(str(folder))
+    assert set(boxes["split"]) == {"UNASSIGNED"} and boxes["image_uri"][0] == str(folder / "p0.jpg")
+
+    (folder / "ImageSets" / "Main").mkdir(parents=True)
+    (folder / "ImageSets" / "Main" / "trainval.txt").write_text("".join(f"p{i}\n" for i in range(40)))
+    first = tfrecorder.read_annotations(str(folder))["split"].tolist()
+    assert set(first) == {"TRAIN", "VALIDATION"} and first.count("TRAIN") > first.count("VALIDATION")
+    assert tfrecorder.read_annotations(str(folder))["split"].tolist() == first  # the same on every run
+
+
+def test_coco_boxes_categories_crowds_and_images_without_annotations(tmp_path):
+    (tmp_path / "images").mkdir()
+    coco = {
+        "images": [{"id": 7, "file_name": "a.jpg", "width": 640, "height": 480},
+                   {"id": 8, "file_name": "b.jpg", "width": 320, "height": 240}],
+        "annotations": [
+            {"id": 1, "image_id": 7, "bbox": [10.5, 20, 100, 50], "category_id": 18, "iscrowd": 0, "area": 5000.0},
+            {"id": 2, "image_id": 7, "bbox": [0, 0, 640, 480], "category_id": 1, "iscrowd": 1, "area": 1e5}],
+        "categories": [{"id": 1, "name": "person"}, {"id": 18, "name": "dog"}],
+    }
+    path = tmp_path / "instances_val2017.json"
+    path.write_text(json.dumps(coco))
+    boxes = tfrecorder.read_annotations(str(path))
+    assert list(boxes.columns) == [*LONG_FORM, "iscrowd", "area", "width", "height"]
+    assert boxes["split"].tolist() == ["VALIDATION"] * 3
+    assert boxes["image_uri"].tolist() == [str(tmp_path / "images" / n) for n in ("a.jpg", "a.jpg", "b.jpg")]
+    assert boxes["label"].tolist()[:2] == ["dog", "person"] and pd.isna(boxes["label"][2])
+    assert boxes[["xmin", "ymin", "xmax", "ymax"]].values[:2].tolist() == [[10.5, 20, 110.5, 70], [0, 0, 640, 480]]
+    assert boxes["iscrowd"].tolist()[:2] == [0, 1] and boxes["width"].tolist() == [640, 640, 320]
+
+    elsewhere = tfrecorder.read_annotations(str(path), images_dir="gs://bucket/val2017")
+    assert elsewhere["image_uri"][0] == "gs://bucket/val2017/a.jpg"
+
+    coco["annotations"][0]["category_id"] = 99
+    path.write_text(json.dumps(coco))
+    with pytest.raises(TFRecorderError, match=r"annotation 1 of image 'a.jpg': category_id 99 is not in"):
+        tfrecorder.read_annotations(str(path))
+
+
+def test_an_automl_vision_csv_in_both_vertex_forms_and_rows_without_boxes(tmp_path):
+    path = tmp_path / "automl.csv"
+    path.write_text("TRAIN,gs://b/img1.jpg,car,0.1,0.2,,,0.3,0.4,,\n"
+                    "VALIDATION,gs://b/img2.jpg,bike,0.5,0.1,0.9,0.1,0.9,0.6,0.5,0.6\n"
+                    "TEST,gs://b/img3.jpg,,,,,,,,,\n"
+                    "UNASSIGNED,gs://b/img4.jpg\n")
+    boxes = tfrecorder.read_annotations(str(path))
+    assert list(boxes.columns) == LONG_FORM
+    assert boxes["split"].tolist() == ["TRAIN", "VALIDATION", "TEST", "UNASSIGNED"]
+    assert boxes[["xmin", "ymin", "xmax", "ymax"]].values[:2].tolist() == [[0.1, 0.2, 0.3, 0.4], [0.5, 0.1, 0.9, 0.6]]
+    assert boxes["label"].tolist()[:2] == ["car", "bike"] and boxes["label"][2:].isna().all()
+    assert boxes["xmin"][2:].isna().all()
+
+    path.write_text("TRAIN,gs://b/img1.jpg,car,0.1,,,,,,,\n")
+    with pytest.raises(TFRecorderError, match=r"line 1: a box needs a label and two opposite vertices"):
+        tfrecorder.read_annotations(str(path))
+    path.write_text("split,image_uri,label\nTRAIN,a.jpg,cat\n")
+    with pytest.raises(TFRecorderError, match=r"line 1: not an AutoML Vision object-detection row"):
+        tfrecorder.read_annotations(str(path))
+
+
+def test_annotations_that_cannot_be_read_name_the_file(tmp_path):
+    with pytest.raises(TFRecorderError, match="do not exist"):
+        tfrecorder.read_annotations(str(tmp_path / "missing.json"))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(TFRecorderError, match=r"bad.json' are not JSON"):
+        tfrecorder.read_annotations(str(tmp_path / "bad.json"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TFRecorderError, match="is not a Pascal VOC folder"):
+        tfrecorder.read_annotations(str(tmp_path / "empty"))
+    (tmp_path / "voc").mkdir()
+    (tmp_path / "voc" / "a.xml").write_text("<annotation><object><name>x</name><bndbox><xmin>a</xmin>"
+                                            "</bndbox></object></annotation>")
+    with pytest.raises(TFRecorderError, match=r"a.xml: object 'x': xmin 'a' is not a number"):
+        tfrecorder.read_annotations(str(tmp_path / "voc"))
