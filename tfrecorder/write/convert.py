@@ -231,7 +231,7 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
         with _space_left(folder), _holding(run):
             remaining = [s for s in shards if s.spec.filename not in run.resumed]
             written = write_shards(remaining, folder, options, progress=progress, workers=workers,
-                                     journal=run.journal, remote=summary.remote)
+                                   journal=run.journal, remote=summary.remote)
             manifest = finish.write(folder, [*run.resumed.values(), *written])
             run.journal.complete()
             return convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))

@@ -572,8 +572,8 @@ def _begin(claimed: float, parts: list[tuple[int, str, int, str]], job: stream.F
     """Begin (or resume) the run of the staged rows - its identity: the parts' digests and the settings, as
     convert's for a DataFrame - and hand their files to the conversion's steps."""
     parts = sorted(parts)
-    claim = Claim(Lock(folder, LockInfo.mine(WRITE_DATASET)), Journal(folder, release_lock=True),
-                  Journal(folder).read_run())
+    journal = Journal(folder, release_lock=True)
+    claim = Claim(Lock(folder, LockInfo.mine(WRITE_DATASET)), journal, journal.read_run())
     identity = files_run_identity([digest for *_, digest in parts], job.schema, job.options, fractions=job.fractions,
                                   float_precision=job.float_precision, num_shards=job.num_shards)
     try:
