@@ -21,6 +21,33 @@ LABEL_COLUMN = "label"
 ListLike = (list, tuple, np.ndarray)
 
 
+def _check_boxes(columns: Mapping[str, type[ColumnType]]) -> None:
+    """A detection table names each box edge once, all four of them, beside an image and a single label."""
+    edges: dict[str, list[str]] = {}
+    for name, col_type in columns.items():
+        if col_type.role is Role.BOX:
+            edges.setdefault(col_type.edge, []).append(name)
+    if not edges:
+        return
+    twice = {edge: names for edge, names in edges.items() if len(names) > 1}
+    if twice:
+        edge, names = next(iter(twice.items()))
+        raise SchemaError(f"columns {names} all hold the box edge {edge!r}; give each edge one column")
+    lacking = [edge for edge in types.BOX_EDGES if edge not in edges]
+    if lacking:
+        raise SchemaError(
+            f"box columns {[edges[e][0] for e in edges]} without {', '.join(lacking)}: a detection table has "
+            f"all four edges (xmin, ymin, xmax, ymax), as types.BoxXMin, BoxYMin, BoxXMax, BoxYMax")
+    roles = {t.role: (n, t) for n, t in columns.items()}
+    if Role.IMAGE not in roles or Role.LABEL not in roles:
+        missing = " and ".join(r.value for r in (Role.IMAGE, Role.LABEL) if r not in roles)
+        raise SchemaError(f"a detection table (box columns {[n for ns in edges.values() for n in ns]}) needs "
+                          f"{missing} columns too: one row per box, with its image and its label")
+    name, label = roles[Role.LABEL]
+    if label.is_list:
+        raise SchemaError(f"column {name!r}: a box has one label; {label.__name__} gives several per row")
+
+
 class Schema(Mapping[str, type[ColumnType]]):
     """An ordered mapping of column name to column type.
 
@@ -45,6 +72,7 @@ class Schema(Mapping[str, type[ColumnType]]):
             named = [n for n, t in checked.items() if t.role is role]
             if len(named) > 1:
                 raise SchemaError(f"schema has {len(named)} {role.value} columns ({named}); at most one is allowed")
+        _check_boxes(checked)
         self._columns = checked
 
     def __getitem__(self, name: str) -> type[ColumnType]:
@@ -59,6 +87,11 @@ class Schema(Mapping[str, type[ColumnType]]):
     def __repr__(self) -> str:
         inner = ", ".join(f"{n!r}: types.{t.__name__}" for n, t in self._columns.items())
         return f"Schema({{{inner}}})"
+
+    @property
+    def boxes(self) -> dict[str, str]:
+        """A detection table's box columns by the edge each holds (``types.BOX_TYPES``); empty for others."""
+        return {t.edge: n for n, t in self._columns.items() if t.role is Role.BOX}
 
     def column_for(self, role: Role) -> str | None:
         """The column that plays ``role``, or None."""
@@ -95,7 +128,10 @@ class Schema(Mapping[str, type[ColumnType]]):
         the Parquet file ``df`` was read from, whose types decide where they can (a list<double> column of
         empty lists is a list of floats, a null binary column bytes)."""
         kinds = {name: arrow_kind(arrow.field(name).type) for name in arrow.names} if arrow is not None else {}
-        return cls({str(name): infer_column_type(str(name), df[name], kinds.get(str(name))) for name in df.columns})
+        names = [str(name) for name in df.columns]
+        boxes = set(types.BOX_EDGES) <= set(names)  # the four edges by their names: a detection table
+        return cls({name: types.BOX_TYPES[name] if boxes and name in types.BOX_TYPES else
+                    infer_column_type(name, df[name], kinds.get(name)) for name in names})
 
 
 # TFRecorder 2.0's default schema: split, image_uri, label (string); the map under its 2.0 name too.

@@ -18,6 +18,7 @@ class Role(enum.StrEnum):
     IMAGE = "image"
     LABEL = "label"
     FEATURE = "feature"
+    BOX = "box"  # an edge of an object's box (detection tables: a row per box), or the size it was drawn on
 
 
 class Kind(enum.StrEnum):
@@ -40,6 +41,7 @@ class ColumnType:
     kind: ClassVar[Kind] = Kind.BYTES
     is_list: ClassVar[bool] = False
     allowed_values: ClassVar[tuple[str, ...]] = ()  # TFRecorder 2.0's name: the values a column may take, if fixed
+    edge: ClassVar[str] = ""  # Role.BOX types: the box edge (or annotated size) the column holds
 
     def __init__(self) -> None:  # pragma: no cover - types are used as classes
         raise TypeError(f"{type(self).__name__} is a column type: use the class itself")
@@ -129,10 +131,63 @@ class StringListInput(ColumnType):
     is_list = True
 
 
+class BoxXMin(ColumnType):
+    """A box's left edge: pixels from 0, or normalized to [0, 1] (``box_units``)."""
+
+    role = Role.BOX
+    kind = Kind.FLOAT32
+    edge = "xmin"
+
+
+class BoxYMin(ColumnType):
+    """A box's top edge: pixels from 0, or normalized to [0, 1]."""
+
+    role = Role.BOX
+    kind = Kind.FLOAT32
+    edge = "ymin"
+
+
+class BoxXMax(ColumnType):
+    """A box's right edge (greater than xmin)."""
+
+    role = Role.BOX
+    kind = Kind.FLOAT32
+    edge = "xmax"
+
+
+class BoxYMax(ColumnType):
+    """A box's bottom edge (greater than ymin)."""
+
+    role = Role.BOX
+    kind = Kind.FLOAT32
+    edge = "ymax"
+
+
+class AnnotatedWidth(ColumnType):
+    """The width of the image as the annotation tool saw it (VOC ``<size>``, COCO ``width``): it tells whether
+    pixel boxes of an EXIF-rotated photo refer to the stored pixels or to the picture as displayed."""
+
+    role = Role.BOX
+    kind = Kind.FLOAT32
+    edge = "width"
+
+
+class AnnotatedHeight(ColumnType):
+    """The height of the image as the annotation tool saw it."""
+
+    role = Role.BOX
+    kind = Kind.FLOAT32
+    edge = "height"
+
+
 ALL_TYPES: tuple[type[ColumnType], ...] = (
     SplitKey, ImageUri, IntegerLabel, StringLabel, IntegerListLabel, StringListLabel,
     IntegerInput, FloatInput, StringInput, IntegerListInput, FloatListInput, StringListInput,
+    BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight,
 )
+# A detection table's box columns by the edge each holds: the four edges are all given or none is.
+BOX_TYPES: dict[str, type[ColumnType]] = {t.edge: t for t in ALL_TYPES if t.role is Role.BOX}
+BOX_EDGES: tuple[str, ...] = ("xmin", "ymin", "xmax", "ymax")
 
 FEATURE_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
     (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.FEATURE

@@ -268,8 +268,29 @@ class ListOf(Connector):
                 "sequence": {"feature": inner, "length": "-1"}}, ""
 
 
+class BoundingBoxes(Connector):
+    """A detection record's boxes: 4 float32 values an object (``[ymin, xmin, ymax, xmax]``, normalized), a
+    TFDS ``BBoxFeature`` per object."""
+
+    kind = Kind.FLOAT32
+    field = "float_list"
+    tf_dtype = "float32"
+    placeholder = 0.0
+    missing = "NaN"
+
+    def parse_spec(self, feature: FeatureInfo) -> Any:
+        import tensorflow as tf
+
+        return tf.io.RaggedFeature(tf.float32)
+
+    def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        return {"pythonClassName": TFDS_CLASS + "bounding_boxes.BBoxFeature",
+                "boundingBox": {"shape": {"dimensions": ["4"]}, "dtype": "float32", "bboxFormat": "REL_YXYX"}}, ""
+
+
 INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, CLASS_LABEL = (Int64(), Float32(), Float64(), Bytes(), Text(), Image(),
                                                            ClassLabel())
+BOXES = BoundingBoxes()
 SCALARS: tuple[Connector, ...] = (INT64, FLOAT32, FLOAT64, TEXT)  # a connector of each stored kind
 BY_KIND: dict[Kind, Connector] = {c.kind: c for c in SCALARS}
 # What a list read from another tool's record holds: each list's own kind (float64 is ours alone).
@@ -286,6 +307,8 @@ def connector_of(feature: FeatureInfo, image_feature: str, label: Mapping[str, A
     """The connector of a feature dataset.json lists (``image_feature``: the name the image is stored under;
     ``label``: dataset.json's label entry, whose vocabulary makes the label a ClassLabel)."""
     kind = Kind(feature.dtype)
+    if feature.role == "box" and kind is Kind.FLOAT32:
+        return BOXES
     if feature.name == image_feature and kind is Kind.BYTES:
         scalar: Connector = IMAGE
     elif feature.role == "label" and kind is Kind.INT64 and (label or {}).get("vocabulary") is not None:

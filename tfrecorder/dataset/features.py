@@ -49,6 +49,19 @@ IMAGE_ORIENTATION = Feature("image_orientation", connectors.INT64, Role.IMAGE, "
 SPLIT = Feature("split", connectors.TEXT, Role.SPLIT, "TRAIN, VALIDATION or TEST")
 LABEL = Feature("label", connectors.CLASS_LABEL, Role.LABEL, "class id (string labels: index in the vocabulary)")
 
+# A detection record's objects (a row per box of the table, grouped by image), stored as TFDS stores a
+# ``Sequence`` of them: one list per feature, an object's values at the same place in each.
+OBJECTS = "objects"
+OBJECT_BBOX = Feature(f"{OBJECTS}/bbox", connectors.FLOAT32, Role.BOX,
+                      "each object's box, 4 values: ymin, xmin, ymax, xmax, normalized, in the stored pixels' frame")
+OBJECT_LABEL = Feature(f"{OBJECTS}/label", connectors.CLASS_LABEL, Role.LABEL, "each object's class id")
+
+
+def object_feature(column: str) -> str:
+    """The feature an extra column of a detection table is stored under: a value per object."""
+    return f"{OBJECTS}/{column}"
+
+
 # Every feature of an image row derived from its image, in the order dataset.json lists them.
 IMAGE_FEATURES: tuple[Feature, ...] = (
     IMAGE, IMAGE_HEIGHT, IMAGE_WIDTH, IMAGE_CHANNELS, IMAGE_FORMAT, IMAGE_URI, IMAGE_NAME, IMAGE_ORIENTATION,

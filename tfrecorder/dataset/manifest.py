@@ -12,7 +12,7 @@ from tfrecorder.types import Kind
 
 FORMAT_NAME = "tfrecorder-dataset"
 _DTYPES = tuple(kind.value for kind in Kind)  # the dtypes a record's features have
-FORMAT_VERSION = 3  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason, pandas
+FORMAT_VERSION = 4  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason, pandas; 4: objects
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
@@ -72,6 +72,7 @@ class Manifest:
     runner: str = "local"
     leakage: dict[str, Any] = field(default_factory=lambda: {"count": 0, "groups": []})
     tfds: dict[str, Any] | None = None  # the TFDS metadata beside the shards, or why there is none
+    objects: dict[str, Any] | None = None  # a detection dataset's: box format and features, objects per class
     errors_file: str = ERRORS_NAME
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.connectors import TFDS_CLASS, connector_of
-from tfrecorder.dataset.features import IMAGE, LABEL
+from tfrecorder.dataset.connectors import TFDS_CLASS, ListOf, connector_of
+from tfrecorder.dataset.features import IMAGE, LABEL, OBJECT_LABEL, OBJECTS
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 
 DATASET_INFO_NAME = "dataset_info.json"
@@ -76,13 +76,21 @@ def tfds_metadata(
         return TfdsMetadata(not_written=f"TFDS reads uncompressed TFRecord files only (these are {compression})")
     name, version = name_version
     connectors: dict[str, dict[str, Any]] = {}
+    objects: dict[str, dict[str, Any]] = {}  # a detection record's objects: TFDS's Sequence of a FeaturesDict
     left_out: dict[str, str] = {}
     for feature in features:
-        connector, why = _connector(feature, label, image)
+        parent, _, child = feature.name.partition("/")
+        connector, why = _connector(feature, label, image, per_object=parent == OBJECTS and bool(child))
         if connector is None:
             left_out[feature.name] = why
+        elif parent == OBJECTS and child:
+            objects[child] = connector
         else:
             connectors[feature.name] = connector
+    if objects:
+        connectors[OBJECTS] = {"pythonClassName": TFDS_CLASS + "sequence_feature.Sequence", "sequence": {
+            "feature": {"pythonClassName": TFDS_CLASS + "features_dict.FeaturesDict",
+                        "featuresDict": {"features": objects}}, "length": "-1"}}
     files = {
         FEATURES_NAME: _json({"pythonClassName": TFDS_CLASS + "features_dict.FeaturesDict",
                               "featuresDict": {"features": connectors}}),
@@ -91,6 +99,9 @@ def tfds_metadata(
     vocabulary = (label or {}).get("vocabulary")
     if vocabulary is not None and LABEL.name in connectors:
         files[labels_file(LABEL.name)] = "".join(f"{v}\n" for v in vocabulary)
+    label_child = OBJECT_LABEL.name.partition("/")[2]
+    if vocabulary is not None and label_child in objects:  # TFDS names a nested feature's file parent-child
+        files[labels_file(f"{OBJECTS}-{label_child}")] = "".join(f"{v}\n" for v in vocabulary)
     return TfdsMetadata(name, version, files, left_out)
 
 
@@ -104,11 +115,16 @@ def described_files(manifest: Manifest) -> dict[str, str]:
                          compression=manifest.compression, label=manifest.label, image=manifest.image).files
 
 
-def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None,
-               image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
+def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None, image: Mapping[str, Any] | None,
+               per_object: bool = False) -> tuple[dict[str, Any] | None, str]:
+    """The feature's features.json entry (``per_object``: one object's value, inside the objects' Sequence),
+    or None and why TFDS cannot read it."""
     if feature.nullable:
         return None, "some records lack it (missing values), and TFDS needs every feature in every record"
-    return connector_of(feature, IMAGE.name, label).tfds(feature, {"label": label, "image": image})
+    connector = connector_of(feature, IMAGE.name, label)
+    if per_object and isinstance(connector, ListOf):
+        connector = connector.item
+    return connector.tfds(feature, {"label": label, "image": image})
 
 
 def _dataset_info(name: str, version: str, shards: Mapping[str, Sequence[ShardInfo]],

@@ -27,6 +27,8 @@ from tfrecorder.write import splits, stream
 from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
+    DEFAULT_BOX_ORIENTATION,
+    DEFAULT_BOX_UNITS,
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
     DEFAULT_JPEG_QUALITY,
@@ -89,6 +91,8 @@ def convert(
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     image_timeout: float = DEFAULT_IMAGE_TIMEOUT,
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
+    box_units: str = DEFAULT_BOX_UNITS,
+    box_orientation: str = DEFAULT_BOX_ORIENTATION,
     project: str | None = None,
     region: str | None = None,
     dataflow_options: Mapping[str, Any] | None = None,
@@ -130,6 +134,14 @@ def convert(
         storage_timeout: seconds one object-store operation (gs://: a listing, one 5 MiB block of an upload)
             may take, its retries included; each request may be silent for 60 s at most. A store that stops
             answering or refuses ends the run with one TFRecorderError; the same call again resumes.
+        box_units: a detection table's box edges (``xmin, ymin, xmax, ymax``, a row per box): ``"pixels"``
+            (counted from 0 at the image's top-left corner), ``"normalized"`` (fractions of its width and
+            height), or ``"auto"``: normalized when every edge is within [0, 1].
+        box_orientation: the frame pixel boxes of a photo stored rotated (an EXIF orientation) refer to:
+            ``"displayed"`` (the picture as viewers and labelling tools show it), ``"stored"`` (its pixels as
+            stored), or ``"auto"``: displayed, unless the table's ``width``/``height`` (the size the annotation
+            tool saw: VOC's ``<size>``, COCO's) are the stored pixels'. Boxes are stored in the stored pixels'
+            frame, so readers that ignore EXIF (TFDS, Model Garden) find them on the objects as ours does.
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
@@ -163,7 +175,8 @@ def convert(
                      image_size=image_size, validate_images=validate_images, on_error=on_error, overwrite=overwrite,
                      split_fractions=split_fractions, jpeg_quality=jpeg_quality, resize_mode=resize_mode,
                      max_image_pixels=max_image_pixels, float_precision=float_precision,
-                     max_image_bytes=max_image_bytes, image_timeout=image_timeout, storage_timeout=storage_timeout)
+                     max_image_bytes=max_image_bytes, image_timeout=image_timeout, storage_timeout=storage_timeout,
+                     box_units=box_units, box_orientation=box_orientation)
     beam_options = BeamOptions(project, region, dict(dataflow_options or {}), job_label, tfrecorder_wheel, wait)
     beam_options.check(runner, str(output_dir))
     output = Folder.of(output_dir, how.storage_timeout)

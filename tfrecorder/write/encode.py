@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.dataset import features
-from tfrecorder.dataset.connectors import Connector, stored_connector
+from tfrecorder.dataset.connectors import Connector, float64_bits, stored_connector
 from tfrecorder.dataset.example_proto import Example
-from tfrecorder.types import Role
+from tfrecorder.types import BOX_EDGES, Kind, Role
+from tfrecorder.write.boxes import stored_boxes
 from tfrecorder.write.images import StoredImage
 from tfrecorder.write.table import Table
 
@@ -106,6 +107,60 @@ class ExampleEncoder:
         return data
 
 
+class ObjectEncoder:
+    """Serializes the records of a detection table: one per image, from its box rows (positions in the
+    table), each box moved into the stored image's frame and checked against it (``boxes.stored_boxes``).
+    An Example is built per record: one record per image is few, and its lists vary in length anyway."""
+
+    def __init__(self, table: Table, box_orientation: str):
+        edges = {c.type.edge: c for c in table.features if c.type.role is Role.BOX}
+        self._edges = np.stack([np.array([np.nan if v is None else v for v in _listed(edges[e].values)], np.float64)
+                                for e in BOX_EDGES], axis=1)
+        size = [edges.get("width"), edges.get("height")]
+        self._annotated = (None if None in size else
+                           [(None if w is None or h is None else (w, h))
+                            for w, h in zip(_listed(size[0].values), _listed(size[1].values))])
+        self._labels = _listed(table.label.values)
+        self._extras = [(c.feature, stored_connector(c.kind).field, _MISSING[c.kind], _listed(c.values))
+                        for c in table.features if c.type.role is not Role.BOX]
+        self._table, self._frame = table, box_orientation
+        self._split = [s.encode("ascii") for s in table.splits]
+
+    def encode(self, positions: list[int], rows: list[int], image: StoredImage) -> tuple[bytes, list[int], int]:
+        """The serialized Example of the image of the rows at ``positions`` (``rows``: their row numbers, for
+        errors), the label of each object written, and how many boxes were clipped onto the image."""
+        objects = [p for p in positions if self._labels[p] is not None]
+        boxes, clipped = np.zeros((0, 4), np.float32), 0
+        if objects:
+            annotated = self._annotated[objects[0]] if self._annotated is not None else None
+            boxes, clipped = stored_boxes(self._edges[objects], self._table.box_units, self._frame, annotated,
+                                          image.geometry, [rows[positions.index(p)] for p in objects])
+        example = Example()
+        stored = example.features.feature
+        for feature, value in zip(features.IMAGE_FEATURES, image_values(image, self._uris(positions[0])).values()):
+            getattr(stored[feature.name], feature.field).value.append(value)
+        stored[features.SPLIT.name].bytes_list.value.append(self._split[positions[0]])
+        stored[features.OBJECT_BBOX.name].float_list.value.extend(boxes.ravel().tolist())
+        labels = [self._labels[p] for p in objects]
+        stored[features.OBJECT_LABEL.name].int64_list.value.extend(labels)
+        for name, field, missing, values in self._extras:
+            kind_list = getattr(stored[name], field)
+            kind_list.SetInParent()
+            kind_list.value.extend(missing if values[p] is None else values[p] for p in objects)
+        return example.SerializeToString(deterministic=True), labels, clipped
+
+    def _uris(self, position: int) -> str:
+        return self._table.image_uris[position]
+
+
+# What an object's missing value of an extra column is stored as (a list cannot leave one out): NaN, 0, "".
+_MISSING = {Kind.FLOAT32: float("nan"), Kind.FLOAT64: float64_bits(float("nan")), Kind.INT64: 0, Kind.BYTES: b""}
+
+
+def _listed(values: Any) -> list[Any]:
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
+
 _DEFAULT_IMAGE_BYTES = 100_000  # an image's size when no file of the sample tells it
 _RECORD_FRAMING = 16  # a TFRecord's length, its CRC and the data's CRC
 _BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 bytes up to 256 MiB)
@@ -116,6 +171,8 @@ def mean_record_bytes(sample: Table, limits: Any) -> float:
     its file's size (``limits``: the FetchLimits to ask for it with)."""
     from tfrecorder.write.fetch import size_of
 
+    if sample.is_detection:
+        return _mean_detection_row_bytes(sample, limits)
     encoder = ExampleEncoder(sample)
     if sample.image_locations is None:
         sizes = [len(encoder.encode(i)) for i in range(sample.num_rows)]
@@ -127,3 +184,23 @@ def mean_record_bytes(sample: Table, limits: Any) -> float:
         sizes = [len(encoder.encode(i, empty)) + int(fallback if size is None else size) + _BYTES_PREFIX
                  for i, size in enumerate(files)]
     return sum(sizes) / len(sizes) + _RECORD_FRAMING
+
+
+_OBJECT_BYTES = 64  # an object's box, label and a few extras as stored, about
+_IMAGE_FEATURE_BYTES = 256  # a record's features beside its image bytes and objects, about
+
+
+def _mean_detection_row_bytes(sample: Table, limits: Any) -> float:
+    """A detection table's stored bytes per input row (a row per box): its images' files, counted once per
+    image, and its objects, spread over the rows (the plan divides rows into shards)."""
+    from tfrecorder.write.fetch import size_of
+
+    groups: dict[str | None, int] = {}
+    for location in sample.image_locations:
+        groups[location] = groups.get(location, 0) + 1
+    files = [size_of(location, limits) for location in groups]
+    known = [size for size in files if size is not None]
+    fallback = sum(known) / len(known) if known else _DEFAULT_IMAGE_BYTES
+    total = sum(int(fallback if size is None else size) + _BYTES_PREFIX + _IMAGE_FEATURE_BYTES + _RECORD_FRAMING
+                for size in files) + _OBJECT_BYTES * sample.num_rows
+    return total / sample.num_rows

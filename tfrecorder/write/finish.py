@@ -30,7 +30,7 @@ from tfrecorder.types import Role
 from tfrecorder.write import leakage, splits
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.result import ConvertResult, SplitResult
-from tfrecorder.write.shard import ImageStats, RowFailure, ShardResult
+from tfrecorder.write.shard import ImageStats, ObjectStats, RowFailure, ShardResult
 from tfrecorder.write.table import Table
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,10 @@ def manifest_warnings(manifest: Manifest) -> tuple[str, ...]:
     left_out = (manifest.tfds or {}).get("left_out") or {}
     found.extend(f"TFDS (tfds.builder_from_directory) will not see feature {name!r}: {why}"
                  for name, why in left_out.items() if name not in wide)
+    clipped = (manifest.objects or {}).get("clipped", 0)
+    if clipped:
+        found.append(f"{clipped} boxes lay up to 1 pixel (or 0.5% of the image) outside their image and were "
+                     f"clipped onto it; boxes further out are row errors (errors.csv)")
     return tuple(w for w in found if w)
 
 
@@ -125,6 +129,7 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
                  "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None,
                  "orientations": sorted(stats.orientations)}
     leaks = finish.leaks(results, same_bytes)
+    objects = _objects(table, results) if table.is_detection else None
     return Manifest(
         leakage={"count": len(leaks), "groups": [leakage.bounded(e) for e in leaks[: leakage.MAX_REPORTED]]},
         tfrecorder_version=__version__,
@@ -135,7 +140,28 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
         label=label,
         image=image,
         runner=finish.runner,
+        objects=objects,
     )
+
+
+def _objects(table: Table, results: Sequence[ShardResult]) -> dict[str, Any]:
+    """dataset.json's ``objects``: where a detection record keeps its objects, and how many of each class
+    each split holds (by label name where labels are text)."""
+    found: dict[str, ObjectStats] = {}
+    for r in results:
+        found[r.spec.split] = found.get(r.spec.split, ObjectStats()).merge(r.objects or ObjectStats())
+    names = table.vocabulary
+
+    def name(label: int) -> str:
+        return names[label] if names is not None else str(label)
+
+    return {
+        "bbox": features.OBJECT_BBOX.name, "bbox_format": "rel_yxyx", "frame": "stored",
+        "label": features.OBJECT_LABEL.name, "box_units": table.box_units,
+        "features": [c.feature for c in table.features if c.type.role is not Role.BOX],
+        "counts": {split: {name(label): n for label, n in stats.labels} for split, stats in found.items()},
+        "clipped": sum(stats.clipped for stats in found.values()),
+    }
 
 
 def _features(table: Table) -> list[FeatureInfo]:
@@ -150,8 +176,19 @@ def _features(table: Table) -> list[FeatureInfo]:
         column, col_type = role_columns.get(f, (None, None))
         infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], column=column,
                                  source="str" if col_type else None, type=col_type.__name__ if col_type else None))
+    if table.is_detection:
+        bbox = features.OBJECT_BBOX
+        infos.append(FeatureInfo(bbox.name, bbox.role.value, bbox.kind.value, [None], source="float",
+                                 column=",".join(table.schema.boxes[e] for e in types.BOX_EDGES)))
     for c in table.columns:
+        if c.type.role is Role.BOX:
+            continue
         kind = features.LABEL.kind if c.type.role is Role.LABEL else c.kind
+        if table.is_detection:  # a value per object: a list, a missing value stored as the kind's (NaN, 0, "")
+            infos.append(FeatureInfo(c.feature, c.type.role.value, kind.value, [None], column=c.name,
+                                     source=c.source, type=c.type.__name__, float64_reason=c.float64_reason,
+                                     pandas=c.pandas))
+            continue
         nullable = c.nullable and not c.type.is_list
         infos.append(FeatureInfo(
             c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], nullable=nullable,
@@ -166,7 +203,7 @@ def _row_counts(rows_in: dict[str, int], results: Sequence[ShardResult]) -> dict
     rows_in = Counter(rows_in)
     written, errors = Counter(), Counter()
     for r in results:
-        written[r.spec.split] += r.records
+        written[r.spec.split] += r.rows_written
         errors[r.spec.split] += len(r.failures)
     counts = {}
     for split in (*splits.WRITTEN_SPLITS, splits.DISCARD):

@@ -15,6 +15,7 @@ import simplejpeg
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE
+from tfrecorder.write.boxes import Geometry
 from tfrecorder.write.fetch import FetchLimits, ImageError, fetch
 from tfrecorder.write.options import ImageSettings
 
@@ -46,6 +47,12 @@ class StoredImage:
     channels: int
     format: str  # jpeg, png, gif, bmp, webp or raw
     orientation: int = 1  # EXIF orientation of kept bytes (height and width are as displayed, after it)
+    source: Geometry | None = None  # a re-encoded picture's: where its pixels went (None: kept as they were)
+
+    @property
+    def geometry(self) -> Geometry:
+        """Where the source picture's pixels are in these bytes (``boxes`` moves box edges by it)."""
+        return self.source or Geometry(self.height, self.width, self.orientation, self.orientation)
 
 
 def _oriented(data: bytes, height: int, width: int, channels: int, fmt: str, orientation: int) -> StoredImage:
@@ -194,6 +201,7 @@ def _reencode(img: Image.Image, settings: ImageSettings) -> StoredImage:
     source_format = img.format
     try:
         img.load()
+        orientation = exif_orientation(img)
         img = ImageOps.exif_transpose(img)
         target = _target_mode(img)
         if img.mode in ("I;16", "I;16B", "I"):
@@ -203,8 +211,10 @@ def _reencode(img: Image.Image, settings: ImageSettings) -> StoredImage:
         raise ImageError("too_large", str(e)) from e
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as e:
         raise ImageError("decode_error", f"corrupt or truncated {img.format} image: {e}") from e
+    shown_height, shown_width = img.height, img.width
+    placement = (1.0, 1.0, 0.0, 0.0)
     if settings.size is not None:
-        img = resize(img, settings.size, settings.resize_mode)
+        img, placement = resize(img, settings.size, settings.resize_mode)
     fmt = settings.format
     if fmt == "keep":  # resized, or not decodable by TensorFlow as it is: JPEG stays JPEG, others go lossless
         fmt = "jpeg" if source_format == "JPEG" and img.mode in ("L", "RGB") and settings.size else "png"
@@ -218,17 +228,27 @@ def _reencode(img: Image.Image, settings: ImageSettings) -> StoredImage:
         options = {"quality": settings.jpeg_quality} if fmt == "jpeg" else {"compress_level": 6}
         img.save(buffer, format=fmt.upper(), **options)
         data = buffer.getvalue()
-    return StoredImage(data, img.height, img.width, channels, fmt)
+    return StoredImage(data, img.height, img.width, channels, fmt,
+                       source=Geometry(shown_height, shown_width, orientation, 1, placement))
 
 
-def resize(img: Image.Image, size: tuple[int, int], mode: str = DEFAULT_RESIZE_MODE) -> Image.Image:
-    """Resize to (height, width) with bicubic resampling: stretched, padded (letterbox) or centre-cropped."""
+def resize(img: Image.Image, size: tuple[int, int], mode: str = DEFAULT_RESIZE_MODE
+           ) -> tuple[Image.Image, tuple[float, float, float, float]]:
+    """Resize to (height, width) with bicubic resampling: stretched, padded (letterbox: ``ImageOps.pad``'s
+    pixels, centred) or centre-cropped; and where the picture went (``Geometry.placement``, normalized)."""
     height, width = size
     if mode == "pad":
-        return ImageOps.pad(img, (width, height), Image.Resampling.BICUBIC, color=0)
+        fitted = ImageOps.contain(img, (width, height), Image.Resampling.BICUBIC)
+        top, left = round((height - fitted.height) * 0.5), round((width - fitted.width) * 0.5)
+        out = Image.new(img.mode, (width, height), 0)
+        out.paste(fitted, (left, top))
+        return out, (fitted.height / height, fitted.width / width, top / height, left / width)
     if mode == "crop":
-        return ImageOps.fit(img, (width, height), Image.Resampling.BICUBIC)
-    return img.resize((width, height), Image.Resampling.BICUBIC)
+        scale = max(height / img.height, width / img.width)
+        placement = (img.height * scale / height, img.width * scale / width,
+                     (height - img.height * scale) / 2 / height, (width - img.width * scale) / 2 / width)
+        return ImageOps.fit(img, (width, height), Image.Resampling.BICUBIC), placement
+    return img.resize((width, height), Image.Resampling.BICUBIC), (1.0, 1.0, 0.0, 0.0)
 
 
 def _target_mode(img: Image.Image) -> str:

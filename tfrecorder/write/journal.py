@@ -20,7 +20,7 @@ from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import STATE_DIR, Folder
 from tfrecorder.write.lock import LOCK_NAME
 from tfrecorder.write.plan import ShardSpec
-from tfrecorder.write.shard import ImageStats, RowFailure, ShardResult
+from tfrecorder.write.shard import ImageStats, ObjectStats, RowFailure, ShardResult
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +123,9 @@ def _to_json(result: ShardResult) -> dict[str, Any]:
                    "shapes": sorted(images.shapes), "orientations": sorted(images.orientations)},
         "fingerprints": result.content_keys.tolist(), "fingerprint_rows": result.content_key_rows.tolist(),
         "index_bytes": result.index_bytes, "index_crc32c": result.index_crc32c, "first_crc": result.first_crc,
+        "objects": None if result.objects is None else {
+            "rows": result.objects.rows, "labels": [list(pair) for pair in result.objects.labels],
+            "clipped": result.objects.clipped},
     }
 
 
@@ -133,9 +136,12 @@ def _from_json(spec: ShardSpec, data: dict[str, Any]) -> ShardResult:
     stats = ImageStats(frozenset(images["channels"]), frozenset(images["formats"]),
                        frozenset(tuple(s) for s in images["shapes"]), frozenset(images["orientations"]))
     failures = tuple(RowFailure(int(r), str(s), u, str(e), str(m)) for r, s, u, e, m in data["failures"])
+    found = data.get("objects")
+    objects = None if found is None else ObjectStats(
+        int(found["rows"]), tuple((int(label), int(n)) for label, n in found["labels"]), int(found["clipped"]))
     return ShardResult(spec, int(data["records"]), int(data["bytes"]), str(data["crc32c"]), failures, stats,
                        array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]),
-                       int(data["index_bytes"]), str(data["index_crc32c"]), data["first_crc"])
+                       int(data["index_bytes"]), str(data["index_crc32c"]), data["first_crc"], objects)
 
 
 def _check_file(folder: Folder, name: str, size: int, crc32c: str) -> str | None:

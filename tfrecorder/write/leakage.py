@@ -32,8 +32,10 @@ def bounded(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "rows": entry["rows"][:ROWS_REPORTED], "row_count": len(entry["rows"])}
 
 
-def find_leaks(kind: str, keyed_rows: Callable[[], Iterable[tuple[Any, int, str]]]) -> list[dict[str, Any]]:
-    """Groups of rows sharing a key (URI or content key) that span TRAIN and VALIDATION/TEST.
+def find_leaks(kind: str, keyed_rows: Callable[[], Iterable[tuple[Any, int, str]]], *,
+               any_splits: bool = False) -> list[dict[str, Any]]:
+    """Groups of rows sharing a key (URI or content key) that span TRAIN and VALIDATION/TEST (``any_splits``:
+    any two written splits).
 
     ``keyed_rows()`` gives (key, row, split) afresh each call: a first pass finds the keys seen
     twice, a second groups only their rows, so memory follows the duplicates, not the table.
@@ -55,12 +57,17 @@ def find_leaks(kind: str, keyed_rows: Callable[[], Iterable[tuple[Any, int, str]
     leaks = []
     for key, members in groups.items():
         found = {split for _, split in members}
-        if TRAIN in found and len(found) > 1:
+        if (any_splits or TRAIN in found) and len(found) > 1:
             entry = {"kind": kind, "splits": sorted(found), "rows": sorted(row for row, _ in members)}
             if kind == "same_uri":
                 entry["image_uri"] = key
             leaks.append(entry)
     return sorted(leaks, key=lambda e: e["rows"][0])
+
+
+def across_train(leaks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries of ``leaks`` whose rows are in TRAIN and in VALIDATION/TEST: the leaks reported."""
+    return [entry for entry in leaks if TRAIN in entry["splits"]]
 
 
 def summarize(leaks: Sequence[dict[str, Any]]) -> str | None:
@@ -91,8 +98,10 @@ def key_ranges(keys: Sequence[KeyedRows]) -> dict[int, KeyedRows]:
 
 def range_leaks(kind: str, keys: Sequence[KeyedRows]) -> list[dict[str, Any]]:
     """The leaks of ``kind`` ("same_uri": URI hashes, "same_bytes": content keys) among ``keys`` (all of a
-    table's, or all of one range): entries of ``find_leaks`` (a same-URI one without its URI text). The one
-    leak finder: the local runner gives it every key at once, a pipeline one range of keys at a time."""
+    table's, or all of one range): entries of ``find_leaks`` (a same-URI one without its URI text, and for
+    any two written splits: ``across_train`` picks the leaks, and a detection table refuses them all, as an
+    image's boxes go in one split). The one leak finder: the local runner gives it every key at once, a
+    pipeline one range of keys at a time."""
     if not keys:
         return []
     hashes, rows, splits = (np.concatenate(column) for column in zip(*keys))
@@ -103,4 +112,4 @@ def range_leaks(kind: str, keys: Sequence[KeyedRows]) -> list[dict[str, Any]]:
         return []
     names = np.array(WRITTEN_SPLITS, dtype=object)
     return find_leaks(kind, lambda: zip(hashes[repeated].tolist(), rows[repeated].tolist(),
-                                        names[splits[repeated]].tolist()))
+                                        names[splits[repeated]].tolist()), any_splits=kind == "same_uri")

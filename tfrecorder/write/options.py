@@ -30,6 +30,13 @@ DEFAULT_VALIDATE = "full"
 DEFAULT_ON_ERROR = "report"
 DEFAULT_FLOAT_PRECISION = "auto"
 DEFAULT_JPEG_QUALITY = 95
+# Detection tables: the units of box edges ("auto": normalized when every edge is within [0, 1]), and the
+# frame pixel boxes of an EXIF-rotated photo refer to ("auto": as displayed, unless the annotation's own
+# width and height are the stored pixels').
+BOX_UNITS = ("auto", "pixels", "normalized")
+BOX_ORIENTATIONS = ("auto", "displayed", "stored")
+DEFAULT_BOX_UNITS = "auto"
+DEFAULT_BOX_ORIENTATION = "auto"
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb (2 x MAX_IMAGE_PIXELS)
 
 
@@ -58,9 +65,13 @@ class WriteOptions:
     compression: str | None
     on_error: str
     fetch: FetchLimits = field(default_factory=FetchLimits)  # max_image_bytes, image_timeout
+    box_units: str = DEFAULT_BOX_UNITS
+    box_orientation: str = DEFAULT_BOX_ORIENTATION
 
     def __post_init__(self) -> None:
         check_choice("on_error", self.on_error, ON_ERROR)
+        check_choice("box_units", self.box_units, BOX_UNITS)
+        check_choice("box_orientation", self.box_orientation, BOX_ORIENTATIONS)
 
 
 @dataclass(frozen=True)
@@ -124,12 +135,14 @@ def conversion(
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     image_timeout: float = DEFAULT_IMAGE_TIMEOUT,
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
+    box_units: str = DEFAULT_BOX_UNITS,
+    box_orientation: str = DEFAULT_BOX_ORIENTATION,
 ) -> Conversion:
     """convert's keywords (documented there) checked, each error naming its argument."""
     images = ImageSettings(image_format, check_image_size(image_size), validate_images, jpeg_quality,
                            int(max_image_pixels), resize_mode)
     options = WriteOptions(images, check_compression(compression), on_error,
-                           FetchLimits(int(max_image_bytes), float(image_timeout)))
+                           FetchLimits(int(max_image_bytes), float(image_timeout)), box_units, box_orientation)
     check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
     return Conversion(options, splits.check_fractions(split_fractions), float_precision, num_shards,
                       bool(overwrite), check_storage_timeout(storage_timeout))

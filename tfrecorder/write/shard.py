@@ -10,14 +10,14 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import RowError
-from tfrecorder.write.encode import ExampleEncoder
+from tfrecorder.write.encode import ExampleEncoder, ObjectEncoder
 from tfrecorder.write.fetch import ImageError
 from tfrecorder.write.images import StoredImage, load_image
 from tfrecorder.write.leakage import content_key
@@ -67,6 +67,27 @@ class ImageStats:
 
 
 @dataclass(frozen=True)
+class ObjectStats:
+    """What the records of a detection table's shard hold: rows written, objects by label id, boxes clipped."""
+
+    rows: int = 0
+    labels: tuple[tuple[int, int], ...] = ()  # (label id, objects), by label id
+    clipped: int = 0
+
+    def add(self, rows: int, labels: Sequence[int], clipped: int) -> ObjectStats:
+        counts = dict(self.labels)
+        for label in labels:
+            counts[label] = counts.get(label, 0) + 1
+        return ObjectStats(self.rows + rows, tuple(sorted(counts.items())), self.clipped + clipped)
+
+    def merge(self, other: ObjectStats) -> ObjectStats:
+        counts = dict(self.labels)
+        for label, n in other.labels:
+            counts[label] = counts.get(label, 0) + n
+        return ObjectStats(self.rows + other.rows, tuple(sorted(counts.items())), self.clipped + other.clipped)
+
+
+@dataclass(frozen=True)
 class ShardResult:
     """What writing one ShardSpec produced."""
 
@@ -81,6 +102,12 @@ class ShardResult:
     index_bytes: int = 0  # the .tfindex file beside the shard: its size and CRC-32C
     index_crc32c: str = ""
     first_crc: int | None = None  # masked CRC of the first record (None: no record)
+    objects: ObjectStats | None = None  # a detection table's: its rows written, objects by label, clipped boxes
+
+    @property
+    def rows_written(self) -> int:
+        """Input rows written: one per record, or for a detection table one per box (and object-less image)."""
+        return self.objects.rows if self.objects is not None else self.records
 
     def keyed_content(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Its written images' content keys, rows and split code (``leakage.KeyedRows``)."""
@@ -113,36 +140,65 @@ def write_shard(
     the shard, never image bytes."""
     failures: list[RowFailure] = []
     stats = ImageStats()
+    objects: ObjectStats | None = None
     content_keys, content_key_rows = array("Q"), array("q")
     with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
         writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
         for rows, table in parts:
-            encoder = ExampleEncoder(table)
-            for local, (image, key) in enumerate(_images(table, options, image_map)):
+            detection = table.is_detection
+            if detection:  # a record per image: its box rows are together, in key order
+                objects = objects or ObjectStats()
+                encoder: Any = ObjectEncoder(table, options.box_orientation)
+                records = image_groups(table.image_locations)
+            else:
+                encoder = ExampleEncoder(table)
+                records = [[local] for local in range(table.num_rows)]
+            fetched = _images(table, options, image_map, [record[0] for record in records])
+            for record, (image, key) in zip(records, fetched):
+                record_rows = [rows[local] for local in record]
+                if not isinstance(image, ImageError) and detection:
+                    try:
+                        data, labels, clipped = encoder.encode(record, record_rows, image)
+                        objects = objects.add(len(record), labels, clipped)
+                    except ImageError as e:  # a box beyond the image: the image and its rows are not written
+                        image = e
+                elif not isinstance(image, ImageError):
+                    data = encoder.encode(record[0], image)
                 if isinstance(image, ImageError):
-                    uri = table.image_uris[local] if table.image_uris is not None else None
-                    failure = RowFailure(rows[local], spec.split, uri, image.error, image.message)
+                    uri = table.image_uris[record[0]] if table.image_uris is not None else None
                     if options.on_error == "raise":
-                        raise RowError(failure.row, failure.split, str(failure.image_uri), image.error,
-                                       image.message)
-                    failures.append(failure)
+                        raise RowError(record_rows[0], spec.split, str(uri), image.error, image.message)
+                    failures.extend(RowFailure(row, spec.split, uri, image.error, image.message)
+                                    for row in record_rows)
                 else:
-                    writer.write(encoder.encode(local, image))
+                    writer.write(data)
                     if image is not None:
                         stats = stats.add(image)
                         content_keys.append(key)
-                        content_key_rows.append(rows[local])
+                        content_key_rows.append(record_rows[0])
                 if on_row is not None:
-                    on_row()
+                    for _ in record:
+                        on_row()
         writer.close()
     return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, content_keys,
-                       content_key_rows, index.bytes, index.crc32c, writer.first_crc)
+                       content_key_rows, index.bytes, index.crc32c, writer.first_crc, objects)
 
 
-def _images(table: Table, options: WriteOptions, image_map: ImageMapper):
+def image_groups(locations: Sequence[str | None]) -> list[list[int]]:
+    """Positions of rows of one image, in order: a detection table's rows come grouped by image (key order)."""
+    groups: list[list[int]] = []
+    for position, location in enumerate(locations):
+        if groups and locations[groups[-1][0]] == location:
+            groups[-1].append(position)
+        else:
+            groups.append([position])
+    return groups
+
+
+def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positions: Sequence[int]):
     if table.image_locations is None:
-        return ((None, None) for _ in range(table.num_rows))
+        return ((None, None) for _ in positions)
     locations, settings = table.image_locations, options.images
 
     def fetch(row: int) -> ImageOrError:
@@ -154,7 +210,7 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper):
             return e, None
         return image, content_key(image.data)
 
-    return image_map(fetch, range(table.num_rows))
+    return image_map(fetch, positions)
 
 
 def default_workers(remote: bool = True) -> int:

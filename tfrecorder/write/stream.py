@@ -39,8 +39,9 @@ import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.storage import Folder
-from tfrecorder.errors import TFRecorderError
+from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
+from tfrecorder.types import Role
 from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.fetch import FetchLimits, is_remote
@@ -206,7 +207,11 @@ class HeldPart:
         """The shard's row numbers and validated rows."""
         if self._finalized is None:
             self._finalized = finalize(self.part, shard.facts, shard.float_precision)
-        positions = self.order(WRITTEN_SPLITS.index(shard.spec.split))[shard.spec.start:shard.spec.stop]
+        order = self.order(WRITTEN_SPLITS.index(shard.spec.split))
+        start, stop = shard.spec.start, shard.spec.stop
+        if self.part.is_detection:
+            start, stop = whole_groups(self.keys[order], start, stop)
+        positions = order[start:stop]
         return self.rows[positions].tolist(), self._finalized.take(positions.tolist())
 
 
@@ -239,12 +244,12 @@ class Spiller:
         if self._template is None:
             self._template = part.take([])
             self._digest = self._run_digest(self._template) if self._run_digest is not None else None
-        keys = part.row_keys()
+        keys = part.order_keys()
         codes = {split: i for i, split in enumerate(WRITTEN_SPLITS)}
         split_codes = np.array([codes.get(s, -1) for s in part.splits], np.int8)
         rows = np.arange(first_row, first_row + part.num_rows, dtype=np.int64)
         if self._digest is not None:
-            self._digest.add("keys", keys)
+            self._digest.add("keys", part.row_keys() if part.is_detection else keys)
             self._digest.add("image_locations", part.image_locations)
         if part.image_uris is not None:
             self._uri_keys.append((text_hashes(part.image_uris), rows, split_codes))
@@ -396,6 +401,7 @@ def plan_all(summary: Summary, spill: Folder, options: Any, runner: str, *, num_
     """The shards of a summarized table (``plan``, with its size estimate) and what its last step needs.
     ``same_uri``: the same-URI leaks a pipeline found a range of URI hashes at a time (``range_leaks``);
     None: found here, from the summary's URI hashes."""
+    summary.facts = replace(summary.facts, box_units=options.box_units)  # what finalize decides "auto" by
     images = summary.template is not None and summary.template.image_locations is not None
     estimate = estimates_sizes(num_shards, images, summary.facts.rows)
     shards = plan(summary, num_shards=num_shards, compression=options.compression, spill=spill,
@@ -403,7 +409,21 @@ def plan_all(summary: Summary, spill: Folder, options: Any, runner: str, *, num_
                   float_precision=float_precision)
     template = finalize(summary.template, summary.facts, float_precision)
     leaks = uri_leaks(summary, spill) if same_uri is None else name_leaks(same_uri, summary, spill)
-    return shards, Finish(template, dict(summary.facts.split_counts), options, runner, leaks)
+    if template.is_detection and leaks:
+        raise SchemaError(image_splits_message(template.schema.column_for(Role.IMAGE), leaks))
+    finish = Finish(template, dict(summary.facts.split_counts), options, runner, tuple(leakage.across_train(leaks)))
+    return shards, finish
+
+
+def image_splits_message(column: str | None, leaks: Sequence[dict[str, Any]]) -> str:
+    """The error for a detection table that puts boxes of one image in two splits (``leaks``: each image's
+    rows, in row order)."""
+    first = leaks[0]
+    rows = ", ".join(map(str, first["rows"][:6])) + (", ..." if len(first["rows"]) > 6 else "")
+    more = f"; {len(leaks)} images in all" if len(leaks) > 1 else ""
+    return (f"column {column!r}: image {first['image_uri']!r} has boxes in {' and '.join(first['splits'])} "
+            f"(rows {rows}){more}. All boxes of one image go in one split: give its rows one split value, "
+            f"or leave them UNASSIGNED to split by image")
 
 
 def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:
@@ -419,9 +439,22 @@ def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:
         rows = _read_bucket(spill, names)
         rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("row", "ascending")]))
         low, high = max(0, shard.spec.start - first_rank), min(rows.num_rows, shard.spec.stop - first_rank)
+        if shard.template.is_detection:
+            low, high = whole_groups(rows["key"].to_numpy(), low, high)
         rows = rows.slice(low, high - low)
         table = finalize(shard.template.with_values(rows), shard.facts, shard.float_precision)
         yield rows["row"].to_pylist(), table
+
+
+def whole_groups(keys: np.ndarray, start: int, stop: int) -> tuple[int, int]:
+    """Ranks ``start:stop`` of rows in key order (``keys``: a detection table's image keys, in that order)
+    moved to whole images: a shard holds the images whose first box row falls in its range, so an image's
+    boxes, whatever their number, make one record in one shard."""
+    while 0 < start < len(keys) and keys[start] == keys[start - 1]:
+        start += 1
+    while 0 < stop < len(keys) and keys[stop] == keys[stop - 1]:
+        stop += 1
+    return start, max(start, stop)
 
 
 def write_streamed_shard(shard: StreamedShard, folder: Folder, options: Any,

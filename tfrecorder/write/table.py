@@ -48,6 +48,20 @@ class Table:
     label: Column | None
     vocabulary: list[str] | None
     features: tuple[Column, ...]
+    box_units: str | None = None  # a detection table's: "pixels" or "normalized" (finalize decides)
+
+    @property
+    def is_detection(self) -> bool:
+        """A table of one row per box (box columns): rows of one image make one record."""
+        return bool(self.schema.boxes)
+
+    def order_keys(self) -> np.ndarray:
+        """The key rows are spilled, ordered and sharded by: their content (``row_keys``), or for a detection
+        table the image's URI, so that every box row of an image meets the others in one bucket whatever
+        file or part it came from, and box rows given in another order make the same shards."""
+        if self.is_detection:
+            return text_hashes(self.image_locations)
+        return self.row_keys()
 
     @property
     def columns(self) -> tuple[Column, ...]:

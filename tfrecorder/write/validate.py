@@ -15,11 +15,11 @@ import pandas as pd
 
 from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN
-from tfrecorder.dataset.features import DERIVED_NAMES, ROLE_FEATURES
+from tfrecorder.dataset.features import DERIVED_NAMES, OBJECT_LABEL, ROLE_FEATURES, object_feature
 from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample, SchemaError
 from tfrecorder.schema import ListLike, Schema, is_missing
-from tfrecorder.types import ColumnType, Kind, Role
+from tfrecorder.types import BOX_EDGES, ColumnType, Kind, Role
 from tfrecorder.write import labels, splits
 from tfrecorder.write.floats import FloatFacts
 from tfrecorder.write.table import Column, Table
@@ -93,6 +93,8 @@ class Problem:
             return f"column {self.column!r}: image URIs must be strings; found {example} ({rows})"
         if self.kind == "split_value":
             return splits.unknown_splits_message(self.column, [t for _, t in self.examples], self.rows.count, rows)
+        if self.kind.startswith("box_"):
+            return f"{self.detail}: {self.rows.count} rows ({rows}), e.g. {example}"
         return f"column {self.column!r}: {self.rows.count} values do not fit {self.detail}, e.g. {example} ({rows})"
 
 
@@ -122,6 +124,26 @@ class ColumnFacts:
         return replace(self, floats=self.floats.settled()) if self.floats else self
 
 
+BOX_UNITS = ("auto", "pixels", "normalized")
+
+
+@dataclass(frozen=True)
+class BoxFacts:
+    """The range of a detection table's given box edges: "auto" units are normalized when it lies in [0, 1]."""
+
+    low: float = float("inf")
+    high: float = float("-inf")
+
+    def merge(self, other: BoxFacts) -> BoxFacts:
+        return BoxFacts(min(self.low, other.low), max(self.high, other.high))
+
+    def units(self, box_units: str) -> str:
+        """"pixels" or "normalized": as ``box_units`` says, or for "auto" as the edges' range says."""
+        if box_units != "auto":
+            return box_units
+        return "normalized" if 0.0 <= self.low and self.high <= 1.0 else "pixels"
+
+
 @dataclass(frozen=True)
 class Facts:
     """The table-level facts of a validated table or part of one - row counts, problems, label vocabulary,
@@ -136,8 +158,11 @@ class Facts:
     label_missing: RowSample = RowSample()  # rows without a label, DISCARD rows left out
     train_labels: frozenset[str] = frozenset()  # text labels of TRAIN rows
     other_labels: Mapping[str, RowSample] = field(default_factory=dict)  # text labels of VALIDATION/TEST rows
+    boxes: BoxFacts | None = None  # a detection table's: the range of its box edges
+    box_units: str = "auto"  # convert's box_units: "auto" is decided by ``boxes`` (``BoxFacts.units``)
 
     def merge(self, other: Facts) -> Facts:
+        boxes = self.boxes.merge(other.boxes) if self.boxes and other.boxes else self.boxes or other.boxes
         return Facts(
             self.rows + other.rows,
             _merge_maps(self.split_counts, other.split_counts, lambda a, b: a + b),
@@ -147,6 +172,8 @@ class Facts:
             self.label_missing.merge(other.label_missing),
             self.train_labels | other.train_labels,
             _merge_maps(self.other_labels, other.other_labels, RowSample.merge),
+            boxes,
+            self.box_units,
         )
 
     @property
@@ -205,22 +232,28 @@ def validate_part(
     row_splits = guard(_row_splits(df, split_col, image_uris, fractions, first_row))
     columns: dict[str, ColumnFacts] = {}
     converted: list[Column | None] = []
-    valued = [(n, t) for n, t in schema.items() if t.role in (Role.FEATURE, Role.LABEL)]
+    valued = [(n, t) for n, t in schema.items() if t.role in (Role.FEATURE, Role.LABEL, Role.BOX)]
     for position, (name, col_type) in enumerate(valued):
         order = _LABEL_ORDER if col_type.role is Role.LABEL else _LABEL_ORDER + 1 + position
         column = guard(_convert(name, df[name], col_type, order, first_row))
         converted.append(column)
         if column is not None:
-            floats = column.type.kind is Kind.FLOAT32 and not column.type.is_list
+            floats = column.type.kind is Kind.FLOAT32 and not column.type.is_list and col_type.role is Role.FEATURE
             given = isinstance(column.values, np.ndarray) or any(v is not None for v in column.values)
             columns[name] = ColumnFacts(column.nullable, column.source,
                                         FloatFacts.of(_float_array(column.values), first_row) if floats else None,
                                         given, column.pandas)
     label = next((c for c, (_, t) in zip(converted, valued) if t.role is Role.LABEL), None)
-    features = tuple(c for c, (_, t) in zip(converted, valued) if t.role is Role.FEATURE)
-    facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col)
+    features = tuple(c for c, (_, t) in zip(converted, valued) if t.role in (Role.FEATURE, Role.BOX))
+    empty, box_facts = None, None
+    boxes = {c.type.edge: c for c in features if c is not None and c.type.role is Role.BOX}
+    if schema.boxes and len(boxes) == len(schema.boxes) and label is not None:
+        empty, box_facts, box_problems = _box_facts(boxes, label.values, first_row)
+        problems.update(((p.order, p.kind), p) for p in box_problems)
+    facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col,
+                  boxes=box_facts)
     if label is not None and row_splits is not None:
-        label, facts = _label_facts(label, row_splits, first_row, facts)
+        label, facts = _label_facts(label, row_splits, first_row, facts, empty)
     part = Table(
         schema=schema, num_rows=len(df), splits=row_splits, image_uris=image_uris,
         image_locations=_locations(given_uris, base_dir) if given_uris else None,
@@ -232,10 +265,13 @@ def validate_part(
 _LABEL_ORDER = 2  # problems of the image URIs (0) and splits (1) come first, then the label, then the other columns
 
 
-def _label_facts(label: Column, row_splits: list[str], first_row: int, facts: Facts) -> tuple[Column, Facts]:
-    """The label column as a list (text labels decoded and trimmed), and the facts it adds."""
+def _label_facts(label: Column, row_splits: list[str], first_row: int, facts: Facts,
+                 empty: np.ndarray | None = None) -> tuple[Column, Facts]:
+    """The label column as a list (text labels decoded and trimmed), and the facts it adds. ``empty``: a
+    detection table's rows of images without objects (no box, no label: not a missing label)."""
     values = label.values.tolist() if isinstance(label.values, np.ndarray) else label.values
-    missing = [i for i, (v, s) in enumerate(zip(values, row_splits)) if v is None and s != splits.DISCARD]
+    missing = [i for i, (v, s) in enumerate(zip(values, row_splits))
+               if v is None and s != splits.DISCARD and (empty is None or not empty[i])]
     train: set[str] = set()
     others: dict[str, list[int]] = {}
     if label.type.kind is Kind.BYTES:
@@ -253,6 +289,48 @@ def _label_facts(label: Column, row_splits: list[str], first_row: int, facts: Fa
     return replace(label, values=values), facts
 
 
+_BOX_ORDER = 1000  # box problems come after every column's own
+
+
+def _box_facts(boxes: Mapping[str, Column], labels: Any, first_row: int
+               ) -> tuple[np.ndarray, BoxFacts, list[Problem]]:
+    """A detection part's box rules, checked on the rows alone: the four edges given together, finite, with
+    xmin < xmax and ymin < ymax; a label with every box and none without (a row without either is an image
+    without objects). Returns the rows without objects, the edges' range, and the problems found."""
+    edges = np.stack([_float_array(boxes[e].values) for e in BOX_EDGES], axis=1)  # [rows, 4], NaN: missing
+    given = ~np.isnan(edges)
+    labelled = np.fromiter((v is not None for v in labels), bool, len(edges))
+    whole, none = given.all(axis=1), ~given.any(axis=1)
+    names = ", ".join(boxes[e].name for e in BOX_EDGES)
+
+    def problem(i: int, kind: str, mask: np.ndarray, detail: str) -> Problem | None:
+        rows = np.flatnonzero(mask)
+        if not len(rows):
+            return None
+        shown = "(" + ", ".join(_edge_text(v) for v in edges[rows[0]]) + ")"
+        return Problem(_BOX_ORDER + i, names, kind, RowSample.of(rows.tolist(), first_row),
+                       ((first_row + int(rows[0]), f"row {first_row + int(rows[0])}: {shown}"),), detail)
+
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(edges).all(axis=1)
+        ordered = (edges[:, 0] < edges[:, 2]) & (edges[:, 1] < edges[:, 3])
+    found = [
+        problem(0, "box_partial", ~whole & ~none, f"columns {names}: a box needs all four edges; some are empty"),
+        problem(1, "box_value", whole & ~finite, f"columns {names}: box edges must be finite numbers"),
+        problem(2, "box_order", whole & finite & ~ordered,
+                f"columns {names}: a box needs xmin < xmax and ymin < ymax"),
+        problem(3, "box_missing", none & labelled,
+                f"columns {names}: a row with a label needs its box (an image without objects has neither)"),
+    ]
+    values = edges[whole & finite]
+    bounds = BoxFacts(float(values.min()), float(values.max())) if len(values) else BoxFacts()
+    return none & ~labelled, bounds, [p for p in found if p is not None]
+
+
+def _edge_text(value: float) -> str:
+    return "empty" if np.isnan(value) else f"{value:g}"
+
+
 def finalize(part: Table, facts: Facts, float_precision: str = "auto") -> Table:
     """A part (``validate_part``) as the validated Table of the whole table its ``facts`` (merged over every
     part, checked) describe: label ids from the TRAIN vocabulary, each float column stored as the whole column
@@ -268,8 +346,13 @@ def finalize(part: Table, facts: Facts, float_precision: str = "auto") -> Table:
     for column in part.features:
         whole = facts.columns[column.name]
         column = replace(column, nullable=whole.nullable, source=whole.source, pandas=whole.pandas)
-        features.append(store_floats(column, float_precision, whole.floats))
-    return replace(part, label=label, vocabulary=vocabulary, features=tuple(features))
+        features.append(column if column.type.role is Role.BOX else store_floats(column, float_precision, whole.floats))
+    units = None
+    if part.schema.boxes:  # a value per object: the label and every extra column, under objects/
+        units = (facts.boxes or BoxFacts()).units(facts.box_units)
+        label = replace(label, feature=OBJECT_LABEL.name) if label is not None else None
+        features = [c if c.type.role is Role.BOX else replace(c, feature=object_feature(c.name)) for c in features]
+    return replace(part, label=label, vocabulary=vocabulary, features=tuple(features), box_units=units)
 
 
 def feature_name(column: str, col_type: type[ColumnType]) -> str:

@@ -213,14 +213,14 @@ def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, same_uri: 
         summary = summary.merge(other)
     try:
         summary.facts.check()
+        shards, finish = stream.plan_all(summary, _spill_folder(folder), job.options, job.runner,
+                                         num_shards=job.num_shards, float_precision=job.float_precision,
+                                         same_uri=[leak for leaks in same_uri for leak in leaks])
     except TFRecorderError:
         forget_refused_run(folder, journal)  # in the job: a Dataflow job may have no one waiting for it
         raise
     if table.identity is not None and journal is not None:
         journal.keep_if_same_input(table.identity)  # an image folder changed since an interrupted run
-    shards, finish = stream.plan_all(summary, _spill_folder(folder), job.options, job.runner,
-                                     num_shards=job.num_shards, float_precision=job.float_precision,
-                                     same_uri=[leak for leaks in same_uri for leak in leaks])
     return _Planned(tuple(shards), finish)
 
 

@@ -1,0 +1,95 @@
+"""Boxes (pure): one image's box rows -> the boxes its record stores, checked against the image.
+
+Records store ``[ymin, xmin, ymax, xmax]`` normalized to the stored image's pixels, as stored (before any
+EXIF orientation): TFDS's ``BBoxFeature`` convention, and what a reader that ignores EXIF (TFDS, Model
+Garden) needs to find each box on its object. Our reader turns the boxes with the picture.
+
+A box row gives edges in pixels or normalized (``box_units``), in the frame of the picture as displayed
+or of its stored pixels (``box_orientation``). Edges up to ``CLIP_PIXELS`` (pixels) or ``CLIP_FRACTION``
+(normalized) outside the picture are clipped and counted; beyond that the image is a row error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfrecorder.write.fetch import ImageError
+
+CLIP_PIXELS = 1.0  # pixel boxes this far outside the image are clipped onto it
+CLIP_FRACTION = 0.005  # ... and normalized ones this far
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where a source picture's pixels went in the stored image.
+
+    ``height``/``width``: the picture as displayed (after its EXIF ``orientation``); ``orientation``: the one
+    the stored bytes still carry (1 once re-encoded upright); ``placement``: (scale_y, scale_x, offset_y,
+    offset_x) taking normalized displayed coordinates into the stored image (a resize with ``pad`` shrinks
+    and centres; ``stretch`` changes nothing normalized)."""
+
+    height: int
+    width: int
+    source_orientation: int
+    orientation: int
+    placement: tuple[float, float, float, float] = (1.0, 1.0, 0.0, 0.0)
+
+
+def _turn(boxes: np.ndarray, orientation: int) -> np.ndarray:
+    """Normalized ``[xmin, ymin, xmax, ymax]`` boxes of stored pixels as the picture displays them after
+    EXIF ``orientation`` (1-8), as ``tf_image.apply_orientation`` turns the pixels."""
+    x0, y0, x1, y1 = boxes.T
+    mapped = {
+        1: (x0, y0, x1, y1),
+        2: (1 - x1, y0, 1 - x0, y1),  # mirrored
+        3: (1 - x1, 1 - y1, 1 - x0, 1 - y0),  # upside down
+        4: (x0, 1 - y1, x1, 1 - y0),  # mirrored upside down
+        5: (y0, x0, y1, x1),  # transposed
+        6: (1 - y1, x0, 1 - y0, x1),  # a quarter turn clockwise
+        7: (1 - y1, 1 - x1, 1 - y0, 1 - x0),  # transverse
+        8: (y0, 1 - x1, y1, 1 - x0),  # a quarter turn counter-clockwise
+    }[orientation]
+    return np.stack(mapped, axis=1)
+
+
+_INVERSE = {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 8, 7: 7, 8: 6}  # the orientation that undoes each
+
+
+def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[float, float] | None,
+                 geometry: Geometry, rows: list[int]) -> tuple[np.ndarray, int]:
+    """The record's boxes (float32 ``[N, 4]`` as ``[ymin, xmin, ymax, xmax]``, normalized, stored frame) from
+    one image's box rows (``edges``: ``[N, 4]`` as ``[xmin, ymin, xmax, ymax]``) and how many were clipped.
+
+    ``frame``: box_orientation ("auto", "displayed", "stored"); ``annotated``: the (width, height) the
+    annotation was drawn on, if the table says. Raises ImageError("box_outside_image") naming the row of
+    the first box beyond the image."""
+    turned = geometry.source_orientation in (5, 6, 7, 8)
+    stored_size = (geometry.height, geometry.width) if not turned else (geometry.width, geometry.height)
+    if frame == "auto":
+        frame = "displayed"
+        if annotated is not None and geometry.source_orientation != 1 and (
+                int(annotated[0]), int(annotated[1])) == (stored_size[1], stored_size[0]):
+            frame = "stored"
+    height, width = stored_size if frame == "stored" else (geometry.height, geometry.width)
+    boxes = edges.astype(np.float64)
+    if units == "pixels":
+        boxes = boxes / np.array([width, height, width, height], np.float64)
+    slack = np.array([CLIP_PIXELS / width, CLIP_PIXELS / height] * 2) if units == "pixels" else CLIP_FRACTION
+    outside = (boxes < -slack).any(axis=1) | (boxes > 1 + slack).any(axis=1)
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        shown = ", ".join(f"{v:g}" for v in edges[i])
+        size = f"{width}x{height}" + (" (as stored, before its EXIF orientation)" if frame == "stored" else "")
+        raise ImageError("box_outside_image",
+                         f"row {rows[i]}: box ({shown}) lies outside the {size} image by more than "
+                         f"{'1 pixel' if units == 'pixels' else f'{CLIP_FRACTION:g} of its size'}")
+    clipped = int(((boxes < 0) | (boxes > 1)).any(axis=1).sum())
+    boxes = np.clip(boxes, 0.0, 1.0)
+    if frame == "stored":  # into the displayed picture's frame first
+        boxes = _turn(boxes, geometry.source_orientation)
+    scale_y, scale_x, offset_y, offset_x = geometry.placement
+    boxes = boxes * np.array([scale_x, scale_y, scale_x, scale_y]) + np.array([offset_x, offset_y] * 2)
+    boxes = _turn(boxes, _INVERSE[geometry.orientation])  # kept bytes: back into their stored pixels
+    return boxes[:, [1, 0, 3, 2]].astype(np.float32), clipped
