@@ -77,12 +77,12 @@ def test_coco_boxes_categories_crowds_and_images_without_annotations(tmp_path):
     path = tmp_path / "instances_val2017.json"
     path.write_text(json.dumps(coco))
     boxes = tfrecorder.read_annotations(str(path))
-    assert list(boxes.columns) == [*LONG_FORM, "iscrowd", "area", "width", "height"]
+    assert list(boxes.columns) == [*LONG_FORM, "is_crowd", "area", "width", "height"]
     assert boxes["split"].tolist() == ["VALIDATION"] * 3
     assert boxes["image_uri"].tolist() == [str(tmp_path / "images" / n) for n in ("a.jpg", "a.jpg", "b.jpg")]
     assert boxes["label"].tolist()[:2] == ["dog", "person"] and pd.isna(boxes["label"][2])
     assert boxes[["xmin", "ymin", "xmax", "ymax"]].values[:2].tolist() == [[10.5, 20, 110.5, 70], [0, 0, 640, 480]]
-    assert boxes["iscrowd"].tolist()[:2] == [0, 1] and boxes["width"].tolist() == [640, 640, 320]
+    assert boxes["is_crowd"].tolist()[:2] == [0, 1] and boxes["width"].tolist() == [640, 640, 320]
 
     elsewhere = tfrecorder.read_annotations(str(path), images_dir="gs://bucket/val2017")
     assert elsewhere["image_uri"][0] == "gs://bucket/val2017/a.jpg"

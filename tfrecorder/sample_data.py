@@ -64,3 +64,56 @@ def _draw(label: str, size: tuple[int, int], rng: random.Random) -> tuple[Image.
         draw.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=color)
     brightness = round(float(np.asarray(image.convert("L")).mean()) / 255, 4)
     return image, brightness
+
+
+# Object colours of the detection scenes: each class a solid colour, so a box on its object holds that colour.
+OBJECT_COLORS = {"red": (220, 30, 30), "green": (30, 190, 40), "blue": (30, 40, 220), "yellow": (230, 210, 30)}
+# The EXIF orientations the scenes cycle through: upright, and phone photos stored turned (6, 8, 3).
+SCENE_ORIENTATIONS = (1, 6, 1, 8, 1, 3)
+_STORED_TURN = {3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270}
+
+
+def make_detection_scenes(directory: str, n: int = 24, size: tuple[int, int] = (96, 128), seed: int = 0,
+                          orientations: tuple[int, ...] = SCENE_ORIENTATIONS) -> pd.DataFrame:
+    """Draw ``n`` JPEG scenes of 1-3 solid rectangles (classes ``OBJECT_COLORS``) on noise under ``directory``;
+    return their boxes in the long form, a row per box: ``split`` (80/10/10), ``image_uri``, ``label``,
+    ``xmin, ymin, xmax, ymax`` in pixels of the picture as displayed, and ``orientation``, ``stored_width``,
+    ``stored_height`` (the file's EXIF orientation and its pixels' size as stored: scenes cycle through
+    ``orientations``, stored turned with the EXIF tag that shows them upright).
+
+    Example:
+        >>> boxes = make_detection_scenes(str(tmp_path / "scenes"), n=3)
+        >>> sorted(boxes.columns)[:4]
+        ['image_uri', 'label', 'orientation', 'split']
+    """
+    rng = np.random.default_rng(seed)
+    height, width = size
+    os.makedirs(directory, exist_ok=True)
+    rows = []
+    names = list(OBJECT_COLORS)
+    for i in range(n):
+        split = "TRAIN" if i % 10 < 8 else ("VALIDATION" if i % 10 == 8 else "TEST")
+        picture = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        cells = rng.permutation(6)[: 1 + i % 3]  # a 2 x 3 grid of cells, an object in a few of them
+        boxes = []
+        for cell in cells:
+            top, left = (cell // 3) * height // 2, (cell % 3) * width // 3
+            cell_h, cell_w = height // 2, width // 3
+            h, w = int(rng.integers(cell_h // 2, cell_h - 4)), int(rng.integers(cell_w // 2, cell_w - 4))
+            y, x = top + int(rng.integers(2, cell_h - h - 1)), left + int(rng.integers(2, cell_w - w - 1))
+            label = names[int(rng.integers(len(names)))]
+            picture[y:y + h, x:x + w] = OBJECT_COLORS[label]
+            boxes.append((label, x, y, x + w, y + h))
+        orientation = orientations[i % len(orientations)]
+        shown = Image.fromarray(picture)
+        stored = shown.transpose(_STORED_TURN[orientation]) if orientation in _STORED_TURN else shown
+        exif = Image.Exif()
+        if orientation != 1:
+            exif[0x0112] = orientation
+        path = os.path.join(directory, f"scene-{i:04d}.jpg")
+        stored.save(path, quality=95, exif=exif.tobytes())
+        for label, x0, y0, x1, y1 in boxes:
+            rows.append((split, path, label, float(x0), float(y0), float(x1), float(y1), orientation,
+                         stored.width, stored.height))
+    return pd.DataFrame(rows, columns=["split", "image_uri", "label", "xmin", "ymin", "xmax", "ymax",
+                                       "orientation", "stored_width", "stored_height"])

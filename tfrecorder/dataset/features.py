@@ -57,6 +57,12 @@ OBJECT_BBOX = Feature(f"{OBJECTS}/bbox", connectors.FLOAT32, Role.BOX,
 OBJECT_LABEL = Feature(f"{OBJECTS}/label", connectors.CLASS_LABEL, Role.LABEL, "each object's class id")
 
 
+# The box formats load_dataset(as_supervised=True) gives (KerasHub's names): "rel_" ones are fractions of the
+# image's height and width, the others pixels of the image as given (after image_size). The stored one first.
+BOX_FORMATS = ("rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "center_xywh", "center_yxhw")
+DEFAULT_BOX_FORMAT = BOX_FORMATS[0]
+
+
 def object_feature(column: str) -> str:
     """The feature an extra column of a detection table is stored under: a value per object."""
     return f"{OBJECTS}/{column}"

@@ -12,7 +12,8 @@ import pyarrow as pa
 from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.connectors import Connector, connector_of
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.features import IMAGE
+from tfrecorder.dataset.boxes import turn
+from tfrecorder.dataset.features import IMAGE, IMAGE_HEIGHT, IMAGE_ORIENTATION, IMAGE_WIDTH
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_blocks
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
@@ -54,7 +55,19 @@ def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Se
         missing = [c for c in columns if c not in available]
         if missing:
             raise TFRecorderError(f"columns {missing} are not in the dataset; it has {available}")
+    objects = manifest.objects
+    if objects is not None:  # a row per box: the box's edges are columns, the objects/ lists are exploded
+        box_columns = manifest.feature(objects["bbox"]).column.split(",")
+        available = [c for c in available if c != ",".join(box_columns)]
+        available[available.index(label.get("column")):0] = box_columns  # the long form's order: edges first
+        if columns is not None:
+            missing = [c for c in columns if c not in available]
+            if missing:
+                raise TFRecorderError(f"columns {missing} are not in the dataset; it has {available}")
+        columns_given, columns = columns, None  # every feature read: the boxes need the image's size
     wanted = set(available if columns is None else columns)
+    if objects is not None:
+        wanted.add(",".join(box_columns))
     if label_column is not None and f"{label_column}_id" in wanted:
         wanted.add(label_column)
     features = [f for f in manifest.features if _column_name(f) in wanted]  # only these are decoded
@@ -78,7 +91,45 @@ def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Se
         ids = frame[label_column]
         frame[f"{label_column}_id"] = ids
         frame[label_column] = _label_names(ids, manifest.vocabulary or [])
+    if objects is not None:
+        frame = _one_row_per_box(frame, manifest, box_columns)
+        return frame[[c for c in available if c in frame] if columns_given is None else list(columns_given)]
     return frame[list(columns)] if columns is not None else frame
+
+
+def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, box_columns: list[str]) -> pd.DataFrame:
+    """A detection dataset's records (a row per image, its objects in lists) as the long form it was written
+    from: a row per box, its edges in the units written (dataset.json's ``box_units``) and in the frame of
+    the picture as displayed; an image without objects one row, its label and box missing."""
+    objects = manifest.objects or {}
+    bbox = ",".join(box_columns)
+    per_object = [_column_name(manifest.feature(name)) for name in
+                  (objects["label"], *objects.get("features", ()))]
+    per_object += [f"{per_object[0]}_id"] if f"{per_object[0]}_id" in frame else []
+    counts = frame[per_object[0]].map(len).to_numpy()
+    repeat = np.maximum(counts, 1)
+    rows = frame.drop(columns=[bbox, *per_object]).iloc[np.repeat(np.arange(len(frame)), repeat)]
+    rows = rows.reset_index(drop=True)
+    has = np.repeat(counts > 0, repeat)  # the rows that are objects (the others: images without any)
+    boxes = np.full((len(rows), 4), np.nan)
+    flat = np.array([v for values in frame[bbox] for v in values], np.float64).reshape(-1, 4)[:, [1, 0, 3, 2]]
+    orientations = np.repeat(frame[IMAGE_ORIENTATION.name].to_numpy() if IMAGE_ORIENTATION.name in frame
+                             else np.ones(len(frame), int), counts)
+    for orientation in np.unique(orientations):  # into the displayed picture's frame
+        mine = orientations == orientation
+        flat[mine] = turn(flat[mine], int(orientation))
+    if objects.get("box_units") == "pixels":
+        sizes = frame[[IMAGE_WIDTH.name, IMAGE_HEIGHT.name]].to_numpy(np.float64)
+        flat *= np.repeat(np.concatenate([sizes, sizes], axis=1), counts, axis=0)
+    boxes[has] = flat
+    for i, name in enumerate(box_columns):
+        rows[name] = boxes[:, i]
+    for name in per_object:
+        values = [v for items in frame[name] for v in items]
+        column = pd.Series([pd.NA] * len(rows), dtype=object)
+        column[has] = values
+        rows[name] = column if not values or isinstance(values[0], str) else pd.array(column.tolist())
+    return rows
 
 
 # Records decoded together: enough that numpy's cost per call vanishes, few enough to stay small in memory. A

@@ -11,9 +11,12 @@ import tensorflow as tf
 
 from tfrecorder.dataset.connectors import connector_of
 from tfrecorder.dataset.features import (
+    BOX_FORMATS,
     DECODE_FEATURES,
+    DEFAULT_BOX_FORMAT,
     DEFAULT_RESIZE_MODE,
     IMAGE,
+    OBJECTS,
     RESIZE_MODES,
 )
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
@@ -60,8 +63,16 @@ class ReadOptions:
     deterministic: bool | None = None
     num_shards: int = 1
     shard_index: int = 0
+    max_objects: int | None = None
+    bounding_box_format: str = DEFAULT_BOX_FORMAT
 
     def __post_init__(self) -> None:
+        if self.bounding_box_format not in BOX_FORMATS:
+            raise TFRecorderError(f"bounding_box_format={self.bounding_box_format!r}: use one of "
+                                  f"{', '.join(map(repr, BOX_FORMATS))}")
+        if self.max_objects is not None and (not isinstance(self.max_objects, int) or self.max_objects < 1):
+            raise TFRecorderError(f"max_objects={self.max_objects!r}: give a positive number of objects, or None "
+                                  f"for ragged batches")
         if self.resize_method not in RESIZE_METHODS:
             raise TFRecorderError(f"resize_method={self.resize_method!r}: use one of "
                                   f"{', '.join(map(repr, RESIZE_METHODS))}")
@@ -142,6 +153,8 @@ def load_dataset(
     shard_index: int = 0,
     input_context: tf.distribute.InputContext | None = None,
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
+    max_objects: int | None = None,
+    bounding_box_format: str = DEFAULT_BOX_FORMAT,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -156,6 +169,14 @@ def load_dataset(
     each worker whole shard files when there are at least as many files as workers, else every
     ``num_shards``-th record; ``cardinality()`` is this worker's count. ``storage_timeout`` bounds each
     object-store (gs://) operation of the listing and checks done here (TensorFlow then reads the shards).
+
+    A detection dataset's elements hold ``objects``: ``{"bbox": [N, 4], "label": [N], ...}``, boxes as
+    ``[ymin, xmin, ymax, xmax]`` fractions of the image as given - turned with its EXIF orientation and moved
+    with ``image_size``/``resize_mode`` (``crop`` clips them and drops those left without area). Batches hold
+    them ragged (``tf.RaggedTensor``), or padded to ``max_objects`` with -1 (more are cut off). With
+    ``as_supervised=True`` elements are ``(image, {"boxes", "labels"})``, boxes in ``bounding_box_format``
+    (KerasHub's names: "rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "center_xywh",
+    "center_yxhw"; "rel_" ones are fractions, the others pixels), ready for a KerasHub detector's ``fit``.
 
     Example:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
@@ -172,6 +193,7 @@ def load_dataset(
         as_supervised=as_supervised, channels=channels, features=tuple(features) if features is not None else None,
         label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
         deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
+        max_objects=max_objects, bounding_box_format=bounding_box_format,
     )
     with reading(tfrecord_dir, storage_timeout):
         manifest, folder = open_dataset(tfrecord_dir, storage_timeout)
@@ -208,6 +230,8 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
         records = records.shuffle(o.shuffle_buffer, seed=o.seed, reshuffle_each_iteration=True)
     ragged = any(isinstance(s, tf.io.RaggedFeature) for s in spec.values())
     parse = _parser(manifest, spec)
+    if manifest.objects is not None:
+        return _detection(manifest, records, parse, spec, count, o).prefetch(AUTOTUNE).with_options(_options())
     if IMAGE.name in spec and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
@@ -226,6 +250,102 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     if o.as_supervised:
         ds = ds.map(_supervised(manifest, o.label_key), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, spec: dict[str, Any], count: int,
+               o: ReadOptions) -> tf.data.Dataset:
+    """A detection split's pipeline: records parsed a few at a time, then per record the image decoded, its
+    objects gathered under ``objects`` (turned and resized with the image: ``tf_image.image_decoder``),
+    padded to ``max_objects``, put as ``as_supervised`` asks; then batched, ragged unless padded."""
+    decode = None
+    if IMAGE.name in spec and o.decode_images:
+        _check_batchable(manifest, o.batch_size, o.image_size)
+        decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
+    gather = objects_gatherer(manifest)
+    pad = _padder(o.max_objects)
+    supervised = _supervised_objects(o.bounding_box_format) if o.as_supervised else None
+    if supervised is not None and decode is None and not o.bounding_box_format.startswith("rel_"):
+        raise TFRecorderError(f"bounding_box_format={o.bounding_box_format!r} counts pixels of the decoded image: "
+                              f"read with decode_images=True, or ask for a 'rel_' format")
+
+    def one(example: dict[str, tf.Tensor]) -> Any:
+        example = gather(example)
+        if decode is not None:
+            example = decode(example)
+        if pad is not None:
+            example = pad(example)
+        return supervised(example) if supervised is not None else example
+
+    ds = records.batch(_IMAGE_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
+    ds = ds.unbatch().map(one, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(count))
+    if o.batch_size:
+        batch = ds.batch if o.max_objects is not None else ds.ragged_batch
+        ds = batch(o.batch_size, o.drop_remainder)
+    return ds
+
+
+def objects_gatherer(manifest: Manifest):
+    """A function from a parsed detection record to the same with its ``objects/`` lists gathered under
+    ``objects`` (``{"bbox": [N, 4], "label": [N], ...}``)."""
+    prefix = f"{OBJECTS}/"
+
+    def gather(example: dict[str, tf.Tensor]) -> dict[str, Any]:
+        out = {k: v for k, v in example.items() if not k.startswith(prefix)}
+        objects = {k[len(prefix):]: v for k, v in example.items() if k.startswith(prefix)}
+        if "bbox" in objects:
+            objects["bbox"] = tf.reshape(objects["bbox"], [-1, 4])
+        out[OBJECTS] = objects
+        return out
+
+    return gather
+
+
+def _padder(max_objects: int | None):
+    """Pads (or cuts) each record's objects to ``max_objects``, with -1 (text: empty): batches then stack."""
+    if max_objects is None:
+        return None
+
+    def pad_one(values: tf.Tensor) -> tf.Tensor:
+        values = values[:max_objects]
+        fill = tf.constant("", values.dtype) if values.dtype == tf.string else tf.constant(-1, values.dtype)
+        padding = [[0, max_objects - tf.shape(values)[0]]] + [[0, 0]] * (values.shape.rank - 1)
+        padded = tf.pad(values, padding, constant_values=fill)
+        return tf.ensure_shape(padded, [max_objects, *values.shape[1:]])
+
+    def pad(example: dict[str, Any]) -> dict[str, Any]:
+        return {**example, OBJECTS: {k: pad_one(v) for k, v in example[OBJECTS].items()}}
+
+    return pad
+
+
+def _supervised_objects(box_format: str):
+    """(image, {"boxes", "labels"}) from a detection example, boxes in ``box_format`` (padding stays -1)."""
+
+    def split(example: dict[str, Any]) -> Any:
+        objects = example[OBJECTS]
+        boxes, labels = objects["bbox"], objects["label"]
+        if box_format != DEFAULT_BOX_FORMAT:
+            size = tf.cast(tf.shape(example[IMAGE.name])[:2], tf.float32) if IMAGE.name in example else None
+            padding = tf.reduce_all(tf.equal(boxes, -1.0), axis=-1, keepdims=True)
+            boxes = tf.where(padding, -1.0, box_format_of(boxes, box_format, size))
+        return example.get(IMAGE.name, example), {"boxes": boxes, "labels": labels}
+
+    return split
+
+
+def box_format_of(boxes: tf.Tensor, box_format: str, size: tf.Tensor | None) -> tf.Tensor:
+    """Normalized ``[ymin, xmin, ymax, xmax]`` boxes in ``box_format`` (``BOX_FORMATS``); ``size``: the
+    image's (height, width), for the pixel formats."""
+    y0, x0, y1, x1 = tf.unstack(boxes, 4, axis=-1)
+    if not box_format.startswith("rel_"):
+        height, width = size[0], size[1]
+        y0, y1, x0, x1 = y0 * height, y1 * height, x0 * width, x1 * width
+    name = box_format.removeprefix("rel_")
+    parts = {"yxyx": (y0, x0, y1, x1), "xyxy": (x0, y0, x1, y1), "xywh": (x0, y0, x1 - x0, y1 - y0),
+             "center_xywh": ((x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0),
+             "center_yxhw": ((y0 + y1) / 2, (x0 + x1) / 2, y1 - y0, x1 - x0)}[name]
+    return tf.stack(parts, axis=-1)
 
 
 def _selected(manifest: Manifest, options: ReadOptions) -> list[str] | None:

@@ -15,6 +15,7 @@ from tfrecorder.dataset.features import (
     IMAGE_HEIGHT,
     IMAGE_ORIENTATION,
     IMAGE_WIDTH,
+    OBJECTS,
 )
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.errors import TFRecorderError
@@ -36,6 +37,43 @@ def apply_orientation(image: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
     ]
     index = tf.clip_by_value(tf.cast(orientation, tf.int32) - 1, 0, 7)
     return tf.switch_case(index, branches)
+
+
+def orient_boxes(boxes: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
+    """Normalized ``[N, 4]`` ``[ymin, xmin, ymax, xmax]`` boxes of stored pixels as ``apply_orientation``
+    shows the picture (the rule of ``dataset.boxes.turn``)."""
+    y0, x0, y1, x1 = tf.unstack(boxes, 4, axis=-1)
+    branches = [(y0, x0, y1, x1), (y0, 1 - x1, y1, 1 - x0), (1 - y1, 1 - x1, 1 - y0, 1 - x0),
+                (1 - y1, x0, 1 - y0, x1), (x0, y0, x1, y1), (x0, 1 - y1, x1, 1 - y0),
+                (1 - x1, 1 - y1, 1 - x0, 1 - y0), (1 - x1, y0, 1 - x0, y1)]
+    index = tf.clip_by_value(tf.cast(orientation, tf.int32) - 1, 0, 7)
+    return tf.switch_case(index, [lambda b=b: tf.stack(b, axis=-1) for b in branches])
+
+
+def resize_boxes(boxes: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE
+                 ) -> tuple[tf.Tensor, tf.Tensor]:
+    """Normalized ``[ymin, xmin, ymax, xmax]`` boxes of an image of ``shape`` (height, width) where ``resize``
+    puts them: ``stretch`` leaves them, ``pad`` shrinks and centres them, ``crop`` moves them and clips them to
+    the picture. Returns the boxes and which still have an area (``crop`` may cut one off)."""
+    height, width = (float(v) for v in size)
+    if mode == "stretch":
+        return boxes, tf.ones(tf.shape(boxes)[:1], tf.bool)
+    shape = tf.cast(shape, tf.float32)
+    if mode == "pad":  # as resize: the picture fitted inside, rounded, at an offset of half the rest
+        scale = tf.minimum(height / shape[0], width / shape[1])
+        placed = tf.math.round(shape * scale)
+        offset = tf.math.floordiv(tf.constant([height, width]) - placed, 2.0)
+    else:  # crop: the picture covering the target, its centre kept
+        scale = tf.maximum(height / shape[0], width / shape[1])
+        placed = tf.math.ceil(shape * scale)
+        offset = -tf.math.floordiv(placed - tf.constant([height, width]), 2.0)
+    target = tf.constant([height, width, height, width])
+    moved = (boxes * tf.tile(placed, [2]) + tf.tile(offset, [2])) / target
+    if mode == "pad":
+        return moved, tf.ones(tf.shape(boxes)[:1], tf.bool)
+    moved = tf.clip_by_value(moved, 0.0, 1.0)
+    kept = tf.logical_and(moved[:, 2] > moved[:, 0], moved[:, 3] > moved[:, 1])
+    return moved, kept
 
 
 def decode_bytes(data: tf.Tensor, fmt: tf.Tensor | None, formats: Sequence[str], channels: int = 0,
@@ -201,6 +239,16 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
             image = to_channels(image, want)
         if turned:
             image = apply_orientation(image, example[IMAGE_ORIENTATION.name])
+        objects = example.get(OBJECTS)  # a detection record's (tf_data.objects_gatherer): boxes follow the pixels
+        if objects is not None and "bbox" in objects:
+            objects = dict(objects)
+            if turned:
+                objects["bbox"] = orient_boxes(objects["bbox"], example[IMAGE_ORIENTATION.name])
+            if image_size is not None:
+                objects["bbox"], kept = resize_boxes(objects["bbox"], tf.shape(image)[:2], image_size, resize_mode)
+                if resize_mode == "crop":
+                    objects = {k: tf.boolean_mask(v, kept) for k, v in objects.items()}
+            out[OBJECTS] = objects
         if image_size is not None:
             image = resize(image, image_size, resize_mode, resize_method)
         elif uniform:

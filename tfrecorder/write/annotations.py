@@ -2,7 +2,7 @@
 ``instances_*.json``, an AutoML Vision object-detection CSV - read into one long form: a row per box.
 
 The long form's columns (``LONG_FORM``): ``split, image_uri, label, xmin, ymin, xmax, ymax``, then what the
-format adds (VOC: ``difficult``, ``truncated``; COCO: ``iscrowd``, ``area``) and, where the format records
+format adds (VOC: ``difficult``, ``truncated``; COCO: ``is_crowd`` (its ``iscrowd``), ``area``) and, where the format records
 it, the size of the image the boxes were drawn on (``width``, ``height``). A row whose label and box are
 empty is an image without objects. Coordinates are box edges in pixels counted from 0 (VOC's 1-based
 inclusive pixels and COCO's ``[x, y, w, h]`` are turned into edges), or normalized to [0, 1] (AutoML).
@@ -46,7 +46,7 @@ def read_annotations(path: str, images_dir: str | None = None) -> pd.DataFrame:
     Returns:
         The boxes: ``split, image_uri, label, xmin, ymin, xmax, ymax`` (pixels from 0 for VOC and COCO,
         normalized for AutoML) and the format's own columns (VOC ``difficult``, ``truncated``; COCO
-        ``iscrowd``, ``area``; the annotated image's ``width``, ``height``). An image without objects is one
+        ``is_crowd``, ``area``; the annotated image's ``width``, ``height``). An image without objects is one
         row with an empty label and box. Splits: VOC's ``ImageSets/Main/{train,val,test}.txt``
         (``trainval``: TRAIN or VALIDATION by a stable hash of the image id); COCO's from the file name
         (``instances_val2017.json``: VALIDATION); AutoML's own; else UNASSIGNED.
@@ -70,6 +70,31 @@ def read_annotations(path: str, images_dir: str | None = None) -> pd.DataFrame:
     if url.lower().endswith(".json"):
         return _coco(url, images_dir)
     return _automl(url)
+
+
+def annotation_table(source: Any) -> pd.DataFrame | None:
+    """``source`` read with ``read_annotations`` when it is annotations ``convert`` takes directly - a Pascal
+    VOC folder (``Annotations/``, or labelImg's XML files beside the images), a ``.json`` file (COCO), or a
+    headerless CSV of AutoML Vision's object-detection width - else None (any other table or folder)."""
+    if not isinstance(source, (str, os.PathLike)) or any(c in os.fspath(source) for c in "*?["):
+        return None
+    url = os.fspath(source)
+    fs, path = filesystem(url)
+    if not fs.exists(path):
+        return None
+    if fs.isdir(path):
+        names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
+        voc = "Annotations" in names or any(n.lower().endswith(".xml") for n in names)
+        return read_annotations(url) if voc else None
+    if url.lower().endswith(".json"):
+        return read_annotations(url)
+    if url.lower().endswith(".csv"):
+        with open_url(url) as f:
+            first = f.readline(65536).decode("utf-8-sig", "replace").strip()
+        cells = first.split(",")
+        if len(cells) == AUTOML_WIDTH and cells[0].strip().upper() in (TRAIN, VALIDATION, TEST, UNASSIGNED):
+            return read_annotations(url)
+    return None
 
 
 # --- Pascal VOC ---------------------------------------------------------------------------------------------
@@ -162,10 +187,10 @@ def _coco(url: str, images_dir: str | None) -> pd.DataFrame:
             x, y, w, h = (_number(v, where, "bbox") for v in _four(annotation.get("bbox"), where))
             rows.append({**base, LABEL_COLUMN: categories[annotation["category_id"]],
                          "xmin": x, "ymin": y, "xmax": x + w, "ymax": y + h,
-                         "iscrowd": int(annotation.get("iscrowd", 0)), "area": annotation.get("area")})
+                         "is_crowd": int(annotation.get("iscrowd", 0)), "area": annotation.get("area")})
         if not annotations:
-            rows.append({**base, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS), "iscrowd": None, "area": None})
-    return _frame(rows, ("iscrowd", "area", *SIZE_COLUMNS))
+            rows.append({**base, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS), "is_crowd": None, "area": None})
+    return _frame(rows, ("is_crowd", "area", *SIZE_COLUMNS))
 
 
 def _coco_split(url: str) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfrecorder.dataset.boxes import INVERSE, turn
 from tfrecorder.write.fetch import ImageError
 
 CLIP_PIXELS = 1.0  # pixel boxes this far outside the image are clipped onto it
@@ -35,26 +36,6 @@ class Geometry:
     source_orientation: int
     orientation: int
     placement: tuple[float, float, float, float] = (1.0, 1.0, 0.0, 0.0)
-
-
-def _turn(boxes: np.ndarray, orientation: int) -> np.ndarray:
-    """Normalized ``[xmin, ymin, xmax, ymax]`` boxes of stored pixels as the picture displays them after
-    EXIF ``orientation`` (1-8), as ``tf_image.apply_orientation`` turns the pixels."""
-    x0, y0, x1, y1 = boxes.T
-    mapped = {
-        1: (x0, y0, x1, y1),
-        2: (1 - x1, y0, 1 - x0, y1),  # mirrored
-        3: (1 - x1, 1 - y1, 1 - x0, 1 - y0),  # upside down
-        4: (x0, 1 - y1, x1, 1 - y0),  # mirrored upside down
-        5: (y0, x0, y1, x1),  # transposed
-        6: (1 - y1, x0, 1 - y0, x1),  # a quarter turn clockwise
-        7: (1 - y1, 1 - x1, 1 - y0, 1 - x0),  # transverse
-        8: (y0, 1 - x1, y1, 1 - x0),  # a quarter turn counter-clockwise
-    }[orientation]
-    return np.stack(mapped, axis=1)
-
-
-_INVERSE = {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 8, 7: 7, 8: 6}  # the orientation that undoes each
 
 
 def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[float, float] | None,
@@ -88,8 +69,8 @@ def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[flo
     clipped = int(((boxes < 0) | (boxes > 1)).any(axis=1).sum())
     boxes = np.clip(boxes, 0.0, 1.0)
     if frame == "stored":  # into the displayed picture's frame first
-        boxes = _turn(boxes, geometry.source_orientation)
+        boxes = turn(boxes, geometry.source_orientation)
     scale_y, scale_x, offset_y, offset_x = geometry.placement
     boxes = boxes * np.array([scale_x, scale_y, scale_x, scale_y]) + np.array([offset_x, offset_y] * 2)
-    boxes = _turn(boxes, _INVERSE[geometry.orientation])  # kept bytes: back into their stored pixels
+    boxes = turn(boxes, INVERSE[geometry.orientation])  # kept bytes: back into their stored pixels
     return boxes[:, [1, 0, 3, 2]].astype(np.float32), clipped

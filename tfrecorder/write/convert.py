@@ -25,6 +25,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import splits, stream
 from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
+from tfrecorder.write.annotations import annotation_table
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
@@ -204,6 +205,9 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
               num_shards: int | None, overwrite: bool, progress: bool | None, num_workers: int | None,
               started: float) -> ConvertResult:
     """Send the conversion down the route its source and runner take."""
+    boxes = annotation_table(source)  # a VOC folder, a COCO JSON, an AutoML detection CSV: their long form
+    if boxes is not None:
+        source = boxes
 
     def beam_files(files: MatchedFiles, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
         job = stream.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,

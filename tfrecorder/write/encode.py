@@ -110,6 +110,8 @@ class ExampleEncoder:
 class ObjectEncoder:
     """Serializes the records of a detection table: one per image, from its box rows (positions in the
     table), each box moved into the stored image's frame and checked against it (``boxes.stored_boxes``).
+    Objects are stored in the order of their rows' content keys, so box rows given in any order (or files)
+    make the same bytes.
     An Example is built per record: one record per image is few, and its lists vary in length anyway."""
 
     def __init__(self, table: Table, box_orientation: str):
@@ -125,11 +127,12 @@ class ObjectEncoder:
                         for c in table.features if c.type.role is not Role.BOX]
         self._table, self._frame = table, box_orientation
         self._split = [s.encode("ascii") for s in table.splits]
+        self._keys = table.row_keys()  # objects are stored in the order of their rows' content
 
     def encode(self, positions: list[int], rows: list[int], image: StoredImage) -> tuple[bytes, list[int], int]:
         """The serialized Example of the image of the rows at ``positions`` (``rows``: their row numbers, for
         errors), the label of each object written, and how many boxes were clipped onto the image."""
-        objects = [p for p in positions if self._labels[p] is not None]
+        objects = sorted((p for p in positions if self._labels[p] is not None), key=lambda p: (self._keys[p], p))
         boxes, clipped = np.zeros((0, 4), np.float32), 0
         if objects:
             annotated = self._annotated[objects[0]] if self._annotated is not None else None

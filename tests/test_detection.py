@@ -1,0 +1,337 @@
+"""Detection tables: every input kind converted into one record per image whose boxes sit on their objects -
+for our reader in every resize mode, for a reader that ignores EXIF (the stored frame, as Model Garden reads
+it) and for TFDS - and every box rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ElementTree
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+import tfrecorder
+from tfrecorder.dataset.boxes import INVERSE, turn
+from tfrecorder.errors import SchemaError
+from tfrecorder.sample_data import OBJECT_COLORS, make_detection_scenes
+
+EDGES = ["xmin", "ymin", "xmax", "ymax"]
+NAMES = sorted(OBJECT_COLORS)  # the TRAIN vocabulary: every colour appears in TRAIN
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory) -> pd.DataFrame:
+    """24 scenes, a third of them stored turned (EXIF 6, 8, 3), boxes in displayed pixels."""
+    return make_detection_scenes(str(tmp_path_factory.mktemp("scenes")), n=24)
+
+
+def stored_pixels(scenes: pd.DataFrame) -> pd.DataFrame:
+    """The boxes in the stored pixels' frame (as labelImg, which ignores EXIF, draws them)."""
+    out = scenes.copy()
+    for orientation, rows in scenes.groupby("orientation"):
+        shown_w = np.where(orientation in (5, 6, 7, 8), rows["stored_height"], rows["stored_width"])
+        shown_h = np.where(orientation in (5, 6, 7, 8), rows["stored_width"], rows["stored_height"])
+        size = np.stack([shown_w, shown_h, shown_w, shown_h], 1).astype(float)
+        normalized = turn(rows[EDGES].to_numpy() / size, INVERSE[int(orientation)])
+        stored = np.stack([rows["stored_width"], rows["stored_height"]] * 2, 1).astype(float)
+        out.loc[rows.index, EDGES] = np.round(normalized * stored)
+    return out
+
+
+def write_voc(scenes: pd.DataFrame, root) -> str:
+    """A labelImg-style VOC folder: boxes of the stored pixels, 1-based and inclusive, <size> as stored;
+    images in JPEGImages/, splits in ImageSets/Main."""
+    boxes = stored_pixels(scenes)
+    for folder in ("Annotations", "JPEGImages", "ImageSets/Main"):
+        os.makedirs(root / folder, exist_ok=True)
+    lists: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+    for uri, rows in boxes.groupby("image_uri", sort=False):
+        stem = os.path.splitext(os.path.basename(uri))[0]
+        os.link(uri, root / "JPEGImages" / f"{stem}.jpg")
+        first = rows.iloc[0]
+        lists[{"TRAIN": "train", "VALIDATION": "val", "TEST": "test"}[first.split]].append(stem)
+        annotation = ElementTree.Element("annotation")
+        ElementTree.SubElement(annotation, "filename").text = f"{stem}.jpg"
+        size = ElementTree.SubElement(annotation, "size")
+        for name, value in (("width", first.stored_width), ("height", first.stored_height), ("depth", 3)):
+            ElementTree.SubElement(size, name).text = str(value)
+        for row in rows.itertuples():
+            obj = ElementTree.SubElement(annotation, "object")
+            ElementTree.SubElement(obj, "name").text = row.label
+            ElementTree.SubElement(obj, "difficult").text = "0"
+            box = ElementTree.SubElement(obj, "bndbox")
+            for name, value in (("xmin", row.xmin + 1), ("ymin", row.ymin + 1), ("xmax", row.xmax),
+                                ("ymax", row.ymax)):
+                ElementTree.SubElement(box, name).text = str(int(value))
+        ElementTree.ElementTree(annotation).write(root / "Annotations" / f"{stem}.xml")
+    for name, stems in lists.items():
+        (root / "ImageSets" / "Main" / f"{name}.txt").write_text("".join(f"{s}\n" for s in stems))
+    return str(root)
+
+
+def write_coco(scenes: pd.DataFrame, root) -> str:
+    """A COCO instances JSON (boxes [x, y, w, h] of the stored pixels, width/height as stored), images beside."""
+    boxes = stored_pixels(scenes)
+    images, annotations = [], []
+    categories = [{"id": i + 1, "name": name} for i, name in enumerate(NAMES)]
+    for image_id, (uri, rows) in enumerate(boxes.groupby("image_uri", sort=False), 1):
+        os.link(uri, root / os.path.basename(uri))
+        first = rows.iloc[0]
+        images.append({"id": image_id, "file_name": os.path.basename(uri), "width": int(first.stored_width),
+                       "height": int(first.stored_height)})
+        for row in rows.itertuples():
+            annotations.append({"id": len(annotations) + 1, "image_id": image_id, "iscrowd": 0,
+                                "category_id": NAMES.index(row.label) + 1,
+                                "bbox": [row.xmin, row.ymin, row.xmax - row.xmin, row.ymax - row.ymin],
+                                "area": float((row.xmax - row.xmin) * (row.ymax - row.ymin))})
+    path = root / "instances_train.json"
+    path.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}))
+    return str(path)
+
+
+def write_automl(scenes: pd.DataFrame, root) -> str:
+    """An AutoML Vision detection CSV: normalized boxes of the displayed picture, the 2-vertex form."""
+    lines = []
+    for row in scenes.itertuples():
+        turned = row.orientation in (5, 6, 7, 8)
+        w, h = (row.stored_height, row.stored_width) if turned else (row.stored_width, row.stored_height)
+        lines.append(f"{row.split},{row.image_uri},{row.label},{row.xmin / w:.6f},{row.ymin / h:.6f},,,"
+                     f"{row.xmax / w:.6f},{row.ymax / h:.6f},,")
+    path = root / "boxes.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def long_form(scenes: pd.DataFrame, root) -> pd.DataFrame:
+    return scenes[["split", "image_uri", "label", *EDGES]]
+
+
+KINDS = {"long form": long_form, "voc": write_voc, "coco": write_coco, "automl": write_automl}
+
+
+@pytest.fixture(scope="module", params=list(KINDS))
+def converted(request, scenes, tmp_path_factory) -> tuple[str, str]:
+    root = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
+    source = KINDS[request.param](scenes, root)
+    out = str(root / "out")
+    tfrecorder.convert(source, out, progress=False)
+    return request.param, out
+
+
+def assert_on_objects(image: np.ndarray, boxes: np.ndarray, labels, where: str) -> None:
+    """The middle of every box (normalized [ymin, xmin, ymax, xmax]) holds its object's colour."""
+    height, width = image.shape[:2]
+    assert len(boxes), f"{where}: no boxes"
+    for (y0, x0, y1, x1), label in zip(boxes, labels):
+        name = label if isinstance(label, str) else NAMES[int(label)]
+        dy, dx = (y1 - y0) * 0.25, (x1 - x0) * 0.25  # the middle half: clear of JPEG ringing at the edges
+        top, bottom = int(round((y0 + dy) * height)), int(round((y1 - dy) * height))
+        left, right = int(round((x0 + dx) * width)), int(round((x1 - dx) * width))
+        inside = image[top:max(bottom, top + 1), left:max(right, left + 1), :3].reshape(-1, 3).mean(0)
+        assert np.abs(inside - OBJECT_COLORS[name]).max() < 40, (
+            f"{where}: the {name} box {[y0, x0, y1, x1]} holds {inside.round()}")
+
+
+def test_reading_gives_one_record_per_image_with_every_box(converted, scenes):
+    kind, out = converted
+    manifest = json.load(open(os.path.join(out, "dataset.json")))
+    records = sum(s["records"] for shards in manifest["splits"].values() for s in shards)
+    assert records == scenes["image_uri"].nunique()
+    counted = sum(n for split in manifest["objects"]["counts"].values() for n in split.values())
+    assert counted == len(scenes)
+
+
+@pytest.mark.parametrize("mode", [None, "stretch", "pad", "crop"])
+def test_boxes_sit_on_their_objects_in_every_resize_mode(converted, mode):
+    kind, out = converted
+    size = {"image_size": (64, 80), "resize_mode": mode} if mode else {}
+    seen = 0
+    for example in tfrecorder.load_dataset(out, "TRAIN", **size):
+        objects = example["objects"]
+        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(),
+                          f"{kind}, {mode}, {example['image_uri'].numpy().decode()}")
+        seen += 1
+    assert seen
+
+
+def test_boxes_sit_on_their_objects_in_the_stored_frame(converted):
+    """A reader that applies no EXIF orientation (Model Garden's decoder, TFDS) decodes the stored pixels:
+    the stored boxes are in their frame."""
+    kind, out = converted
+    spec = {"image": tf.io.FixedLenFeature([], tf.string), "image_orientation": tf.io.FixedLenFeature([], tf.int64),
+            "objects/bbox": tf.io.VarLenFeature(tf.float32), "objects/label": tf.io.VarLenFeature(tf.int64)}
+    turned = 0
+    for file in sorted(f for f in os.listdir(out) if f.endswith(".tfrecord")):
+        for record in tf.data.TFRecordDataset(os.path.join(out, file)):
+            example = tf.io.parse_single_example(record, spec)
+            image = tf.io.decode_jpeg(example["image"]).numpy()
+            boxes = tf.reshape(tf.sparse.to_dense(example["objects/bbox"]), [-1, 4]).numpy()
+            assert_on_objects(image, boxes, tf.sparse.to_dense(example["objects/label"]).numpy(), f"{kind}, {file}")
+            turned += int(example["image_orientation"]) != 1
+    assert turned  # some of them stored turned
+
+
+def test_tfds_reads_the_boxes_on_their_objects(converted):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    kind, out = converted
+    builder = tfds.builder_from_directory(out)
+    names = builder.info.features["objects"]["label"].names
+    assert names == NAMES
+    for example in builder.as_dataset(split="train"):
+        labels = [names[i] for i in example["objects"]["label"].numpy()]
+        assert_on_objects(example["image"].numpy(), example["objects"]["bbox"].numpy(), labels, f"{kind}, tfds")
+
+
+def test_read_tfr_gives_back_the_long_form(scenes, tmp_path):
+    table = scenes[["split", "image_uri", "label", *EDGES]]
+    tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+    back = tfrecorder.read_tfr(str(tmp_path / "out"))
+    key = ["image_uri", "label", *EDGES]
+    got = back[["split", *key]].sort_values(key).reset_index(drop=True)
+    want = table.sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got[["split", "image_uri", "label"]].astype(str),
+                                  want[["split", "image_uri", "label"]].astype(str))
+    np.testing.assert_allclose(got[EDGES].to_numpy(float), want[EDGES].to_numpy(float), atol=1e-3)
+
+
+def test_box_row_order_and_files_do_not_change_a_byte(scenes, tmp_path):
+    table = scenes[["split", "image_uri", "label", *EDGES]]
+    tfrecorder.convert(table, str(tmp_path / "a"), progress=False)
+    shuffled = table.sample(frac=1.0, random_state=3)
+    tfrecorder.convert(shuffled, str(tmp_path / "b"), progress=False)
+    shards = sorted(f for f in os.listdir(tmp_path / "a") if f.endswith(".tfrecord"))
+    assert shards == sorted(f for f in os.listdir(tmp_path / "b") if f.endswith(".tfrecord"))
+    for name in shards:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_local_and_direct_runner_agree_when_an_images_boxes_are_in_two_files(scenes, tmp_path):
+    pytest.importorskip("apache_beam")
+    table = scenes[["split", "image_uri", "label", *EDGES]]
+    several = table[table["image_uri"].map(table["image_uri"].value_counts()) > 1]["image_uri"].iloc[0]
+    rows = table.index[table["image_uri"] == several]
+    first = table.drop(rows[1:])  # one box of that image here, the others in the second file
+    second = table.loc[rows[1:]]
+    (tmp_path / "parts").mkdir()
+    first.to_csv(tmp_path / "parts" / "a.csv", index=False)
+    second.to_csv(tmp_path / "parts" / "b.csv", index=False)
+    glob = str(tmp_path / "parts" / "*.csv")
+    local = tfrecorder.convert(glob, str(tmp_path / "local"), progress=False)
+    beam = tfrecorder.convert(glob, str(tmp_path / "beam"), runner="DirectRunner")
+    assert local.splits["TRAIN"].written == beam.splits["TRAIN"].written == (table["split"] == "TRAIN").sum()
+    shards = sorted(f for f in os.listdir(tmp_path / "local") if f.endswith(".tfrecord"))
+    for name in shards:
+        assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "beam" / name).read_bytes(), name
+    record = tfrecorder.read_tfr(str(tmp_path / "local"))
+    assert (record["image_uri"] == several).sum() == len(rows)  # every box of it, in one record
+
+
+# --- the rules ---------------------------------------------------------------------------------------------
+
+@pytest.fixture()
+def one_scene(tmp_path) -> pd.DataFrame:
+    scenes = make_detection_scenes(str(tmp_path / "s"), n=4, orientations=(1,))
+    return scenes[["split", "image_uri", "label", *EDGES]].assign(split="TRAIN")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"xmax": None}, "a box needs all four edges"),
+    ({"xmin": float("inf")}, "box edges must be finite"),
+    ({"xmin": 50.0, "xmax": 40.0}, "xmin < xmax and ymin < ymax"),
+    ({"label": None}, "rows have no label"),
+])
+def test_a_bad_box_is_refused_before_any_shard_naming_its_row(one_scene, tmp_path, change, message):
+    table = one_scene.copy()
+    for column, value in change.items():
+        table[column] = table[column].astype(object)
+        table.loc[2, column] = value
+    with pytest.raises(SchemaError, match=message) as raised:
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+    assert "row 2" in str(raised.value) or "rows 2" in str(raised.value)
+    assert not (tmp_path / "out").exists() or not any(f.endswith(".tfrecord") for f in os.listdir(tmp_path / "out"))
+
+
+def test_a_label_without_a_box_is_refused(one_scene, tmp_path):
+    table = one_scene.astype({e: object for e in EDGES})
+    table.loc[1, EDGES] = None
+    with pytest.raises(SchemaError, match="a row with a label needs its box"):
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+
+
+def test_an_image_without_objects_is_a_record_with_no_boxes(one_scene, tmp_path):
+    extra = one_scene.iloc[[0]].assign(image_uri=one_scene["image_uri"].iloc[-1], label=None,
+                                       **dict.fromkeys(EDGES, np.nan))
+    lone = make_detection_scenes(str(tmp_path / "lone"), n=1, seed=9)["image_uri"].iloc[0]
+    empty = extra.assign(image_uri=lone)
+    result = tfrecorder.convert(pd.concat([one_scene, empty]), str(tmp_path / "out"), progress=False)
+    assert result.splits["TRAIN"].written == len(one_scene) + 1
+    found = [e for e in tfrecorder.load_dataset(str(tmp_path / "out"), "TRAIN")
+             if e["image_uri"].numpy().decode() == lone]
+    assert found and found[0]["objects"]["bbox"].shape == (0, 4)
+    back = tfrecorder.read_tfr(str(tmp_path / "out"))
+    assert back.loc[back["image_uri"] == lone, "label"].isna().all()
+
+
+def test_boxes_beyond_the_image_are_row_errors_and_a_pixel_over_is_clipped(one_scene, tmp_path):
+    table = one_scene.copy()
+    bad_image = table["image_uri"].iloc[0]
+    table.loc[0, "xmax"] = 128 + 5  # 5 pixels beyond the 128-pixel-wide image
+    table.loc[table.index[-1], "ymax"] = 96.6  # under a pixel beyond: clipped
+    result = tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+    errors = pd.read_csv(tmp_path / "out" / "errors.csv")
+    assert set(errors["row"]) == set(table.index[table["image_uri"] == bad_image])  # every row of that image
+    assert set(errors["error"]) == {"box_outside_image"}
+    assert "row 0" in errors["message"].iloc[0] and "128x96" in errors["message"].iloc[0]
+    assert result.splits["TRAIN"].errors == len(errors)
+    assert any("clipped" in w for w in result.warnings)
+
+
+def test_an_image_in_two_splits_is_refused_and_unassigned_rows_split_by_image(one_scene, tmp_path):
+    table = one_scene.copy()
+    several = table["image_uri"].value_counts().index[0]
+    two = table.index[table["image_uri"] == several]
+    table.loc[two[0], "split"] = "TEST"
+    with pytest.raises(SchemaError, match="has boxes in TEST and TRAIN|has boxes in TRAIN and TEST"):
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+    scenes = make_detection_scenes(str(tmp_path / "many"), n=40)
+    unassigned = scenes[["image_uri", "label", *EDGES]]
+    tfrecorder.convert(unassigned, str(tmp_path / "split"), progress=False)
+    back = tfrecorder.read_tfr(str(tmp_path / "split"))
+    assert back.groupby("image_uri")["split"].nunique().max() == 1
+    assert back["split"].nunique() > 1
+
+
+def test_normalized_boxes_and_box_units(one_scene, tmp_path):
+    normalized = one_scene.assign(xmin=one_scene.xmin / 128, xmax=one_scene.xmax / 128,
+                                  ymin=one_scene.ymin / 96, ymax=one_scene.ymax / 96)
+    tfrecorder.convert(normalized, str(tmp_path / "auto"), progress=False)
+    tfrecorder.convert(one_scene, str(tmp_path / "pixels"), progress=False)
+    a = tfrecorder.read_tfr(str(tmp_path / "auto")).sort_values(["image_uri", *EDGES])
+    p = tfrecorder.read_tfr(str(tmp_path / "pixels")).sort_values(["image_uri", *EDGES])
+    assert json.load(open(tmp_path / "auto" / "dataset.json"))["objects"]["box_units"] == "normalized"
+    np.testing.assert_allclose(a[EDGES].to_numpy() * [128, 96, 128, 96], p[EDGES].to_numpy(), atol=1e-3)
+    with pytest.raises(tfrecorder.TFRecorderError, match="box_units"):
+        tfrecorder.convert(one_scene, str(tmp_path / "bad"), box_units="inches", progress=False)
+
+
+def test_supervised_batches_in_keras_hub_formats(scenes, tmp_path):
+    out = str(tmp_path / "out")
+    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
+    ds = tfrecorder.load_dataset(out, "TRAIN", batch_size=4, image_size=(64, 64), max_objects=5,
+                                 as_supervised=True, bounding_box_format="xyxy")
+    images, targets = next(iter(ds))
+    assert images.shape == (4, 64, 64, 3)
+    assert targets["boxes"].shape == (4, 5, 4) and targets["labels"].shape == (4, 5)
+    labels = targets["labels"].numpy()
+    boxes = targets["boxes"].numpy()
+    assert (boxes[labels == -1] == -1).all() and (boxes[labels >= 0] >= 0).all()
+    assert (boxes[labels >= 0] <= 64).all() and (boxes[labels >= 0] > 1).any()  # pixels of the 64x64 image
+    for image, box, label in zip(images.numpy(), boxes, labels):
+        kept = label >= 0
+        assert_on_objects(image, box[kept][:, [1, 0, 3, 2]] / 64, label[kept], "xyxy")
+    ragged = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=4, image_size=(64, 64))))
+    assert isinstance(ragged["objects"]["bbox"], tf.RaggedTensor)
+    assert ragged["objects"]["bbox"].shape[-1] == 4
