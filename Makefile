@@ -10,6 +10,10 @@ $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	# TF Model Garden's decoder, for tests/test_detection.py: without its dependencies (it pins an older
+	# TensorFlow), with the tf-keras of the TensorFlow installed
+	$(BIN)/python -m pip install --quiet --no-deps tf-models-official==2.20.0 \
+		"tf-keras~=$$($(BIN)/python -c 'import tensorflow as tf; print(tf.__version__.rsplit(".", 1)[0])' 2>/dev/null).0"
 	touch $(STAMP)
 
 demo: $(STAMP)  ## convert the sample images, load them back, print what happened

@@ -1,6 +1,16 @@
 """``python -m benchmarks``: run every benchmark and print its table."""
 
-from benchmarks import bench_memory, bench_read, bench_runners, bench_scale, bench_tabular, bench_wide, bench_write
+from benchmarks import (
+    bench_detection,
+    bench_memory,
+    bench_read,
+    bench_runners,
+    bench_scale,
+    bench_tabular,
+    bench_wide,
+    bench_write,
+)
 
-for module in (bench_write, bench_read, bench_runners, bench_tabular, bench_wide, bench_scale, bench_memory):
+for module in (bench_write, bench_read, bench_detection, bench_runners, bench_tabular, bench_wide, bench_scale,
+               bench_memory):
     module.main([])

@@ -139,9 +139,9 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def print_table(title: str, rows: list[tuple[str, str, str, str]]) -> None:
-    """Print case | ours | baseline | ratio as a Markdown table."""
-    header = ("case", "ours", "baseline", "ratio")
+def print_table(title: str, rows: list[tuple[str, str, str, str]],
+                header: tuple[str, str, str, str] = ("case", "ours", "baseline", "ratio")) -> None:
+    """Print case | ours | baseline | ratio (or ``header``) as a Markdown table."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     print(f"\n### {title}\n")
     for i, row in enumerate([header, *rows]):

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import xml.etree.ElementTree as ElementTree
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
+from PIL import Image
 
 import tfrecorder
-from tfrecorder.dataset.boxes import INVERSE, turn
 from tfrecorder.errors import SchemaError
-from tfrecorder.sample_data import OBJECT_COLORS, make_detection_scenes
+from tfrecorder.sample_data import OBJECT_COLORS, make_detection_scenes, stored_pixels, write_voc
 
 EDGES = ["xmin", "ymin", "xmax", "ymax"]
 NAMES = sorted(OBJECT_COLORS)  # the TRAIN vocabulary: every colour appears in TRAIN
@@ -26,50 +26,6 @@ NAMES = sorted(OBJECT_COLORS)  # the TRAIN vocabulary: every colour appears in T
 def scenes(tmp_path_factory) -> pd.DataFrame:
     """24 scenes, a third of them stored turned (EXIF 6, 8, 3), boxes in displayed pixels."""
     return make_detection_scenes(str(tmp_path_factory.mktemp("scenes")), n=24)
-
-
-def stored_pixels(scenes: pd.DataFrame) -> pd.DataFrame:
-    """The boxes in the stored pixels' frame (as labelImg, which ignores EXIF, draws them)."""
-    out = scenes.copy()
-    for orientation, rows in scenes.groupby("orientation"):
-        shown_w = np.where(orientation in (5, 6, 7, 8), rows["stored_height"], rows["stored_width"])
-        shown_h = np.where(orientation in (5, 6, 7, 8), rows["stored_width"], rows["stored_height"])
-        size = np.stack([shown_w, shown_h, shown_w, shown_h], 1).astype(float)
-        normalized = turn(rows[EDGES].to_numpy() / size, INVERSE[int(orientation)])
-        stored = np.stack([rows["stored_width"], rows["stored_height"]] * 2, 1).astype(float)
-        out.loc[rows.index, EDGES] = np.round(normalized * stored)
-    return out
-
-
-def write_voc(scenes: pd.DataFrame, root) -> str:
-    """A labelImg-style VOC folder: boxes of the stored pixels, 1-based and inclusive, <size> as stored;
-    images in JPEGImages/, splits in ImageSets/Main."""
-    boxes = stored_pixels(scenes)
-    for folder in ("Annotations", "JPEGImages", "ImageSets/Main"):
-        os.makedirs(root / folder, exist_ok=True)
-    lists: dict[str, list[str]] = {"train": [], "val": [], "test": []}
-    for uri, rows in boxes.groupby("image_uri", sort=False):
-        stem = os.path.splitext(os.path.basename(uri))[0]
-        os.link(uri, root / "JPEGImages" / f"{stem}.jpg")
-        first = rows.iloc[0]
-        lists[{"TRAIN": "train", "VALIDATION": "val", "TEST": "test"}[first.split]].append(stem)
-        annotation = ElementTree.Element("annotation")
-        ElementTree.SubElement(annotation, "filename").text = f"{stem}.jpg"
-        size = ElementTree.SubElement(annotation, "size")
-        for name, value in (("width", first.stored_width), ("height", first.stored_height), ("depth", 3)):
-            ElementTree.SubElement(size, name).text = str(value)
-        for row in rows.itertuples():
-            obj = ElementTree.SubElement(annotation, "object")
-            ElementTree.SubElement(obj, "name").text = row.label
-            ElementTree.SubElement(obj, "difficult").text = "0"
-            box = ElementTree.SubElement(obj, "bndbox")
-            for name, value in (("xmin", row.xmin + 1), ("ymin", row.ymin + 1), ("xmax", row.xmax),
-                                ("ymax", row.ymax)):
-                ElementTree.SubElement(box, name).text = str(int(value))
-        ElementTree.ElementTree(annotation).write(root / "Annotations" / f"{stem}.xml")
-    for name, stems in lists.items():
-        (root / "ImageSets" / "Main" / f"{name}.txt").write_text("".join(f"{s}\n" for s in stems))
-    return str(root)
 
 
 def write_coco(scenes: pd.DataFrame, root) -> str:
@@ -335,3 +291,89 @@ def test_supervised_batches_in_keras_hub_formats(scenes, tmp_path):
     ragged = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=4, image_size=(64, 64))))
     assert isinstance(ragged["objects"]["bbox"], tf.RaggedTensor)
     assert ragged["objects"]["bbox"].shape[-1] == 4
+
+
+# --- the Object Detection API's layout ---------------------------------------------------------------------
+
+def model_garden_decoder():
+    """TF Model Garden's ``TfExampleDecoder``, from tf-models-official's own files. ``make test`` installs
+    the package without its dependencies (it pins an older TensorFlow); its ``official.vision`` package
+    imports Model Garden's whole training stack on import, so the decoder's module is loaded through
+    plain package objects over the same folders, running none of the ``__init__`` files."""
+    import importlib.util
+    import sys
+    import types
+
+    spec = importlib.util.find_spec("official")
+    if spec is None:
+        pytest.skip("tf-models-official is not installed (make test installs it with --no-deps)")
+    root = list(spec.submodule_search_locations)[0]
+    for name, path in (("official", root), ("official.vision", os.path.join(root, "vision")),
+                       ("official.vision.dataloaders", os.path.join(root, "vision", "dataloaders"))):
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
+    from official.vision.dataloaders.tf_example_decoder import TfExampleDecoder
+
+    return TfExampleDecoder()
+
+
+@pytest.fixture(scope="module")
+def detection_api(scenes, tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("od") / "out")
+    table = scenes[["split", "image_uri", "label", *EDGES]].assign(area=1.0, is_crowd=0)
+    tfrecorder.convert(table, out, record_format="tf_object_detection", progress=False)
+    return out
+
+
+def label_map(path: str) -> dict[int, str]:
+    text = open(path).read()
+    ids = [int(v) for v in re.findall(r"id: (\d+)", text)]
+    names = [json.loads(v) for v in re.findall(r"name: (\".*\")", text)]
+    return dict(zip(ids, names))
+
+
+def test_model_garden_decodes_the_object_detection_layout_with_boxes_on_objects(detection_api):
+    decoder = model_garden_decoder()
+    names = label_map(os.path.join(detection_api, "label_map.pbtxt"))
+    assert names == {i + 1: name for i, name in enumerate(NAMES)}  # ids from 1: 0 is the background
+    decoded = 0
+    for file in sorted(f for f in os.listdir(detection_api) if f.endswith(".tfrecord")):
+        for record in tf.data.TFRecordDataset(os.path.join(detection_api, file)):
+            found = decoder.decode(record)
+            image = found["image"].numpy()
+            assert (found["height"].numpy(), found["width"].numpy()) == image.shape[:2]
+            labels = [names[int(c)] for c in found["groundtruth_classes"].numpy()]
+            assert_on_objects(image, found["groundtruth_boxes"].numpy(), labels, f"model garden, {file}")
+            assert (found["groundtruth_area"].numpy() == 1.0).all()
+            assert not found["groundtruth_is_crowd"].numpy().any()
+            decoded += 1
+    assert decoded == 24
+
+
+def test_the_object_detection_layout_is_only_for_detection_tables(detection_api, tmp_path):
+    manifest = json.load(open(os.path.join(detection_api, "dataset.json")))
+    assert not manifest["tfds"]["written"] and "record_format" in manifest["tfds"]["why"]
+    with pytest.raises(tfrecorder.TFRecorderError, match="Model Garden"):
+        tfrecorder.load_dataset(detection_api, "TRAIN")
+    plain = pd.DataFrame({"split": ["TRAIN"], "x": [1.0], "label": ["a"]})
+    with pytest.raises(tfrecorder.TFRecorderError, match="needs box columns"):
+        tfrecorder.convert(plain, str(tmp_path / "out"), record_format="tf_object_detection", progress=False)
+
+
+def test_info_counts_objects_and_show_and_inspect_draw_the_boxes(scenes, tmp_path):
+    out = str(tmp_path / "out")
+    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
+    counts = tfrecorder.info(out).label_counts
+    train = scenes[scenes["split"] == "TRAIN"]["label"].value_counts().to_dict()
+    assert counts["TRAIN"] == train
+    sheet = tfrecorder.show(out, "TRAIN", n=4, path=str(tmp_path / "sheet.png"))
+    picture = np.asarray(Image.open(sheet).convert("RGB")).astype(int)
+    outline = (np.abs(picture - [0xFF, 0x3B, 0x30]).max(-1) < 8) | (np.abs(picture - [0x34, 0xC7, 0x59]).max(-1) < 8)
+    assert outline.sum() > 100  # box outlines in the class colours
+    folder = tfrecorder.inspect(out, "TRAIN", num_records=6, output_dir=str(tmp_path / "look"))
+    rows = pd.read_csv(os.path.join(folder, "data.csv"))
+    assert rows["boxes_file"].notna().all() and rows["label_name"].str.len().gt(0).all()
+    drawn = Image.open(os.path.join(folder, rows["boxes_file"].iloc[1]))
+    assert drawn.size == (128, 96)  # as displayed, EXIF-rotated ones too

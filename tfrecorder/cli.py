@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tfrecorder._version import __version__
-from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.features import DEFAULT_RECORD_FORMAT, DEFAULT_RESIZE_MODE, RECORD_FORMATS, RESIZE_MODES
 from tfrecorder.dataset.records import COMPRESSIONS
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
@@ -21,6 +21,10 @@ from tfrecorder.types import TRAIN
 from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.write.options import (
     BEAM_RUNNERS,
+    BOX_ORIENTATIONS,
+    BOX_UNITS,
+    DEFAULT_BOX_ORIENTATION,
+    DEFAULT_BOX_UNITS,
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
     DEFAULT_JPEG_QUALITY,
@@ -68,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--image-timeout", type=float, default=DEFAULT_IMAGE_TIMEOUT,
                          help="seconds one try at reading a remote image may take, whole (4 tries, then a row error)")
     _storage_timeout(convert)
+    convert.add_argument("--box-units", default=DEFAULT_BOX_UNITS, choices=BOX_UNITS,
+                         help="detection tables: box edges in pixels, normalized, or auto "
+                              "(normalized if all are within [0, 1])")
+    convert.add_argument("--box-orientation", default=DEFAULT_BOX_ORIENTATION, choices=BOX_ORIENTATIONS,
+                         help="detection tables: pixel boxes of EXIF-rotated photos refer to the picture displayed "
+                              "or stored (auto: displayed unless width/height columns are the stored size)")
+    convert.add_argument("--record-format", default=DEFAULT_RECORD_FORMAT, choices=RECORD_FORMATS,
+                         help="tf_object_detection: the TF Object Detection API's keys and label_map.pbtxt")
     convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES)
     convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR)
     convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
@@ -175,8 +187,9 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
         image_format=args.image_format, image_size=_image_size(args.image_size), jpeg_quality=args.jpeg_quality,
         resize_mode=args.resize_mode, max_image_pixels=args.max_image_pixels,
         max_image_bytes=args.max_image_bytes, image_timeout=args.image_timeout, float_precision=args.float_precision,
-        storage_timeout=args.storage_timeout,
-        validate_images=args.validate_images, on_error=args.on_error, overwrite=args.overwrite,
+        storage_timeout=args.storage_timeout, box_units=args.box_units, box_orientation=args.box_orientation,
+        record_format=args.record_format, validate_images=args.validate_images, on_error=args.on_error,
+        overwrite=args.overwrite,
         progress=False if args.no_progress else None, num_workers=args.num_workers,
         project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,
         wait=args.wait, dataflow_options=beam_options or None,

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFilter
+
+from tfrecorder.dataset.boxes import INVERSE, turn
+from tfrecorder.types import BOX_EDGES
 
 CLASSES = ("circle", "square", "triangle")
 
@@ -117,3 +124,56 @@ def make_detection_scenes(directory: str, n: int = 24, size: tuple[int, int] = (
                          stored.width, stored.height))
     return pd.DataFrame(rows, columns=["split", "image_uri", "label", "xmin", "ymin", "xmax", "ymax",
                                        "orientation", "stored_width", "stored_height"])
+
+
+def stored_pixels(scenes: pd.DataFrame) -> pd.DataFrame:
+    """The scenes' boxes in the stored pixels' frame (as a tool that ignores EXIF orientation draws them)."""
+    out = scenes.copy()
+    for orientation, rows in scenes.groupby("orientation"):
+        shown_w = np.where(orientation in (5, 6, 7, 8), rows["stored_height"], rows["stored_width"])
+        shown_h = np.where(orientation in (5, 6, 7, 8), rows["stored_width"], rows["stored_height"])
+        size = np.stack([shown_w, shown_h, shown_w, shown_h], 1).astype(float)
+        normalized = turn(rows[list(BOX_EDGES)].to_numpy() / size, INVERSE[int(orientation)])
+        stored = np.stack([rows["stored_width"], rows["stored_height"]] * 2, 1).astype(float)
+        out.loc[rows.index, list(BOX_EDGES)] = np.round(normalized * stored)
+    return out
+
+
+def write_voc(scenes: pd.DataFrame, directory: Any) -> str:
+    """The scenes of ``make_detection_scenes`` as labelImg saves them: a Pascal VOC folder (``Annotations/``
+    with an XML per image, boxes of the stored pixels - labelImg shows photos without their EXIF orientation -
+    1-based and inclusive, ``<size>`` as stored; the images copied into ``JPEGImages/``; the splits in
+    ``ImageSets/Main``). Returns the folder.
+
+    Example:
+        >>> scenes = make_detection_scenes(str(tmp_path / "scenes"), n=3)
+        >>> sorted(os.listdir(write_voc(scenes, tmp_path / "voc")))
+        ['Annotations', 'ImageSets', 'JPEGImages']
+    """
+    root = Path(directory)
+    boxes = stored_pixels(scenes)
+    for folder in ("Annotations", "JPEGImages", "ImageSets/Main"):
+        os.makedirs(root / folder, exist_ok=True)
+    lists: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+    for uri, rows in boxes.groupby("image_uri", sort=False):
+        stem = os.path.splitext(os.path.basename(uri))[0]
+        shutil.copyfile(uri, root / "JPEGImages" / f"{stem}.jpg")
+        first = rows.iloc[0]
+        lists[{"TRAIN": "train", "VALIDATION": "val", "TEST": "test"}[first.split]].append(stem)
+        annotation = ElementTree.Element("annotation")
+        ElementTree.SubElement(annotation, "filename").text = f"{stem}.jpg"
+        size = ElementTree.SubElement(annotation, "size")
+        for name, value in (("width", first.stored_width), ("height", first.stored_height), ("depth", 3)):
+            ElementTree.SubElement(size, name).text = str(value)
+        for row in rows.itertuples():
+            obj = ElementTree.SubElement(annotation, "object")
+            ElementTree.SubElement(obj, "name").text = row.label
+            ElementTree.SubElement(obj, "difficult").text = "0"
+            box = ElementTree.SubElement(obj, "bndbox")
+            for name, value in (("xmin", row.xmin + 1), ("ymin", row.ymin + 1), ("xmax", row.xmax),
+                                ("ymax", row.ymax)):
+                ElementTree.SubElement(box, name).text = str(int(value))
+        ElementTree.ElementTree(annotation).write(root / "Annotations" / f"{stem}.xml")
+    for name, stems in lists.items():
+        (root / "ImageSets" / "Main" / f"{name}.txt").write_text("".join(f"{s}\n" for s in stems))
+    return str(root)

@@ -57,6 +57,32 @@ OBJECT_BBOX = Feature(f"{OBJECTS}/bbox", connectors.FLOAT32, Role.BOX,
 OBJECT_LABEL = Feature(f"{OBJECTS}/label", connectors.CLASS_LABEL, Role.LABEL, "each object's class id")
 
 
+# record_format="tf_object_detection": a detection record under the keys of the TF Object Detection API
+# (its using_your_own_dataset.md), read by Model Garden's TfExampleDecoder; label_map.pbtxt beside the shards.
+RECORD_FORMATS = ("tfrecorder", "tf_object_detection")
+DEFAULT_RECORD_FORMAT = RECORD_FORMATS[0]
+LABEL_MAP_NAME = "label_map.pbtxt"
+OD_IMAGE = Feature("image/encoded", connectors.IMAGE, Role.IMAGE, "the image's encoded bytes")
+OD_FORMAT = Feature("image/format", connectors.TEXT, Role.IMAGE, "jpeg, png, gif, bmp or webp")
+OD_FILENAME = Feature("image/filename", connectors.TEXT, Role.IMAGE, "the file name at the end of image_uri")
+OD_SOURCE_ID = Feature("image/source_id", connectors.TEXT, Role.IMAGE, "the image's file name without extension")
+OD_HEIGHT = Feature("image/height", connectors.INT64, Role.IMAGE, "height of the stored pixels (before EXIF)")
+OD_WIDTH = Feature("image/width", connectors.INT64, Role.IMAGE, "width of the stored pixels (before EXIF)")
+OD_BOX_EDGES = {edge: Feature(f"image/object/bbox/{edge}", connectors.FLOAT32, Role.BOX,
+                              f"each object's {edge}, normalized, in the stored pixels' frame")
+                for edge in ("xmin", "ymin", "xmax", "ymax")}
+OD_CLASS_TEXT = Feature("image/object/class/text", connectors.TEXT, Role.LABEL, "each object's class name")
+OD_CLASS_LABEL = Feature("image/object/class/label", connectors.INT64, Role.LABEL,
+                         "each object's class id, from 1 (label_map.pbtxt)")
+OD_IMAGE_FEATURES = (OD_IMAGE, OD_FORMAT, OD_FILENAME, OD_SOURCE_ID, OD_HEIGHT, OD_WIDTH)
+OD_OBJECT_FEATURES = (*OD_BOX_EDGES.values(), OD_CLASS_TEXT, OD_CLASS_LABEL)
+
+
+def od_object_feature(column: str) -> str:
+    """The key of an extra column of a detection table in the Object Detection API's layout."""
+    return f"image/object/{column}"
+
+
 # The box formats load_dataset(as_supervised=True) gives (KerasHub's names): "rel_" ones are fractions of the
 # image's height and width, the others pixels of the image as given (after image_size). The stored one first.
 BOX_FORMATS = ("rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "center_xywh", "center_yxhw")

@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
 from tfrecorder._notebook import in_notebook
-from tfrecorder.dataset.features import IMAGE, IMAGE_URI
+from tfrecorder.dataset.features import IMAGE, IMAGE_URI, OBJECTS
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.read.open import open_dataset
@@ -86,7 +86,9 @@ def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) ->
     manifest = open_dataset(tfrecord_dir, storage_timeout)[0]
     counts: dict[str, dict[str, int]] = {}
     label = (manifest.label or {}).get("feature")
-    if label:
+    if manifest.objects is not None:  # a detection dataset: its objects per class, counted as they were written
+        counts = {split: dict(found) for split, found in manifest.objects.get("counts", {}).items()}
+    elif label:
         from tfrecorder.read.tf_data import load_dataset
 
         names = manifest.vocabulary
@@ -132,6 +134,22 @@ class ImageGrid:
         return sheet
 
 
+# Box outlines: a colour per class id, bright on photos.
+_BOX_COLORS = ("#ff3b30", "#34c759", "#007aff", "#ffcc00", "#af52de", "#ff9500", "#5ac8fa", "#ff2d55")
+
+
+def draw_boxes(image: Image.Image, boxes: Any, labels: list[str]) -> Image.Image:
+    """Draw normalized ``[ymin, xmin, ymax, xmax]`` boxes on ``image`` (in place), each with its label."""
+    draw = ImageDraw.Draw(image)
+    width, height = image.size
+    colors = {name: _BOX_COLORS[i % len(_BOX_COLORS)] for i, name in enumerate(sorted(set(labels)))}
+    for (y0, x0, y1, x1), name in zip(np.asarray(boxes, np.float64).reshape(-1, 4), labels):
+        box = (x0 * width, y0 * height, max(x0 * width, x1 * width - 1), max(y0 * height, y1 * height - 1))
+        draw.rectangle(box, outline=colors[name], width=2)
+        draw.text((box[0] + 3, box[1] + 2), name, fill=colors[name])
+    return image
+
+
 def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = None) -> ImageGrid | str:
     """The first ``n`` images of ``split`` with their label names and URIs, to check by eye.
 
@@ -152,10 +170,16 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     for example in ds.as_numpy_iterator():
         image = Image.fromarray(np.asarray(example[IMAGE.name]))
         thumb = ImageOps.contain(image, (THUMBNAIL, THUMBNAIL))
+        objects = example.get(OBJECTS)
+        if objects is not None:  # a detection record: each box and its label drawn where it is
+            labels = [names[int(v)] if names else str(int(v)) for v in objects["label"]]
+            draw_boxes(thumb, objects["bbox"], labels)
         buffer = io.BytesIO()
         thumb.save(buffer, "PNG")
         thumbnails.append(buffer.getvalue())
         label = example.get(label_feature) if label_feature else None
+        if objects is not None:
+            label = objects["label"]
         label_text = "" if label is None else ",".join(
             names[int(v)] if names else str(int(v)) for v in np.atleast_1d(label))
         uri = example.get(IMAGE_URI.name, b"").decode("utf-8", "replace")

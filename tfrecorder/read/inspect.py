@@ -7,10 +7,20 @@ import io
 import os
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
-from tfrecorder.dataset.features import IMAGE, IMAGE_CHANNELS, IMAGE_FORMAT, IMAGE_HEIGHT, IMAGE_WIDTH
+from tfrecorder.dataset.boxes import turn
+from tfrecorder.dataset.features import (
+    IMAGE,
+    IMAGE_CHANNELS,
+    IMAGE_FORMAT,
+    IMAGE_HEIGHT,
+    IMAGE_ORIENTATION,
+    IMAGE_WIDTH,
+    OBJECTS,
+)
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
+from tfrecorder.read.info import draw_boxes
 from tfrecorder.read.open import open_dataset
 from tfrecorder.read.tf_data import load_dataset
 from tfrecorder.types import TRAIN
@@ -40,9 +50,18 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
     rows = []
     label = (manifest.label or {}).get("feature")
     for index, example in enumerate(ds.as_numpy_iterator()):
+        objects = example.pop(OBJECTS, None)
         row = {k: _text(v) for k, v in example.items() if k != IMAGE.name}
         if IMAGE.name in example:
             row["image_file"] = _write_image(output_dir, index, example)
+        if objects is not None:  # a detection record: its objects' lists, and its picture with the boxes drawn
+            row.update({f"{OBJECTS}/{k}": _text(v) for k, v in objects.items()})
+            names = [vocabulary[i] if vocabulary else str(i) for i in objects["label"].tolist()]
+            row["label_name"] = "|".join(names)
+            if IMAGE.name in example and example[IMAGE_FORMAT.name] != b"raw":
+                row["boxes_file"] = _write_boxes(output_dir, index, example, objects["bbox"], names)
+            rows.append(row)
+            continue
         if vocabulary is not None and label in example:
             labels = np.atleast_1d(example[label]).tolist()
             row["label_name"] = "|".join(vocabulary[i] for i in labels)
@@ -68,6 +87,17 @@ def _write_image(output_dir: str, index: int, example: dict) -> str:
     name = f"{index:05d}.{extension}"
     with open(os.path.join(output_dir, name), "wb") as f:
         f.write(data)
+    return name
+
+
+def _write_boxes(output_dir: str, index: int, example: dict, boxes: np.ndarray, names: list[str]) -> str:
+    """The record's picture as displayed (its EXIF orientation applied) with its boxes drawn, turned with it
+    from the stored pixels' frame they are kept in."""
+    orientation = int(example.get(IMAGE_ORIENTATION.name, 1))
+    shown = ImageOps.exif_transpose(Image.open(io.BytesIO(example[IMAGE.name]))).convert("RGB")
+    turned = turn(np.asarray(boxes, np.float64).reshape(-1, 4)[:, [1, 0, 3, 2]], orientation)[:, [1, 0, 3, 2]]
+    name = f"{index:05d}-boxes.png"
+    draw_boxes(shown, turned, names).save(os.path.join(output_dir, name))
     return name
 
 

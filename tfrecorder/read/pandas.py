@@ -10,10 +10,16 @@ import pandas as pd
 import pyarrow as pa
 
 from tfrecorder.dataset import dtypes
+from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.connectors import Connector, connector_of
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.boxes import turn
-from tfrecorder.dataset.features import IMAGE, IMAGE_HEIGHT, IMAGE_ORIENTATION, IMAGE_WIDTH
+from tfrecorder.dataset.features import (
+    DEFAULT_RECORD_FORMAT,
+    IMAGE,
+    IMAGE_HEIGHT,
+    IMAGE_ORIENTATION,
+    IMAGE_WIDTH,
+)
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_blocks
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
@@ -56,6 +62,8 @@ def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Se
         if missing:
             raise TFRecorderError(f"columns {missing} are not in the dataset; it has {available}")
     objects = manifest.objects
+    if objects is not None and objects.get("record_format", DEFAULT_RECORD_FORMAT) != DEFAULT_RECORD_FORMAT:
+        objects = None  # the Object Detection API's layout: a row per record, its objects' lists as they are
     if objects is not None:  # a row per box: the box's edges are columns, the objects/ lists are exploded
         box_columns = manifest.feature(objects["bbox"]).column.split(",")
         available = [c for c in available if c != ",".join(box_columns)]

@@ -2,8 +2,8 @@
 ``instances_*.json``, an AutoML Vision object-detection CSV - read into one long form: a row per box.
 
 The long form's columns (``LONG_FORM``): ``split, image_uri, label, xmin, ymin, xmax, ymax``, then what the
-format adds (VOC: ``difficult``, ``truncated``; COCO: ``is_crowd`` (its ``iscrowd``), ``area``) and, where the format records
-it, the size of the image the boxes were drawn on (``width``, ``height``). A row whose label and box are
+format adds (VOC: ``difficult``, ``truncated``; COCO: ``is_crowd`` (its ``iscrowd``), ``area``) and, where the
+format records it, the size of the image the boxes were drawn on (``width``, ``height``). A row whose label and box are
 empty is an image without objects. Coordinates are box edges in pixels counted from 0 (VOC's 1-based
 inclusive pixels and COCO's ``[x, y, w, h]`` are turned into edges), or normalized to [0, 1] (AutoML).
 """
@@ -90,7 +90,7 @@ def annotation_table(source: Any) -> pd.DataFrame | None:
         return read_annotations(url)
     if url.lower().endswith(".csv"):
         with open_url(url) as f:
-            first = f.readline(65536).decode("utf-8-sig", "replace").strip()
+            first = f.read(65536).split(b"\n", 1)[0].decode("utf-8-sig", "replace").strip()
         cells = first.split(",")
         if len(cells) == AUTOML_WIDTH and cells[0].strip().upper() in (TRAIN, VALIDATION, TEST, UNASSIGNED):
             return read_annotations(url)

@@ -24,8 +24,8 @@ from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import splits, stream
-from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.write.annotations import annotation_table
+from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
@@ -35,6 +35,7 @@ from tfrecorder.write.options import (
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
+    DEFAULT_RECORD_FORMAT,
     DEFAULT_RESIZE_MODE,
     DEFAULT_VALIDATE,
     LOCAL,
@@ -94,6 +95,7 @@ def convert(
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
     box_units: str = DEFAULT_BOX_UNITS,
     box_orientation: str = DEFAULT_BOX_ORIENTATION,
+    record_format: str = DEFAULT_RECORD_FORMAT,
     project: str | None = None,
     region: str | None = None,
     dataflow_options: Mapping[str, Any] | None = None,
@@ -143,6 +145,11 @@ def convert(
             stored), or ``"auto"``: displayed, unless the table's ``width``/``height`` (the size the annotation
             tool saw: VOC's ``<size>``, COCO's) are the stored pixels'. Boxes are stored in the stored pixels'
             frame, so readers that ignore EXIF (TFDS, Model Garden) find them on the objects as ours does.
+        record_format: ``"tfrecorder"`` (the default layout: ``image``, ``label``, a detection table's
+            ``objects/bbox`` and ``objects/label``, read by ``load_dataset`` and TFDS) or, for a detection
+            table, ``"tf_object_detection"``: the TF Object Detection API's keys (``image/encoded``,
+            ``image/object/bbox/xmin``, ..., ``image/object/class/label`` from 1) and ``label_map.pbtxt``
+            beside the shards, for TF Model Garden's ``TfExampleDecoder`` and the Object Detection API.
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
@@ -177,7 +184,7 @@ def convert(
                      split_fractions=split_fractions, jpeg_quality=jpeg_quality, resize_mode=resize_mode,
                      max_image_pixels=max_image_pixels, float_precision=float_precision,
                      max_image_bytes=max_image_bytes, image_timeout=image_timeout, storage_timeout=storage_timeout,
-                     box_units=box_units, box_orientation=box_orientation)
+                     box_units=box_units, box_orientation=box_orientation, record_format=record_format)
     beam_options = BeamOptions(project, region, dict(dataflow_options or {}), job_label, tfrecorder_wheel, wait)
     beam_options.check(runner, str(output_dir))
     output = Folder.of(output_dir, how.storage_timeout)

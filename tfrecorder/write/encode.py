@@ -114,7 +114,7 @@ class ObjectEncoder:
     make the same bytes.
     An Example is built per record: one record per image is few, and its lists vary in length anyway."""
 
-    def __init__(self, table: Table, box_orientation: str):
+    def __init__(self, table: Table, box_orientation: str, record_format: str = features.DEFAULT_RECORD_FORMAT):
         edges = {c.type.edge: c for c in table.features if c.type.role is Role.BOX}
         self._edges = np.stack([np.array([np.nan if v is None else v for v in _listed(edges[e].values)], np.float64)
                                 for e in BOX_EDGES], axis=1)
@@ -128,6 +128,7 @@ class ObjectEncoder:
         self._table, self._frame = table, box_orientation
         self._split = [s.encode("ascii") for s in table.splits]
         self._keys = table.row_keys()  # objects are stored in the order of their rows' content
+        self._detection_api = record_format == "tf_object_detection"
 
     def encode(self, positions: list[int], rows: list[int], image: StoredImage) -> tuple[bytes, list[int], int]:
         """The serialized Example of the image of the rows at ``positions`` (``rows``: their row numbers, for
@@ -138,13 +139,15 @@ class ObjectEncoder:
             annotated = self._annotated[objects[0]] if self._annotated is not None else None
             boxes, clipped = stored_boxes(self._edges[objects], self._table.box_units, self._frame, annotated,
                                           image.geometry, [rows[positions.index(p)] for p in objects])
+        labels = [self._labels[p] for p in objects]
+        if self._detection_api:
+            return self._detection_api_example(positions[0], objects, image, boxes, labels), labels, clipped
         example = Example()
         stored = example.features.feature
         for feature, value in zip(features.IMAGE_FEATURES, image_values(image, self._uris(positions[0])).values()):
             getattr(stored[feature.name], feature.field).value.append(value)
         stored[features.SPLIT.name].bytes_list.value.append(self._split[positions[0]])
         stored[features.OBJECT_BBOX.name].float_list.value.extend(boxes.ravel().tolist())
-        labels = [self._labels[p] for p in objects]
         stored[features.OBJECT_LABEL.name].int64_list.value.extend(labels)
         for name, field, missing, values in self._extras:
             kind_list = getattr(stored[name], field)
@@ -154,6 +157,33 @@ class ObjectEncoder:
 
     def _uris(self, position: int) -> str:
         return self._table.image_uris[position]
+
+    def _detection_api_example(self, position: int, objects: list[int], image: StoredImage, boxes: np.ndarray,
+                               labels: list[int]) -> bytes:
+        """The record under the Object Detection API's keys: the stored pixels' size (its decoders apply no
+        EXIF orientation), one list per box edge, class ids from 1 with their names."""
+        example = Example()
+        stored = example.features.feature
+        name = image_name(self._uris(position))
+        turned = image.orientation in (5, 6, 7, 8)
+        height, width = (image.width, image.height) if turned else (image.height, image.width)
+        for feature, value in ((features.OD_IMAGE, image.data), (features.OD_FORMAT, image.format.encode("ascii")),
+                               (features.OD_FILENAME, name.encode("utf-8")),
+                               (features.OD_SOURCE_ID, posixpath.splitext(name)[0].encode("utf-8")),
+                               (features.OD_HEIGHT, height), (features.OD_WIDTH, width)):
+            getattr(stored[feature.name], feature.field).value.append(value)
+        for i, edge in enumerate(("ymin", "xmin", "ymax", "xmax")):
+            stored[features.OD_BOX_EDGES[edge].name].float_list.value.extend(boxes[:, i].tolist())
+        vocabulary = self._table.vocabulary
+        texts = [(vocabulary[label] if vocabulary is not None else str(label)).encode("utf-8") for label in labels]
+        stored[features.OD_CLASS_TEXT.name].bytes_list.value.extend(texts)
+        stored[features.OD_CLASS_LABEL.name].int64_list.value.extend(
+            [label + 1 for label in labels] if vocabulary is not None else labels)
+        for name, field, missing, values in self._extras:
+            kind_list = getattr(stored[features.od_object_feature(name.partition("/")[2])], field)
+            kind_list.SetInParent()
+            kind_list.value.extend(missing if values[p] is None else values[p] for p in objects)
+        return example.SerializeToString(deterministic=True)
 
 
 # What an object's missing value of an extra column is stored as (a list cannot leave one out): NaN, 0, "".

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -65,8 +66,12 @@ class Finish:
         failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
         folder.write_text(ERRORS_NAME, errors_csv(failures))
         manifest = build_manifest(self, results, same_bytes)
+        detection_api = self.options.record_format == "tf_object_detection"
+        if detection_api:
+            folder.write_text(features.LABEL_MAP_NAME, label_map(self.table))
         tfds = tfds_metadata(name_and_version(folder.path), manifest.features, manifest.splits,
-                             compression=manifest.compression, label=manifest.label, image=manifest.image)
+                             compression=manifest.compression, label=manifest.label, image=manifest.image,
+                             layout=self.options.record_format)
         for name, text in tfds.files.items():
             folder.write_text(name, text)
         manifest = replace(manifest, tfds=tfds.summary())
@@ -74,6 +79,13 @@ class Finish:
         folder.write_text(MANIFEST_NAME, manifest.to_json())
         folder.sync()
         return manifest
+
+
+def label_map(table: Table) -> str:
+    """label_map.pbtxt: the Object Detection API's class ids (from 1) and names."""
+    names = table.vocabulary
+    items = [(i + 1, name) for i, name in enumerate(names)] if names is not None else []
+    return "".join(f"item {{\n  id: {i}\n  name: {json.dumps(name)}\n}}\n" for i, name in items)
 
 
 def manifest_warnings(manifest: Manifest) -> tuple[str, ...]:
@@ -118,8 +130,10 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
     for r in results:
         stats = stats.merge(r.images)
     label = None
+    detection_api = finish.options.record_format == "tf_object_detection"
     if table.label is not None:
-        label = {"column": table.label.name, "feature": table.label.feature, "type": table.label.type.__name__,
+        feature = features.OD_CLASS_LABEL.name if detection_api else table.label.feature
+        label = {"column": table.label.name, "feature": feature, "type": table.label.type.__name__,
                  "vocabulary": table.vocabulary, "multi_label": table.label.type.is_list}
     image = None
     if table.image_uris is not None:
@@ -129,11 +143,11 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
                  "shape": list(next(iter(stats.shapes))) if len(stats.shapes) == 1 else None,
                  "orientations": sorted(stats.orientations)}
     leaks = finish.leaks(results, same_bytes)
-    objects = _objects(table, results) if table.is_detection else None
+    objects = _objects(table, results, finish.options) if table.is_detection else None
     return Manifest(
         leakage={"count": len(leaks), "groups": [leakage.bounded(e) for e in leaks[: leakage.MAX_REPORTED]]},
         tfrecorder_version=__version__,
-        features=_features(table),
+        features=_features(table, finish.options),
         splits=shards,
         rows=_row_counts(finish.rows_in, results),
         compression=finish.options.compression,
@@ -144,7 +158,7 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
     )
 
 
-def _objects(table: Table, results: Sequence[ShardResult]) -> dict[str, Any]:
+def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions) -> dict[str, Any]:
     """dataset.json's ``objects``: where a detection record keeps its objects, and how many of each class
     each split holds (by label name where labels are text)."""
     found: dict[str, ObjectStats] = {}
@@ -155,16 +169,34 @@ def _objects(table: Table, results: Sequence[ShardResult]) -> dict[str, Any]:
     def name(label: int) -> str:
         return names[label] if names is not None else str(label)
 
+    detection_api = options.record_format == "tf_object_detection"
     return {
-        "bbox": features.OBJECT_BBOX.name, "bbox_format": "rel_yxyx", "frame": "stored",
-        "label": features.OBJECT_LABEL.name, "box_units": table.box_units,
-        "features": [c.feature for c in table.features if c.type.role is not Role.BOX],
+        "record_format": options.record_format,
+        "bbox": [f.name for f in features.OD_BOX_EDGES.values()] if detection_api else features.OBJECT_BBOX.name,
+        "bbox_format": "rel_yxyx", "frame": "stored",
+        "label": features.OD_CLASS_LABEL.name if detection_api else features.OBJECT_LABEL.name,
+        "box_units": table.box_units,
+        "features": [features.od_object_feature(c.name) if detection_api else c.feature
+                     for c in table.features if c.type.role is not Role.BOX],
         "counts": {split: {name(label): n for label, n in stats.labels} for split, stats in found.items()},
         "clipped": sum(stats.clipped for stats in found.values()),
     }
 
 
-def _features(table: Table) -> list[FeatureInfo]:
+def _detection_api_features(table: Table) -> list[FeatureInfo]:
+    """The features of a record in the Object Detection API's layout (``record_format``)."""
+    infos = [FeatureInfo(f.name, f.role.value, f.kind.value, [], source="str" if f.kind.value == "string" else None)
+             for f in features.OD_IMAGE_FEATURES]
+    infos += [FeatureInfo(f.name, f.role.value, f.kind.value, [None], column=table.schema.boxes.get(f.name[-4:]),
+                          source="float" if f.role is Role.BOX else None)
+              for f in features.OD_OBJECT_FEATURES]
+    infos += [FeatureInfo(features.od_object_feature(c.name), c.type.role.value, c.kind.value, [None], column=c.name,
+                          source=c.source, type=c.type.__name__, pandas=c.pandas)
+              for c in table.features if c.type.role is not Role.BOX]
+    return infos
+
+
+def _features(table: Table, options: WriteOptions) -> list[FeatureInfo]:
     schema = table.schema
     role_columns = {  # the input column and type behind the derived features that come from a column
         features.IMAGE_URI: (schema.column_for(Role.IMAGE), types.ImageUri),
@@ -176,6 +208,8 @@ def _features(table: Table) -> list[FeatureInfo]:
         column, col_type = role_columns.get(f, (None, None))
         infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], column=column,
                                  source="str" if col_type else None, type=col_type.__name__ if col_type else None))
+    if table.is_detection and options.record_format == "tf_object_detection":
+        return _detection_api_features(table)
     if table.is_detection:
         bbox = features.OBJECT_BBOX
         infos.append(FeatureInfo(bbox.name, bbox.role.value, bbox.kind.value, [None], source="float",

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.features import DEFAULT_RECORD_FORMAT, DEFAULT_RESIZE_MODE, RECORD_FORMATS, RESIZE_MODES
 from tfrecorder.dataset.records import check_compression
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
@@ -67,9 +67,11 @@ class WriteOptions:
     fetch: FetchLimits = field(default_factory=FetchLimits)  # max_image_bytes, image_timeout
     box_units: str = DEFAULT_BOX_UNITS
     box_orientation: str = DEFAULT_BOX_ORIENTATION
+    record_format: str = DEFAULT_RECORD_FORMAT
 
     def __post_init__(self) -> None:
         check_choice("on_error", self.on_error, ON_ERROR)
+        check_choice("record_format", self.record_format, RECORD_FORMATS)
         check_choice("box_units", self.box_units, BOX_UNITS)
         check_choice("box_orientation", self.box_orientation, BOX_ORIENTATIONS)
 
@@ -137,12 +139,14 @@ def conversion(
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
     box_units: str = DEFAULT_BOX_UNITS,
     box_orientation: str = DEFAULT_BOX_ORIENTATION,
+    record_format: str = DEFAULT_RECORD_FORMAT,
 ) -> Conversion:
     """convert's keywords (documented there) checked, each error naming its argument."""
     images = ImageSettings(image_format, check_image_size(image_size), validate_images, jpeg_quality,
                            int(max_image_pixels), resize_mode)
     options = WriteOptions(images, check_compression(compression), on_error,
-                           FetchLimits(int(max_image_bytes), float(image_timeout)), box_units, box_orientation)
+                           FetchLimits(int(max_image_bytes), float(image_timeout)), box_units, box_orientation,
+                           record_format)
     check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
     return Conversion(options, splits.check_fractions(split_fractions), float_precision, num_shards,
                       bool(overwrite), check_storage_timeout(storage_timeout))

@@ -81,7 +81,8 @@ class RunDigest:
         self.add("schema", [(name, t.__name__) for name, t in schema.items()] if schema is not None else None)
         # the fetch timeout and retries change no byte written: a re-run may use others
         self.add("options", (dataclasses.astuple(options.images), options.compression, options.on_error,
-                             options.fetch.max_bytes, options.box_units, options.box_orientation))
+                             options.fetch.max_bytes, options.box_units, options.box_orientation,
+                             options.record_format))
 
     def add(self, tag: str, value: Any) -> None:
         self._digest.update(tag.encode("utf-8"))

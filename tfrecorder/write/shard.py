@@ -149,7 +149,7 @@ def write_shard(
             detection = table.is_detection
             if detection:  # a record per image: its box rows are together, in key order
                 objects = objects or ObjectStats()
-                encoder: Any = ObjectEncoder(table, options.box_orientation)
+                encoder: Any = ObjectEncoder(table, options.box_orientation, options.record_format)
                 records = image_groups(table.image_locations)
             else:
                 encoder = ExampleEncoder(table)

@@ -409,10 +409,22 @@ def plan_all(summary: Summary, spill: Folder, options: Any, runner: str, *, num_
                   float_precision=float_precision)
     template = finalize(summary.template, summary.facts, float_precision)
     leaks = uri_leaks(summary, spill) if same_uri is None else name_leaks(same_uri, summary, spill)
+    _check_detection_options(template, options)
     if template.is_detection and leaks:
         raise SchemaError(image_splits_message(template.schema.column_for(Role.IMAGE), leaks))
     finish = Finish(template, dict(summary.facts.split_counts), options, runner, tuple(leakage.across_train(leaks)))
     return shards, finish
+
+
+def _check_detection_options(table: Table, options: Any) -> None:
+    """Settings that only a detection table can take, or that would cut its boxes."""
+    if options.record_format != "tfrecorder" and not table.is_detection:
+        raise TFRecorderError(f"record_format={options.record_format!r} writes detection records: the table needs box "
+                              f"columns (xmin, ymin, xmax, ymax), a row per box")
+    if table.is_detection and options.images.size is not None and options.images.resize_mode == "crop":
+        raise TFRecorderError("resize_mode='crop' with image_size would cut boxes off when writing: store with "
+                              "'pad' or 'stretch' (boxes move with the picture), or crop when reading "
+                              "(load_dataset(image_size=..., resize_mode='crop') clips boxes and drops those cut off)")
 
 
 def image_splits_message(column: str | None, leaks: Sequence[dict[str, Any]]) -> str:
