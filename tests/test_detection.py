@@ -377,3 +377,39 @@ def test_info_counts_objects_and_show_and_inspect_draw_the_boxes(scenes, tmp_pat
     assert rows["boxes_file"].notna().all() and rows["label_name"].str.len().gt(0).all()
     drawn = Image.open(os.path.join(folder, rows["boxes_file"].iloc[1]))
     assert drawn.size == (128, 96)  # as displayed, EXIF-rotated ones too
+
+
+def test_box_formats_are_keras_own(scenes, tmp_path):
+    """Every bounding_box_format gives what Keras's own converter makes of the stored boxes."""
+    from keras.utils import bounding_boxes
+
+    from tfrecorder.dataset.features import BOX_FORMATS
+
+    out = str(tmp_path / "out")
+    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
+    _, reference = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=6, image_size=(48, 80),
+                                                     max_objects=3, as_supervised=True)))
+    real = reference["labels"].numpy() >= 0
+    for box_format in BOX_FORMATS[1:]:
+        _, targets = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=6, image_size=(48, 80),
+                                                       max_objects=3, as_supervised=True,
+                                                       bounding_box_format=box_format)))
+        keras_boxes = bounding_boxes.convert_format(reference["boxes"].numpy()[real], "rel_yxyx", box_format,
+                                                    height=48, width=80)
+        np.testing.assert_allclose(targets["boxes"].numpy()[real], np.asarray(keras_boxes), atol=1e-4,
+                                   err_msg=box_format)
+        assert (targets["boxes"].numpy()[~real] == -1).all()
+
+
+def test_verify_and_a_plain_parse_with_feature_spec(scenes, tmp_path):
+    out = str(tmp_path / "out")
+    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
+    report = tfrecorder.verify(out)
+    assert report.ok, report
+    spec = tfrecorder.feature_spec(out)
+    assert isinstance(spec["objects/bbox"], tf.io.RaggedFeature)
+    files = [os.path.join(out, f) for f in sorted(os.listdir(out))
+             if f.startswith("train-") and f.endswith(".tfrecord")]
+    parsed = tf.io.parse_example(next(iter(tf.data.TFRecordDataset(files).batch(4))), spec)
+    boxes = parsed["objects/bbox"]
+    assert (boxes.row_lengths() == 4 * parsed["objects/label"].row_lengths()).numpy().all()

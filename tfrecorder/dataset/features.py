@@ -85,7 +85,8 @@ def od_object_feature(column: str) -> str:
 
 # The box formats load_dataset(as_supervised=True) gives (KerasHub's names): "rel_" ones are fractions of the
 # image's height and width, the others pixels of the image as given (after image_size). The stored one first.
-BOX_FORMATS = ("rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "center_xywh", "center_yxhw")
+BOX_FORMATS = ("rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "rel_center_xywh", "center_xywh",
+               "center_yxhw")
 DEFAULT_BOX_FORMAT = BOX_FORMATS[0]
 
 

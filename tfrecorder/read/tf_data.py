@@ -176,8 +176,9 @@ def load_dataset(
     with ``image_size``/``resize_mode`` (``crop`` clips them and drops those left without area). Batches hold
     them ragged (``tf.RaggedTensor``), or padded to ``max_objects`` with -1 (more are cut off). With
     ``as_supervised=True`` elements are ``(image, {"boxes", "labels"})``, boxes in ``bounding_box_format``
-    (KerasHub's names: "rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "center_xywh",
-    "center_yxhw"; "rel_" ones are fractions, the others pixels), ready for a KerasHub detector's ``fit``.
+    (Keras and KerasHub's names: "rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh",
+    "rel_center_xywh", "center_xywh", "center_yxhw"; "rel_" ones are fractions, the others pixels), ready for
+    a KerasHub detector's ``fit``.
 
     Example:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))

@@ -103,7 +103,14 @@ def _verify(folder: Folder, images: bool, storage_timeout: float) -> VerifyRepor
             problems += found.problems
         counts = manifest.rows.get(split)
         stored = sum(s.records for s in infos)
-        if counts is not None and counts.written != stored:
+        if counts is None:
+            continue
+        if manifest.objects is not None:  # a record per image: one row per object, or one for an image without any
+            objects = sum(manifest.objects.get("counts", {}).get(split, {}).values())
+            if not max(stored, objects) <= counts.written <= stored + objects:
+                problems.append(Problem("dataset.json", None, f"split {split}: {counts.written} rows written do not "
+                                                              f"fit its {stored} records of {objects} objects"))
+        elif counts.written != stored:
             problems.append(Problem("dataset.json", None, f"split {split}: {counts.written} rows written but its "
                                                           f"shards list {stored} records"))
     for split, counts in manifest.rows.items():
