@@ -413,3 +413,46 @@ def test_verify_and_a_plain_parse_with_feature_spec(scenes, tmp_path):
     parsed = tf.io.parse_example(next(iter(tf.data.TFRecordDataset(files).batch(4))), spec)
     boxes = parsed["objects/bbox"]
     assert (boxes.row_lengths() == 4 * parsed["objects/label"].row_lengths()).numpy().all()
+
+
+@pytest.mark.parametrize("mode", ["stretch", "pad"])
+def test_boxes_follow_a_resize_when_writing(scenes, tmp_path, mode):
+    out = str(tmp_path / "out")
+    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, image_size=(60, 60), resize_mode=mode,
+                       progress=False)
+    for example in tfrecorder.load_dataset(out, "TRAIN"):
+        assert example["image"].shape == (60, 60, 3)
+        assert_on_objects(example["image"].numpy(), example["objects"]["bbox"].numpy(),
+                          example["objects"]["label"].numpy(), f"written with {mode}")
+
+
+def test_cropping_when_writing_is_refused_for_boxes(one_scene, tmp_path):
+    with pytest.raises(tfrecorder.TFRecorderError, match="crop when reading"):
+        tfrecorder.convert(one_scene, str(tmp_path / "out"), image_size=(32, 32), resize_mode="crop", progress=False)
+
+
+def test_box_orientation_says_which_frame_pixel_boxes_are_in(scenes, tmp_path):
+    """Boxes drawn on the stored pixels, given without the annotated size: box_orientation='stored' says so."""
+    stored = stored_pixels(scenes)[["split", "image_uri", "label", *EDGES]]
+    out = str(tmp_path / "out")
+    tfrecorder.convert(stored, out, box_orientation="stored", progress=False)
+    for example in tfrecorder.load_dataset(out, "TRAIN"):
+        assert_on_objects(example["image"].numpy(), example["objects"]["bbox"].numpy(),
+                          example["objects"]["label"].numpy(), "box_orientation='stored'")
+
+
+def test_an_image_split_over_streamed_parts_gives_the_same_bytes(scenes, tmp_path, monkeypatch):
+    """A CSV read a few rows at a time and spilled to files: an image's box rows in different parts still make
+    one record, byte for byte the one of the table converted in memory."""
+    from tfrecorder.write import stream
+
+    table = scenes[["split", "image_uri", "label", *EDGES]].sample(frac=1.0, random_state=5)
+    table.to_csv(tmp_path / "boxes.csv", index=False)
+    tfrecorder.convert(table, str(tmp_path / "memory"), progress=False)
+    monkeypatch.setattr(stream, "PART_ROWS", 7)
+    monkeypatch.setattr(stream, "MEMORY_SPILL_BYTES", 0)
+    monkeypatch.setattr(stream, "BUCKET_SOURCE_BYTES", 256)  # several buckets
+    tfrecorder.convert(str(tmp_path / "boxes.csv"), str(tmp_path / "streamed"), progress=False)
+    shards = sorted(f for f in os.listdir(tmp_path / "memory") if f.endswith(".tfrecord"))
+    for name in shards:
+        assert (tmp_path / "memory" / name).read_bytes() == (tmp_path / "streamed" / name).read_bytes(), name
