@@ -115,7 +115,8 @@ def test_convert_flags_have_the_library_defaults_and_choices():
         if dest in renamed:
             continue
         assert action.default == defaults[dest], dest
-    library_only = {"source", "output_dir", "schema", "progress", "dataflow_options", "split_fractions"}
+    library_only = {"source", "output_dir", "schema", "progress", "dataflow_options", "split_fractions",
+                    "mask_colors"}
     assert set(defaults) - library_only - set(flags) == set()  # every other keyword has a flag
     assert flags["runner"].choices is not None and "DataflowRunner" in flags["runner"].choices
     assert set(flags["image_format"].choices) >= {"keep", "jpeg", "png", "raw"}

@@ -46,7 +46,7 @@ def test_every_record_and_dataset_json_carry_each_derived_feature_once(tmp_path)
     tfrecorder.convert(df, str(out), progress=False)
     listed = [f["name"] for f in json.loads((out / "dataset.json").read_text())["features"]]
     assert len(listed) == len(set(listed))
-    assert set(listed) == features.DERIVED_NAMES | {"weight"}
+    assert set(listed) == {f.name for f in features.DERIVED} | {"weight"}
     with open(out / "train-00000-of-00001.tfrecord", "rb") as f:
         (record,) = list(read_records(f))
     stored = Example.FromString(record).features.feature

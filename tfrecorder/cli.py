@@ -26,6 +26,7 @@ from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
     DEFAULT_FLOAT_PRECISION,
+    DEFAULT_IGNORE_INDEX,
     DEFAULT_IMAGE_FORMAT,
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_PIXELS,
@@ -80,6 +81,10 @@ def _parser() -> argparse.ArgumentParser:
                               "or stored (auto: displayed unless width/height columns are the stored size)")
     convert.add_argument("--record-format", default=DEFAULT_RECORD_FORMAT, choices=RECORD_FORMATS,
                          help="tf_object_detection: the TF Object Detection API's keys and label_map.pbtxt")
+    convert.add_argument("--mask-classes", default=None, type=lambda text: text.split(","), metavar="NAMES",
+                         help="segmentation tables: class names by id, comma-separated (background,person,...)")
+    convert.add_argument("--ignore-index", type=int, default=DEFAULT_IGNORE_INDEX,
+                         help="segmentation tables: the class id of pixels to ignore, and of a mask's padding")
     convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES)
     convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR)
     convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
@@ -188,7 +193,8 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
         resize_mode=args.resize_mode, max_image_pixels=args.max_image_pixels,
         max_image_bytes=args.max_image_bytes, image_timeout=args.image_timeout, float_precision=args.float_precision,
         storage_timeout=args.storage_timeout, box_units=args.box_units, box_orientation=args.box_orientation,
-        record_format=args.record_format, validate_images=args.validate_images, on_error=args.on_error,
+        record_format=args.record_format, mask_classes=args.mask_classes, ignore_index=args.ignore_index,
+        validate_images=args.validate_images, on_error=args.on_error,
         overwrite=args.overwrite,
         progress=False if args.no_progress else None, num_workers=args.num_workers,
         project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,

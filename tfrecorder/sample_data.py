@@ -177,3 +177,65 @@ def write_voc(scenes: pd.DataFrame, directory: Any) -> str:
     for name, stems in lists.items():
         (root / "ImageSets" / "Main" / f"{name}.txt").write_text("".join(f"{s}\n" for s in stems))
     return str(root)
+
+
+SEGMENT_CLASSES = ("background", *OBJECT_COLORS)  # a segmentation scene's class ids: 0 background, then colours
+
+
+def make_segmentation_scenes(directory: str, n: int = 24, size: tuple[int, int] = (96, 128), seed: int = 0,
+                             orientations: tuple[int, ...] = SCENE_ORIENTATIONS) -> pd.DataFrame:
+    """Draw ``n`` JPEG scenes of solid rectangles and ellipses (classes ``SEGMENT_CLASSES``) on noise, each with
+    its mask of class ids, under ``directory``; return ``split, image_uri, mask_uri, orientation``. Photos are
+    stored turned with an EXIF orientation (cycling through ``orientations``) while their masks are upright,
+    as a labelling tool saves them; masks alternate between grey PNGs and VOC-style palette PNGs with a
+    255 border (VOC's "ignore") around each region.
+
+    Example:
+        >>> scenes = make_segmentation_scenes(str(tmp_path / "seg"), n=2)
+        >>> list(scenes.columns)
+        ['split', 'image_uri', 'mask_uri', 'orientation']
+    """
+    rng = np.random.default_rng(seed)
+    height, width = size
+    os.makedirs(directory, exist_ok=True)
+    rows = []
+    for i in range(n):
+        split = "TRAIN" if i % 10 < 8 else ("VALIDATION" if i % 10 == 8 else "TEST")
+        picture = Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+        mask = Image.new("L", (width, height), 0)
+        draw_picture, draw_mask = ImageDraw.Draw(picture), ImageDraw.Draw(mask)
+        for cell in rng.permutation(6)[: 2 + i % 3]:
+            top, left = (cell // 3) * height // 2, (cell % 3) * width // 3
+            box = (left + 3, top + 3, left + width // 3 - 4, top + height // 2 - 4)
+            class_id = int(rng.integers(1, len(SEGMENT_CLASSES)))
+            shape = draw_picture.ellipse if cell % 2 else draw_picture.rectangle
+            shape(box, fill=OBJECT_COLORS[SEGMENT_CLASSES[class_id]])
+            (draw_mask.ellipse if cell % 2 else draw_mask.rectangle)(
+                box, fill=class_id, outline=255 if i % 2 else class_id)
+        orientation = orientations[i % len(orientations)]
+        stored = picture.transpose(_STORED_TURN[orientation]) if orientation in _STORED_TURN else picture
+        exif = Image.Exif()
+        if orientation != 1:
+            exif[0x0112] = orientation
+        image_path = os.path.join(directory, f"scene-{i:04d}.jpg")
+        stored.save(image_path, quality=95, exif=exif.tobytes())
+        mask_path = os.path.join(directory, f"scene-{i:04d}-mask.png")
+        if i % 2:  # VOC's SegmentationClass: a palette PNG whose indices are the class ids
+            palette = mask.convert("P")
+            palette.putpalette([v for c in range(256) for v in _voc_color(c)])
+            palette.save(mask_path)
+        else:
+            mask.save(mask_path)
+        rows.append((split, image_path, mask_path, orientation))
+    return pd.DataFrame(rows, columns=["split", "image_uri", "mask_uri", "orientation"])
+
+
+def _voc_color(class_id: int) -> tuple[int, int, int]:
+    """Pascal VOC's palette colour of a class id (its bit-interleaved colour map)."""
+    r = g = b = 0
+    for shift in range(8):
+        r |= ((class_id >> 0) & 1) << (7 - shift)
+        g |= ((class_id >> 1) & 1) << (7 - shift)
+        b |= ((class_id >> 2) & 1) << (7 - shift)
+        class_id >>= 3
+    return r, g, b

@@ -17,12 +17,21 @@ from tfrecorder.types import ColumnType, Kind, Role
 SPLIT_COLUMN = "split"
 IMAGE_COLUMN = "image_uri"
 LABEL_COLUMN = "label"
+MASK_COLUMN = "mask_uri"
 
 ListLike = (list, tuple, np.ndarray)
 
 
 def _check_boxes(columns: Mapping[str, type[ColumnType]]) -> None:
-    """A detection table names each box edge once, all four of them, beside an image and a single label."""
+    """A detection table names each box edge once, all four of them, beside an image and a single label; a
+    segmentation table's mask goes with an image."""
+    masks = [n for n, t in columns.items() if t.role is Role.MASK]
+    if masks and not any(t.role is Role.IMAGE for t in columns.values()):
+        raise SchemaError(f"column {masks[0]!r} holds segmentation masks: the table needs the image column they "
+                          f"belong to (image_uri, or types.ImageUri in schema=)")
+    if masks and any(t.role is Role.BOX for t in columns.values()):
+        raise SchemaError(f"column {masks[0]!r}: a table has box columns (a row per box) or a mask column (a row "
+                          f"per image), not both")
     edges: dict[str, list[str]] = {}
     for name, col_type in columns.items():
         if col_type.role is Role.BOX:
@@ -68,7 +77,7 @@ class Schema(Mapping[str, type[ColumnType]]):
                     f"use one of tfrecorder.types: {', '.join(t.__name__ for t in types.ALL_TYPES)}"
                 )
             checked[str(name)] = col_type
-        for role in (Role.SPLIT, Role.IMAGE, Role.LABEL):
+        for role in (Role.SPLIT, Role.IMAGE, Role.LABEL, Role.MASK):
             named = [n for n, t in checked.items() if t.role is role]
             if len(named) > 1:
                 raise SchemaError(f"schema has {len(named)} {role.value} columns ({named}); at most one is allowed")
@@ -155,6 +164,8 @@ def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | N
         return types.SplitKey
     if name == IMAGE_COLUMN:
         return types.ImageUri
+    if name == MASK_COLUMN:
+        return types.MaskUri
     kind, is_list = known or infer_kind(name, series)
     if name == LABEL_COLUMN:
         if kind is Kind.FLOAT32 and not is_list:

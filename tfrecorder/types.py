@@ -19,6 +19,7 @@ class Role(enum.StrEnum):
     LABEL = "label"
     FEATURE = "feature"
     BOX = "box"  # an edge of an object's box (detection tables: a row per box), or the size it was drawn on
+    MASK = "mask"  # where an image's segmentation mask (class ids) is
 
 
 class Kind(enum.StrEnum):
@@ -59,6 +60,14 @@ class ImageUri(ColumnType):
     """Where an image is: local path, file://, gs://, http(s):// or any fsspec URL."""
 
     role = Role.IMAGE
+    kind = Kind.BYTES
+
+
+class MaskUri(ColumnType):
+    """Where an image's segmentation mask is: a one-channel image of class ids (PNG or another lossless format;
+    palette PNGs by their indices), as any image URI."""
+
+    role = Role.MASK
     kind = Kind.BYTES
 
 
@@ -181,7 +190,7 @@ class AnnotatedHeight(ColumnType):
 
 
 ALL_TYPES: tuple[type[ColumnType], ...] = (
-    SplitKey, ImageUri, IntegerLabel, StringLabel, IntegerListLabel, StringListLabel,
+    SplitKey, ImageUri, MaskUri, IntegerLabel, StringLabel, IntegerListLabel, StringListLabel,
     IntegerInput, FloatInput, StringInput, IntegerListInput, FloatListInput, StringListInput,
     BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight,
 )

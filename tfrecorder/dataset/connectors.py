@@ -222,6 +222,15 @@ class Image(Bytes):
                 "image": {"shape": {"dimensions": ["-1", "-1", str(depth)]}, "dtype": "uint8"}}, ""
 
 
+class Mask(Image):
+    """A segmentation mask: a PNG of class ids, one channel; a TFDS ``Image`` of shape ``[-1, -1, 1]`` (TFDS's
+    ``segmentation_mask`` convention)."""
+
+    def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        return {"pythonClassName": TFDS_CLASS + "image_feature.Image",
+                "image": {"shape": {"dimensions": ["-1", "-1", "1"]}, "dtype": "uint8", "encodingFormat": "png"}}, ""
+
+
 class ClassLabel(Int64):
     """A class id whose names are the label vocabulary (dataset.json's ``label``): a TFDS ``ClassLabel``."""
 
@@ -291,6 +300,7 @@ class BoundingBoxes(Connector):
 INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, CLASS_LABEL = (Int64(), Float32(), Float64(), Bytes(), Text(), Image(),
                                                            ClassLabel())
 BOXES = BoundingBoxes()
+MASK = Mask()
 SCALARS: tuple[Connector, ...] = (INT64, FLOAT32, FLOAT64, TEXT)  # a connector of each stored kind
 BY_KIND: dict[Kind, Connector] = {c.kind: c for c in SCALARS}
 # What a list read from another tool's record holds: each list's own kind (float64 is ours alone).
@@ -309,6 +319,8 @@ def connector_of(feature: FeatureInfo, image_feature: str, label: Mapping[str, A
     kind = Kind(feature.dtype)
     if feature.role == "box" and kind is Kind.FLOAT32:
         return BOXES
+    if feature.role == "mask" and kind is Kind.BYTES and feature.shape == []:
+        return MASK if feature.name.endswith(("mask", "encoded")) else TEXT
     if feature.name == image_feature and kind is Kind.BYTES:
         scalar: Connector = IMAGE
     elif feature.role == "label" and kind is Kind.INT64 and (label or {}).get("vocabulary") is not None:

@@ -46,6 +46,8 @@ IMAGE_FORMAT = Feature("image_format", connectors.TEXT, Role.IMAGE, "jpeg, png, 
 IMAGE_URI = Feature("image_uri", connectors.TEXT, Role.IMAGE, "where the image was read from, credentials redacted")
 IMAGE_NAME = Feature("image_name", connectors.TEXT, Role.IMAGE, "the file name at the end of image_uri")
 IMAGE_ORIENTATION = Feature("image_orientation", connectors.INT64, Role.IMAGE, "EXIF orientation (1-8) of kept bytes")
+SEGMENTATION_MASK = Feature("segmentation_mask", connectors.MASK, Role.MASK,
+                            "a PNG of class ids (one channel), in the stored image's orientation and size")
 SPLIT = Feature("split", connectors.TEXT, Role.SPLIT, "TRAIN, VALIDATION or TEST")
 LABEL = Feature("label", connectors.CLASS_LABEL, Role.LABEL, "class id (string labels: index in the vocabulary)")
 
@@ -75,6 +77,9 @@ OD_CLASS_TEXT = Feature("image/object/class/text", connectors.TEXT, Role.LABEL, 
 OD_CLASS_LABEL = Feature("image/object/class/label", connectors.INT64, Role.LABEL,
                          "each object's class id, from 1 (label_map.pbtxt)")
 OD_IMAGE_FEATURES = (OD_IMAGE, OD_FORMAT, OD_FILENAME, OD_SOURCE_ID, OD_HEIGHT, OD_WIDTH)
+OD_MASK = Feature("image/segmentation/class/encoded", connectors.MASK, Role.MASK,
+                  "the segmentation mask: a PNG of class ids, in the stored pixels' frame")
+OD_MASK_FORMAT = Feature("image/segmentation/class/format", connectors.TEXT, Role.MASK, "png")
 OD_OBJECT_FEATURES = (*OD_BOX_EDGES.values(), OD_CLASS_TEXT, OD_CLASS_LABEL)
 
 
@@ -104,5 +109,7 @@ DECODE_FEATURES: tuple[Feature, ...] = (IMAGE_FORMAT, IMAGE_HEIGHT, IMAGE_WIDTH,
 # The feature the column playing each role is stored under, whatever the column is called.
 ROLE_FEATURES: dict[Role, Feature] = {Role.SPLIT: SPLIT, Role.IMAGE: IMAGE_URI, Role.LABEL: LABEL}
 # Every name tfrecorder writes itself: an input column of plain features may not use one.
-DERIVED: tuple[Feature, ...] = (*IMAGE_FEATURES, SPLIT, LABEL)
-DERIVED_NAMES: frozenset[str] = frozenset(f.name for f in DERIVED)
+DERIVED: tuple[Feature, ...] = (*IMAGE_FEATURES, SPLIT, LABEL)  # those of every image row
+# The value mask pixels outside the picture get (a pad) when no ignore_index is set, and VOC's border class.
+DEFAULT_IGNORE_INDEX = 255
+DERIVED_NAMES: frozenset[str] = frozenset(f.name for f in (*DERIVED, SEGMENTATION_MASK))

@@ -73,6 +73,7 @@ class Manifest:
     leakage: dict[str, Any] = field(default_factory=lambda: {"count": 0, "groups": []})
     tfds: dict[str, Any] | None = None  # the TFDS metadata beside the shards, or why there is none
     objects: dict[str, Any] | None = None  # a detection dataset's: box format and features, objects per class
+    masks: dict[str, Any] | None = None  # a segmentation dataset's: mask feature, classes, pixels per class
     errors_file: str = ERRORS_NAME
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION

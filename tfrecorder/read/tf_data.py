@@ -417,6 +417,8 @@ def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any
 
 
 def _supervised(manifest: Manifest, label_key: str | None):
+    if manifest.masks is not None and label_key is None:  # a segmentation dataset: (image, mask)
+        label_key = manifest.masks["feature"]
     key = label_key or (manifest.label or {}).get("feature")
     if key is None:
         raise TFRecorderError("as_supervised=True needs a label: this dataset has none; pass label_key=")

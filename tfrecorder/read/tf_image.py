@@ -16,6 +16,7 @@ from tfrecorder.dataset.features import (
     IMAGE_ORIENTATION,
     IMAGE_WIDTH,
     OBJECTS,
+    SEGMENTATION_MASK,
 )
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.errors import TFRecorderError
@@ -183,6 +184,27 @@ def resize(image: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
     return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
 
 
+def resize_mask(mask: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
+                fill: int = 0) -> tf.Tensor:
+    """A uint8 (H, W, 1) mask of class ids fitted to ``size`` as ``resize`` fits its image of ``shape`` (the
+    decoded picture's, which a reduced-scale JPEG decode makes smaller than the mask), with nearest-neighbour:
+    no id blends into another. A pad is ``fill``."""
+    height, width = (int(v) for v in size)
+    nearest = tf.image.ResizeMethod.NEAREST_NEIGHBOR
+    if mode == "stretch":
+        return tf.image.resize(mask, [height, width], method=nearest)
+    shape = tf.cast(shape, tf.float32)
+    if mode == "pad":
+        scale = tf.minimum(height / shape[0], width / shape[1])
+        fit = tf.cast(tf.math.round(shape * scale), tf.int32)
+        fitted = tf.cast(tf.image.resize(mask, fit, method=nearest), tf.int32) - fill
+        padded = tf.image.pad_to_bounding_box(fitted, (height - fit[0]) // 2, (width - fit[1]) // 2, height, width)
+        return tf.cast(padded + fill, tf.uint8)
+    scale = tf.maximum(height / shape[0], width / shape[1])
+    cover = tf.cast(tf.math.ceil(shape * scale), tf.int32)
+    return tf.image.resize_with_crop_or_pad(tf.image.resize(mask, cover, method=nearest), height, width)
+
+
 def _resized(image: tf.Tensor, size: tf.Tensor, method: str) -> tf.Tensor:
     if method == "bilinear":
         return tf.image.resize(image, size, method="bilinear")  # TensorFlow's default, exactly
@@ -202,6 +224,7 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
                   resize_method: str = DEFAULT_RESIZE_METHOD):
     """A function from a parsed example to the same example with ``image`` decoded to uint8 (H, W, C)."""
     info = manifest.image or {}
+    mask_fill = (manifest.masks or {}).get("ignore_index", 0)  # what pads a mask
     stored = info.get("channels") or [3]
     want = int(channels) if channels else (stored[0] if len(stored) == 1 else 3)
     if want not in (1, 2, 3, 4):
@@ -249,6 +272,13 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
                 if resize_mode == "crop":
                     objects = {k: tf.boolean_mask(v, kept) for k, v in objects.items()}
             out[OBJECTS] = objects
+        if SEGMENTATION_MASK.name in example:  # the mask: turned with the picture, resized by its geometry
+            mask = tf.io.decode_png(example[SEGMENTATION_MASK.name], channels=1)
+            if turned:
+                mask = apply_orientation(mask, example[IMAGE_ORIENTATION.name])
+            if image_size is not None:
+                mask = resize_mask(mask, tf.shape(image)[:2], image_size, resize_mode, mask_fill)
+            out[SEGMENTATION_MASK.name] = tf.ensure_shape(mask, [None, None, 1])
         if image_size is not None:
             image = resize(image, image_size, resize_mode, resize_method)
         elif uniform:

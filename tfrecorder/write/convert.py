@@ -31,6 +31,7 @@ from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
     DEFAULT_FLOAT_PRECISION,
+    DEFAULT_IGNORE_INDEX,
     DEFAULT_IMAGE_FORMAT,
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_PIXELS,
@@ -96,6 +97,9 @@ def convert(
     box_units: str = DEFAULT_BOX_UNITS,
     box_orientation: str = DEFAULT_BOX_ORIENTATION,
     record_format: str = DEFAULT_RECORD_FORMAT,
+    mask_classes: Sequence[str] | None = None,
+    mask_colors: Mapping[tuple[int, int, int], int] | None = None,
+    ignore_index: int = DEFAULT_IGNORE_INDEX,
     project: str | None = None,
     region: str | None = None,
     dataflow_options: Mapping[str, Any] | None = None,
@@ -150,6 +154,12 @@ def convert(
             table, ``"tf_object_detection"``: the TF Object Detection API's keys (``image/encoded``,
             ``image/object/bbox/xmin``, ..., ``image/object/class/label`` from 1) and ``label_map.pbtxt``
             beside the shards, for TF Model Garden's ``TfExampleDecoder`` and the Object Detection API.
+        mask_classes: a segmentation table's (``mask_uri``: a one-channel PNG of class ids per image) class
+            names by id, kept in dataset.json; masks holding other ids (but ``ignore_index``) are row errors.
+        mask_colors: ``{(r, g, b): class_id}`` for masks saved in colour; without it an RGB mask is a row error
+            (palette PNGs, VOC's ``SegmentationClass``, are read by their indices).
+        ignore_index: the class id of pixels to ignore (VOC's 255 border), and what pads a mask when the
+            image is padded (``resize_mode="pad"``).
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``.
@@ -184,7 +194,8 @@ def convert(
                      split_fractions=split_fractions, jpeg_quality=jpeg_quality, resize_mode=resize_mode,
                      max_image_pixels=max_image_pixels, float_precision=float_precision,
                      max_image_bytes=max_image_bytes, image_timeout=image_timeout, storage_timeout=storage_timeout,
-                     box_units=box_units, box_orientation=box_orientation, record_format=record_format)
+                     box_units=box_units, box_orientation=box_orientation, record_format=record_format,
+                     mask_classes=mask_classes, mask_colors=mask_colors, ignore_index=ignore_index)
     beam_options = BeamOptions(project, region, dict(dataflow_options or {}), job_label, tfrecorder_wheel, wait)
     beam_options.check(runner, str(output_dir))
     output = Folder.of(output_dir, how.storage_timeout)

@@ -54,6 +54,7 @@ class ExampleEncoder:
         self._columns = [replace(c, values=c.values.tolist()) if isinstance(c.values, np.ndarray) else c
                          for c in table.columns]  # lists index faster than arrays, row by row
         self._uris = table.image_uris
+        self._masked = table.mask_uris is not None
         self._build()
 
     def _build(self) -> None:
@@ -73,6 +74,8 @@ class ExampleEncoder:
         self._image: dict[str, Any] = {}
         if self._uris is not None:
             self._image = {f.name: self._slot(f.name, f.connector) for f in features.IMAGE_FEATURES}
+        self._mask = self._slot(features.SEGMENTATION_MASK.name, features.SEGMENTATION_MASK.connector) \
+            if self._masked else None
 
     def _slot(self, feature: str, connector: Connector) -> Any:
         values = getattr(self._features[feature], connector.field).value
@@ -84,6 +87,8 @@ class ExampleEncoder:
         if image is not None:
             for name, value in image_values(image, self._uris[row]).items():
                 self._image[name][0] = value
+            if self._mask is not None:
+                self._mask[0] = image.mask
         for slot, values in self._fixed:
             slot[0] = values[row]
         stored = self._features
@@ -213,9 +218,12 @@ def mean_record_bytes(sample: Table, limits: Any) -> float:
         files = [size_of(location, limits) for location in sample.image_locations]
         known = [size for size in files if size is not None]
         fallback = sum(known) / len(known) if known else _DEFAULT_IMAGE_BYTES
-        empty = StoredImage(b"", 1, 1, 3, "jpeg")  # the record without its image bytes, then the file's size
+        empty = StoredImage(b"", 1, 1, 3, "jpeg", mask=b"")  # the record without its image, then the file's size
         sizes = [len(encoder.encode(i, empty)) + int(fallback if size is None else size) + _BYTES_PREFIX
                  for i, size in enumerate(files)]
+        if sample.mask_locations is not None:  # a mask is stored as a PNG about its file's size
+            masks = [size_of(location, limits) or 0 for location in sample.mask_locations]
+            sizes = [size + mask + _BYTES_PREFIX for size, mask in zip(sizes, masks)]
     return sum(sizes) / len(sizes) + _RECORD_FRAMING
 
 

@@ -144,6 +144,7 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
                  "orientations": sorted(stats.orientations)}
     leaks = finish.leaks(results, same_bytes)
     objects = _objects(table, results, finish.options) if table.is_detection else None
+    masks = _masks(table, results, finish.options) if table.mask_uris is not None else None
     return Manifest(
         leakage={"count": len(leaks), "groups": [leakage.bounded(e) for e in leaks[: leakage.MAX_REPORTED]]},
         tfrecorder_version=__version__,
@@ -155,7 +156,21 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
         image=image,
         runner=finish.runner,
         objects=objects,
+        masks=masks,
     )
+
+
+def _masks(table: Table, results: Sequence[ShardResult], options: WriteOptions) -> dict[str, Any]:
+    """dataset.json's ``masks``: the mask feature, its class names and ignore_index, and each split's pixels
+    per class id (counted over every mask written)."""
+    pixels: dict[str, Counter] = {}
+    for r in results:
+        pixels.setdefault(r.spec.split, Counter()).update(dict(r.mask_pixels or ()))
+    settings = options.masks
+    return {"feature": features.SEGMENTATION_MASK.name, "column": table.schema.column_for(Role.MASK),
+            "classes": list(settings.classes) if settings.classes is not None else None,
+            "ignore_index": settings.ignore_index,
+            "pixels": {split: {str(k): v for k, v in sorted(found.items())} for split, found in pixels.items()}}
 
 
 def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions) -> dict[str, Any]:
@@ -201,8 +216,10 @@ def _features(table: Table, options: WriteOptions) -> list[FeatureInfo]:
     role_columns = {  # the input column and type behind the derived features that come from a column
         features.IMAGE_URI: (schema.column_for(Role.IMAGE), types.ImageUri),
         features.SPLIT: (schema.column_for(Role.SPLIT), types.SplitKey),
+        features.SEGMENTATION_MASK: (schema.column_for(Role.MASK), types.MaskUri),
     }
-    derived = [*(features.IMAGE_FEATURES if table.image_uris is not None else ()), features.SPLIT]
+    derived = [*(features.IMAGE_FEATURES if table.image_uris is not None else ()),
+               *((features.SEGMENTATION_MASK,) if table.mask_uris is not None else ()), features.SPLIT]
     infos: list[FeatureInfo] = []
     for f in derived:
         column, col_type = role_columns.get(f, (None, None))

@@ -9,6 +9,7 @@ import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import simplejpeg
@@ -48,6 +49,8 @@ class StoredImage:
     format: str  # jpeg, png, gif, bmp, webp or raw
     orientation: int = 1  # EXIF orientation of kept bytes (height and width are as displayed, after it)
     source: Geometry | None = None  # a re-encoded picture's: where its pixels went (None: kept as they were)
+    mask: bytes | None = None  # a segmentation table's: its mask as stored (masks.load_mask)
+    mask_pixels: Any = None  # ... and the pixels of each class id in it (256 counts)
 
     @property
     def geometry(self) -> Geometry:

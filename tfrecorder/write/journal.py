@@ -126,6 +126,7 @@ def _to_json(result: ShardResult) -> dict[str, Any]:
         "objects": None if result.objects is None else {
             "rows": result.objects.rows, "labels": [list(pair) for pair in result.objects.labels],
             "clipped": result.objects.clipped},
+        "mask_pixels": None if result.mask_pixels is None else [list(pair) for pair in result.mask_pixels],
     }
 
 
@@ -141,7 +142,9 @@ def _from_json(spec: ShardSpec, data: dict[str, Any]) -> ShardResult:
         int(found["rows"]), tuple((int(label), int(n)) for label, n in found["labels"]), int(found["clipped"]))
     return ShardResult(spec, int(data["records"]), int(data["bytes"]), str(data["crc32c"]), failures, stats,
                        array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]),
-                       int(data["index_bytes"]), str(data["index_crc32c"]), data["first_crc"], objects)
+                       int(data["index_bytes"]), str(data["index_crc32c"]), data["first_crc"], objects,
+                       None if data.get("mask_pixels") is None else
+                       tuple((int(i), int(n)) for i, n in data["mask_pixels"]))
 
 
 def _check_file(folder: Folder, name: str, size: int, crc32c: str) -> str | None:

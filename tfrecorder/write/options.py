@@ -9,7 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.features import DEFAULT_RECORD_FORMAT, DEFAULT_RESIZE_MODE, RECORD_FORMATS, RESIZE_MODES
+from tfrecorder.dataset.features import (
+    DEFAULT_IGNORE_INDEX,
+    DEFAULT_RECORD_FORMAT,
+    DEFAULT_RESIZE_MODE,
+    RECORD_FORMATS,
+    RESIZE_MODES,
+)
 from tfrecorder.dataset.records import check_compression
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
@@ -58,6 +64,16 @@ class ImageSettings:
 
 
 @dataclass(frozen=True)
+class MaskSettings:
+    """A segmentation table's settings (convert's ``mask_*`` arguments): class names by id, the colours of an
+    RGB mask's classes, and the id of pixels to ignore (VOC's 255 border; what a pad fills with)."""
+
+    classes: tuple[str, ...] | None = None
+    colors: tuple[tuple[tuple[int, int, int], int], ...] | None = None
+    ignore_index: int = 255
+
+
+@dataclass(frozen=True)
 class WriteOptions:
     """Settings every shard writer needs."""
 
@@ -68,6 +84,7 @@ class WriteOptions:
     box_units: str = DEFAULT_BOX_UNITS
     box_orientation: str = DEFAULT_BOX_ORIENTATION
     record_format: str = DEFAULT_RECORD_FORMAT
+    masks: MaskSettings = field(default_factory=MaskSettings)
 
     def __post_init__(self) -> None:
         check_choice("on_error", self.on_error, ON_ERROR)
@@ -140,16 +157,40 @@ def conversion(
     box_units: str = DEFAULT_BOX_UNITS,
     box_orientation: str = DEFAULT_BOX_ORIENTATION,
     record_format: str = DEFAULT_RECORD_FORMAT,
+    mask_classes: Sequence[str] | None = None,
+    mask_colors: Mapping[tuple[int, int, int], int] | None = None,
+    ignore_index: int = DEFAULT_IGNORE_INDEX,
 ) -> Conversion:
     """convert's keywords (documented there) checked, each error naming its argument."""
     images = ImageSettings(image_format, check_image_size(image_size), validate_images, jpeg_quality,
                            int(max_image_pixels), resize_mode)
     options = WriteOptions(images, check_compression(compression), on_error,
                            FetchLimits(int(max_image_bytes), float(image_timeout)), box_units, box_orientation,
-                           record_format)
+                           record_format, mask_settings(mask_classes, mask_colors, ignore_index))
     check_choice("float_precision", float_precision, FLOAT_PRECISIONS)
     return Conversion(options, splits.check_fractions(split_fractions), float_precision, num_shards,
                       bool(overwrite), check_storage_timeout(storage_timeout))
+
+
+def mask_settings(classes: Sequence[str] | None, colors: Mapping[tuple[int, int, int], int] | None,
+                  ignore_index: int) -> MaskSettings:
+    """convert's ``mask_classes``, ``mask_colors`` and ``ignore_index``, checked."""
+    if classes is not None and (isinstance(classes, str) or not all(isinstance(c, str) for c in classes)):
+        raise TFRecorderError(f"mask_classes={classes!r}: give the class names in id order, e.g. "
+                              f"['background', 'person']")
+    pairs = None
+    if colors is not None:
+        try:
+            pairs = tuple(sorted((tuple(int(v) for v in color), int(class_id))
+                                 for color, class_id in dict(colors).items()))
+        except (TypeError, ValueError) as e:
+            raise TFRecorderError(f"mask_colors={colors!r}: give {{(r, g, b): class_id, ...}}") from e
+        if not all(len(color) == 3 and all(0 <= v <= 255 for v in color) and 0 <= class_id <= 255
+                   for color, class_id in pairs):
+            raise TFRecorderError(f"mask_colors={colors!r}: colours are (r, g, b) of 0-255, class ids 0-255")
+    if not isinstance(ignore_index, int) or not 0 <= ignore_index <= 255:
+        raise TFRecorderError(f"ignore_index={ignore_index!r}: a class id of 0-255 (masks are stored as uint8)")
+    return MaskSettings(tuple(classes) if classes is not None else None, pairs, ignore_index)
 
 
 def check_image_size(size: Any) -> tuple[int, int] | None:

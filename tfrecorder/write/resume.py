@@ -82,7 +82,7 @@ class RunDigest:
         # the fetch timeout and retries change no byte written: a re-run may use others
         self.add("options", (dataclasses.astuple(options.images), options.compression, options.on_error,
                              options.fetch.max_bytes, options.box_units, options.box_orientation,
-                             options.record_format))
+                             options.record_format, dataclasses.astuple(options.masks)))
 
     def add(self, tag: str, value: Any) -> None:
         self._digest.update(tag.encode("utf-8"))

@@ -9,7 +9,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -21,6 +21,7 @@ from tfrecorder.write.encode import ExampleEncoder, ObjectEncoder
 from tfrecorder.write.fetch import ImageError
 from tfrecorder.write.images import StoredImage, load_image
 from tfrecorder.write.leakage import content_key
+from tfrecorder.write.masks import load_mask
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -103,6 +104,7 @@ class ShardResult:
     index_crc32c: str = ""
     first_crc: int | None = None  # masked CRC of the first record (None: no record)
     objects: ObjectStats | None = None  # a detection table's: its rows written, objects by label, clipped boxes
+    mask_pixels: tuple[tuple[int, int], ...] | None = None  # a segmentation table's: (class id, pixels) written
 
     @property
     def rows_written(self) -> int:
@@ -141,6 +143,7 @@ def write_shard(
     failures: list[RowFailure] = []
     stats = ImageStats()
     objects: ObjectStats | None = None
+    mask_pixels: np.ndarray | None = None
     content_keys, content_key_rows = array("Q"), array("q")
     with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
@@ -173,6 +176,8 @@ def write_shard(
                                     for row in record_rows)
                 else:
                     writer.write(data)
+                    if image is not None and image.mask_pixels is not None:
+                        mask_pixels = image.mask_pixels if mask_pixels is None else mask_pixels + image.mask_pixels
                     if image is not None:
                         stats = stats.add(image)
                         content_keys.append(key)
@@ -182,7 +187,8 @@ def write_shard(
                         on_row()
         writer.close()
     return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, content_keys,
-                       content_key_rows, index.bytes, index.crc32c, writer.first_crc, objects)
+                       content_key_rows, index.bytes, index.crc32c, writer.first_crc, objects,
+                       None if mask_pixels is None else tuple((int(i), int(n)) for i, n in enumerate(mask_pixels) if n))
 
 
 def image_groups(locations: Sequence[str | None]) -> list[list[int]]:
@@ -201,11 +207,18 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
         return ((None, None) for _ in positions)
     locations, settings = table.image_locations, options.images
 
+    masks = table.mask_locations
+
     def fetch(row: int) -> ImageOrError:
         """Runs on the mapper's threads: the read, the check and the content hash (hashlib lets go of the
-        GIL) all happen there, leaving the writing thread only encoding and writing."""
+        GIL) all happen there, leaving the writing thread only encoding and writing. A segmentation table's
+        mask is read and checked with its image."""
         try:
             image = load_image(locations[row], settings, options.fetch)
+            if masks is not None:
+                mask, pixels = load_mask(masks[row], table.mask_uris[row], image, table.image_uris[row],
+                                         options.masks, settings.size, settings.resize_mode, options.fetch)
+                image = replace(image, mask=mask, mask_pixels=pixels)
         except ImageError as e:
             return e, None
         return image, content_key(image.data)

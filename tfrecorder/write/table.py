@@ -49,6 +49,8 @@ class Table:
     vocabulary: list[str] | None
     features: tuple[Column, ...]
     box_units: str | None = None  # a detection table's: "pixels" or "normalized" (finalize decides)
+    mask_uris: list[str | None] | None = None  # a segmentation table's masks, as written (credentials redacted)
+    mask_locations: list[str | None] | None = None  # ... and what to fetch
 
     @property
     def is_detection(self) -> bool:
@@ -79,6 +81,7 @@ class Table:
         if label is not None and self.vocabulary is not None:  # label ids: hashed as the text they stand for
             label = replace(label, values=_texts(label.values, self.vocabulary), stored_as=Kind.BYTES)
         parts = [(self.splits, Kind.BYTES, False), (self.image_uris, Kind.BYTES, False),
+                 *([(self.mask_uris, Kind.BYTES, False)] if self.mask_uris is not None else []),
                  *((c.values, c.kind, c.type.is_list) for c in ((label,) if label else ()) + self.features)]
         for values, kind, is_list in parts:
             if values is not None:
@@ -95,6 +98,9 @@ class Table:
         if self.image_uris is not None:
             columns["image_uri"] = pa.array(self.image_uris, pa.string())
             columns["image_location"] = pa.array(self.image_locations, pa.string())
+        if self.mask_uris is not None:
+            columns["mask_uri"] = pa.array(self.mask_uris, pa.string())
+            columns["mask_location"] = pa.array(self.mask_locations, pa.string())
         for i, column in enumerate(self.columns):
             label = column is self.label  # text labels: ids, or in a part (validate_part) still the text
             columns[f"column_{i}"] = pa.array(column.values, _arrow_type(column, label, self.vocabulary is None))
@@ -109,6 +115,8 @@ class Table:
             self, num_rows=arrow.num_rows, splits=arrow["split"].to_pylist(),
             image_uris=arrow["image_uri"].to_pylist() if images else None,
             image_locations=arrow["image_location"].to_pylist() if images else None,
+            mask_uris=arrow["mask_uri"].to_pylist() if self.mask_uris is not None else None,
+            mask_locations=arrow["mask_location"].to_pylist() if self.mask_uris is not None else None,
             label=label, features=tuple(replace(c, values=v) for c, v in zip(self.features, columns)))
 
     def take(self, rows: Sequence[int]) -> Table:
@@ -125,6 +133,8 @@ class Table:
             splits=pick(self.splits),
             image_uris=pick(self.image_uris),
             image_locations=pick(self.image_locations),
+            mask_uris=pick(self.mask_uris),
+            mask_locations=pick(self.mask_locations),
             label=replace(self.label, values=pick(self.label.values)) if self.label else None,
             features=tuple(replace(c, values=pick(c.values)) for c in self.features),
         )

@@ -93,7 +93,7 @@ class Problem:
             return f"column {self.column!r}: image URIs must be strings; found {example} ({rows})"
         if self.kind == "split_value":
             return splits.unknown_splits_message(self.column, [t for _, t in self.examples], self.rows.count, rows)
-        if self.kind.startswith("box_"):
+        if self.kind.startswith("box_") or self.kind == "mask_missing":
             return f"{self.detail}: {self.rows.count} rows ({rows}), e.g. {example}"
         return f"column {self.column!r}: {self.rows.count} values do not fit {self.detail}, e.g. {example} ({rows})"
 
@@ -230,6 +230,19 @@ def validate_part(
     given_uris = guard(_image_uris(image_col, df[image_col], first_row)) if image_col else None
     image_uris = [redact(u) if u else u for u in given_uris] if given_uris else given_uris
     row_splits = guard(_row_splits(df, split_col, image_uris, fractions, first_row))
+    mask_col = schema.column_for(Role.MASK)
+    given_masks = None
+    if mask_col:
+        given_masks, problem = _image_uris(mask_col, df[mask_col], first_row)
+        if problem is not None:
+            problems[(1, "mask_uri_type")] = replace(problem, order=1)
+    if given_masks is not None and row_splits is not None:
+        unmasked = [i for i, (m, s) in enumerate(zip(given_masks, row_splits)) if m is None and s != splits.DISCARD]
+        if unmasked:
+            problems[(1, "mask_missing")] = Problem(
+                1, mask_col, "mask_missing", RowSample.of(unmasked, first_row),
+                ((first_row + unmasked[0], f"row {first_row + unmasked[0]}"),),
+                f"column {mask_col!r}: every image of a segmentation table needs its mask; some rows have none")
     columns: dict[str, ColumnFacts] = {}
     converted: list[Column | None] = []
     valued = [(n, t) for n, t in schema.items() if t.role in (Role.FEATURE, Role.LABEL, Role.BOX)]
@@ -258,6 +271,8 @@ def validate_part(
         schema=schema, num_rows=len(df), splits=row_splits, image_uris=image_uris,
         image_locations=_locations(given_uris, base_dir) if given_uris else None,
         label=label, vocabulary=None, features=features,
+        mask_uris=[redact(u) if u else u for u in given_masks] if given_masks is not None else None,
+        mask_locations=_locations(given_masks, base_dir) if given_masks is not None else None,
     )
     return part, facts
 
@@ -546,6 +561,8 @@ def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[A
         return None
     if col_type.kind is Kind.INT64 and dtype.kind in "bi":
         return series.to_numpy(dtype=np.int64), "bool" if dtype.kind == "b" else "int"
+    if col_type.kind is Kind.FLOAT32 and dtype.kind in "iu":  # whole numbers in a float column (pixel edges)
+        return series.to_numpy(dtype=np.float64), "float"
     if col_type.kind is Kind.FLOAT32 and dtype.kind == "f":
         arr = series.to_numpy(dtype=np.float64)
         if not np.isnan(arr).any():

@@ -1,0 +1,117 @@
+"""Masks: one segmentation mask's bytes -> the PNG of class ids its record stores, checked against its image.
+
+A mask is a one-channel image of class ids: PNG or another lossless format, a palette PNG (VOC's
+``SegmentationClass``) read by its indices, an RGB one only through ``mask_colors``. It is made for its
+photo as displayed or for its stored pixels; either way it is stored in the stored image's frame (as the
+boxes are: ``boxes``), so that a reader applying no EXIF orientation (TFDS, Model Garden) gets an image and
+a mask that line up, and ours turns both. When the image is re-encoded (upright, perhaps resized), the mask
+goes where its pixels went, resized with nearest-neighbour so that no class id is blended into another.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from tfrecorder.dataset.boxes import INVERSE
+from tfrecorder.write.fetch import FetchLimits, ImageError, fetch
+from tfrecorder.write.images import StoredImage
+from tfrecorder.write.options import MaskSettings
+
+# What Pillow does to pixels for each EXIF orientation (as ImageOps.exif_transpose): stored -> displayed.
+_SHOW = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+         5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+         8: Image.Transpose.ROTATE_90}
+_ONE_CHANNEL = {"L", "P", "1", "I", "I;16", "I;16B", "I;16L"}
+
+
+def load_mask(location: str | None, uri: str | None, image: StoredImage, image_uri: str | None,
+              settings: MaskSettings, size: tuple[int, int] | None, resize_mode: str,
+              limits: FetchLimits = FetchLimits()) -> tuple[bytes, np.ndarray]:
+    """The mask of ``image`` (at ``location``) as stored: PNG bytes of its class ids, in the stored image's
+    frame, and the count of pixels of each id (256 counts). ``size``/``resize_mode``: how the image was
+    resized, when it was. Raises ImageError naming the image and the mask."""
+    ids = _class_ids(fetch(location, limits), uri, settings)
+    geometry = image.geometry
+    shown = (geometry.height, geometry.width)
+    turned = geometry.source_orientation in (5, 6, 7, 8)
+    stored = (shown[1], shown[0]) if turned else shown
+    mask = Image.fromarray(ids, "L")
+    if ids.shape == shown:  # made for the picture as displayed (upright)
+        pass
+    elif ids.shape == stored:  # made for the stored pixels: shown as the picture is
+        mask = mask.transpose(_SHOW[geometry.source_orientation])
+    else:
+        raise ImageError("mask_size", f"mask {uri} is {ids.shape[1]}x{ids.shape[0]}, but its image {image_uri} is "
+                                      f"{shown[1]}x{shown[0]} as displayed" +
+                                      (f" ({stored[1]}x{stored[0]} as stored)" if stored != shown else ""))
+    if image.source is not None:  # re-encoded upright: the mask goes where the pixels went
+        if size is not None:
+            mask = _resize(mask, size, resize_mode, settings.ignore_index)
+    elif geometry.orientation != 1:  # kept bytes: back into their stored pixels
+        mask = mask.transpose(_SHOW[INVERSE[geometry.orientation]])
+    values = np.asarray(mask)
+    counts = np.bincount(values.ravel(), minlength=256)
+    _check_classes(counts, uri, settings)
+    buffer = io.BytesIO()
+    mask.save(buffer, "PNG", compress_level=6)
+    return buffer.getvalue(), counts
+
+
+def _class_ids(data: bytes, uri: str | None, settings: MaskSettings) -> np.ndarray:
+    """The mask's class ids, uint8 (H, W): a one-channel image's values, a palette image's indices, an RGB
+    image's colours through ``mask_colors``."""
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        raise ImageError("mask_decode", f"mask {uri} cannot be decoded: {e}") from e
+    if image.format == "JPEG":
+        raise ImageError("mask_format", f"mask {uri} is a JPEG: lossy compression changes class ids at every "
+                                        f"edge; save masks as PNG")
+    if image.mode in _ONE_CHANNEL:
+        ids = np.asarray(image)
+        if ids.dtype != np.uint8 and ids.size and (ids.min() < 0 or ids.max() > 255):
+            raise ImageError("mask_class", f"mask {uri} holds class ids up to {ids.max()}: at most 255 are stored")
+        return ids.astype(np.uint8)
+    if not settings.colors:
+        raise ImageError("mask_channels", f"mask {uri} has {len(image.getbands())} channels ({image.mode}): a mask "
+                                          f"holds one channel of class ids; for colour masks pass "
+                                          f"mask_colors={{(r, g, b): class_id, ...}}")
+    rgb = np.asarray(image.convert("RGB")).astype(np.int32)
+    packed = (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
+    ids = np.full(packed.shape, -1, np.int32)
+    for (r, g, b), class_id in settings.colors:
+        ids[packed == (r << 16 | g << 8 | b)] = class_id
+    if (ids < 0).any():
+        y, x = np.argwhere(ids < 0)[0]
+        raise ImageError("mask_class", f"mask {uri} has the colour {tuple(rgb[y, x].tolist())} at x={x}, y={y}, "
+                                       f"which mask_colors does not name")
+    return ids.astype(np.uint8)
+
+
+def _check_classes(counts: np.ndarray, uri: str | None, settings: MaskSettings) -> None:
+    if settings.classes is None:
+        return
+    found = set(np.flatnonzero(counts).tolist()) - {settings.ignore_index}
+    unknown = sorted(i for i in found if i >= len(settings.classes))
+    if unknown:
+        raise ImageError("mask_class", f"mask {uri} holds class ids {unknown[:10]} beyond mask_classes' "
+                                       f"{len(settings.classes)} classes (0-{len(settings.classes) - 1}; "
+                                       f"{settings.ignore_index} is ignore_index)")
+
+
+def _resize(mask: Image.Image, size: tuple[int, int], mode: str, fill: int) -> Image.Image:
+    """The mask resized as ``images.resize`` resizes its picture, with nearest-neighbour (class ids stay ids);
+    a pad is ``fill``."""
+    height, width = size
+    if mode == "pad":
+        fitted = ImageOps.contain(mask, (width, height), Image.Resampling.NEAREST)
+        out = Image.new("L", (width, height), fill)
+        out.paste(fitted, (round((width - fitted.width) * 0.5), round((height - fitted.height) * 0.5)))
+        return out
+    if mode == "crop":
+        return ImageOps.fit(mask, (width, height), Image.Resampling.NEAREST)
+    return mask.resize((width, height), Image.Resampling.NEAREST)
