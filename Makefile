@@ -10,9 +10,9 @@ $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	# TF Model Garden's decoder, for tests/test_detection.py: without its dependencies (it pins an older
-	# TensorFlow), with the tf-keras of the TensorFlow installed
-	$(BIN)/python -m pip install --quiet --no-deps tf-models-official==2.20.0 \
+	# TF Model Garden's decoders, for tests/test_detection.py and test_segmentation.py: without its
+	# dependencies (it pins an older TensorFlow), with the tf-keras of the TensorFlow installed
+	$(BIN)/python -m pip install --quiet --no-deps tf-models-official==2.20.0 gin-config==0.5.0 \
 		"tf-keras~=$$($(BIN)/python -c 'import tensorflow as tf; print(tf.__version__.rsplit(".", 1)[0])' 2>/dev/null).0"
 	touch $(STAMP)
 

@@ -117,7 +117,8 @@ def described_files(manifest: Manifest) -> dict[str, str]:
         return {}
     return tfds_metadata((summary["name"], summary["version"]), manifest.features, manifest.splits,
                          compression=manifest.compression, label=manifest.label, image=manifest.image,
-                         layout=(manifest.objects or {}).get("record_format", DEFAULT_RECORD_FORMAT)).files
+                         layout=(manifest.objects or manifest.masks or {}).get("record_format",
+                                                                               DEFAULT_RECORD_FORMAT)).files
 
 
 def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None, image: Mapping[str, Any] | None,

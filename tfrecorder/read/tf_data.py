@@ -232,12 +232,12 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
         records = records.shuffle(o.shuffle_buffer, seed=o.seed, reshuffle_each_iteration=True)
     ragged = any(isinstance(s, tf.io.RaggedFeature) for s in spec.values())
     parse = _parser(manifest, spec)
+    layout = (manifest.objects or manifest.masks or {}).get("record_format", DEFAULT_RECORD_FORMAT)
+    if layout != DEFAULT_RECORD_FORMAT:
+        raise TFRecorderError(f"this dataset was written with record_format={layout!r}, for TF Model Garden's "
+                              f"decoders and the Object Detection API; load_dataset reads the default "
+                              f"record_format (convert again without record_format=)")
     if manifest.objects is not None:
-        layout = manifest.objects.get("record_format", DEFAULT_RECORD_FORMAT)
-        if layout != DEFAULT_RECORD_FORMAT:
-            raise TFRecorderError(f"this dataset was written with record_format={layout!r}, for TF Model Garden's "
-                                  f"TfExampleDecoder and the Object Detection API; load_dataset reads the default "
-                                  f"record_format (convert again without record_format=)")
         return _detection(manifest, records, parse, spec, count, o).prefetch(AUTOTUNE).with_options(_options())
     if IMAGE.name in spec and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)

@@ -20,6 +20,7 @@ from tfrecorder.dataset.features import (
     IMAGE_HEIGHT,
     IMAGE_URI,
     IMAGE_WIDTH,
+    SEGMENTATION_MASK,
 )
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
@@ -298,4 +299,14 @@ def _image_problem(stored: Any) -> str | None:
     except Exception as e:  # noqa: BLE001 - whatever the decoder says is the problem reported
         uri = (value(IMAGE_URI) or b"").decode("utf-8", "replace")
         return f"the image of {uri!r} does not decode ({type(e).__name__}: {e})"
+    mask = value(SEGMENTATION_MASK)
+    if mask is not None:  # a segmentation record's mask: a one-channel PNG
+        try:
+            decoded = Image.open(io.BytesIO(mask))
+            decoded.load()
+            if decoded.mode != "L":
+                raise ValueError(f"a {decoded.mode} image, not one channel of class ids")
+        except Exception as e:  # noqa: BLE001 - as above
+            uri = (value(IMAGE_URI) or b"").decode("utf-8", "replace")
+            return f"the mask of {uri!r} does not decode ({type(e).__name__}: {e})"
     return None

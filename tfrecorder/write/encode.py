@@ -169,14 +169,7 @@ class ObjectEncoder:
         EXIF orientation), one list per box edge, class ids from 1 with their names."""
         example = Example()
         stored = example.features.feature
-        name = image_name(self._uris(position))
-        turned = image.orientation in (5, 6, 7, 8)
-        height, width = (image.width, image.height) if turned else (image.height, image.width)
-        for feature, value in ((features.OD_IMAGE, image.data), (features.OD_FORMAT, image.format.encode("ascii")),
-                               (features.OD_FILENAME, name.encode("utf-8")),
-                               (features.OD_SOURCE_ID, posixpath.splitext(name)[0].encode("utf-8")),
-                               (features.OD_HEIGHT, height), (features.OD_WIDTH, width)):
-            getattr(stored[feature.name], feature.field).value.append(value)
+        detection_api_image(stored, image, self._uris(position))
         for i, edge in enumerate(("ymin", "xmin", "ymax", "xmax")):
             stored[features.OD_BOX_EDGES[edge].name].float_list.value.extend(boxes[:, i].tolist())
         vocabulary = self._table.vocabulary
@@ -188,6 +181,35 @@ class ObjectEncoder:
             kind_list = getattr(stored[features.od_object_feature(name.partition("/")[2])], field)
             kind_list.SetInParent()
             kind_list.value.extend(missing if values[p] is None else values[p] for p in objects)
+        return example.SerializeToString(deterministic=True)
+
+
+def detection_api_image(stored: Any, image: StoredImage, uri: str) -> None:
+    """Set the image keys of the Object Detection API's layout in ``stored`` (an Example's feature map): the
+    stored pixels' size (its decoders apply no EXIF orientation), and a segmentation table's mask."""
+    name = image_name(uri)
+    turned = image.orientation in (5, 6, 7, 8)
+    height, width = (image.width, image.height) if turned else (image.height, image.width)
+    values = [(features.OD_IMAGE, image.data), (features.OD_FORMAT, image.format.encode("ascii")),
+              (features.OD_FILENAME, name.encode("utf-8")),
+              (features.OD_SOURCE_ID, posixpath.splitext(name)[0].encode("utf-8")),
+              (features.OD_HEIGHT, height), (features.OD_WIDTH, width)]
+    if image.mask is not None:
+        values += [(features.OD_MASK, image.mask), (features.OD_MASK_FORMAT, b"png")]
+    for feature, value in values:
+        getattr(stored[feature.name], feature.field).value.append(value)
+
+
+class SegmentationAPIEncoder:
+    """Serializes a segmentation table's rows in the Object Detection API's layout (``record_format``): the
+    image keys and ``image/segmentation/class/encoded``, as Model Garden's segmentation Decoder reads them."""
+
+    def __init__(self, table: Table):
+        self._uris = table.image_uris
+
+    def encode(self, row: int, image: StoredImage) -> bytes:
+        example = Example()
+        detection_api_image(example.features.feature, image, self._uris[row])
         return example.SerializeToString(deterministic=True)
 
 

@@ -67,7 +67,7 @@ class Finish:
         folder.write_text(ERRORS_NAME, errors_csv(failures))
         manifest = build_manifest(self, results, same_bytes)
         detection_api = self.options.record_format == "tf_object_detection"
-        if detection_api:
+        if detection_api and self.table.is_detection:
             folder.write_text(features.LABEL_MAP_NAME, label_map(self.table))
         tfds = tfds_metadata(name_and_version(folder.path), manifest.features, manifest.splits,
                              compression=manifest.compression, label=manifest.label, image=manifest.image,
@@ -167,7 +167,10 @@ def _masks(table: Table, results: Sequence[ShardResult], options: WriteOptions) 
     for r in results:
         pixels.setdefault(r.spec.split, Counter()).update(dict(r.mask_pixels or ()))
     settings = options.masks
-    return {"feature": features.SEGMENTATION_MASK.name, "column": table.schema.column_for(Role.MASK),
+    detection_api = options.record_format == "tf_object_detection"
+    return {"record_format": options.record_format,
+            "feature": (features.OD_MASK if detection_api else features.SEGMENTATION_MASK).name,
+            "column": table.schema.column_for(Role.MASK),
             "classes": list(settings.classes) if settings.classes is not None else None,
             "ignore_index": settings.ignore_index,
             "pixels": {split: {str(k): v for k, v in sorted(found.items())} for split, found in pixels.items()}}
@@ -200,8 +203,11 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
 
 def _detection_api_features(table: Table) -> list[FeatureInfo]:
     """The features of a record in the Object Detection API's layout (``record_format``)."""
+    masks = (features.OD_MASK, features.OD_MASK_FORMAT) if table.mask_uris is not None else ()
     infos = [FeatureInfo(f.name, f.role.value, f.kind.value, [], source="str" if f.kind.value == "string" else None)
-             for f in features.OD_IMAGE_FEATURES]
+             for f in (*features.OD_IMAGE_FEATURES, *masks)]
+    if not table.is_detection:  # a segmentation table: the image and its mask
+        return infos
     infos += [FeatureInfo(f.name, f.role.value, f.kind.value, [None], column=table.schema.boxes.get(f.name[-4:]),
                           source="float" if f.role is Role.BOX else None)
               for f in features.OD_OBJECT_FEATURES]
@@ -225,7 +231,7 @@ def _features(table: Table, options: WriteOptions) -> list[FeatureInfo]:
         column, col_type = role_columns.get(f, (None, None))
         infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], column=column,
                                  source="str" if col_type else None, type=col_type.__name__ if col_type else None))
-    if table.is_detection and options.record_format == "tf_object_detection":
+    if options.record_format == "tf_object_detection":
         return _detection_api_features(table)
     if table.is_detection:
         bbox = features.OBJECT_BBOX

@@ -17,7 +17,7 @@ import numpy as np
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import RowError
-from tfrecorder.write.encode import ExampleEncoder, ObjectEncoder
+from tfrecorder.write.encode import ExampleEncoder, ObjectEncoder, SegmentationAPIEncoder
 from tfrecorder.write.fetch import ImageError
 from tfrecorder.write.images import StoredImage, load_image
 from tfrecorder.write.leakage import content_key
@@ -155,7 +155,8 @@ def write_shard(
                 encoder: Any = ObjectEncoder(table, options.box_orientation, options.record_format)
                 records = image_groups(table.image_locations)
             else:
-                encoder = ExampleEncoder(table)
+                detection_api = options.record_format == "tf_object_detection"
+                encoder = SegmentationAPIEncoder(table) if detection_api else ExampleEncoder(table)
                 records = [[local] for local in range(table.num_rows)]
             fetched = _images(table, options, image_map, [record[0] for record in records])
             for record, (image, key) in zip(records, fetched):

@@ -418,9 +418,10 @@ def plan_all(summary: Summary, spill: Folder, options: Any, runner: str, *, num_
 
 def _check_detection_options(table: Table, options: Any) -> None:
     """Settings that only a detection table can take, or that would cut its boxes."""
-    if options.record_format != "tfrecorder" and not table.is_detection:
-        raise TFRecorderError(f"record_format={options.record_format!r} writes detection records: the table needs box "
-                              f"columns (xmin, ymin, xmax, ymax), a row per box")
+    if options.record_format != "tfrecorder" and not table.is_detection and table.mask_uris is None:
+        raise TFRecorderError(f"record_format={options.record_format!r} writes detection and segmentation records: "
+                              f"the table needs box columns (xmin, ymin, xmax, ymax: a row per box) or a mask "
+                              f"column (mask_uri)")
     if table.is_detection and options.images.size is not None and options.images.resize_mode == "crop":
         raise TFRecorderError("resize_mode='crop' with image_size would cut boxes off when writing: store with "
                               "'pad' or 'stretch' (boxes move with the picture), or crop when reading "

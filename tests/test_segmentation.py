@@ -1,0 +1,251 @@
+"""Segmentation tables: an image and its mask of class ids stay aligned - for our reader in every resize mode,
+for a reader that ignores EXIF (TFDS, and Model Garden's segmentation decoder on the Object Detection API's
+layout) - and every mask rule is a row error naming the image and the mask."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+import tfrecorder
+from tfrecorder.errors import SchemaError
+from tfrecorder.sample_data import OBJECT_COLORS, SEGMENT_CLASSES, make_segmentation_scenes
+
+COLUMNS = ["split", "image_uri", "mask_uri"]
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory) -> pd.DataFrame:
+    """24 scenes, a third stored turned (EXIF 6, 8, 3) with upright masks, half the masks palette PNGs."""
+    return make_segmentation_scenes(str(tmp_path_factory.mktemp("scenes")), n=24)
+
+
+@pytest.fixture(scope="module")
+def converted(scenes, tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("seg") / "out")
+    tfrecorder.convert(scenes[COLUMNS], out, mask_classes=list(SEGMENT_CLASSES), progress=False)
+    return out
+
+
+def assert_aligned(image: np.ndarray, mask: np.ndarray, where: str) -> None:
+    """More than 95% of the pixels of each coloured region carry its class id in the mask. A region is the
+    pixels the mask gives a class, away from its edge (where a resize blends the picture's colours)."""
+    mask = mask.reshape(mask.shape[:2])
+    found = 0
+    for class_id, name in enumerate(SEGMENT_CLASSES[1:], 1):
+        region = mask == class_id
+        inner = region.copy()  # the region without its edge: its 4 neighbours in it too
+        inner[1:] &= region[:-1]
+        inner[:-1] &= region[1:]
+        inner[:, 1:] &= region[:, :-1]
+        inner[:, :-1] &= region[:, 1:]
+        if inner.sum() < 12:
+            continue
+        colour = np.abs(image[inner][:, :3].astype(int) - OBJECT_COLORS[name]).max(-1) < 45
+        assert colour.mean() > 0.95, f"{where}: {name} region: {colour.mean():.2f} of its pixels have its colour"
+        found += 1
+    assert found, f"{where}: no region"
+
+
+@pytest.mark.parametrize("mode", [None, "stretch", "pad", "crop"])
+def test_mask_stays_on_its_image_in_every_resize_mode(converted, mode):
+    size = {"image_size": (64, 80), "resize_mode": mode} if mode else {}
+    seen = 0
+    for example in tfrecorder.load_dataset(converted, "TRAIN", **size):
+        mask = example["segmentation_mask"].numpy()
+        assert mask.dtype == np.uint8 and mask.shape[-1] == 1
+        assert mask.shape[:2] == example["image"].shape[:2]
+        assert_aligned(example["image"].numpy(), mask, f"{mode}, {example['image_uri'].numpy().decode()}")
+        if mode == "pad":  # the pad is ignore_index, not a class
+            assert set(np.unique(mask)) <= {0, 1, 2, 3, 4, 255}
+        seen += 1
+    assert seen == 20
+
+
+def test_masks_are_stored_in_the_stored_images_frame(converted):
+    """A reader that applies no EXIF orientation (TFDS, Model Garden) decodes image and mask as stored:
+    they line up."""
+    turned = 0
+    for file in sorted(f for f in os.listdir(converted) if f.endswith(".tfrecord")):
+        for record in tf.data.TFRecordDataset(os.path.join(converted, file)):
+            example = tf.train.Example.FromString(record.numpy()).features.feature
+            image = tf.io.decode_jpeg(example["image"].bytes_list.value[0]).numpy()
+            mask = tf.io.decode_png(example["segmentation_mask"].bytes_list.value[0]).numpy()
+            assert_aligned(image, mask, file)
+            turned += example["image_orientation"].int64_list.value[0] != 1
+    assert turned
+
+
+def test_tfds_reads_image_and_mask_aligned(converted):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    builder = tfds.builder_from_directory(converted)
+    assert builder.info.features["segmentation_mask"].shape == (None, None, 1)
+    for example in builder.as_dataset(split="train"):
+        assert_aligned(example["image"].numpy(), example["segmentation_mask"].numpy(), "tfds")
+
+
+def test_as_supervised_gives_image_and_mask_for_a_keras_fit(converted):
+    ds = tfrecorder.load_dataset(converted, "TRAIN", batch_size=4, image_size=(32, 32), as_supervised=True)
+    images, masks = next(iter(ds))
+    assert images.shape == (4, 32, 32, 3) and masks.shape == (4, 32, 32, 1) and masks.dtype == tf.uint8
+    model = tf.keras.Sequential([tf.keras.Input((32, 32, 3)), tf.keras.layers.Rescaling(1 / 255),
+                                 tf.keras.layers.Conv2D(len(SEGMENT_CLASSES), 3, padding="same")])
+    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255))
+    history = model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)
+    assert np.isfinite(history.history["loss"][-1])
+
+
+def test_dataset_json_and_info_count_pixels_per_class(converted, scenes):
+    manifest = json.load(open(os.path.join(converted, "dataset.json")))
+    masks = manifest["masks"]
+    assert masks["classes"] == list(SEGMENT_CLASSES) and masks["ignore_index"] == 255
+    train = masks["pixels"]["TRAIN"]
+    expected = np.zeros(256, int)
+    for uri in scenes.loc[scenes["split"] == "TRAIN", "mask_uri"]:
+        expected += np.bincount(np.asarray(Image.open(uri)).ravel(), minlength=256)
+    assert {int(k): v for k, v in train.items()} == {i: int(n) for i, n in enumerate(expected) if n}
+    assert tfrecorder.verify(converted, images=True).ok
+
+
+# --- the rules ---------------------------------------------------------------------------------------------
+
+@pytest.fixture()
+def few(tmp_path) -> pd.DataFrame:
+    return make_segmentation_scenes(str(tmp_path / "few"), n=4, orientations=(1,))[COLUMNS].assign(split="TRAIN")
+
+
+def convert_errors(table: pd.DataFrame, out, **options) -> pd.DataFrame:
+    tfrecorder.convert(table, str(out), progress=False, **options)
+    return pd.read_csv(out / "errors.csv")
+
+
+def test_a_mask_of_another_size_is_a_row_error_naming_image_and_mask(few, tmp_path):
+    small = tmp_path / "small.png"
+    Image.new("L", (64, 48)).save(small)
+    table = few.copy()
+    table.loc[1, "mask_uri"] = str(small)
+    errors = convert_errors(table, tmp_path / "out")
+    assert errors["row"].tolist() == [1] and errors["error"].tolist() == ["mask_size"]
+    message = errors["message"].iloc[0]
+    assert "small.png" in message and "64x48" in message and table.loc[1, "image_uri"] in message
+
+
+def test_a_mask_made_for_the_stored_pixels_is_turned_with_its_photo(tmp_path):
+    scenes = make_segmentation_scenes(str(tmp_path / "s"), n=6, orientations=(6,))
+    for uri in scenes["mask_uri"]:  # the masks drawn on the stored (turned) pixels instead
+        mask = Image.open(uri)
+        mask.transpose(Image.Transpose.ROTATE_90).save(uri)
+    out = str(tmp_path / "out")
+    tfrecorder.convert(scenes[COLUMNS], out, progress=False)
+    for example in tfrecorder.load_dataset(out, "TRAIN"):
+        assert_aligned(example["image"].numpy(), example["segmentation_mask"].numpy(), "stored-frame mask")
+
+
+def test_colour_masks_need_mask_colors(few, tmp_path):
+    table = few.copy()
+    colour = {class_id: tuple(int(v) for v in rgb) for class_id, rgb in
+              enumerate([(0, 0, 0), *OBJECT_COLORS.values()])}
+    for uri in table["mask_uri"]:
+        ids = np.asarray(Image.open(uri))
+        rgb = np.zeros((*ids.shape, 3), np.uint8)
+        for class_id, value in colour.items():
+            rgb[ids == class_id] = value
+        rgb[ids == 255] = (255, 255, 255)
+        Image.fromarray(rgb).save(uri)
+    errors = convert_errors(table, tmp_path / "refused")
+    assert set(errors["error"]) == {"mask_channels"} and "mask_colors" in errors["message"].iloc[0]
+    colors = {rgb: class_id for class_id, rgb in colour.items()} | {(255, 255, 255): 255}
+    out = tmp_path / "mapped"
+    tfrecorder.convert(table, str(out), mask_colors=colors, progress=False)
+    for example in tfrecorder.load_dataset(str(out), "TRAIN"):
+        assert_aligned(example["image"].numpy(), example["segmentation_mask"].numpy(), "mask_colors")
+
+
+def test_undecodable_jpeg_and_unknown_class_masks_are_row_errors(few, tmp_path):
+    table = few.copy()
+    broken, jpeg = tmp_path / "broken.png", tmp_path / "mask.jpg"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    Image.open(table.loc[1, "mask_uri"]).convert("L").save(jpeg)
+    table.loc[0, "mask_uri"], table.loc[1, "mask_uri"] = str(broken), str(jpeg)
+    errors = convert_errors(table, tmp_path / "out", mask_classes=["background", "red"])
+    by_row = dict(zip(errors["row"], errors["error"]))
+    assert by_row[0] == "mask_decode" and by_row[1] == "mask_format"
+    assert set(by_row.values()) - {"mask_decode", "mask_format"} <= {"mask_class"}
+    assert any(v == "mask_class" for v in by_row.values())  # the scenes hold ids 2-4 too
+
+
+def test_a_row_without_a_mask_is_refused_before_any_shard(few, tmp_path):
+    table = few.astype({"mask_uri": object})
+    table.loc[2, "mask_uri"] = None
+    with pytest.raises(SchemaError, match="needs its mask"):
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+
+
+def test_masks_follow_a_resize_when_writing(scenes, tmp_path):
+    for mode in ("stretch", "pad", "crop"):
+        out = str(tmp_path / mode)
+        tfrecorder.convert(scenes[COLUMNS], out, image_size=(60, 60), resize_mode=mode, progress=False)
+        for example in tfrecorder.load_dataset(out, "TRAIN"):
+            assert example["segmentation_mask"].shape == (60, 60, 1)
+            assert_aligned(example["image"].numpy(), example["segmentation_mask"].numpy(), f"written {mode}")
+
+
+# --- Model Garden ------------------------------------------------------------------------------------------
+
+def model_garden_segmentation_decoder():
+    """Model Garden's segmentation ``Decoder`` and ``Parser``, loaded as tests/test_detection.py loads its
+    detection decoder (tf-models-official installed without its dependencies, none of its __init__ run)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("official")
+    if spec is None:
+        pytest.skip("tf-models-official is not installed (make test installs it with --no-deps)")
+    root = list(spec.submodule_search_locations)[0]
+    for name, path in (("official", root), ("official.vision", os.path.join(root, "vision")),
+                       ("official.vision.dataloaders", os.path.join(root, "vision", "dataloaders"))):
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
+    from official.vision.dataloaders.segmentation_input import Decoder
+
+    return Decoder()
+
+
+def test_model_garden_reads_image_and_mask_aligned_from_the_object_detection_layout(scenes, tmp_path):
+    out = str(tmp_path / "od")
+    tfrecorder.convert(scenes[COLUMNS], out, record_format="tf_object_detection", progress=False)
+    decoder = model_garden_segmentation_decoder()
+    decoded = 0
+    for file in sorted(f for f in os.listdir(out) if f.endswith(".tfrecord")):
+        for record in tf.data.TFRecordDataset(os.path.join(out, file)):
+            found = decoder.decode(record)
+            image = tf.io.decode_image(found["image/encoded"], channels=3).numpy()
+            mask = tf.io.decode_image(found["image/segmentation/class/encoded"], channels=1).numpy()
+            assert image.shape[:2] == (found["image/height"], found["image/width"]) == mask.shape[:2]
+            assert_aligned(image, mask, f"model garden, {file}")
+            decoded += 1
+    assert decoded == len(scenes)
+
+
+def test_verify_with_images_decodes_the_masks(converted):
+    """A record whose mask does not decode (its CRCs right: written so) is a problem verify(images=True) names."""
+    from tfrecorder.dataset.manifest import Manifest
+    from tfrecorder.read.verify import _parse_problem
+
+    manifest = Manifest.from_json(open(os.path.join(converted, "dataset.json")).read())
+    shard = sorted(f for f in os.listdir(converted) if f.startswith("train-") and f.endswith(".tfrecord"))[0]
+    record = next(iter(tf.data.TFRecordDataset(os.path.join(converted, shard)))).numpy()
+    assert _parse_problem(record, manifest.features, decode=True) is None
+    example = tf.train.Example.FromString(record)
+    example.features.feature["segmentation_mask"].bytes_list.value[0] = b"\x89PNG\r\n\x1a\n broken"
+    problem = _parse_problem(example.SerializeToString(), manifest.features, decode=True)
+    assert problem is not None and "mask" in problem and "does not decode" in problem
