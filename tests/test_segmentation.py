@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
-from PIL import Image
+from PIL import Image, ImageOps
 
 import tfrecorder
 from tfrecorder.errors import SchemaError
@@ -249,3 +249,44 @@ def test_verify_with_images_decodes_the_masks(converted):
     example.features.feature["segmentation_mask"].bytes_list.value[0] = b"\x89PNG\r\n\x1a\n broken"
     problem = _parse_problem(example.SerializeToString(), manifest.features, decode=True)
     assert problem is not None and "mask" in problem and "does not decode" in problem
+
+
+def test_a_voc_segmentation_folder_is_read_and_converted(scenes, tmp_path):
+    import shutil
+
+    root = tmp_path / "VOC"
+    for folder in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
+        (root / folder).mkdir(parents=True)
+    ids = {"TRAIN": [], "VALIDATION": [], "TEST": []}
+    for row in scenes.itertuples():
+        stem = os.path.basename(row.image_uri)[:-4]
+        shutil.copy(row.image_uri, root / "JPEGImages" / f"{stem}.jpg")
+        voc = Image.fromarray(np.asarray(Image.open(row.mask_uri)), "P")  # indices are the class ids
+        voc.putpalette([v for i in range(256) for v in (i, 255 - i, (7 * i) % 256)])
+        voc.save(root / "SegmentationClass" / f"{stem}.png")
+        ids[row.split].append(stem)
+    for split, name in (("TRAIN", "train"), ("VALIDATION", "val")):
+        (root / "ImageSets" / "Segmentation" / f"{name}.txt").write_text("".join(f"{i}\n" for i in ids[split]))
+    table = tfrecorder.read_annotations(str(root))
+    assert list(table.columns) == COLUMNS and len(table) == len(scenes)
+    assert (table["split"] == "TRAIN").sum() == len(ids["TRAIN"])
+    assert (table["split"] == "UNASSIGNED").sum() == len(ids["TEST"])  # not listed: split by hash
+    out = str(tmp_path / "out")
+    tfrecorder.convert(str(root), out, progress=False)  # the folder itself
+    for example in tfrecorder.load_dataset(out, "TRAIN"):
+        assert_aligned(example["image"].numpy(), example["segmentation_mask"].numpy(), "voc folder")
+
+
+def test_info_show_and_inspect_lay_the_masks_over_the_pictures(converted, tmp_path):
+    counts = tfrecorder.info(converted).label_counts["TRAIN"]
+    assert set(counts) <= {*SEGMENT_CLASSES, "ignore"} and counts["background"] > counts["red"] > 0
+    assert tfrecorder.show(converted, "TRAIN", n=4, path=str(tmp_path / "s.png")).endswith("s.png")
+    folder = tfrecorder.inspect(converted, "TRAIN", num_records=6, output_dir=str(tmp_path / "look"))
+    rows = pd.read_csv(os.path.join(folder, "data.csv"))
+    assert rows["mask_file"].notna().all() and "segmentation_mask" not in rows
+    for row in rows.itertuples():
+        laid = np.asarray(Image.open(os.path.join(folder, row.mask_file)).convert("RGB")).astype(int)
+        assert laid.shape[:2] == (96, 128)  # as displayed, turned photos too
+        shown = ImageOps.exif_transpose(Image.open(os.path.join(folder, row.image_file)))
+        picture = np.asarray(shown.convert("RGB")).astype(int)
+        assert (np.abs(laid - picture).max(-1) > 12).mean() > 0.1  # the class colours laid over the regions

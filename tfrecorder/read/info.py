@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
 from tfrecorder._notebook import in_notebook
-from tfrecorder.dataset.features import IMAGE, IMAGE_URI, OBJECTS
+from tfrecorder.dataset.features import IMAGE, IMAGE_URI, OBJECTS, SEGMENTATION_MASK
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.read.open import open_dataset
@@ -88,6 +88,9 @@ def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) ->
     label = (manifest.label or {}).get("feature")
     if manifest.objects is not None:  # a detection dataset: its objects per class, counted as they were written
         counts = {split: dict(found) for split, found in manifest.objects.get("counts", {}).items()}
+    elif manifest.masks is not None:  # a segmentation dataset: its mask pixels per class, counted when written
+        counts = {split: {mask_class_name(manifest.masks, int(k)): v for k, v in found.items()}
+                  for split, found in manifest.masks.get("pixels", {}).items()}
     elif label:
         from tfrecorder.read.tf_data import load_dataset
 
@@ -138,6 +141,27 @@ class ImageGrid:
 _BOX_COLORS = ("#ff3b30", "#34c759", "#007aff", "#ffcc00", "#af52de", "#ff9500", "#5ac8fa", "#ff2d55")
 
 
+def mask_class_name(masks: dict[str, Any], class_id: int) -> str:
+    """A mask class id's name: dataset.json's ``mask_classes`` entry, "ignore" for ignore_index, else the id."""
+    classes = masks.get("classes") or []
+    if class_id == masks.get("ignore_index"):
+        return "ignore"
+    return classes[class_id] if class_id < len(classes) else str(class_id)
+
+
+def overlay_mask(image: Image.Image, mask: Any, ignore_index: int) -> Image.Image:
+    """``image`` with its mask of class ids laid over it: each class but 0 (background) and ``ignore_index``
+    in a colour of its own, half transparent."""
+    mask = np.asarray(mask)
+    colours = np.zeros((256, 3), np.uint8)
+    for class_id in range(1, 256):
+        colours[class_id] = [int(_BOX_COLORS[(class_id - 1) % len(_BOX_COLORS)][i:i + 2], 16) for i in (1, 3, 5)]
+    painted = (mask > 0) & (mask != ignore_index)
+    pixels = np.asarray(image.convert("RGB")).copy()
+    pixels[painted] = (pixels[painted] * 0.45 + colours[mask[painted]] * 0.55).astype(np.uint8)
+    return Image.fromarray(pixels)
+
+
 def draw_boxes(image: Image.Image, boxes: Any, labels: list[str]) -> Image.Image:
     """Draw normalized ``[ymin, xmin, ymax, xmax]`` boxes on ``image`` (in place), each with its label."""
     draw = ImageDraw.Draw(image)
@@ -170,6 +194,10 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     for example in ds.as_numpy_iterator():
         image = Image.fromarray(np.asarray(example[IMAGE.name]))
         thumb = ImageOps.contain(image, (THUMBNAIL, THUMBNAIL))
+        mask = example.get(SEGMENTATION_MASK.name)
+        if mask is not None:  # a segmentation record: its mask laid over the picture, a colour per class
+            thumb = overlay_mask(image, mask[..., 0], (manifest.masks or {}).get("ignore_index", 255))
+            thumb = ImageOps.contain(thumb, (THUMBNAIL, THUMBNAIL))
         objects = example.get(OBJECTS)
         if objects is not None:  # a detection record: each box and its label drawn where it is
             labels = [names[int(v)] if names else str(int(v)) for v in objects["label"]]

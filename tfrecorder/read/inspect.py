@@ -18,9 +18,10 @@ from tfrecorder.dataset.features import (
     IMAGE_ORIENTATION,
     IMAGE_WIDTH,
     OBJECTS,
+    SEGMENTATION_MASK,
 )
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
-from tfrecorder.read.info import draw_boxes
+from tfrecorder.read.info import draw_boxes, overlay_mask
 from tfrecorder.read.open import open_dataset
 from tfrecorder.read.tf_data import load_dataset
 from tfrecorder.types import TRAIN
@@ -51,9 +52,12 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
     label = (manifest.label or {}).get("feature")
     for index, example in enumerate(ds.as_numpy_iterator()):
         objects = example.pop(OBJECTS, None)
+        mask = example.pop(SEGMENTATION_MASK.name, None)
         row = {k: _text(v) for k, v in example.items() if k != IMAGE.name}
         if IMAGE.name in example:
             row["image_file"] = _write_image(output_dir, index, example)
+        if mask is not None and IMAGE.name in example and example[IMAGE_FORMAT.name] != b"raw":
+            row["mask_file"] = _write_mask(output_dir, index, example, mask, manifest.masks or {})
         if objects is not None:  # a detection record: its objects' lists, and its picture with the boxes drawn
             row.update({f"{OBJECTS}/{k}": _text(v) for k, v in objects.items()})
             names = [vocabulary[i] if vocabulary else str(i) for i in objects["label"].tolist()]
@@ -87,6 +91,21 @@ def _write_image(output_dir: str, index: int, example: dict) -> str:
     name = f"{index:05d}.{extension}"
     with open(os.path.join(output_dir, name), "wb") as f:
         f.write(data)
+    return name
+
+
+def _write_mask(output_dir: str, index: int, example: dict, mask: bytes, masks: dict) -> str:
+    """The record's picture as displayed with its mask laid over it: both are stored in the stored pixels'
+    frame, so they are laid together there, then turned."""
+    picture = Image.open(io.BytesIO(example[IMAGE.name]))
+    ids = np.asarray(Image.open(io.BytesIO(mask)))
+    laid = overlay_mask(picture, ids, masks.get("ignore_index", 255))
+    orientation = int(example.get(IMAGE_ORIENTATION.name, 1))
+    if orientation != 1:
+        laid.getexif()[0x0112] = orientation  # turned as viewers turn the photo
+        laid = ImageOps.exif_transpose(laid)
+    name = f"{index:05d}-mask.png"
+    laid.save(os.path.join(output_dir, name))
     return name
 
 

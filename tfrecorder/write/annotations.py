@@ -21,7 +21,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.splits import DEFAULT_FRACTIONS, TEST, TRAIN, UNASSIGNED, VALIDATION, hash_fraction
 
 BOX_COLUMNS = ("xmin", "ymin", "xmax", "ymax")
@@ -32,8 +32,9 @@ COCO_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # instances_<na
 AUTOML_WIDTH = 11  # split, image, label, then x,y of 4 vertices: 2-vertex rows leave two pairs empty
 
 
-def read_annotations(path: str, images_dir: str | None = None) -> pd.DataFrame:
-    """Read object-detection annotations into a DataFrame of one row per box (``LONG_FORM``).
+def read_annotations(path: str, images_dir: str | None = None, task: str = "auto") -> pd.DataFrame:
+    """Read object-detection annotations into a DataFrame of one row per box (``LONG_FORM``), or a VOC
+    folder's segmentation masks into a row per image.
 
     Args:
         path: a Pascal VOC folder (``Annotations/*.xml`` beside ``JPEGImages/``, or XML files beside the
@@ -42,6 +43,9 @@ def read_annotations(path: str, images_dir: str | None = None) -> pd.DataFrame:
             4-vertex form). Local, gs:// or any fsspec URL.
         images_dir: where the images are, when not where the format says (VOC: ``JPEGImages/`` or beside
             the XML; COCO: beside the JSON, or ``images/`` there).
+        task: ``"detection"`` (VOC's ``Annotations/``), ``"segmentation"`` (VOC's ``SegmentationClass/``
+            palette PNGs: ``split, image_uri, mask_uri``, splits from ``ImageSets/Segmentation``), or
+            ``"auto"``: a VOC folder's boxes where it has ``Annotations/``, else its masks.
 
     Returns:
         The boxes: ``split, image_uri, label, xmin, ymin, xmax, ymax`` (pixels from 0 for VOC and COCO,
@@ -61,11 +65,17 @@ def read_annotations(path: str, images_dir: str | None = None) -> pd.DataFrame:
         >>> boxes[["split", "label", "xmin", "ymin", "xmax", "ymax"]].values.tolist()
         [['TRAIN', 'cat', 8.0, 4.0, 24.0, 24.0]]
     """
+    if task not in ("auto", "detection", "segmentation"):
+        raise TFRecorderError(f"task={task!r}: use 'auto', 'detection' or 'segmentation'")
     url = os.fspath(path)
     fs, fs_path = filesystem(url)
     if not fs.exists(fs_path):
         raise TFRecorderError(f"annotations {url!r} do not exist")
     if fs.isdir(fs_path):
+        root = fs_path.rstrip("/")
+        if task == "segmentation" or (task == "auto" and fs.isdir(f"{root}/SegmentationClass")
+                                      and not fs.isdir(f"{root}/Annotations")):
+            return _voc_segmentation(url, images_dir)
         return _voc(url, images_dir)
     if url.lower().endswith(".json"):
         return _coco(url, images_dir)
@@ -84,7 +94,8 @@ def annotation_table(source: Any) -> pd.DataFrame | None:
         return None
     if fs.isdir(path):
         names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
-        voc = "Annotations" in names or any(n.lower().endswith(".xml") for n in names)
+        voc = "Annotations" in names or "SegmentationClass" in names or any(n.lower().endswith(".xml")
+                                                                             for n in names)
         return read_annotations(url) if voc else None
     if url.lower().endswith(".json"):
         return read_annotations(url)
@@ -138,10 +149,28 @@ def _voc(url: str, images_dir: str | None) -> pd.DataFrame:
     return _frame(rows, ("difficult", "truncated", *SIZE_COLUMNS))
 
 
-def _voc_splits(fs: Any, root: str) -> dict[str, str]:
-    """Image id -> split from ImageSets/Main/{train,val,test,trainval}.txt (trainval: TRAIN or VALIDATION by a
-    stable hash of the id, in the default fractions' proportion)."""
-    main = f"{root}/ImageSets/Main"
+def _voc_segmentation(url: str, images_dir: str | None) -> pd.DataFrame:
+    """A VOC folder's ``SegmentationClass/*.png`` (palette PNGs of class ids, 255 the border to ignore), each
+    with its photo from ``JPEGImages/``: ``split, image_uri, mask_uri``, splits from ImageSets/Segmentation."""
+    fs, root = filesystem(url)
+    root = root.rstrip("/")
+    masks = sorted(p for p in fs.ls(f"{root}/SegmentationClass", detail=False) if p.lower().endswith(".png"))
+    if not masks:
+        raise TFRecorderError(f"{url!r}: SegmentationClass/ holds no PNG masks")
+    images = images_dir if images_dir is not None else _url(url, fs, f"{root}/JPEGImages")
+    splits = _voc_splits(fs, root, "Segmentation")
+    rows = []
+    for mask in masks:
+        image_id = posixpath.splitext(posixpath.basename(mask))[0]
+        rows.append({SPLIT_COLUMN: splits.get(image_id, UNASSIGNED), IMAGE_COLUMN: _join(images, f"{image_id}.jpg"),
+                     MASK_COLUMN: _url(url, fs, mask)})
+    return pd.DataFrame(rows, columns=[SPLIT_COLUMN, IMAGE_COLUMN, MASK_COLUMN])
+
+
+def _voc_splits(fs: Any, root: str, task: str = "Main") -> dict[str, str]:
+    """Image id -> split from ImageSets/<task>/{train,val,test,trainval}.txt (trainval: TRAIN or VALIDATION by
+    a stable hash of the id, in the default fractions' proportion)."""
+    main = f"{root}/ImageSets/{task}"
     found: dict[str, str] = {}
     for name in ("trainval", *VOC_SPLITS):  # train/val/test, where given, over trainval's guess
         path = f"{main}/{name}.txt"
