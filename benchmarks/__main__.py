@@ -6,11 +6,12 @@ from benchmarks import (
     bench_read,
     bench_runners,
     bench_scale,
+    bench_segmentation,
     bench_tabular,
     bench_wide,
     bench_write,
 )
 
-for module in (bench_write, bench_read, bench_detection, bench_runners, bench_tabular, bench_wide, bench_scale,
-               bench_memory):
+for module in (bench_write, bench_read, bench_detection, bench_segmentation, bench_runners, bench_tabular,
+               bench_wide, bench_scale, bench_memory):
     module.main([])

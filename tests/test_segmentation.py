@@ -290,3 +290,19 @@ def test_info_show_and_inspect_lay_the_masks_over_the_pictures(converted, tmp_pa
         shown = ImageOps.exif_transpose(Image.open(os.path.join(folder, row.image_file)))
         picture = np.asarray(shown.convert("RGB")).astype(int)
         assert (np.abs(laid - picture).max(-1) > 12).mean() > 0.1  # the class colours laid over the regions
+
+
+def test_header_validation_keeps_grey_masks_as_they_are(few, tmp_path):
+    """validate_images='header': a grey PNG made for its (upright) photo is stored byte for byte, checked by
+    its header; its class ids are checked, and its pixels counted, only when masks are decoded ('full')."""
+    grey = [uri for uri in few["mask_uri"] if Image.open(uri).mode == "L"]
+    table = few[few["mask_uri"].isin(grey)]
+    out = tmp_path / "header"
+    result = tfrecorder.convert(table, str(out), validate_images="header", mask_classes=["background", "red"],
+                                progress=False)
+    assert result.splits["TRAIN"].errors == 0  # ids beyond "red" are not looked for
+    stored = {bytes(e["segmentation_mask"].numpy()) for e in tfrecorder.load_dataset(str(out), "TRAIN",
+                                                                                     decode_images=False)}
+    assert stored == {open(uri, "rb").read() for uri in grey}
+    full = convert_errors(table, tmp_path / "full", mask_classes=["background", "red"])
+    assert set(full["error"]) == {"mask_class"}

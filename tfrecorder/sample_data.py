@@ -187,8 +187,8 @@ def make_segmentation_scenes(directory: str, n: int = 24, size: tuple[int, int] 
     """Draw ``n`` JPEG scenes of solid rectangles and ellipses (classes ``SEGMENT_CLASSES``) on noise, each with
     its mask of class ids, under ``directory``; return ``split, image_uri, mask_uri, orientation``. Photos are
     stored turned with an EXIF orientation (cycling through ``orientations``) while their masks are upright,
-    as a labelling tool saves them; masks alternate between grey PNGs and VOC-style palette PNGs with a
-    255 border (VOC's "ignore") around each region.
+    as a labelling tool saves them; masks come in pairs of grey PNGs and of VOC-style palette PNGs, every
+    other one with a 255 border (VOC's "ignore") around each region.
 
     Example:
         >>> scenes = make_segmentation_scenes(str(tmp_path / "seg"), n=2)
@@ -220,7 +220,7 @@ def make_segmentation_scenes(directory: str, n: int = 24, size: tuple[int, int] 
         image_path = os.path.join(directory, f"scene-{i:04d}.jpg")
         stored.save(image_path, quality=95, exif=exif.tobytes())
         mask_path = os.path.join(directory, f"scene-{i:04d}-mask.png")
-        if i % 2:  # VOC's SegmentationClass: a palette PNG whose indices are the class ids
+        if (i // 2) % 2:  # VOC's SegmentationClass: a palette PNG whose indices are the class ids
             palette = mask.convert("P")
             palette.putpalette([v for c in range(256) for v in _voc_color(c)])
             palette.save(mask_path)

@@ -28,62 +28,84 @@ _ONE_CHANNEL = {"L", "P", "1", "I", "I;16", "I;16B", "I;16L"}
 
 
 def load_mask(location: str | None, uri: str | None, image: StoredImage, image_uri: str | None,
-              settings: MaskSettings, size: tuple[int, int] | None, resize_mode: str,
-              limits: FetchLimits = FetchLimits()) -> tuple[bytes, np.ndarray]:
+              settings: MaskSettings, size: tuple[int, int] | None, resize_mode: str, validate: str = "full",
+              limits: FetchLimits = FetchLimits()) -> tuple[bytes, np.ndarray | None]:
     """The mask of ``image`` (at ``location``) as stored: PNG bytes of its class ids, in the stored image's
-    frame, and the count of pixels of each id (256 counts). ``size``/``resize_mode``: how the image was
-    resized, when it was. Raises ImageError naming the image and the mask."""
-    ids = _class_ids(fetch(location, limits), uri, settings)
+    frame, and the count of pixels of each id (256 counts; None for a mask checked by its header alone).
+    ``size``/``resize_mode``: how the image was resized, when it was. ``validate``: "header" stores a grey
+    PNG made for the stored pixels as it is, checked by its header (size, one channel), as images are;
+    "full" decodes every mask and checks its class ids. Raises ImageError naming the image and the mask."""
+    data = fetch(location, limits)
+    picture = _open(data, uri, settings)
     geometry = image.geometry
     shown = (geometry.height, geometry.width)
     turned = geometry.source_orientation in (5, 6, 7, 8)
     stored = (shown[1], shown[0]) if turned else shown
-    mask = Image.fromarray(ids, "L")
-    if ids.shape == shown:  # made for the picture as displayed (upright)
-        pass
-    elif ids.shape == stored:  # made for the stored pixels: shown as the picture is
-        mask = mask.transpose(_SHOW[geometry.source_orientation])
-    else:
-        raise ImageError("mask_size", f"mask {uri} is {ids.shape[1]}x{ids.shape[0]}, but its image {image_uri} is "
+    found = (picture.height, picture.width)
+    if found not in (shown, stored):
+        raise ImageError("mask_size", f"mask {uri} is {found[1]}x{found[0]}, but its image {image_uri} is "
                                       f"{shown[1]}x{shown[0]} as displayed" +
                                       (f" ({stored[1]}x{stored[0]} as stored)" if stored != shown else ""))
+    # Made for the stored pixels (unturned, or of their turned size), of bytes kept as they were: as it is
+    as_given = image.source is None and found == stored and (geometry.orientation == 1 or stored != shown)
+    if as_given and picture.format == "PNG" and picture.mode == "L":  # what decode_png reads as the ids
+        if validate == "header":
+            return data, None
+        _load(picture, uri)
+        counts = np.asarray(picture.histogram(), np.int64)
+        _check_classes(counts, uri, settings)
+        return data, counts
+    mask = Image.fromarray(_class_ids(picture, uri, settings), "L")
+    if found != shown:  # made for the stored pixels: shown as the picture is
+        mask = mask.transpose(_SHOW[geometry.source_orientation])
     if image.source is not None:  # re-encoded upright: the mask goes where the pixels went
         if size is not None:
             mask = _resize(mask, size, resize_mode, settings.ignore_index)
     elif geometry.orientation != 1:  # kept bytes: back into their stored pixels
         mask = mask.transpose(_SHOW[INVERSE[geometry.orientation]])
-    values = np.asarray(mask)
-    counts = np.bincount(values.ravel(), minlength=256)
+    counts = np.asarray(mask.histogram(), np.int64)
     _check_classes(counts, uri, settings)
     buffer = io.BytesIO()
     mask.save(buffer, "PNG", compress_level=6)
     return buffer.getvalue(), counts
 
 
-def _class_ids(data: bytes, uri: str | None, settings: MaskSettings) -> np.ndarray:
-    """The mask's class ids, uint8 (H, W): a one-channel image's values, a palette image's indices, an RGB
-    image's colours through ``mask_colors``."""
+def _open(data: bytes, uri: str | None, settings: MaskSettings) -> Image.Image:
+    """The mask opened (its header read): an image Pillow reads, not a JPEG, one channel or ``mask_colors``."""
     try:
-        image = Image.open(io.BytesIO(data))
-        image.load()
+        picture = Image.open(io.BytesIO(data))
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         raise ImageError("mask_decode", f"mask {uri} cannot be decoded: {e}") from e
-    if image.format == "JPEG":
+    if picture.format == "JPEG":
         raise ImageError("mask_format", f"mask {uri} is a JPEG: lossy compression changes class ids at every "
                                         f"edge; save masks as PNG")
-    if image.mode in _ONE_CHANNEL:
-        ids = np.asarray(image)
+    if picture.mode not in _ONE_CHANNEL and not settings.colors:
+        raise ImageError("mask_channels", f"mask {uri} has {len(picture.getbands())} channels ({picture.mode}): a "
+                                          f"mask holds one channel of class ids; for colour masks pass "
+                                          f"mask_colors={{(r, g, b): class_id, ...}}")
+    return picture
+
+
+def _load(picture: Image.Image, uri: str | None) -> None:
+    try:
+        picture.load()
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, Image.DecompressionBombError) as e:
+        raise ImageError("mask_decode", f"mask {uri} cannot be decoded: {e}") from e
+
+
+def _class_ids(picture: Image.Image, uri: str | None, settings: MaskSettings) -> np.ndarray:
+    """The mask's class ids, uint8 (H, W): a one-channel image's values, a palette image's indices, an RGB
+    image's colours through ``mask_colors``."""
+    _load(picture, uri)
+    if picture.mode in _ONE_CHANNEL:
+        ids = np.asarray(picture)
         if ids.dtype != np.uint8 and ids.size and (ids.min() < 0 or ids.max() > 255):
             raise ImageError("mask_class", f"mask {uri} holds class ids up to {ids.max()}: at most 255 are stored")
         return ids.astype(np.uint8)
-    if not settings.colors:
-        raise ImageError("mask_channels", f"mask {uri} has {len(image.getbands())} channels ({image.mode}): a mask "
-                                          f"holds one channel of class ids; for colour masks pass "
-                                          f"mask_colors={{(r, g, b): class_id, ...}}")
-    rgb = np.asarray(image.convert("RGB")).astype(np.int32)
+    rgb = np.asarray(picture.convert("RGB")).astype(np.int32)
     packed = (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
     ids = np.full(packed.shape, -1, np.int32)
-    for (r, g, b), class_id in settings.colors:
+    for (r, g, b), class_id in settings.colors or ():
         ids[packed == (r << 16 | g << 8 | b)] = class_id
     if (ids < 0).any():
         y, x = np.argwhere(ids < 0)[0]

@@ -218,7 +218,8 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
             image = load_image(locations[row], settings, options.fetch)
             if masks is not None:
                 mask, pixels = load_mask(masks[row], table.mask_uris[row], image, table.image_uris[row],
-                                         options.masks, settings.size, settings.resize_mode, options.fetch)
+                                         options.masks, settings.size, settings.resize_mode, settings.validate,
+                                         options.fetch)
                 image = replace(image, mask=mask, mask_pixels=pixels)
         except ImageError as e:
             return e, None
