@@ -103,7 +103,7 @@ def main(argv=None) -> None:
     loop, ours = work / "loop", work / "ours"
     write = interleaved_best({
         "DeepLab-style loop (sizes from the headers, no decode)": lambda: deeplab_loop(table, fresh(loop)),
-        "to_tfr, validate_images='header' (every mask decoded and checked)":
+        "to_tfr, validate_images='header' (images and masks checked by their headers)":
             lambda: tfrecorder.convert(table, str(fresh(ours)), validate_images="header", progress=False),
         "to_tfr (defaults: every image and mask decoded and checked)":  # last: its files are read below
             lambda: tfrecorder.convert(table, str(fresh(ours)), progress=False),
