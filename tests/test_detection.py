@@ -15,6 +15,7 @@ import tensorflow as tf
 from PIL import Image
 
 import tfrecorder
+from tests.model_garden import model_garden
 from tfrecorder.errors import SchemaError
 from tfrecorder.sample_data import OBJECT_COLORS, make_detection_scenes, stored_pixels, write_voc
 
@@ -296,27 +297,8 @@ def test_supervised_batches_in_keras_hub_formats(scenes, tmp_path):
 # --- the Object Detection API's layout ---------------------------------------------------------------------
 
 def model_garden_decoder():
-    """TF Model Garden's ``TfExampleDecoder``, from tf-models-official's own files. ``make test`` installs
-    the package without its dependencies (it pins an older TensorFlow); its ``official.vision`` package
-    imports Model Garden's whole training stack on import, so the decoder's module is loaded through
-    plain package objects over the same folders, running none of the ``__init__`` files."""
-    import importlib.util
-    import sys
-    import types
-
-    spec = importlib.util.find_spec("official")
-    if spec is None:
-        pytest.skip("tf-models-official is not installed (make test installs it with --no-deps)")
-    root = list(spec.submodule_search_locations)[0]
-    for name, path in (("official", root), ("official.vision", os.path.join(root, "vision")),
-                       ("official.vision.dataloaders", os.path.join(root, "vision", "dataloaders"))):
-        if name not in sys.modules:
-            package = types.ModuleType(name)
-            package.__path__ = [path]
-            sys.modules[name] = package
-    from official.vision.dataloaders.tf_example_decoder import TfExampleDecoder
-
-    return TfExampleDecoder()
+    """Model Garden's ``TfExampleDecoder`` (tests/model_garden.py loads it)."""
+    return model_garden("tf_example_decoder").TfExampleDecoder()
 
 
 @pytest.fixture(scope="module")

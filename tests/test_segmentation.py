@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import types
 
 import numpy as np
 import pandas as pd
@@ -16,6 +14,7 @@ import tensorflow as tf
 from PIL import Image, ImageOps
 
 import tfrecorder
+from tests.model_garden import model_garden
 from tfrecorder.errors import SchemaError
 from tfrecorder.sample_data import OBJECT_COLORS, SEGMENT_CLASSES, make_segmentation_scenes
 
@@ -201,23 +200,8 @@ def test_masks_follow_a_resize_when_writing(scenes, tmp_path):
 # --- Model Garden ------------------------------------------------------------------------------------------
 
 def model_garden_segmentation_decoder():
-    """Model Garden's segmentation ``Decoder`` and ``Parser``, loaded as tests/test_detection.py loads its
-    detection decoder (tf-models-official installed without its dependencies, none of its __init__ run)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("official")
-    if spec is None:
-        pytest.skip("tf-models-official is not installed (make test installs it with --no-deps)")
-    root = list(spec.submodule_search_locations)[0]
-    for name, path in (("official", root), ("official.vision", os.path.join(root, "vision")),
-                       ("official.vision.dataloaders", os.path.join(root, "vision", "dataloaders"))):
-        if name not in sys.modules:
-            package = types.ModuleType(name)
-            package.__path__ = [path]
-            sys.modules[name] = package
-    from official.vision.dataloaders.segmentation_input import Decoder
-
-    return Decoder()
+    """Model Garden's ``Decoder`` (tests/model_garden.py loads it)."""
+    return model_garden("segmentation_input").Decoder()
 
 
 def test_model_garden_reads_image_and_mask_aligned_from_the_object_detection_layout(scenes, tmp_path):
