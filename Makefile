@@ -25,11 +25,11 @@ test: $(STAMP)  ## the whole suite: unit, writers, reader, CLI, demo
 lint: $(STAMP)
 	$(BIN)/ruff check tfrecorder tests examples benchmarks
 
-docs: $(STAMP)  ## regenerate docs/api.md from the docstrings
-	$(BIN)/python docs/make_api.py
+docs: $(STAMP)  ## the documentation site, from docs/ and the docstrings, into site/ (fails on any warning)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf build demo_output .pytest_cache
+	rm -rf build dist site demo_output .pytest_cache

@@ -1,6 +1,6 @@
 """Other readers of our folders, each the real client: TensorFlow Datasets, random-access readers' index files,
-plain tf.data with only dataset.json (the README's snippet), Apache Beam, and PyTorch's `tfrecord` package
-(optional: runs where torch and tfrecord are installed)."""
+plain tf.data with only dataset.json (the snippet in docs/other-readers.md), Apache Beam, and PyTorch's
+`tfrecord` package (optional: runs where torch and tfrecord are installed)."""
 
 from __future__ import annotations
 
@@ -125,15 +125,15 @@ def test_verify_checks_index_files_and_load_dataset_ignores_them(image_table, tm
     assert len(list(tfrecorder.load_dataset(str(out), split="TRAIN"))) == 6  # the reader never opens them
 
 
-def test_the_readme_plain_tf_snippet_reads_a_dataset(tabular_table, tmp_path, monkeypatch):
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_plain_tf_snippet_reads_a_dataset(tabular_table, tmp_path, monkeypatch):
+    readme = (ROOT / "docs" / "other-readers.md").read_text()
     snippet = readme.split("<!-- test: tests/test_interop.py runs this block -->", 1)[1]
     code = snippet.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     table = tabular_table.assign(t=[1700000001.75 + i for i in range(7)] + [None])  # a float64 column
     tfrecorder.convert(table, "out", progress=False, compression="gzip", num_shards=2)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README's code
+    exec(compile(code, "other-readers.md", "exec"), namespace)  # noqa: S102 - our own docs' code
     batch = next(iter(namespace["train"]))
     expected = tfrecorder.read_tfr("out", split="TRAIN")
     assert batch["label"].numpy().tolist() == expected["label"].tolist()

@@ -59,8 +59,15 @@ def test_convert_and_load(image_table, tmp_path):
     assert int(splits["TRAIN"].cardinality()) == 6
 
 
-def test_api_reference_is_up_to_date():
-    sys.path.insert(0, str(ROOT / "docs"))
-    import make_api
+def test_the_documentation_site_builds_without_a_warning(tmp_path):
+    """make docs: MkDocs in strict mode - every page in the nav, every link inside the docs, every API entry
+    found and its docstring parsed - with the API reference generated from the package's public names."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                           cwd=ROOT, capture_output=True, text=True, env=env)
+    assert built.returncode == 0, built.stderr[-3000:]
+    reference = (tmp_path / "site" / "reference" / "index.html").read_text()
+    for name in ("convert", "load_dataset", "read_tfr", "read_annotations", "WriteDataset", "MaskUri"):
+        assert name in reference, name
 
-    assert (ROOT / "docs" / "api.md").read_text() == make_api.render(), "run: python docs/make_api.py"
+

@@ -17,7 +17,7 @@ class TensorflowAccessor:
     def to_tfr(self, output_dir: str, schema: Any = None, runner: str = "local", **kwargs: Any):
         """Convert this DataFrame to TFRecord shards; see ``tfrecorder.convert`` for every argument.
 
-        Example:
+        Examples:
             >>> result = df.tensorflow.to_tfr(str(tmp_path / "out"), progress=False)
             >>> sorted(result.splits)
             ['TEST', 'TRAIN', 'VALIDATION']

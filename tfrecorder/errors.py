@@ -14,7 +14,7 @@ _ROW_ERROR = re.compile(r"row (\d+) \(split (\w+)\), column 'image_uri' = '(.*?)
 class TFRecorderError(ValueError):
     """A conversion or read cannot go on; the message says what, where and how to fix it.
 
-    Example:
+    Examples:
         >>> tfrecorder.load_dataset(dataset_dir, split="DEV")
         Traceback (most recent call last):
         ...
@@ -40,7 +40,7 @@ class RowError(TFRecorderError):
     Raised only with ``on_error="raise"``; with ``on_error="report"`` the same
     facts go to ``errors.csv``.
 
-    Example:
+    Examples:
         >>> str(RowError(4, "TRAIN", "gs://b/a.jpg", "not_found", "not found: gs://b/a.jpg"))
         "row 4 (split TRAIN), column 'image_uri' = 'gs://b/a.jpg': not_found: not found: gs://b/a.jpg"
     """

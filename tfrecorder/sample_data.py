@@ -25,7 +25,7 @@ def make_sample_images(directory: str, n: int = 300, size: tuple[int, int] = (64
     The table has ``split`` (80/10/10), ``image_uri``, ``label`` and two extra columns,
     ``brightness`` (float) and ``camera`` (str). The same arguments always give the same files.
 
-    Example:
+    Examples:
         >>> df = make_sample_images(str(tmp_path / "images"), n=6)
         >>> list(df.columns)
         ['split', 'image_uri', 'label', 'brightness', 'camera']
@@ -88,7 +88,7 @@ def make_detection_scenes(directory: str, n: int = 24, size: tuple[int, int] = (
     ``stored_height`` (the file's EXIF orientation and its pixels' size as stored: scenes cycle through
     ``orientations``, stored turned with the EXIF tag that shows them upright).
 
-    Example:
+    Examples:
         >>> boxes = make_detection_scenes(str(tmp_path / "scenes"), n=3)
         >>> sorted(boxes.columns)[:4]
         ['image_uri', 'label', 'orientation', 'split']
@@ -145,7 +145,7 @@ def write_voc(scenes: pd.DataFrame, directory: Any) -> str:
     1-based and inclusive, ``<size>`` as stored; the images copied into ``JPEGImages/``; the splits in
     ``ImageSets/Main``). Returns the folder.
 
-    Example:
+    Examples:
         >>> scenes = make_detection_scenes(str(tmp_path / "scenes"), n=3)
         >>> sorted(os.listdir(write_voc(scenes, tmp_path / "voc")))
         ['Annotations', 'ImageSets', 'JPEGImages']
@@ -190,7 +190,7 @@ def make_segmentation_scenes(directory: str, n: int = 24, size: tuple[int, int] 
     as a labelling tool saves them; masks come in pairs of grey PNGs and of VOC-style palette PNGs, every
     other one with a 255 border (VOC's "ignore") around each region.
 
-    Example:
+    Examples:
         >>> scenes = make_segmentation_scenes(str(tmp_path / "seg"), n=2)
         >>> list(scenes.columns)
         ['split', 'image_uri', 'mask_uri', 'orientation']

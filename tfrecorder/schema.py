@@ -60,7 +60,7 @@ def _check_boxes(columns: Mapping[str, type[ColumnType]]) -> None:
 class Schema(Mapping[str, type[ColumnType]]):
     """An ordered mapping of column name to column type.
 
-    Example:
+    Examples:
         >>> from tfrecorder import Schema, types
         >>> s = Schema({"split": types.SplitKey, "image_uri": types.ImageUri,
         ...             "label": types.StringLabel, "weight": types.FloatInput})

@@ -21,7 +21,7 @@ _SECRETS = re.compile(rf"(?i)([?&;](?:{'|'.join(map(re.escape, _SECRET_PARAMS))}
 def redact(text: str) -> str:
     """``text`` with URL passwords/user names and secret query values replaced by REDACTED.
 
-    Example:
+    Examples:
         >>> from tfrecorder.dataset.redact import redact
         >>> redact("https://me:pw@host/a.jpg?X-Goog-Signature=abc&size=2")
         'https://REDACTED@host/a.jpg?X-Goog-Signature=REDACTED&size=2'

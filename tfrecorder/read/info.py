@@ -78,7 +78,7 @@ def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) ->
     """Splits, counts, bytes, shards, schema and the label distribution of each split (``storage_timeout``: see
     ``read_manifest``).
 
-    Example:
+    Examples:
         >>> info = tfrecorder.info(dataset_dir)
         >>> info.label_counts["TRAIN"]
         {'cat': 2, 'dog': 2, 'goat': 2}
@@ -180,7 +180,7 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     In a notebook it returns an ``ImageGrid`` that renders inline (nothing written); elsewhere it
     saves a PNG contact sheet (to ``path``, or a temporary file) and returns the file's path.
 
-    Example:
+    Examples:
         >>> tfrecorder.show(dataset_dir, split="TRAIN", n=4, path=str(tmp_path / "sheet.png")).endswith("sheet.png")
         True
     """

@@ -38,7 +38,7 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
     so nothing in the data decides where files are written. ``data.csv`` has every other
     feature, the label's name, and the image file name.
 
-    Example:
+    Examples:
         >>> folder = tfrecorder.inspect(dataset_dir, split="TRAIN", num_records=2, output_dir=str(tmp_path / "look"))
         >>> sorted(name.split(".")[0] for name in os.listdir(folder))
         ['00000', '00001', 'data']

@@ -78,7 +78,7 @@ def read_manifest(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TI
     """The Manifest of a dataset folder, or a TFRecorderError saying why there is none. ``storage_timeout``:
     seconds one object-store (gs://) operation may take, its retries included.
 
-    Example:
+    Examples:
         >>> manifest = tfrecorder.read_manifest(dataset_dir)
         >>> manifest.records("TRAIN"), manifest.vocabulary, manifest.rows["TEST"].written
         (6, ['cat', 'dog', 'goat'], 3)

@@ -41,7 +41,7 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     TRAIN, VALIDATION, TEST order. Reads with plain Python: TensorFlow is not imported. ``storage_timeout``:
     seconds one object-store (gs://) operation may take, its retries included.
 
-    Example:
+    Examples:
         >>> df = tfrecorder.read_tfr(dataset_dir, split="TRAIN", columns=["label", "weight"])
         >>> list(df.columns)
         ['label', 'weight']

@@ -87,7 +87,7 @@ class ReadOptions:
 def label_names(tfrecord_dir: Any) -> list[str] | None:
     """The label vocabulary (names by id), or None when labels were integers.
 
-    Example:
+    Examples:
         >>> tfrecorder.label_names(dataset_dir)
         ['cat', 'dog', 'goat']
     """
@@ -102,7 +102,7 @@ def feature_spec(tfrecord_dir: Any, features: Sequence[str] | None = None) -> di
     bits of each value: parse it as int64, then ``tf.bitcast(x, tf.float64)``. For reading the shards
     with plain ``tf.data``; ``load_dataset`` does all of this for you.
 
-    Example:
+    Examples:
         >>> spec = tfrecorder.feature_spec(dataset_dir)
         >>> spec["label"]
         FixedLenFeature(shape=[], dtype=tf.int64, default_value=None)
@@ -180,7 +180,7 @@ def load_dataset(
     "rel_center_xywh", "center_xywh", "center_yxhw"; "rel_" ones are fractions, the others pixels), ready for
     a KerasHub detector's ``fit``.
 
-    Example:
+    Examples:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
         >>> batch = next(iter(ds))
         >>> batch["image"].shape, batch["image"].dtype
@@ -209,7 +209,7 @@ def load_dataset(
 def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
     """Every split as a dict ``{"TRAIN": ds, ...}`` (TFRecorder 2.0's ``tfrecorder.load``).
 
-    Example:
+    Examples:
         >>> {name: int(ds.cardinality()) for name, ds in tfrecorder.load(dataset_dir).items()}
         {'TRAIN': 6, 'VALIDATION': 3, 'TEST': 3}
     """

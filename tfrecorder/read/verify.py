@@ -81,7 +81,7 @@ def verify(tfrecord_dir: str, images: bool = False,
     ``storage_timeout`` seconds (one operation, its retries included). Reads with plain Python: TensorFlow is
     not imported.
 
-    Example:
+    Examples:
         >>> report = tfrecorder.verify(dataset_dir)
         >>> report.ok, report.records
         (True, 12)

@@ -55,7 +55,7 @@ def read_annotations(path: str, images_dir: str | None = None, task: str = "auto
         (``trainval``: TRAIN or VALIDATION by a stable hash of the image id); COCO's from the file name
         (``instances_val2017.json``: VALIDATION); AutoML's own; else UNASSIGNED.
 
-    Example:
+    Examples:
         >>> coco = {"images": [{"id": 1, "file_name": "a.jpg", "width": 64, "height": 48}],
         ...         "annotations": [{"image_id": 1, "bbox": [8, 4, 16, 20], "category_id": 3, "iscrowd": 0,
         ...                          "area": 320.0}],

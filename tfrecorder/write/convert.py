@@ -168,7 +168,8 @@ def convert(
             process. By default: one thread per core for local files, with the shards of large tables written by
             one forked process per core on Linux; more threads for remote URLs.
         split_fractions: (TRAIN, VALIDATION, TEST) fractions for rows without a split.
-        project, region: Google Cloud project and region (DataflowRunner).
+        project: Google Cloud project (DataflowRunner).
+        region: Google Cloud region (DataflowRunner).
         dataflow_options: any other Beam pipeline options, e.g. ``{"machine_type": "n2-standard-4",
             "max_num_workers": 20}`` for Dataflow, ``{"direct_running_mode": "multi_processing",
             "direct_num_workers": 2}`` for the DirectRunner.
@@ -180,7 +181,7 @@ def convert(
     Returns:
         ConvertResult with per-split counts, shard files, bytes and seconds.
 
-    Example:
+    Examples:
         >>> import pandas as pd, tfrecorder
         >>> df = pd.DataFrame({"split": ["TRAIN", "TEST"], "x": [1.5, 2.0], "label": ["a", "a"]})
         >>> result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
@@ -375,7 +376,7 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any):
     """Convert, then load every split (TFRecorder 2.0's ``convert_and_load``): ``{"TRAIN": ds, ...}``.
 
-    Example:
+    Examples:
         >>> splits = tfrecorder.convert_and_load(df, str(tmp_path / "both"), progress=False)
         >>> sorted(splits), int(splits["TRAIN"].cardinality())
         (['TEST', 'TRAIN', 'VALIDATION'], 6)

@@ -33,7 +33,7 @@ class ConvertResult(Mapping[str, Any]):
     It is also the read-only dict TFRecorder 2.0 returned, over its keys ``tfrecord_dir``, ``job_id`` and
     ``metrics``: ``result["metrics"]``, ``"job_id" in result``, ``result.get(...)``, ``dict(result)`` work.
 
-    Example:
+    Examples:
         >>> result = tfrecorder.convert(df, str(tmp_path / "r"), progress=False)
         >>> result.splits["TRAIN"].written, result["metrics"]["rows"], result.errors
         (6, 12, 0)

@@ -379,7 +379,7 @@ def _file_url(url: str, fs: Any, path: str) -> str:
 def create_image_csv(image_dir: str, output_csv: str) -> pd.DataFrame:
     """Write the table of an image folder as a CSV (``tfrecorder create-image-csv``); returns it.
 
-    Example:
+    Examples:
         >>> images = make_sample_images(str(tmp_path / "imgs"), n=6)
         >>> table = tfrecorder.create_image_csv(str(tmp_path / "imgs"), str(tmp_path / "imgs.csv"))
         >>> list(table.columns), len(table)

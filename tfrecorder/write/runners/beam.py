@@ -449,7 +449,7 @@ class WriteDataset(beam.PTransform):
     the same rows make the same parts, in whatever order they come), which the conversion then reads as it
     reads any Parquet source; nothing but file names moves through the rest of the pipeline.
 
-    Example:
+    Examples:
         >>> import apache_beam as beam
         >>> from tfrecorder.beam import WriteDataset
         >>> rows = [{"split": "TRAIN", "x": float(i), "label": "ab"[i % 2]} for i in range(6)]
