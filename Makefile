@@ -24,6 +24,7 @@ test: $(STAMP)  ## the whole suite: unit, writers, reader, CLI, demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check tfrecorder tests examples benchmarks
+	$(BIN)/python -m mypy tfrecorder
 
 docs: $(STAMP)  ## the documentation site, from docs/ and the docstrings, into site/ (fails on any warning)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

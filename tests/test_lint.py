@@ -1,4 +1,5 @@
-"""The code base passes ruff with the project's settings (pyproject.toml), so style drift fails make test."""
+"""The code base passes ruff (pyproject.toml) and mypy (setup.cfg states its strictness), so style drift and
+type errors fail make test."""
 
 from __future__ import annotations
 
@@ -12,4 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ruff_passes():
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "tfrecorder", "tests", "benchmarks", "examples"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_passes():
+    proc = subprocess.run([sys.executable, "-m", "mypy", "tfrecorder"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -199,7 +199,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
         progress=False if args.no_progress else None, num_workers=args.num_workers,
         project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,
         wait=args.wait, dataflow_options=beam_options or None,
-        **({"split_fractions": fractions} if fractions else {}),
+        **({"split_fractions": fractions} if fractions else {}),  # type: ignore[arg-type]
     )
     print(result)
 

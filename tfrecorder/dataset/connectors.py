@@ -151,7 +151,7 @@ class Float64(Float32):
     field = "int64_list"
     tf_dtype = "int64"
     placeholder = 0
-    numbers = np.int64
+    numbers: ClassVar[Any] = np.int64  # the wire values are the float64s' int64 bits
 
     def stored(self, value: Any) -> int:
         return float64_bits(value)

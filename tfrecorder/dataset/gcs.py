@@ -34,7 +34,8 @@ from tfrecorder.dataset.storage import (
 
 logger = logging.getLogger(__name__)
 
-_BACKOFF = {"initial": 1.0, "maximum": 32.0, "multiplier": 2.0}  # Google's client: 1 s, doubling, with jitter
+# Google's client's backoff: 1 s, doubling up to 32 s, with jitter
+_BACKOFF: dict[str, Any] = {"initial": 1.0, "maximum": 32.0, "multiplier": 2.0}
 
 
 class _Silent(Exception):

@@ -12,7 +12,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import google_crc32c
 
@@ -124,6 +124,7 @@ class RecordWriter:
         self._index = index
         self._index_lines: list[str] = []
         self._raw = raw
+        self._out: Any
         if compression == "gzip":
             self._out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0, filename="")
         elif compression == "zlib":
@@ -153,7 +154,7 @@ class RecordWriter:
             self._out.write(b"".join(self._pending))  # one write per ~1 MiB, not four small ones per record
             self._pending.clear()
             self._pending_bytes = 0
-        if self._index_lines:
+        if self._index_lines and self._index is not None:
             self._index.write("".join(self._index_lines).encode("ascii"))
             self._index_lines.clear()
 

@@ -20,7 +20,7 @@ from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardI
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, filesystem
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.types import TEST, TRAIN, VALIDATION
+from tfrecorder.types import TEST, TRAIN, VALIDATION, Kind
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,9 @@ def _infer_features(samples: list[Any], fs: Any, paths: list[str]):
             info["present"] += 1
             if info["first"] is None and len(values):
                 info["first"] = values[0]
-    features, image, label = [], None, None
+    features: list[FeatureInfo] = []
+    image: dict[str, Any] | None = None
+    label = None
     for name, info in sorted(seen.items()):
         if len(info["kinds"]) > 1:
             logger.warning("feature %r is left out: it is %s in different records, which tf.io.parse_example "
@@ -137,7 +139,7 @@ def _infer_features(samples: list[Any], fs: Any, paths: list[str]):
         if dtype == "string" and scalar and image is None and _looks_like_image(info["first"]):
             role, image = "image", {"format": "keep", "formats": [], "channels": [], "shape": None}
         features.append(FeatureInfo(name, role, dtype, [] if scalar else [None], nullable=nullable,
-                                    default=BY_KIND[dtype].missing if nullable else None))
+                                    default=BY_KIND[Kind(dtype)].missing if nullable else None))
     names = {f.name for f in features}
     # TFRecorder 2.0's own feature names (its format, not ours: they stay as 2.0 wrote them)
     if image is None and {"image", "image_height", "image_width", "image_channels"} <= names:

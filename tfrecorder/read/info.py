@@ -96,8 +96,8 @@ def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) ->
 
         names = manifest.vocabulary
         for split in manifest.splits:
-            ds = load_dataset(tfrecord_dir, split=split, features=[label], batch_size=4096, decode_images=False,
-                              storage_timeout=storage_timeout)
+            ds: Any = load_dataset(tfrecord_dir, split=split, features=[label], batch_size=4096,
+                                   decode_images=False, storage_timeout=storage_timeout)  # one split: a Dataset
             counter: Counter = Counter()
             for batch in ds.as_numpy_iterator():
                 values = batch[label]
@@ -189,7 +189,8 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     manifest = open_dataset(tfrecord_dir)[0]
     names = manifest.vocabulary
     label_feature = (manifest.label or {}).get("feature")
-    ds = load_dataset(tfrecord_dir, split=split, channels=3).take(max(0, int(n)))
+    ds: Any = load_dataset(tfrecord_dir, split=split, channels=3)  # one split: a Dataset
+    ds = ds.take(max(0, int(n)))
     thumbnails, captions = [], []
     for example in ds.as_numpy_iterator():
         image = Image.fromarray(np.asarray(example[IMAGE.name]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -45,7 +46,7 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
     """
     manifest = open_dataset(tfrecord_dir, storage_timeout)[0]
     vocabulary = manifest.vocabulary
-    ds = load_dataset(tfrecord_dir, split=split, decode_images=False, storage_timeout=storage_timeout)
+    ds: Any = load_dataset(tfrecord_dir, split=split, decode_images=False, storage_timeout=storage_timeout)
     ds = ds.take(max(0, int(num_records)))
     os.makedirs(output_dir, exist_ok=True)
     rows = []

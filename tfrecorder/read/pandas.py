@@ -65,9 +65,9 @@ def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Se
     if objects is not None and objects.get("record_format", DEFAULT_RECORD_FORMAT) != DEFAULT_RECORD_FORMAT:
         objects = None  # the Object Detection API's layout: a row per record, its objects' lists as they are
     if objects is not None:  # a row per box: the box's edges are columns, the objects/ lists are exploded
-        box_columns = manifest.feature(objects["bbox"]).column.split(",")
+        box_columns = (manifest.feature(objects["bbox"]).column or "").split(",")
         available = [c for c in available if c != ",".join(box_columns)]
-        available[available.index(label.get("column")):0] = box_columns  # the long form's order: edges first
+        available[available.index(str(label.get("column"))):0] = box_columns  # the long form's order: edges first
         if columns is not None:
             missing = [c for c in columns if c not in available]
             if missing:

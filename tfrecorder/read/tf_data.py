@@ -190,7 +190,8 @@ def load_dataset(
         num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
     options = ReadOptions(
         batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
-        image_size=tuple(image_size) if image_size is not None else None, resize_mode=resize_mode,
+        image_size=(int(image_size[0]), int(image_size[1])) if image_size is not None else None,
+        resize_mode=resize_mode,
         resize_method=resize_method,
         as_supervised=as_supervised, channels=channels, features=tuple(features) if features is not None else None,
         label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
@@ -346,6 +347,7 @@ def box_format_of(boxes: tf.Tensor, box_format: str, size: tf.Tensor | None) -> 
     image's (height, width), for the pixel formats."""
     y0, x0, y1, x1 = tf.unstack(boxes, 4, axis=-1)
     if not box_format.startswith("rel_"):
+        assert size is not None, "a pixel box format needs the image's size"
         height, width = size[0], size[1]
         y0, y1, x0, x1 = y0 * height, y1 * height, x0 * width, x1 * width
     name = box_format.removeprefix("rel_")

@@ -255,7 +255,7 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
                 scale = jpeg_scale(example[IMAGE_HEIGHT.name], example[IMAGE_WIDTH.name], image_size, resize_mode)
             image = decode_bytes(example[IMAGE.name], example.get(IMAGE_FORMAT.name), formats,
                                  want if direct else 0, scale)
-            if static_scale is not None and direct:
+            if static_scale is not None and direct and uniform:
                 ratio = JPEG_RATIOS[static_scale]
                 image = tf.ensure_shape(image, [-(-uniform[0] // ratio), -(-uniform[1] // ratio), want])
         if raw or not direct:

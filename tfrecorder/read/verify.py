@@ -191,7 +191,7 @@ def _check_shard(folder: Folder, manifest: Manifest, info: ShardInfo, images: bo
                 damaged = True
                 break
             found.records += 1
-            if index is not None:
+            if index is not None and frame is not None:
                 index.check(number, frame)
         if index is not None and not damaged:
             index.finish()

@@ -364,8 +364,8 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
     if detached and outcome.job_name:
         run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
     seconds = time.perf_counter() - started
-    extra = dict(job_id=outcome.job_id, job_name=outcome.job_name, job_url=outcome.job_url,
-                 counters=outcome.counters, pipeline_options=outcome.options)
+    extra: dict[str, Any] = dict(job_id=outcome.job_id, job_name=outcome.job_name, job_url=outcome.job_url,
+                                 counters=outcome.counters, pipeline_options=outcome.options)
     if not outcome.finished:
         return ConvertResult(folder.url, {}, seconds, runner, **extra)
     manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))

@@ -62,8 +62,8 @@ class ExampleEncoder:
         self._features = self._example.features.feature
         self._budget = self.REBUILD_BYTES
         split = self._slot(features.SPLIT.name, features.SPLIT.connector)
-        self._fixed: list[tuple[Any, list[Any]]] = [(split, self._splits)]
-        self._varying: list[tuple[str, str, list[Any]]] = []
+        self._fixed: list[tuple[Any, Any]] = [(split, self._splits)]
+        self._varying: list[tuple[str, str, Any]] = []
         for c in self._columns:
             connector = (features.LABEL.connector if c.type.role is Role.LABEL
                          else stored_connector(c.kind, source=c.source))

@@ -258,7 +258,8 @@ def _features(table: Table, options: WriteOptions) -> list[FeatureInfo]:
 
 def _row_counts(rows_in: dict[str, int], results: Sequence[ShardResult]) -> dict[str, RowCounts]:
     rows_in = Counter(rows_in)
-    written, errors = Counter(), Counter()
+    written: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
     for r in results:
         written[r.spec.split] += r.rows_written
         errors[r.spec.split] += len(r.failures)

@@ -107,7 +107,7 @@ def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
         if settings.validate == "full":
             with DECODE_MEMORY.hold(_pixel_bytes(img, scale=8 if img.format == "JPEG" else 1)):
                 _decode_check(img)
-        return _oriented(data, height, width, keep_channels, img.format.lower(), exif_orientation(img))
+        return _oriented(data, height, width, keep_channels, str(img.format).lower(), exif_orientation(img))
     with DECODE_MEMORY.hold(2 * _pixel_bytes(img)):  # the decoded pixels and a converted copy
         return _reencode(img, settings)
 

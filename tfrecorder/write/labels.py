@@ -13,7 +13,7 @@ def build_vocabulary(labels: Sequence[object], splits: Sequence[str]) -> list[st
     seen: set[str] = set()
     for label, split in zip(labels, splits):
         if split == TRAIN and label is not None:
-            seen.update(label if isinstance(label, list) else [label])
+            seen.update(label if isinstance(label, list) else [str(label)])
     return sorted(seen)
 
 

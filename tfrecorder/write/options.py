@@ -190,7 +190,7 @@ def mask_settings(classes: Sequence[str] | None, colors: Mapping[tuple[int, int,
             raise TFRecorderError(f"mask_colors={colors!r}: colours are (r, g, b) of 0-255, class ids 0-255")
     if not isinstance(ignore_index, int) or not 0 <= ignore_index <= 255:
         raise TFRecorderError(f"ignore_index={ignore_index!r}: a class id of 0-255 (masks are stored as uint8)")
-    return MaskSettings(tuple(classes) if classes is not None else None, pairs, ignore_index)
+    return MaskSettings(tuple(classes) if classes is not None else None, pairs, ignore_index)  # type: ignore[arg-type]
 
 
 def check_image_size(size: Any) -> tuple[int, int] | None:

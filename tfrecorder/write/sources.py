@@ -495,7 +495,7 @@ def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFa
 
 def _read_csv_facts(url: str, names: list[str] | None, first: list[str], rows: int, keep: bool) -> tuple[Any, ...]:
     """One pass over a CSV of this layout: its names, first row, width used, rows, kinds and kept part."""
-    count, kinds, kept = 0, {}, None
+    count, kinds, kept = 0, {}, None  # type: tuple[int, dict[str, Any], Any]
     width = len(first)
     with open_url(url) as f, pd.read_csv(f, chunksize=rows, **_csv_options(names)) as reader:
         for part in reader:
@@ -576,7 +576,8 @@ class TableFiles:
     def _csv_parts(self, index: int, url: str, rows: int) -> Iterator[pd.DataFrame]:
         names, first, width = self.layouts[index]
         labels = list(self.label_columns[index])
-        kept, numbers = (self.kept[index] if index < len(self.kept) else None) or (None, {})
+        found: Any = (self.kept[index] if index < len(self.kept) else None) or (None, {})
+        kept, numbers = found
         with contextlib.ExitStack() as reading:
             if kept is not None and len(kept) <= rows:
                 reader: Iterable[pd.DataFrame] = [kept]

@@ -175,7 +175,7 @@ def table_schema(files: Source, schema: Schema | None, part_rows: int | None = N
     return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema, files)
 
 
-def _first_part_schema(first: tuple[pd.DataFrame, str | None, int] | None, schema: Schema | None,
+def _first_part_schema(first: tuple[pd.DataFrame, Any, int] | None, schema: Schema | None,
                        files: Source) -> Schema:
     """``schema``, or the one inferred from the first part's columns: their kinds from a Parquet file's own
     schema, from the whole file's text for a CSV (``TableFiles.kinds``), never from the part's values alone;
@@ -229,13 +229,14 @@ class Spiller:
         self._held_bytes = 0
         self._fractions, self._run_digest = fractions, run_digest
         self._writers: dict[tuple[int, int], Any] = {}
-        self._facts, self._template, self._digest = Facts(), None, None
+        self._facts, self._digest = Facts(), None
+        self._template: Table | None = None
         self._counts = np.zeros((buckets, len(WRITTEN_SPLITS)), np.int64)
         self._sample: dict[str, Any] = {}
         self._uri_keys: list[leakage.KeyedRows] = []
         self._remote = False
 
-    def add(self, df: pd.DataFrame, base_dir: str | None, first_row: int) -> None:
+    def add(self, df: pd.DataFrame, base_dir: Any, first_row: int) -> None:
         part, facts = validate_part(df, self._schema, first_row=first_row, base_dir=base_dir,
                                     fractions=self._fractions)
         self._facts = self._facts.merge(facts)
@@ -294,7 +295,7 @@ class Spiller:
             earlier = self._sample.get(split)
             self._sample[split] = _smallest([arrow.take(pa.array(mine)), *([earlier] if earlier is not None else [])])
 
-    def spill(self, parts: Iterator[tuple[pd.DataFrame, str, int]]) -> Summary:
+    def spill(self, parts: Iterator[tuple[pd.DataFrame, Any, int]]) -> Summary:
         """``add`` each part, then ``close``."""
         try:
             for df, base_dir, first_row in parts:
@@ -341,7 +342,8 @@ class Spiller:
         if self._first is not None:
             _HELD_PARTS[self._spill.url] = self._first
             held = {(code, b) for code, b in zip(*np.nonzero(self._counts.T))}
-            files = {(int(code), int(b)): (self._name(int(code), int(b)),) for code, b in held}
+            files: dict[tuple[int, int], tuple[str, ...]] = {
+                (int(code), int(b)): (self._name(int(code), int(b)),) for code, b in held}
         elif self._held is not None:
             _HELD.setdefault(self._spill.url, {}).update({self._name(*key): rows for key, rows in self._held.items()})
             files = {key: (self._name(*key),) for key in self._held}

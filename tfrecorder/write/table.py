@@ -161,7 +161,7 @@ def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.nda
         return hash_array(_objects([None if v is None else repr([cast(x) for x in v] if cast else list(v))
                                     for v in values]))
     if kind is Kind.BYTES:
-        return text_hashes(values)
+        return text_hashes(list(values))
     if kind in (Kind.FLOAT32, Kind.FLOAT64):
         # By the value's float32, however the whole column is stored: the key must not wait for that decision
         # (a part of a table has the keys of the whole), and 0.1 given as float32 (Parquet, a DataFrame) or as

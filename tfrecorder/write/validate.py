@@ -355,7 +355,7 @@ def finalize(part: Table, facts: Facts, float_precision: str = "auto") -> Table:
         label = replace(label, nullable=facts.columns[label.name].nullable, source=facts.columns[label.name].source)
         if label.type.kind is Kind.BYTES:
             vocabulary = facts.vocabulary
-            ids = labels.to_label_ids(label.name, label.values, part.splits, vocabulary)
+            ids = labels.to_label_ids(label.name, list(label.values), part.splits, vocabulary)
             label = replace(label, nullable=False, values=ids)
     features = []
     for column in part.features:
@@ -395,7 +395,7 @@ def store_floats(column: Column, precision: str, floats: FloatFacts | None = Non
     reason = floats.float64_reason() if precision == "auto" else None
     if precision == "auto" and reason is None:
         return column
-    bits = array.view(np.int64)
+    bits: Any = array.view(np.int64)
     values = column.values
     if not isinstance(values, np.ndarray):
         bits = [None if v is None else b for v, b in zip(values, bits.tolist())]
@@ -503,9 +503,9 @@ def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: in
     pandas = dtypes.describe(series.dtype) if col_type.role is Role.FEATURE and not col_type.is_list else None
     fast = _fast_numeric(series, col_type)
     if fast is not None:
-        values, source = fast
-        nullable = not isinstance(values, np.ndarray) and any(v is None for v in values)
-        return Column(name, feature, col_type, nullable, source, values, pandas=pandas), None
+        given, source = fast
+        nullable = not isinstance(given, np.ndarray) and any(v is None for v in given)
+        return Column(name, feature, col_type, nullable, source, given, pandas=pandas), None
     convert = BY_KIND[col_type.kind].check
     values: list[Any] = []
     bad: list[int] = []
@@ -541,7 +541,7 @@ def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: in
     return Column(name, feature, col_type, any(v is None for v in values), source, values, pandas=pandas), problem
 
 
-def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[Any], str] | None:
+def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[Any] | np.ndarray, str] | None:
     """Whole-column conversion for plain numeric dtypes and all-str text columns (no per-value checks)."""
     dtype = series.dtype
     if col_type.is_list:

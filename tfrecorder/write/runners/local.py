@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
@@ -147,7 +147,7 @@ def _mapper(pool: ThreadPoolExecutor | None, threads: int) -> ImageMapper:
     return ordered_map(pool, window=max(4 * threads, 32)) if pool is not None else serial_map
 
 
-def _in_threads(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) -> Iterator[ShardResult]:
+def _in_threads(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) -> Generator[ShardResult, None, None]:
     """Shards written by this process: ``how.shards`` at once, their images fetched by one shared pool."""
     pool = ThreadPoolExecutor(how.image_threads, "tfrecorder") if how.image_threads > 1 else None
     try:
@@ -184,7 +184,8 @@ def _shards_at_once(plan: Sequence[T], at_once: int, write: Callable[[T, Callabl
             stop.set()
 
 
-def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) -> Iterator[ShardResult]:
+def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter,
+                  bar) -> Generator[ShardResult, None, None]:
     """Shards written by ``how.processes`` forked processes, the results in plan order.
 
     fork, not spawn or forkserver: those would run the user's script again in each process (no __main__
