@@ -66,6 +66,14 @@ def long_form(scenes: pd.DataFrame, root) -> pd.DataFrame:
     return scenes[["split", "image_uri", "label", *EDGES]]
 
 
+@pytest.fixture(scope="module")
+def long_form_out(scenes, tmp_path_factory) -> str:
+    """The scenes' long form converted with the defaults, once for the tests that only read it."""
+    out = str(tmp_path_factory.mktemp("long-form") / "out")
+    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
+    return out
+
+
 KINDS = {"long form": long_form, "voc": write_voc, "coco": write_coco, "automl": write_automl}
 
 
@@ -274,9 +282,8 @@ def test_normalized_boxes_and_box_units(one_scene, tmp_path):
         tfrecorder.convert(one_scene, str(tmp_path / "bad"), box_units="inches", progress=False)
 
 
-def test_supervised_batches_in_keras_hub_formats(scenes, tmp_path):
-    out = str(tmp_path / "out")
-    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
+def test_supervised_batches_in_keras_hub_formats(long_form_out, tmp_path):
+    out = long_form_out
     ds = tfrecorder.load_dataset(out, "TRAIN", batch_size=4, image_size=(64, 64), max_objects=5,
                                  as_supervised=True, bounding_box_format="xyxy")
     images, targets = next(iter(ds))
@@ -344,9 +351,8 @@ def test_the_object_detection_layout_is_only_for_detection_tables(detection_api,
         tfrecorder.convert(plain, str(tmp_path / "out"), record_format="tf_object_detection", progress=False)
 
 
-def test_info_counts_objects_and_show_and_inspect_draw_the_boxes(scenes, tmp_path):
-    out = str(tmp_path / "out")
-    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
+def test_info_counts_objects_and_show_and_inspect_draw_the_boxes(scenes, long_form_out, tmp_path):
+    out = long_form_out
     counts = tfrecorder.info(out).label_counts
     train = scenes[scenes["split"] == "TRAIN"]["label"].value_counts().to_dict()
     assert counts["TRAIN"] == train
@@ -361,31 +367,34 @@ def test_info_counts_objects_and_show_and_inspect_draw_the_boxes(scenes, tmp_pat
     assert drawn.size == (128, 96)  # as displayed, EXIF-rotated ones too
 
 
-def test_box_formats_are_keras_own(scenes, tmp_path):
-    """Every bounding_box_format gives what Keras's own converter makes of the stored boxes."""
+def test_box_formats_are_keras_own(long_form_out):
+    """Every bounding_box_format gives what Keras's own converter makes of the stored boxes: two of them through
+    load_dataset's pipeline, every one through the conversion that pipeline applies."""
     from keras.utils import bounding_boxes
 
     from tfrecorder.dataset.features import BOX_FORMATS
+    from tfrecorder.read.tf_data import box_format_of
 
-    out = str(tmp_path / "out")
-    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
-    _, reference = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=6, image_size=(48, 80),
-                                                     max_objects=3, as_supervised=True)))
+    def batch(box_format: str):
+        return next(iter(tfrecorder.load_dataset(long_form_out, "TRAIN", batch_size=6, image_size=(48, 80),
+                                                 max_objects=3, as_supervised=True,
+                                                 bounding_box_format=box_format)))[1]
+
+    reference = batch("rel_yxyx")
     real = reference["labels"].numpy() >= 0
+    boxes = reference["boxes"].numpy()[real]
     for box_format in BOX_FORMATS[1:]:
-        _, targets = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=6, image_size=(48, 80),
-                                                       max_objects=3, as_supervised=True,
-                                                       bounding_box_format=box_format)))
-        keras_boxes = bounding_boxes.convert_format(reference["boxes"].numpy()[real], "rel_yxyx", box_format,
-                                                    height=48, width=80)
-        np.testing.assert_allclose(targets["boxes"].numpy()[real], np.asarray(keras_boxes), atol=1e-4,
-                                   err_msg=box_format)
-        assert (targets["boxes"].numpy()[~real] == -1).all()
+        keras_boxes = np.asarray(bounding_boxes.convert_format(boxes, "rel_yxyx", box_format, height=48, width=80))
+        ours = box_format_of(tf.constant(boxes), box_format, tf.constant([48.0, 80.0])).numpy()
+        np.testing.assert_allclose(ours, keras_boxes, atol=1e-4, err_msg=box_format)
+        if box_format in ("center_yxhw", "rel_xywh"):
+            targets = batch(box_format)
+            np.testing.assert_allclose(targets["boxes"].numpy()[real], keras_boxes, atol=1e-4, err_msg=box_format)
+            assert (targets["boxes"].numpy()[~real] == -1).all()
 
 
-def test_verify_and_a_plain_parse_with_feature_spec(scenes, tmp_path):
-    out = str(tmp_path / "out")
-    tfrecorder.convert(scenes[["split", "image_uri", "label", *EDGES]], out, progress=False)
+def test_verify_and_a_plain_parse_with_feature_spec(long_form_out, tmp_path):
+    out = long_form_out
     report = tfrecorder.verify(out)
     assert report.ok, report
     spec = tfrecorder.feature_spec(out)

@@ -24,7 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def relay(gcs_bucket, monkeypatch):
-    """An emulator of this test's own, reached through a Relay; gcsfs is pointed at the relay meanwhile."""
+    """An emulator of this test's own, reached through a Relay; gcsfs is pointed at the relay meanwhile. Retries
+    in this process back off from 50 ms instead of Google's 1 s: the same tries, sooner."""
+    from tfrecorder.dataset import gcs
+
+    monkeypatch.setattr(gcs, "_BACKOFF", {**gcs._BACKOFF, "initial": 0.05, "maximum": 0.8})
     with gcs_emulator(BUCKET) as address:
         relay = Relay(("127.0.0.1", int(address.rsplit(":", 1)[1])))
         previous = os.environ["STORAGE_EMULATOR_HOST"]
