@@ -290,3 +290,14 @@ def test_header_validation_keeps_grey_masks_as_they_are(few, tmp_path):
     assert stored == {open(uri, "rb").read() for uri in grey}
     full = convert_errors(table, tmp_path / "full", mask_classes=["background", "red"])
     assert set(full["error"]) == {"mask_class"}
+
+
+def test_local_and_direct_runner_write_the_same_masks(scenes, tmp_path):
+    pytest.importorskip("apache_beam")
+    table = scenes[COLUMNS].iloc[:8]
+    tfrecorder.convert(table, str(tmp_path / "local"), progress=False)
+    tfrecorder.convert(table, str(tmp_path / "beam"), runner="DirectRunner")
+    shards = sorted(f for f in os.listdir(tmp_path / "local") if f.endswith(".tfrecord"))
+    assert shards
+    for name in shards:
+        assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "beam" / name).read_bytes(), name
