@@ -301,3 +301,31 @@ def test_local_and_direct_runner_write_the_same_masks(scenes, tmp_path):
     assert shards
     for name in shards:
         assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "beam" / name).read_bytes(), name
+
+
+def test_images_and_masks_on_gcs_give_the_masks_of_a_local_run(scenes, gcs_dir, tmp_path):
+    """Images and masks on gs:// (the GCS emulator) are fetched with the images' bounds and retries: the masks
+    written are those of the same files read locally, and a mask missing there is a row error naming it."""
+    import fsspec
+
+    fs = fsspec.filesystem("gs")
+    table = scenes[COLUMNS].iloc[:6].reset_index(drop=True)
+    remote = table.copy()
+    for column in ("image_uri", "mask_uri"):
+        remote[column] = [f"{gcs_dir}/{os.path.basename(p)}" for p in table[column]]
+        for local, url in zip(table[column], remote[column]):
+            fs.pipe(url, open(local, "rb").read())
+    remote.loc[5, "mask_uri"] = f"{gcs_dir}/missing-mask.png"
+    tfrecorder.convert(table.iloc[:5], str(tmp_path / "local"), progress=False)
+    result = tfrecorder.convert(remote, str(tmp_path / "remote"), progress=False)
+    errors = pd.read_csv(tmp_path / "remote" / "errors.csv")
+    assert errors["row"].tolist() == [5] and "missing-mask.png" in errors["message"].iloc[0]
+    assert result.splits[remote.loc[5, "split"]].errors == 1
+
+    def masks(folder):
+        return {os.path.basename(e["image_uri"].numpy().decode()): bytes(e["segmentation_mask"].numpy())
+                for split in ("TRAIN", "VALIDATION", "TEST")
+                if split in tfrecorder.read_manifest(str(folder)).splits
+                for e in tfrecorder.load_dataset(str(folder), split, decode_images=False)}
+
+    assert masks(tmp_path / "remote") == masks(tmp_path / "local")
