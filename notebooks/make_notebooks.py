@@ -117,7 +117,7 @@ NOTEBOOKS = {
                "orientation, as phones save them: the boxes stay on their objects."),
         ("code", "import os, tempfile\nimport tfrecorder\n"
                  "from tfrecorder.sample_data import make_detection_scenes, write_voc\n\n"
-                 "work = tempfile.mkdtemp()\nscenes = make_detection_scenes(os.path.join(work, 'scenes'), n=40)\n"
+                 "work = tempfile.mkdtemp()\nscenes = make_detection_scenes(os.path.join(work, 'scenes'), n=24)\n"
                  "voc = write_voc(scenes, os.path.join(work, 'voc'))\nsorted(os.listdir(voc))"),
         ("md", "`read_annotations` reads VOC, COCO and AutoML CSVs into one long form, a row per box, to look at "
                "and filter in pandas; `convert` takes the same paths directly."),
@@ -164,7 +164,7 @@ NOTEBOOKS = {
         ("code", "import os, tempfile\nimport tfrecorder\n"
                  "from tfrecorder.sample_data import SEGMENT_CLASSES, make_segmentation_scenes\n\n"
                  "work = tempfile.mkdtemp()\n"
-                 "pairs = make_segmentation_scenes(os.path.join(work, 'scenes'), n=40)\n"
+                 "pairs = make_segmentation_scenes(os.path.join(work, 'scenes'), n=24)\n"
                  "pairs[['split', 'image_uri', 'mask_uri']].head()"),
         ("md", "A `mask_uri` column makes it a segmentation table. Every mask is checked against its image "
                "(size as displayed or as stored, one channel, class ids within `mask_classes`); a bad one is a "
