@@ -80,6 +80,17 @@ SCENE_ORIENTATIONS = (1, 6, 1, 8, 1, 3)
 _STORED_TURN = {3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270}
 
 
+def _save_turned(shown: Image.Image, orientation: int, path: str) -> Image.Image:
+    """Save ``shown`` as a JPEG stored turned, with the EXIF ``orientation`` that shows it upright (as phones
+    save photos); the stored picture."""
+    stored = shown.transpose(_STORED_TURN[orientation]) if orientation in _STORED_TURN else shown
+    exif = Image.Exif()
+    if orientation != 1:
+        exif[0x0112] = orientation
+    stored.save(path, quality=95, exif=exif.tobytes())
+    return stored
+
+
 def make_detection_scenes(directory: str, n: int = 24, size: tuple[int, int] = (96, 128), seed: int = 0,
                           orientations: tuple[int, ...] = SCENE_ORIENTATIONS) -> pd.DataFrame:
     """Draw ``n`` JPEG scenes of 1-3 solid rectangles (classes ``OBJECT_COLORS``) on noise under ``directory``;
@@ -112,13 +123,8 @@ def make_detection_scenes(directory: str, n: int = 24, size: tuple[int, int] = (
             picture[y:y + h, x:x + w] = OBJECT_COLORS[label]
             boxes.append((label, x, y, x + w, y + h))
         orientation = orientations[i % len(orientations)]
-        shown = Image.fromarray(picture)
-        stored = shown.transpose(_STORED_TURN[orientation]) if orientation in _STORED_TURN else shown
-        exif = Image.Exif()
-        if orientation != 1:
-            exif[0x0112] = orientation
         path = os.path.join(directory, f"scene-{i:04d}.jpg")
-        stored.save(path, quality=95, exif=exif.tobytes())
+        stored = _save_turned(Image.fromarray(picture), orientation, path)
         for label, x0, y0, x1, y1 in boxes:
             rows.append((split, path, label, float(x0), float(y0), float(x1), float(y1), orientation,
                          stored.width, stored.height))
@@ -213,12 +219,8 @@ def make_segmentation_scenes(directory: str, n: int = 24, size: tuple[int, int] 
             (draw_mask.ellipse if cell % 2 else draw_mask.rectangle)(
                 box, fill=class_id, outline=255 if i % 2 else class_id)
         orientation = orientations[i % len(orientations)]
-        stored = picture.transpose(_STORED_TURN[orientation]) if orientation in _STORED_TURN else picture
-        exif = Image.Exif()
-        if orientation != 1:
-            exif[0x0112] = orientation
         image_path = os.path.join(directory, f"scene-{i:04d}.jpg")
-        stored.save(image_path, quality=95, exif=exif.tobytes())
+        _save_turned(picture, orientation, image_path)
         mask_path = os.path.join(directory, f"scene-{i:04d}-mask.png")
         if (i // 2) % 2:  # VOC's SegmentationClass: a palette PNG whose indices are the class ids
             palette = mask.convert("P")

@@ -22,7 +22,7 @@ MASK_COLUMN = "mask_uri"
 ListLike = (list, tuple, np.ndarray)
 
 
-def _check_boxes(columns: Mapping[str, type[ColumnType]]) -> None:
+def _check_image_roles(columns: Mapping[str, type[ColumnType]]) -> None:
     """A detection table names each box edge once, all four of them, beside an image and a single label; a
     segmentation table's mask goes with an image."""
     masks = [n for n, t in columns.items() if t.role is Role.MASK]
@@ -81,7 +81,7 @@ class Schema(Mapping[str, type[ColumnType]]):
             named = [n for n, t in checked.items() if t.role is role]
             if len(named) > 1:
                 raise SchemaError(f"schema has {len(named)} {role.value} columns ({named}); at most one is allowed")
-        _check_boxes(checked)
+        _check_image_roles(checked)
         self._columns = checked
 
     def __getitem__(self, name: str) -> type[ColumnType]:

@@ -142,8 +142,9 @@ class ObjectEncoder:
         boxes, clipped = np.zeros((0, 4), np.float32), 0
         if objects:
             annotated = self._annotated[objects[0]] if self._annotated is not None else None
+            row_of = dict(zip(positions, rows))
             boxes, clipped = stored_boxes(self._edges[objects], self._table.box_units, self._frame, annotated,
-                                          image.geometry, [rows[positions.index(p)] for p in objects])
+                                          image.geometry, [row_of[p] for p in objects])
         labels = [self._labels[p] for p in objects]
         if self._detection_api:
             return self._detection_api_example(positions[0], objects, image, boxes, labels), labels, clipped
@@ -154,10 +155,7 @@ class ObjectEncoder:
         stored[features.SPLIT.name].bytes_list.value.append(self._split[positions[0]])
         stored[features.OBJECT_BBOX.name].float_list.value.extend(boxes.ravel().tolist())
         stored[features.OBJECT_LABEL.name].int64_list.value.extend(labels)
-        for name, field, missing, values in self._extras:
-            kind_list = getattr(stored[name], field)
-            kind_list.SetInParent()
-            kind_list.value.extend(missing if values[p] is None else values[p] for p in objects)
+        self._set_extras(stored, objects, lambda name: name)
         return example.SerializeToString(deterministic=True), labels, clipped
 
     def _uris(self, position: int) -> str:
@@ -177,11 +175,16 @@ class ObjectEncoder:
         stored[features.OD_CLASS_TEXT.name].bytes_list.value.extend(texts)
         stored[features.OD_CLASS_LABEL.name].int64_list.value.extend(
             [label + 1 for label in labels] if vocabulary is not None else labels)
+        self._set_extras(stored, objects, lambda name: features.od_object_feature(name.partition("/")[2]))
+        return example.SerializeToString(deterministic=True)
+
+    def _set_extras(self, stored: Any, objects: list[int], key: Any) -> None:
+        """Each extra column's value for every object, under ``key(its feature)`` (a list per column; a
+        missing value as its kind's stand-in)."""
         for name, field, missing, values in self._extras:
-            kind_list = getattr(stored[features.od_object_feature(name.partition("/")[2])], field)
+            kind_list = getattr(stored[key(name)], field)
             kind_list.SetInParent()
             kind_list.value.extend(missing if values[p] is None else values[p] for p in objects)
-        return example.SerializeToString(deterministic=True)
 
 
 def detection_api_image(stored: Any, image: StoredImage, uri: str) -> None:
