@@ -26,8 +26,10 @@ LOCK_NAME = f"{STATE_DIR}/lock.json"
 # Output folders whose lock a run in this process holds now. A lock of this process's own that is not here was
 # left by a run that ended without removing it (the store was lost as it ended): the next run in this process (a
 # notebook) breaks it as it would a dead process's.
+# Taking a lock holds _HELD_LOCK from the first look to the registration, so that another thread of this process
+# never finds the lock file before its owner is in _HELD and breaks it as a run that has ended.
 _HELD: set[str] = set()
-_HELD_LOCK = threading.Lock()
+_HELD_LOCK = threading.RLock()
 
 
 class OutputLocked(TFRecorderError):
@@ -110,7 +112,8 @@ class Lock:
         a conversion: an object store's missing bucket or refused permission is one error here, before any
         work."""
         try:
-            return cls._acquire(folder, runner)
+            with _HELD_LOCK:
+                return cls._acquire(folder, runner)
         except FileNotFoundError as e:
             if folder.is_local:
                 raise
