@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml setup.cfg
 demo: $(STAMP)  ## convert the sample images, load them back, print what happened
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)  ## the whole suite: unit, writers, reader, CLI, demo
-	$(BIN)/python -m pytest
+test: $(STAMP)  ## the whole suite: unit, writers, reader, CLI, demo; on two workers (a 2-core machine's both)
+	$(BIN)/python -m pytest -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check tfrecorder tests examples benchmarks

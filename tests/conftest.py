@@ -8,6 +8,17 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # tests only: keep TensorFlow's C++ start-up chatter out
 # Before gcsfs is imported: otherwise each bucket check against the emulator waits 60 s.
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each pytest-xdist worker has a TMPDIR of its own: tests that check a run leaves nothing there would
+    # otherwise see the other worker's files. Set before anything asks tempfile for its folder.
+    import atexit
+    import shutil
+    import tempfile
+
+    _own_tmp = tempfile.mkdtemp(prefix=f"tfrecorder-tests-{worker}-")
+    os.environ["TMPDIR"] = _own_tmp
+    tempfile.tempdir = None
+    atexit.register(shutil.rmtree, _own_tmp, ignore_errors=True)
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
