@@ -18,7 +18,7 @@ import pytest
 
 import tfrecorder
 from tests.conftest import default_signals
-from tfrecorder.write import stream
+from tfrecorder.write import spill
 
 BIG = 64 * 1024 * 1024  # several parts, and more than the spill keeps in memory
 
@@ -57,36 +57,36 @@ def mid_csv(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def as_large(monkeypatch):
-    monkeypatch.setattr(stream, "PART_ROWS", MID_PART_ROWS)
-    monkeypatch.setattr(stream, "MEMORY_SPILL_BYTES", 0)
+    monkeypatch.setattr(spill, "PART_ROWS", MID_PART_ROWS)
+    monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
 
 
 def spills(tmp: Path) -> list[str]:
-    return [name for name in os.listdir(tmp) if name.startswith(stream.SPILL_PREFIX)]
+    return [name for name in os.listdir(tmp) if name.startswith(spill.SPILL_PREFIX)]
 
 
 # The child runs the command; where BLOCK says, it stops and waits to be signalled: in the summary pass once
 # the first parts are spilled ("summary"), or in a forked shard writer ("writer"), printing its pid.
 CHILD = """
 import os, sys, threading
-import tfrecorder.write.runners.local as local, tfrecorder.write.stream as stream
+import tfrecorder.write.runners.local as local, tfrecorder.write.spill as spill
 from tfrecorder.cli import main
 block = os.environ["BLOCK"]
-stream.PART_ROWS, stream.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # as_large
+spill.PART_ROWS, spill.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # as_large
 if block == "writer":
     def write_streamed_shard(*args, **kwargs):
         os.write(1, f"BLOCKED {os.getpid()}\\n".encode())  # one write: two writers may block at once
         threading.Event().wait()
     local.write_streamed_shard = write_streamed_shard
 else:
-    real, parts = stream.validate_part, []
+    real, parts = spill.validate_part, []
     def validate_part(*args, **kwargs):
         parts.append(1)
         if len(parts) == 3:
             os.write(1, f"BLOCKED {os.getpid()}\\n".encode())
             threading.Event().wait()
         return real(*args, **kwargs)
-    stream.validate_part = validate_part
+    spill.validate_part = validate_part
 sys.exit(main(sys.argv[1:]))
 """
 

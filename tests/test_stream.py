@@ -1,4 +1,4 @@
-"""Tables larger than memory: sources converted in many parts, spilled to files (write/stream.py), give the files
+"""Tables larger than memory: sources converted in many parts, spilled to files (write/spill.py), give the files
 a small table held in memory gives, and the same errors, without ever holding the table."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import SchemaError
-from tfrecorder.write import stream, validate
+from tfrecorder.write import spill, validate
 
 
 @pytest.fixture
@@ -24,9 +24,9 @@ def streamed(monkeypatch):
     memory), in buckets of ~30 KB of source."""
 
     def on() -> None:
-        monkeypatch.setattr(stream, "MEMORY_SPILL_BYTES", 0)
-        monkeypatch.setattr(stream, "PART_ROWS", 1000)
-        monkeypatch.setattr(stream, "BUCKET_SOURCE_BYTES", 30_000)
+        monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
+        monkeypatch.setattr(spill, "PART_ROWS", 1000)
+        monkeypatch.setattr(spill, "BUCKET_SOURCE_BYTES", 30_000)
 
     return on
 
@@ -173,7 +173,7 @@ def test_streamed_conversion_never_holds_the_whole_table(tmp_path, streamed, mon
         seen.append(len(df))
         return real(df, *args, **kwargs)
 
-    monkeypatch.setattr(stream, "validate_part", spy)
+    monkeypatch.setattr(spill, "validate_part", spy)
     result = tfrecorder.convert(str(tmp_path / "big.csv"), str(tmp_path / "out"), progress=False)
     assert sum(seen) == 6000 and max(seen) == 1000  # parts of PART_ROWS rows, each validated once
     assert result.rows.rows_in == 6000

@@ -23,7 +23,7 @@ from tfrecorder.dataset.storage import (
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
-from tfrecorder.write import splits, stream
+from tfrecorder.write import spill, splits
 from tfrecorder.write.annotations import annotation_table
 from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.write.finish import convert_result
@@ -229,13 +229,13 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
         source = boxes
 
     def beam_files(files: MatchedFiles, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
-        job = stream.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
-                             stream.PART_ROWS)
+        job = spill.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
+                             spill.PART_ROWS)
         return _convert_beam_files(job, folder, identity, overwrite=overwrite, started=started,
                                    beam_options=beam_options, **how)
 
     if runner == LOCAL:
-        return _convert_local(table_source(source, stream.PART_ROWS), folder, as_schema(schema), options, fractions,
+        return _convert_local(table_source(source, spill.PART_ROWS), folder, as_schema(schema), options, fractions,
                               float_precision, num_shards=num_shards, overwrite=overwrite, progress=progress,
                               workers=num_workers, started=started)
     if (matched := match_table_files(source)) is not None:
@@ -251,15 +251,15 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
 def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
                    fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
                    progress: bool | None, workers: int | None, started: float) -> ConvertResult:
-    """The local runner: the table read a part at a time (``stream``: summarize - every part validated, its rows
+    """The local runner: the table read a part at a time (``spill``: summarize - every part validated, its rows
     spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
-    spill's small tables are held whole, in memory (``stream.MEMORY_SPILL_BYTES``)."""
+    spill's small tables are held whole, in memory (``spill.MEMORY_SPILL_BYTES``)."""
     from tfrecorder.write.runners.local import write_shards
 
-    with stream.spill_folder(folder.url, files) as spill:
-        summary = stream.summarize(files, schema, spill, fractions=fractions,
+    with spill.spill_folder(folder.url, files) as rows:
+        summary = spill.summarize(files, schema, rows, fractions=fractions,
                                    run_digest=lambda template: RunDigest(template.schema, options))
-        shards, finish = stream.plan_all(summary, spill, options, LOCAL, num_shards=num_shards,
+        shards, finish = spill.plan_all(summary, rows, options, LOCAL, num_shards=num_shards,
                                          float_precision=float_precision)
         identity = table_run_identity(summary.run_digest, shards, finish.table)
         plan = [s.spec for s in shards]
@@ -316,12 +316,12 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
                               f"runner='local'")
 
     def parts() -> Iterator[Any]:
-        return frame_parts(arrow, stream.PART_ROWS)
+        return frame_parts(arrow, spill.PART_ROWS)
 
     return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()])
 
 
-def _convert_beam_files(job: stream.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
+def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
                         beam_options: BeamOptions, stage: Callable[[], Iterator[Any]] | None = None,
                         listed: bool = False) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):

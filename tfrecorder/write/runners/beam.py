@@ -4,7 +4,7 @@ The pipeline moves file names, never rows or image bytes, so the job's size does
 (Dataflow refuses job requests over about 20 MB: with rows inside, near 1.4M rows). The steps are composite
 PTransforms, as Beam's own ``WriteToTFRecord`` is built; three ways in, one way on (``ConvertFiles``):
 
-- CSV or Parquet files (``build_file_pipeline``): the pipeline reads them itself - ``stream``'s passes as
+- CSV or Parquet files (``build_file_pipeline``): the pipeline reads them itself - ``spill``'s passes as
   steps (``SummarizeFiles``: a worker per file typing, validating and spilling it under
   ``output_dir/_beam/rows/``; ``PlanShards``: one step merging the files' summaries and planning the shards;
   ``WriteShards``; ``WriteMetadata``) - so the submitting process never holds the table. A DataFrame takes
@@ -46,7 +46,7 @@ from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import Folder, StoreUnreachable
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write import leakage, stream
+from tfrecorder.write import leakage, spill
 from tfrecorder.write.finish import Finish, convert_result
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.lock import Lock, LockInfo
@@ -109,13 +109,13 @@ class _WriteShard(beam.DoFn):
         if self._pool is not None:
             self._pool.shutdown()
 
-    def process(self, shard: stream.StreamedShard):
+    def process(self, shard: spill.StreamedShard):
         earlier = self._journal.finished([shard.spec]) if self._journal is not None else {}
         if shard.spec.filename in earlier:
             self._counters["resumed"].inc()
             yield earlier[shard.spec.filename]
             return
-        result = stream.write_streamed_shard(shard, self._folder, self._options, self._mapper)
+        result = spill.write_streamed_shard(shard, self._folder, self._options, self._mapper)
         if self._journal is not None:
             self._journal.record(result)
         self._counters["rows"].inc(shard.spec.rows)
@@ -141,7 +141,7 @@ def _finish(results: list[ShardResult], planned: _Planned, same_bytes: list[list
 class _Planned:
     """The plan step's output: the shards to write and what the last step needs."""
 
-    shards: tuple[stream.StreamedShard, ...]
+    shards: tuple[spill.StreamedShard, ...]
     finish: Finish
 
 
@@ -166,12 +166,12 @@ class _Table:
     positions: dict[str, int]  # each file's place in ``files``, by URL
 
 
-def _read_file(file: _File, job: stream.FileJob) -> tuple[_File, FileFacts]:
+def _read_file(file: _File, job: spill.FileJob) -> tuple[_File, FileFacts]:
     """A worker's share of the typing pass: one file's rows, columns and their kinds."""
     return file, file_facts(file.url, job.files.parquet, job.part_rows)
 
 
-def _whole_table(found: list[tuple[_File, FileFacts]], job: stream.FileJob, folder: Folder,
+def _whole_table(found: list[tuple[_File, FileFacts]], job: spill.FileJob, folder: Folder,
                  journal: Journal | None) -> _Table:
     """The table from every file's facts, and its schema (checked against, or inferred from, its first rows)."""
     found = sorted(found, key=lambda f: f[0].index)
@@ -183,17 +183,17 @@ def _whole_table(found: list[tuple[_File, FileFacts]], job: stream.FileJob, fold
                       bytes=job.files.bytes or sum(file.bytes for file, _ in found))
     files = whole_table(matched, [facts for _, facts in found])
     identity = hashlib.sha256("".join(listed).encode("ascii")).hexdigest() if listed else None
-    return _Table(files, stream.table_schema(files, job.schema, job.part_rows), identity,
+    return _Table(files, spill.table_schema(files, job.schema, job.part_rows), identity,
                   {url: position for position, url in enumerate(files.files)})
 
 
-def _summarize_file(file: _File, table: _Table, job: stream.FileJob,
-                    folder: Folder) -> tuple[int, stream.Summary, dict[int, leakage.KeyedRows]]:
+def _summarize_file(file: _File, table: _Table, job: spill.FileJob,
+                    folder: Folder) -> tuple[int, spill.Summary, dict[int, leakage.KeyedRows]]:
     """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR; its summary, and
     its image rows' URI hashes by range (for ``_range_leaks``), which the summary no longer carries."""
-    spill = _spill_folder(folder)
-    spill.makedirs()
-    summary = stream.file_summary(table.files, table.positions[file.url], table.schema, spill,
+    rows = _spill_folder(folder)
+    rows.makedirs()
+    summary = spill.file_summary(table.files, table.positions[file.url], table.schema, rows,
                                   fractions=job.fractions, part_rows=job.part_rows)
     return file.index, replace(summary, uri_keys=[]), leakage.key_ranges(summary.uri_keys)
 
@@ -203,8 +203,8 @@ def _range_leaks(group: tuple[int, Iterable[leakage.KeyedRows]], kind: str) -> l
     return leakage.range_leaks(kind, list(group[1]))
 
 
-def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, same_uri: list[list[dict[str, Any]]],
-          job: stream.FileJob, folder: Folder, journal: Journal | None) -> _Planned:
+def _plan(summaries: list[tuple[int, spill.Summary]], table: _Table, same_uri: list[list[dict[str, Any]]],
+          job: spill.FileJob, folder: Folder, journal: Journal | None) -> _Planned:
     """The whole table's summary (the files' merged in file order), checked - a table with problems fails
     the job with the SchemaError the local runner gives, before any shard - then divided into shards."""
     ordered = [summary for _, summary in sorted(summaries, key=lambda s: s[0])]
@@ -213,7 +213,7 @@ def _plan(summaries: list[tuple[int, stream.Summary]], table: _Table, same_uri: 
         summary = summary.merge(other)
     try:
         summary.facts.check()
-        shards, finish = stream.plan_all(summary, _spill_folder(folder), job.options, job.runner,
+        shards, finish = spill.plan_all(summary, _spill_folder(folder), job.options, job.runner,
                                          num_shards=job.num_shards, float_precision=job.float_precision,
                                          same_uri=[leak for leaks in same_uri for leak in leaks])
     except TFRecorderError:
@@ -261,7 +261,7 @@ def _spill_folder(folder: Folder) -> Folder:
     return Folder.of(folder.url_of(ROWS_DIR))
 
 
-def build_file_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Folder,
+def build_file_pipeline(pipeline: beam.Pipeline, job: spill.FileJob, folder: Folder,
                         journal: Journal | None = None) -> None:
     """Add the steps of a conversion that reads its CSV or Parquet files itself (``ConvertFiles``). The job
     holds the files' names: its size does not grow with the table."""
@@ -269,7 +269,7 @@ def build_file_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Fo
     _ = pipeline | "Files" >> beam.Create(files, reshuffle=False) | ConvertFiles(job, folder, journal)
 
 
-def build_folder_pipeline(pipeline: beam.Pipeline, job: stream.FileJob, folder: Folder,
+def build_folder_pipeline(pipeline: beam.Pipeline, job: spill.FileJob, folder: Folder,
                           journal: Journal | None = None) -> None:
     """Add the steps of a conversion of the image folder ``job.files.url``, listed by the pipeline
     (``ListImageFolder``) -> ``ConvertFiles``."""
@@ -313,12 +313,12 @@ def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], wi
 
 
 class ConvertFiles(beam.PTransform):
-    """``_File``s of CSV or Parquet -> the dataset's Manifest, once dataset.json is written: ``stream``'s passes
+    """``_File``s of CSV or Parquet -> the dataset's Manifest, once dataset.json is written: ``spill``'s passes
     as composite steps - ``SummarizeFiles`` (type each file, a worker per file; the table and its schema;
     validate and spill each file), ``PlanShards`` (merge the summaries, the same-URI leaks found by range of
     URI hash, check, plan), ``WriteShards``, then ``WriteMetadata`` (errors.csv, TFDS files, dataset.json)."""
 
-    def __init__(self, job: stream.FileJob, folder: Folder, journal: Journal | None):
+    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
         super().__init__()
         self._job, self._folder, self._journal = job, folder, journal
 
@@ -333,7 +333,7 @@ class ConvertFiles(beam.PTransform):
 class SummarizeFiles(beam.PTransform):
     """``_File``s -> (the table: a singleton; each file's (index, Summary, URI hashes by range))."""
 
-    def __init__(self, job: stream.FileJob, folder: Folder, journal: Journal | None):
+    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
         super().__init__()
         self._job, self._folder, self._journal = job, folder, journal
 
@@ -357,7 +357,7 @@ class PlanShards(beam.PTransform):
     """The files' summaries -> one ``_Planned``: merged, checked (a table with problems fails here, before any
     shard), divided into shards; image rows grouped by range of URI hash, so no worker holds every URI."""
 
-    def __init__(self, table: beam.PCollection, job: stream.FileJob, folder: Folder, journal: Journal | None):
+    def __init__(self, table: beam.PCollection, job: spill.FileJob, folder: Folder, journal: Journal | None):
         super().__init__()
         self._table, self._job, self._folder, self._journal = table, job, folder, journal
 
@@ -380,7 +380,7 @@ class PlanShards(beam.PTransform):
 class WriteShards(beam.PTransform):
     """The plan -> a ShardResult per shard, each written by one worker (or kept from an earlier run)."""
 
-    def __init__(self, job: stream.FileJob, folder: Folder, journal: Journal | None):
+    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
         super().__init__()
         self._job, self._folder, self._journal = job, folder, journal
 
@@ -475,8 +475,8 @@ class WriteDataset(beam.PTransform):
         how = self._how
         folder = Folder.of(self._url, how.storage_timeout)
         staged = MatchedFiles.to_stage(folder.url_of(INPUT_DIR))
-        job = stream.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision, how.num_shards,
-                             WRITE_DATASET, stream.PART_ROWS)
+        job = spill.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision, how.num_shards,
+                             WRITE_DATASET, spill.PART_ROWS)
         journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks
         claimed = rows.pipeline | "ClaimFolder" >> ClaimFolder(folder, how.overwrite)
         return (
@@ -506,7 +506,7 @@ class StageRows(beam.PTransform):
     every PART_ROWS rows, a row's part chosen by a hash of its content (so the same rows make the same parts
     in whatever order they come); then the run begins (or resumes) with the parts' digests as its input."""
 
-    def __init__(self, claimed: beam.PCollection, job: stream.FileJob, folder: Folder):
+    def __init__(self, claimed: beam.PCollection, job: spill.FileJob, folder: Folder):
         super().__init__()
         self._claimed, self._job, self._folder = claimed, job, folder
 
@@ -538,7 +538,7 @@ def _keyed_row(row: Any, count: int, _claimed: float) -> tuple[int, tuple[bytes,
                               f"{_shown(row)}")
     digest = hashlib.blake2b(repr(sorted((str(k), _plain(v)) for k, v in row.items())).encode("utf-8"),
                              digest_size=16).digest()
-    parts = max(1, -(-count // stream.PART_ROWS))
+    parts = max(1, -(-count // spill.PART_ROWS))
     return int.from_bytes(digest[:8], "little") % parts, (digest, row)
 
 
@@ -567,7 +567,7 @@ def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], folder: Fold
     return index, url, len(data), hashlib.sha256(data).hexdigest()
 
 
-def _begin(claimed: float, parts: list[tuple[int, str, int, str]], job: stream.FileJob,
+def _begin(claimed: float, parts: list[tuple[int, str, int, str]], job: spill.FileJob,
            folder: Folder) -> Iterator[_File]:
     """Begin (or resume) the run of the staged rows - its identity: the parts' digests and the settings, as
     convert's for a DataFrame - and hand their files to the conversion's steps."""

@@ -25,7 +25,7 @@ from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map
-from tfrecorder.write.stream import StreamedShard, write_streamed_shard
+from tfrecorder.write.spill import StreamedShard, write_streamed_shard
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -116,7 +116,7 @@ def write_shards(
     journal: Journal | None = None,
     remote: bool = False,
 ) -> list[ShardResult]:
-    """Write every shard of ``shards`` (``stream.plan``), each recorded in ``journal`` once in place (``remote``:
+    """Write every shard of ``shards`` (``spill.plan``), each recorded in ``journal`` once in place (``remote``:
     whether some images are remote URLs); one ShardResult each, in plan order."""
     images = bool(shards) and shards[0].template.image_locations is not None
     sizes = [s.spec.rows for s in shards]

@@ -1,9 +1,9 @@
-"""Stream: every table converted a part at a time, in bounded memory - the one path of every source and runner.
+"""Spill: every table converted a part at a time, in bounded memory - the one path of every source and runner.
 
 Three passes over the source (``sources.TableFiles``: CSV and Parquet files; ``sources.FrameSource``: a
 DataFrame or an image folder's listing), none of them holding a table larger than memory:
 
-1. (CSV only) ``sources.table_files`` reads each file once, to type each column as the whole table's text
+1. (CSV only) ``sources.table_source`` reads each file once, to type each column as the whole table's text
    says (a column is numbers only if every part says so) and count the rows; a small file of one part is
    kept as parsed.
 2. ``summarize`` validates each part (``validate.validate_part``) and merges the parts' ``Facts`` into the
@@ -49,7 +49,7 @@ from tfrecorder.write.finish import Finish
 from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
-from tfrecorder.write.sources import FrameSource, MatchedFiles, TableFiles, parquet_schema
+from tfrecorder.write.sources import MatchedFiles, Source, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import Facts, check_schema, finalize, validate_part
@@ -95,9 +95,6 @@ class StreamedShard:
     template: Table  # a part's columns, without values (validate_part(...).take([]))
     facts: Facts  # the whole table's, without its problems and label rows: what finalize needs
     float_precision: str
-
-
-Source = TableFiles | FrameSource  # a table read a part at a time
 
 
 @dataclass

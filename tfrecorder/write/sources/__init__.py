@@ -1,0 +1,82 @@
+"""Sources (IO edge): every input a conversion takes, as one of two kinds of ``Source`` that yield typed parts.
+
+- ``TableFiles`` (``files``): CSV or Parquet files - one path or URL, or a glob - read a part at a time; CSV
+  text is typed as the whole table's text allows (``csv_text``). A DataFrame a Beam runner reads is staged as
+  Parquet parts (``frames.frame_parts``) and read as these are.
+- ``FrameSource`` (``frames``): a table held in memory - a DataFrame, or an image folder's listing
+  (``folders``) - converted a part at a time as ``TableFiles`` are.
+
+``table_source`` picks the kind; ``spill`` summarizes whichever it gets, part by part.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from tfrecorder.dataset.storage import filesystem
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.write.sources.files import (
+    GLOB_CHARACTERS,
+    KEEP_BYTES,
+    FileFacts,
+    MatchedFiles,
+    TableFiles,
+    file_facts,
+    glob_urls,
+    match_table_files,
+    parquet_schema,
+    whole_table,
+)
+from tfrecorder.write.sources.folders import (
+    IMAGE_EXTENSIONS,
+    LabelFolder,
+    create_image_csv,
+    folder_rows,
+    image_folder_table,
+    image_folder_url,
+    label_folders,
+    listing_frame,
+    no_images,
+)
+from tfrecorder.write.sources.frames import BaseDir, FrameSource, frame_as_arrow, frame_parts
+
+Source = TableFiles | FrameSource
+
+__all__ = ["IMAGE_EXTENSIONS", "BaseDir", "FileFacts", "FrameSource", "LabelFolder", "MatchedFiles", "Source",
+           "TableFiles", "create_image_csv", "file_facts", "folder_rows", "frame_as_arrow", "frame_parts",
+           "image_folder_table", "image_folder_url", "label_folders", "listing_frame", "match_table_files",
+           "no_images", "parquet_schema", "table_source", "unreadable", "whole_table"]
+
+
+def table_source(source: Any, rows: int) -> TableFiles | FrameSource:
+    """``source`` as the parts the conversion reads: CSV or Parquet files (a path, URL or glob) part-wise,
+    each CSV read once in parts of ``rows`` rows to type its columns (``file_facts``); a DataFrame, or an
+    image folder's listing, held whole. A source that cannot be read is a TFRecorderError saying why."""
+    if isinstance(source, pd.DataFrame):
+        return FrameSource(source)
+    url = image_folder_url(source)
+    if url is not None:
+        return FrameSource(image_folder_table(url))
+    files = match_table_files(source)
+    if files is None:
+        raise unreadable(source)
+    keep = files.bytes <= KEEP_BYTES
+    return whole_table(files, [file_facts(url, files.parquet, rows, keep) for url in files.files])
+
+
+def unreadable(source: Any) -> TFRecorderError:
+    """Why ``source`` is none of a DataFrame, an image folder, or CSV or Parquet files of one kind."""
+    if not isinstance(source, (str, os.PathLike)):
+        return TFRecorderError(
+            f"source={type(source).__name__}: give a pandas DataFrame, a CSV or Parquet path/URL (or a glob of "
+            f"them) or an image folder")
+    url = os.fspath(source)
+    fs, path = filesystem(url)
+    if not any(c in path for c in GLOB_CHARACTERS):
+        return TFRecorderError(f"source {url!r} does not exist")
+    if not glob_urls(url, fs, path):
+        return TFRecorderError(f"source {url!r} matches no file")
+    return TFRecorderError(f"source {url!r} matches both CSV and Parquet files: give a glob of one kind")

@@ -1,0 +1,298 @@
+"""CSV and Parquet files (one path or URL, or a glob of them) as a table read a part at a time: found without
+reading them (``MatchedFiles``), read once for their rows and their columns' kinds (``FileFacts``), then read
+in parts, each typed as the whole table is (``TableFiles``)."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import posixpath
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tfrecorder.dataset.storage import filesystem, open_url
+from tfrecorder.errors import SchemaError, TFRecorderError
+from tfrecorder.schema import LABEL_COLUMN
+from tfrecorder.write.sources.csv_text import (
+    SPARE_COLUMNS,
+    as_kind,
+    check_header,
+    checked_layout,
+    csv_layout,
+    csv_options,
+    headerless_names,
+    judge,
+    merge_kinds,
+    merge_labels,
+    name_headerless,
+)
+
+PARQUET_EXTENSIONS = (".parquet", ".pq")
+_PARQUET_MAGIC = b"PAR1"
+GLOB_CHARACTERS = "*?["
+
+
+def parquet_schema(files: Sequence[str]) -> Any:
+    """The pyarrow schema of the first of these Parquet files: what its columns hold, whatever the values of any
+    part of it (``Schema.infer``'s ``arrow``)."""
+    import pyarrow.parquet as pq
+
+    with open_url(files[0]) as f:
+        return pq.read_schema(f)
+
+
+def is_parquet(url: str) -> bool:
+    if url.lower().endswith(PARQUET_EXTENSIONS):
+        return True
+    with open_url(url) as f:
+        return f.read(4) == _PARQUET_MAGIC
+
+
+def glob_urls(url: str, fs: Any, path: str) -> list[str]:
+    """The files the glob ``url`` (``path`` on ``fs``) matches, sorted, named as ``url`` names them."""
+    return _urls(url, fs, sorted(p for p in fs.glob(path) if not fs.isdir(p)))
+
+
+def _urls(url: str, fs: Any, paths: list[str]) -> list[str]:
+    return [fs.unstrip_protocol(p) if "://" in url else p for p in paths]
+
+
+def _columns_differ(url: str, other: str, columns: list[str], first: str, first_columns: list[str]) -> SchemaError:
+    return SchemaError(f"source {url!r}: {other!r} has columns {columns}, but {first!r} has {first_columns}; "
+                       f"every file of a glob needs the same columns")
+
+
+def _parent(url: str) -> str:
+    if "://" in url:
+        return posixpath.dirname(url)
+    return os.path.dirname(os.path.abspath(url))
+
+
+_NULLABLE_TYPES = None  # pyarrow type -> pandas nullable dtype, as pd.read_parquet(dtype_backend="numpy_nullable")
+
+
+@dataclass(frozen=True)
+class MatchedFiles:
+    """The CSV or Parquet files a source names (one path or URL, or a glob), found without reading them."""
+
+    url: str
+    files: tuple[str, ...]
+    parquet: bool
+    bytes: int
+    frame: bool = False  # Parquet parts a DataFrame was staged as (``frame_parts``): see TableFiles.frame
+
+    @classmethod
+    def to_stage(cls, url: str = "") -> MatchedFiles:
+        """The Parquet parts a DataFrame or a pipeline's rows will be staged as in the folder ``url``: named
+        once they are written (a pipeline's parts, by the pipeline itself)."""
+        return cls(url, (), True, 0, frame=True)
+
+    @classmethod
+    def to_list(cls, url: str) -> MatchedFiles:
+        """The image folder ``url``, listed by a pipeline into Parquet parts."""
+        return cls(url, (), True, 0)
+
+
+def match_table_files(source: Any) -> MatchedFiles | None:
+    """``source``'s files when it names CSV or Parquet files of one kind (a path, URL or glob); None for
+    anything else (a DataFrame, an image folder, a missing path, a glob of both kinds: ``read_source``
+    says what is wrong). Lists and sizes the files; reads at most their first bytes (CSV or Parquet)."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    url = os.fspath(source)
+    fs, path = filesystem(url)
+    if fs.exists(path):
+        if fs.isdir(path):
+            return None
+        urls = _urls(url, fs, [path])
+    elif any(c in path for c in GLOB_CHARACTERS):
+        urls = glob_urls(url, fs, path)
+        if not urls:
+            return None
+    else:
+        return None
+    kinds = {is_parquet(u) for u in urls}
+    if len(kinds) > 1:
+        return None
+    return MatchedFiles(url, tuple(urls), kinds == {True}, sum(int(fs.size(u) or 0) for u in urls))
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What reading one file of a table says: its rows, its columns (without a headerless CSV's multi-label
+    ones) and, for CSV, its layout, multi-label columns and the kind each column's text is (``judge``)."""
+
+    rows: int
+    columns: tuple[str, ...]
+    layout: tuple[list[str] | None, list[str], int] | None = None  # CSV: headerless names, first row, width
+    labels: tuple[str, ...] = ()
+    kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (kind, missing)
+    # CSV of one part, read by this process (``keep``): that part as read and its columns' numbers, so the
+    # parts pass need not read and parse the file again. Never pickled into a pipeline.
+    kept: tuple[pd.DataFrame, dict[str, pd.Series]] | None = field(default=None, compare=False, repr=False)
+
+
+def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFacts:
+    """Read one file a part of ``rows`` rows at a time (Parquet: its footer only) for its ``FileFacts``; a file
+    that cannot be read is a TFRecorderError naming it (and for a CSV, the line). ``keep``: keep a CSV of one
+    part (``FileFacts.kept``)."""
+    if parquet:
+        import pyarrow.parquet as pq
+
+        with open_url(url) as f:
+            try:
+                metadata = pq.ParquetFile(f).metadata
+            except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+                raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+        return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names))
+    with open_url(url) as f:
+        layout = csv_layout(f)
+    if layout is None:  # long first records, or a head the checked scan must judge: it names any problem
+        first, _ = checked_layout(url)
+        layout = (headerless_names(first, len(first) + SPARE_COLUMNS), first)
+    try:
+        read = _read_csv_facts(url, *layout, rows, keep)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error) as e:
+        first, widest = checked_layout(url)  # names the line, a block of the file at a time
+        names = headerless_names(first, widest)
+        if names is None:
+            raise TFRecorderError(f"CSV {url!r} cannot be parsed: {e}") from e
+        read = _read_csv_facts(url, names, first, rows, keep)  # headerless rows wider than the first ones
+    names, first, width, count, kinds, kept = read
+    if names is None:
+        check_header(url, [str(c).strip() for c in first])
+        return FileFacts(count, tuple(kinds), (names, first, width), (), kinds, kept)
+    named = headerless_names(first, width) or []
+    labels = named[named.index(LABEL_COLUMN):] if LABEL_COLUMN in named and named[-1] != LABEL_COLUMN else []
+    return FileFacts(count, tuple(c for c in named if c not in labels), (names, first, width), tuple(labels),
+                     {name: kinds[f"_{i}"] for i, name in enumerate(named)}, kept)
+
+
+def _read_csv_facts(url: str, names: list[str] | None, first: list[str], rows: int, keep: bool) -> tuple[Any, ...]:
+    """One pass over a CSV of this layout: its names, first row, width used, rows, kinds and kept part."""
+    count, kinds, kept = 0, {}, None  # type: tuple[int, dict[str, Any], Any]
+    width = len(first)
+    with open_url(url) as f, pd.read_csv(f, chunksize=rows, **csv_options(names)) as reader:
+        for part in reader:
+            count += len(part)
+            kept = (part, {}) if keep and count == len(part) else None  # the first part, if the only one
+            if names is not None:
+                given = [i for i, c in enumerate(part.columns) if part[c].notna().any()]
+                width = max(width, given[-1] + 1 if given else 0)
+            for column in part.columns:
+                kind, missing, numbers = judge(part[column])
+                _add_kind(kinds, str(column), kind, missing)
+                if kept is not None and numbers is not None:
+                    kept[1][str(column)] = numbers
+    return names, first, width, count, kinds, kept
+
+
+def _add_kind(kinds: dict[str, tuple[str, bool]], name: str, kind: str, missing: bool) -> None:
+    """Merge what another part of column ``name`` says (its kind, whether it has missing cells) into ``kinds``."""
+    old_kind, old_missing = kinds.get(name, ("empty", False))
+    kinds[name] = (merge_kinds(old_kind, kind), old_missing or missing)
+
+
+def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
+    """The table of ``files`` from each file's facts: a column's kind is what every file's text allows.
+    Raises the SchemaError ``read_source`` gives when the files' columns differ."""
+    for u, found in zip(files.files[1:], facts[1:]):
+        if found.columns != facts[0].columns:
+            raise _columns_differ(files.url, u, list(found.columns), files.files[0], list(facts[0].columns))
+    kinds: dict[str, tuple[str, bool]] = {}
+    for found in facts:
+        for name, (kind, missing) in found.kinds.items():
+            _add_kind(kinds, name, kind, missing)
+    return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
+                      tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
+                      files.frame, tuple(f.kept for f in facts))
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """A CSV or Parquet source (one file, or a glob of them) read a part at a time, each part typed as the
+    whole table is by ``read_source``: what converts a table larger than memory. Made by ``whole_table``
+    once every CSV has been read (the columns' types need the whole table) and its rows counted."""
+
+    url: str
+    files: tuple[str, ...]
+    parquet: bool
+    file_rows: tuple[int, ...]
+    bytes: int
+    layouts: tuple[tuple[list[str] | None, list[str], int], ...] = ()  # CSV: headerless names, first row, width
+    kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (TEXT_KINDS, missing)
+    label_columns: tuple[tuple[str, ...], ...] = ()  # CSV: each file's headerless multi-label columns
+    frame: bool = False  # a staged DataFrame: relative image paths stay as given, as the DataFrame's do
+    kept: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # each file's FileFacts.kept
+
+    @property
+    def rows(self) -> int:
+        return sum(self.file_rows)
+
+    def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
+        """What the schema is inferred from and checked against: the first part (its columns typed as the whole
+        table's text says)."""
+        return first if first is not None else pd.DataFrame()
+
+    def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, str | None, int]]:
+        """(part of at most ``rows`` rows, the folder of its file, the number of its first row), in order."""
+        for index in range(len(self.files)):
+            yield from self.file_parts(index, rows)
+
+    def file_parts(self, index: int, rows: int) -> Iterator[tuple[pd.DataFrame, str | None, int]]:
+        """``parts`` of the file ``files[index]`` alone: numbered as in the whole table."""
+        url = self.files[index]
+        first_row = sum(self.file_rows[:index])
+        base_dir = None if self.frame else _parent(url)
+        for part in (self._parquet_parts(url, rows) if self.parquet else self._csv_parts(index, url, rows)):
+            yield part, base_dir, first_row
+            first_row += len(part)
+
+    def _csv_parts(self, index: int, url: str, rows: int) -> Iterator[pd.DataFrame]:
+        names, first, width = self.layouts[index]
+        labels = list(self.label_columns[index])
+        found: Any = (self.kept[index] if index < len(self.kept) else None) or (None, {})
+        kept, numbers = found
+        with contextlib.ExitStack() as reading:
+            if kept is not None and len(kept) <= rows:
+                reader: Iterable[pd.DataFrame] = [kept]
+            else:
+                f = reading.enter_context(open_url(url))
+                reader = reading.enter_context(pd.read_csv(f, chunksize=rows, **csv_options(names)))
+                numbers = {}
+            for part in reader:
+                if names is not None:
+                    part = name_headerless(part, first, width)[0]
+                    numbers = {}  # judged under the headerless columns' own names
+                part = part.assign(**{str(c): as_kind(part[c], *self.kinds[str(c)], numbers.get(str(c)))
+                                      for c in part.columns if c not in labels})
+                yield merge_labels(part, labels) if labels else part
+
+    @staticmethod
+    def _parquet_parts(url: str, rows: int) -> Iterator[pd.DataFrame]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        global _NULLABLE_TYPES
+        if _NULLABLE_TYPES is None:
+            _NULLABLE_TYPES = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+                               pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+                               pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+                               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
+                               pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
+                               pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
+        try:
+            with open_url(url) as f:
+                file = pq.ParquetFile(f)
+                for batch in file.iter_batches(batch_size=rows):
+                    table = pa.Table.from_batches([batch], schema=file.schema_arrow)
+                    yield table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+
+
+KEEP_BYTES = 16 * 1024 * 1024  # CSV sources this small are read once: the typing pass keeps what it parsed

@@ -1,0 +1,94 @@
+"""Tables held in memory: a DataFrame (or an image folder's listing) converted a part at a time
+(``FrameSource``), and a DataFrame staged as Parquet parts for a pipeline to read (``frame_as_arrow``,
+``frame_parts``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+BaseDir = str | list[str | None] | None  # one folder for the table, or one per row (a table of several files)
+
+
+@dataclass(frozen=True)
+class FrameSource:
+    """A table held in memory - a DataFrame, an image folder's listing, a file the part-wise read cannot take -
+    converted a part at a time as ``TableFiles`` are (``parts``): its schema judged on the whole frame."""
+
+    frame: pd.DataFrame
+    base_dir: BaseDir = None
+    url: str = "the DataFrame"
+    files: tuple[str, ...] = ()
+    parquet: bool = False
+
+    @property
+    def rows(self) -> int:
+        return len(self.frame)
+
+    @property
+    def bytes(self) -> int:
+        """The frame's size in memory (object columns by their pointers): what its spill is sized by."""
+        return int(self.frame.memory_usage(index=False, deep=False).sum())
+
+    def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
+        """What the schema is inferred from and checked against: the whole frame."""
+        return self.frame
+
+    def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, BaseDir, int]]:
+        """(part of at most ``rows`` rows, the folder(s) its relative image paths are relative to, its first
+        row's number), in order."""
+        for start in range(0, len(self.frame), rows):
+            base_dir = self.base_dir
+            if isinstance(base_dir, list):
+                base_dir = base_dir[start:start + rows]
+            yield self.frame.iloc[start:start + rows], base_dir, start
+
+
+def frame_as_arrow(df: pd.DataFrame) -> Any:
+    """``df``'s values as a pyarrow Table, to stage as Parquet for a pipeline that reads it back as it reads any
+    Parquet source (``TableFiles``: the same values, dtypes and row numbers); when Parquet would not give them
+    back as they are, what it could not hold (a str): column names that are not distinct strings, or an
+    object column whose values are of several kinds (str beside bytes, int beside float: Arrow would make
+    them one)."""
+    import pyarrow as pa
+
+    names = list(df.columns)
+    odd = [name for name in names if not isinstance(name, str)]
+    if odd:
+        return f"column names must be strings, not {', '.join(repr(n) for n in odd[:3])}"
+    if len(set(names)) != len(names):
+        return f"column names must be distinct: {sorted({n for n in names if names.count(n) > 1})}"
+    for name in names:
+        if df[name].dtype == object and (kinds := _kinds(df[name])) is not None:
+            return f"column {name!r} holds {kinds} values"
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        return str(e)
+
+
+_ONE_KIND = {"string", "bytes", "integer", "floating", "boolean", "empty"}  # pandas' infer_dtype names
+
+
+def _kinds(column: pd.Series) -> str | None:
+    """None when an object column's values (or, for a column of lists, their items) are all of one kind; else
+    the kinds it mixes (pandas' infer_dtype names, "mixed-integer-float")."""
+    kind = pd.api.types.infer_dtype(column, skipna=True)
+    if kind == "mixed" and all(isinstance(v, (list, tuple)) or getattr(v, "ndim", 0) == 1 for v in column.dropna()):
+        kind = pd.api.types.infer_dtype(column.dropna().explode(), skipna=True)
+    return None if kind in _ONE_KIND else kind
+
+
+def frame_parts(table: Any, rows: int) -> Iterator[Any]:
+    """The Parquet bytes (a pyarrow Buffer) of each part of ``rows`` rows of the Arrow ``table``, in order: the
+    same bytes for the same values, which a run's identity relies on."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for start in range(0, max(table.num_rows, 1), rows):
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.slice(start, rows), sink)
+        yield sink.getvalue()
