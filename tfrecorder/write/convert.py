@@ -57,8 +57,10 @@ from tfrecorder.write.resume import (
     table_run_identity,
 )
 from tfrecorder.write.sources import (
+    BeamInput,
     FrameSource,
-    MatchedFiles,
+    ListedFolder,
+    StagedRows,
     TableFiles,
     frame_as_arrow,
     frame_parts,
@@ -228,7 +230,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     if boxes is not None:
         source = boxes
 
-    def beam_files(files: MatchedFiles, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
+    def beam_files(files: BeamInput, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
         job = spill.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
                              spill.PART_ROWS)
         return _convert_beam_files(job, folder, identity, overwrite=overwrite, started=started,
@@ -241,10 +243,10 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     if (matched := match_table_files(source)) is not None:
         return beam_files(matched, as_schema(schema), files_identity(matched))
     if (url := image_folder_url(source)) is not None:
-        return beam_files(MatchedFiles.to_list(url), as_schema(schema), ("image folder", url), listed=True)
+        return beam_files(ListedFolder(url), as_schema(schema), ("image folder", url))
     if isinstance(source, pd.DataFrame):
         frame = _beam_frame(source, as_schema(schema))
-        return beam_files(MatchedFiles.to_stage(), frame.schema, frame.digests, stage=frame.parts)
+        return beam_files(StagedRows(""), frame.schema, frame.digests, parts=frame.parts)
     raise unreadable(source)
 
 
@@ -322,23 +324,22 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
 
 
 def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
-                        beam_options: BeamOptions, stage: Callable[[], Iterator[Any]] | None = None,
-                        listed: bool = False) -> ConvertResult:
+                        beam_options: BeamOptions, parts: Callable[[], Iterator[Any]] | None = None) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
     this process lists the files and never reads the table; the run's identity is the input's
     ``identity`` and the settings, and the pipeline keeps the shards an earlier run of it finished.
-    ``stage``: the Parquet parts of a DataFrame, written under output_dir once the run has started.
-    ``listed``: ``job.files.url`` is an image folder, listed by the pipeline (``beam.build_folder_pipeline``)."""
+    ``parts``: the Parquet parts of a DataFrame (``StagedRows``), written under output_dir once the run has
+    started. A ``ListedFolder`` is listed by the pipeline (``beam.build_folder_pipeline``)."""
     from tfrecorder.write.runners import beam
 
     run_identity = files_run_identity(identity, job.schema, job.options, fractions=job.fractions,
                                     float_precision=job.float_precision, num_shards=job.num_shards)
     run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner)
     with _space_left(folder), _holding(run):
-        if stage is not None:
-            job = replace(job, files=beam.stage_frame(stage(), folder))
+        if parts is not None:
+            job = replace(job, files=beam.stage_frame(parts(), folder))
         try:
-            build = beam.build_folder_pipeline if listed else beam.build_file_pipeline
+            build = beam.build_folder_pipeline if isinstance(job.files, ListedFolder) else beam.build_file_pipeline
             return _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),
                                  folder, job.runner, run, started, beam_options)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard

@@ -49,7 +49,7 @@ from tfrecorder.write.finish import Finish
 from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
-from tfrecorder.write.sources import MatchedFiles, Source, TableFiles, parquet_schema
+from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import Facts, check_schema, finalize, validate_part
@@ -73,7 +73,7 @@ class FileJob:
     """A conversion of CSV or Parquet files that the pipeline reads itself: what the submitting process knows
     (the files, found and sized, never read) and the settings."""
 
-    files: MatchedFiles
+    files: BeamInput
     schema: Schema | None
     options: Any
     fractions: tuple[float, ...]

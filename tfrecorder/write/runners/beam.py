@@ -55,7 +55,7 @@ from tfrecorder.write.resume import Claim, begin_run, claim_folder, files_run_id
 from tfrecorder.write.shard import ShardResult, default_workers, ordered_map
 from tfrecorder.write.sources import (
     FileFacts,
-    MatchedFiles,
+    StagedRows,
     TableFiles,
     file_facts,
     folder_rows,
@@ -239,14 +239,14 @@ def _remove_rows(folder: Folder) -> None:
     folder.remove_empty_dir(BEAM_DIR)
 
 
-def stage_frame(parts: Iterable[Any], folder: Folder) -> MatchedFiles:
+def stage_frame(parts: Iterable[Any], folder: Folder) -> StagedRows:
     """Write a DataFrame's Parquet parts (``sources.frame_parts``) under INPUT_DIR, for the pipeline to read as
     it reads any Parquet source: the files, found."""
     urls, size = [], 0
     for index, data in enumerate(parts):
         urls.append(_stage_part(folder, f"part-{index:05d}.parquet", data))
         size += len(data)
-    return MatchedFiles(folder.url_of(INPUT_DIR), tuple(urls), True, size, frame=True)
+    return StagedRows(folder.url_of(INPUT_DIR), tuple(urls), bytes=size)
 
 
 def _stage_part(folder: Folder, name: str, data: Any) -> str:
@@ -474,7 +474,7 @@ class WriteDataset(beam.PTransform):
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         how = self._how
         folder = Folder.of(self._url, how.storage_timeout)
-        staged = MatchedFiles.to_stage(folder.url_of(INPUT_DIR))
+        staged = StagedRows(folder.url_of(INPUT_DIR))
         job = spill.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision, how.num_shards,
                              WRITE_DATASET, spill.PART_ROWS)
         journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks

@@ -1,12 +1,15 @@
 """Sources (IO edge): every input a conversion takes, as one of two kinds of ``Source`` that yield typed parts.
 
 - ``TableFiles`` (``files``): CSV or Parquet files - one path or URL, or a glob - read a part at a time; CSV
-  text is typed as the whole table's text allows (``csv_text``). A DataFrame a Beam runner reads is staged as
-  Parquet parts (``frames.frame_parts``) and read as these are.
+  text is typed as the whole table's text allows (``csv_text``).
 - ``FrameSource`` (``frames``): a table held in memory - a DataFrame, or an image folder's listing
   (``folders``) - converted a part at a time as ``TableFiles`` are.
 
 ``table_source`` picks the kind; ``spill`` summarizes whichever it gets, part by part.
+
+A Beam runner's pipeline reads files only (``BeamInput``): the user's ``MatchedFiles``, a DataFrame's or a
+pipeline's rows as ``StagedRows``, an image folder as the ``ListedFolder`` its workers list into Parquet parts.
+Each becomes ``TableFiles`` once its files are known.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.sources.files import (
     GLOB_CHARACTERS,
     KEEP_BYTES,
+    BeamInput,
     FileFacts,
+    ListedFolder,
     MatchedFiles,
+    StagedRows,
     TableFiles,
     file_facts,
     glob_urls,
@@ -45,10 +51,10 @@ from tfrecorder.write.sources.frames import BaseDir, FrameSource, frame_as_arrow
 
 Source = TableFiles | FrameSource
 
-__all__ = ["IMAGE_EXTENSIONS", "BaseDir", "FileFacts", "FrameSource", "LabelFolder", "MatchedFiles", "Source",
-           "TableFiles", "create_image_csv", "file_facts", "folder_rows", "frame_as_arrow", "frame_parts",
-           "image_folder_table", "image_folder_url", "label_folders", "listing_frame", "match_table_files",
-           "no_images", "parquet_schema", "table_source", "unreadable", "whole_table"]
+__all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "create_image_csv", "file_facts", "FileFacts", "folder_rows",
+           "frame_as_arrow", "frame_parts", "FrameSource", "image_folder_table", "image_folder_url", "label_folders",
+           "LabelFolder", "ListedFolder", "listing_frame", "match_table_files", "MatchedFiles", "no_images",
+           "parquet_schema", "Source", "StagedRows", "table_source", "TableFiles", "unreadable", "whole_table"]
 
 
 def table_source(source: Any, rows: int) -> TableFiles | FrameSource:

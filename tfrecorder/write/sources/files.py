@@ -10,7 +10,7 @@ import os
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -77,24 +77,39 @@ _NULLABLE_TYPES = None  # pyarrow type -> pandas nullable dtype, as pd.read_parq
 
 @dataclass(frozen=True)
 class MatchedFiles:
-    """The CSV or Parquet files a source names (one path or URL, or a glob), found without reading them."""
+    """The CSV or Parquet files a source names (one path or URL, or a glob), found without reading them. Relative
+    image paths in them are relative to each file's folder."""
 
     url: str
     files: tuple[str, ...]
     parquet: bool
     bytes: int
-    frame: bool = False  # Parquet parts a DataFrame was staged as (``frame_parts``): see TableFiles.frame
+    paths_as_given: ClassVar[bool] = False
 
-    @classmethod
-    def to_stage(cls, url: str = "") -> MatchedFiles:
-        """The Parquet parts a DataFrame or a pipeline's rows will be staged as in the folder ``url``: named
-        once they are written (a pipeline's parts, by the pipeline itself)."""
-        return cls(url, (), True, 0, frame=True)
 
-    @classmethod
-    def to_list(cls, url: str) -> MatchedFiles:
-        """The image folder ``url``, listed by a pipeline into Parquet parts."""
-        return cls(url, (), True, 0)
+@dataclass(frozen=True)
+class StagedRows(MatchedFiles):
+    """The Parquet parts (``frames.frame_parts``) a DataFrame, or a pipeline's rows, are staged as under the
+    folder ``url`` for a Beam runner, which reads them as it reads any Parquet source: named once written.
+    Relative image paths stay as given, as the DataFrame's do."""
+
+    files: tuple[str, ...] = ()
+    parquet: bool = True
+    bytes: int = 0
+    paths_as_given: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class ListedFolder(MatchedFiles):
+    """The image folder ``url``, listed by a pipeline (a worker per label folder) into Parquet parts of its rows:
+    named once written."""
+
+    files: tuple[str, ...] = ()
+    parquet: bool = True
+    bytes: int = 0
+
+
+BeamInput = MatchedFiles | StagedRows | ListedFolder  # what a Beam runner's pipeline reads, as Parquet or CSV files
 
 
 def match_table_files(source: Any) -> MatchedFiles | None:
@@ -209,7 +224,7 @@ def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
             _add_kind(kinds, name, kind, missing)
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
-                      files.frame, tuple(f.kept for f in facts))
+                      files.paths_as_given, tuple(f.kept for f in facts))
 
 
 @dataclass(frozen=True)
@@ -226,7 +241,7 @@ class TableFiles:
     layouts: tuple[tuple[list[str] | None, list[str], int], ...] = ()  # CSV: headerless names, first row, width
     kinds: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # CSV: column -> (TEXT_KINDS, missing)
     label_columns: tuple[tuple[str, ...], ...] = ()  # CSV: each file's headerless multi-label columns
-    frame: bool = False  # a staged DataFrame: relative image paths stay as given, as the DataFrame's do
+    paths_as_given: bool = False  # StagedRows: relative image paths stay as given, as the DataFrame's do
     kept: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # each file's FileFacts.kept
 
     @property
@@ -247,7 +262,7 @@ class TableFiles:
         """``parts`` of the file ``files[index]`` alone: numbered as in the whole table."""
         url = self.files[index]
         first_row = sum(self.file_rows[:index])
-        base_dir = None if self.frame else _parent(url)
+        base_dir = None if self.paths_as_given else _parent(url)
         for part in (self._parquet_parts(url, rows) if self.parquet else self._csv_parts(index, url, rows)):
             yield part, base_dir, first_row
             first_row += len(part)
