@@ -74,10 +74,10 @@ from tfrecorder.cli import main
 block = os.environ["BLOCK"]
 spill.PART_ROWS, spill.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # as_large
 if block == "writer":
-    def write_streamed_shard(*args, **kwargs):
+    def write_spilled_shard(*args, **kwargs):
         os.write(1, f"BLOCKED {os.getpid()}\\n".encode())  # one write: two writers may block at once
         threading.Event().wait()
-    local.write_streamed_shard = write_streamed_shard
+    local.write_spilled_shard = write_spilled_shard
 else:
     real, parts = spill.validate_part, []
     def validate_part(*args, **kwargs):
@@ -143,14 +143,14 @@ def test_a_killed_shard_writer_is_one_error_naming_its_shard(mid_csv, tmp_path, 
     from tfrecorder.write.runners import local
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    parent, real = os.getpid(), local.write_streamed_shard
+    parent, real = os.getpid(), local.write_spilled_shard
 
     def killed(shard, *args, **kwargs):  # the kernel's OOM killer, in the writer of the TRAIN shard
         if os.getpid() != parent and shard.spec.split == "TRAIN":
             os.kill(os.getpid(), signal.SIGKILL)
         return real(shard, *args, **kwargs)
 
-    monkeypatch.setattr(local, "write_streamed_shard", killed)
+    monkeypatch.setattr(local, "write_spilled_shard", killed)
     with pytest.raises(tfrecorder.TFRecorderError) as caught:
         tfrecorder.convert(mid_csv, str(tmp_path / "out"), progress=False)
     message = str(caught.value)
@@ -158,7 +158,7 @@ def test_a_killed_shard_writer_is_one_error_naming_its_shard(mid_csv, tmp_path, 
                               "often by the kernel's out-of-memory killer")
     assert "num_workers=1" in message and "run the same conversion again: it keeps the 0 shards" in message.lower()
     assert spills(tmp_path) == []
-    monkeypatch.setattr(local, "write_streamed_shard", real)
+    monkeypatch.setattr(local, "write_spilled_shard", real)
     result = tfrecorder.convert(mid_csv, str(tmp_path / "out"), progress=False)
     assert result.rows.written == MID_ROWS and tfrecorder.verify(str(tmp_path / "out")).ok
 

@@ -261,7 +261,7 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
     with spill.spill_folder(folder.url, files) as rows:
         summary = spill.summarize(files, schema, rows, fractions=fractions,
                                    run_digest=lambda template: RunDigest(template.schema, options))
-        shards, finish = spill.plan_all(summary, rows, options, LOCAL, num_shards=num_shards,
+        shards, finish = spill.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
                                          float_precision=float_precision)
         identity = table_run_identity(summary.run_digest, shards, finish.table)
         plan = [s.spec for s in shards]

@@ -12,13 +12,13 @@ DataFrame or an image folder's listing), none of them holding a table larger tha
    MEMORY_SPILL_BYTES of a larger one's rows in memory, the rest to files in a spill folder. It keeps each
    split's SAMPLE_ROWS rows of smallest keys for the size estimate. A table with whole-table problems raises
    the SchemaError ``validate`` gives, before any shard is written.
-3. ``plan`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
-   ``write_streamed_shard`` writes one: its rows read from the buckets its range falls in, one bucket at a
+3. ``plan_table`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
+   ``write_spilled_shard`` writes one: its rows read from the buckets its range falls in, one bucket at a
    time. Shards are independent: the local runner writes them in processes, one per core.
 
 The Beam runners run the same passes as pipeline steps (``runners.beam``): a worker per file types it
 (``sources.file_facts``) and summarizes it (``file_summary``, spilling under ``output_dir/_beam/rows/``);
-the files' summaries merge (``Summary.merge``) into the one ``plan`` divides into shards.
+the files' summaries merge (``Summary.merge``) into the one ``plan_table`` divides into shards.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class FileJob:
 
 
 @dataclass(frozen=True)
-class StreamedShard:
+class SpilledShard:
     """One shard of a streamed table: its spec and where its rows are - ranks ``spec.start`` to ``spec.stop`` of
     its split's rows in key order, in ``buckets`` (each its spill files, one per writer, and the rank of its
     first row) - with what turns them into the validated table's rows (``template``, ``facts``)."""
@@ -200,7 +200,7 @@ class HeldPart:
             self._orders[code] = mine[np.lexsort((self.rows[mine], self.keys[mine]))]
         return self._orders[code]
 
-    def shard(self, shard: StreamedShard) -> tuple[list[int], Table]:
+    def shard(self, shard: SpilledShard) -> tuple[list[int], Table]:
         """The shard's row numbers and validated rows."""
         if self._finalized is None:
             self._finalized = finalize(self.part, shard.facts, shard.float_precision)
@@ -377,8 +377,8 @@ def bytes_per_row(summary: Summary, float_precision: str, limits: FetchLimits) -
     return estimate
 
 
-def plan(summary: Summary, *, num_shards: int | None, compression: str | None, bytes_per_row: dict[str, float],
-         spill: Folder, float_precision: str) -> list[StreamedShard]:
+def spilled_shards(summary: Summary, *, num_shards: int | None, compression: str | None,
+                   bytes_per_row: dict[str, float], spill: Folder, float_precision: str) -> list[SpilledShard]:
     """The shards of every written split, as ``plan_shards`` divides them: near-equal ranges of its rows in
     key order."""
     facts = slim(summary.facts)
@@ -390,20 +390,20 @@ def plan(summary: Summary, *, num_shards: int | None, compression: str | None, b
         first_ranks = np.concatenate([[0], np.cumsum(counts)])
         held = [(summary.files[(code, b)], int(first_ranks[b])) for b in range(summary.buckets)
                 if counts[b] and first_ranks[b] < spec.stop and first_ranks[b + 1] > spec.start]
-        shards.append(StreamedShard(spec, tuple(held), spill.url, summary.template, facts, float_precision))
+        shards.append(SpilledShard(spec, tuple(held), spill.url, summary.template, facts, float_precision))
     return shards
 
 
-def plan_all(summary: Summary, spill: Folder, options: Any, runner: str, *, num_shards: int | None,
+def plan_table(summary: Summary, spill: Folder, options: Any, runner: str, *, num_shards: int | None,
              float_precision: str, same_uri: Sequence[dict[str, Any]] | None = None
-             ) -> tuple[list[StreamedShard], Finish]:
-    """The shards of a summarized table (``plan``, with its size estimate) and what its last step needs.
+             ) -> tuple[list[SpilledShard], Finish]:
+    """The shards of a summarized table (``spilled_shards``, with its size estimate) and what its last step needs.
     ``same_uri``: the same-URI leaks a pipeline found a range of URI hashes at a time (``range_leaks``);
     None: found here, from the summary's URI hashes."""
     summary.facts = replace(summary.facts, box_units=options.box_units)  # what finalize decides "auto" by
     images = summary.template is not None and summary.template.image_locations is not None
     estimate = estimates_sizes(num_shards, images, summary.facts.rows)
-    shards = plan(summary, num_shards=num_shards, compression=options.compression, spill=spill,
+    shards = spilled_shards(summary, num_shards=num_shards, compression=options.compression, spill=spill,
                   bytes_per_row=bytes_per_row(summary, float_precision, options.fetch) if estimate else {},
                   float_precision=float_precision)
     template = finalize(summary.template, summary.facts, float_precision)
@@ -438,7 +438,7 @@ def image_splits_message(column: str | None, leaks: Sequence[dict[str, Any]]) ->
             f"or leave them UNASSIGNED to split by image")
 
 
-def shard_parts(shard: StreamedShard) -> Iterator[tuple[list[int], Table]]:
+def shard_parts(shard: SpilledShard) -> Iterator[tuple[list[int], Table]]:
     """The shard's rows, a bucket at a time: (row numbers, their validated table), in key order."""
     import pyarrow.compute as pc
 
@@ -469,7 +469,7 @@ def whole_groups(keys: np.ndarray, start: int, stop: int) -> tuple[int, int]:
     return start, max(start, stop)
 
 
-def write_streamed_shard(shard: StreamedShard, folder: Folder, options: Any,
+def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any,
                          image_map: ImageMapper = serial_map, on_row: Any = None) -> ShardResult:
     """Write one shard of a streamed table (``write_shard`` for the rows ``shard_parts`` reads back)."""
     return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row)

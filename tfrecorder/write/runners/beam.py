@@ -64,7 +64,7 @@ from tfrecorder.write.sources import (
     label_folders,
     listing_frame,
     no_images,
-    whole_table,
+    table_files,
 )
 from tfrecorder.write.validate import EMPTY_TABLE
 
@@ -109,13 +109,13 @@ class _WriteShard(beam.DoFn):
         if self._pool is not None:
             self._pool.shutdown()
 
-    def process(self, shard: spill.StreamedShard):
+    def process(self, shard: spill.SpilledShard):
         earlier = self._journal.finished([shard.spec]) if self._journal is not None else {}
         if shard.spec.filename in earlier:
             self._counters["resumed"].inc()
             yield earlier[shard.spec.filename]
             return
-        result = spill.write_streamed_shard(shard, self._folder, self._options, self._mapper)
+        result = spill.write_spilled_shard(shard, self._folder, self._options, self._mapper)
         if self._journal is not None:
             self._journal.record(result)
         self._counters["rows"].inc(shard.spec.rows)
@@ -141,7 +141,7 @@ def _finish(results: list[ShardResult], planned: _Planned, same_bytes: list[list
 class _Planned:
     """The plan step's output: the shards to write and what the last step needs."""
 
-    shards: tuple[spill.StreamedShard, ...]
+    shards: tuple[spill.SpilledShard, ...]
     finish: Finish
 
 
@@ -157,7 +157,7 @@ class _File:
 
 
 @dataclass(frozen=True)
-class _Table:
+class _Input:
     """The table the pipeline reads (a side input): its files, schema and listed input's identity."""
 
     files: TableFiles
@@ -171,8 +171,8 @@ def _read_file(file: _File, job: spill.FileJob) -> tuple[_File, FileFacts]:
     return file, file_facts(file.url, job.files.parquet, job.part_rows)
 
 
-def _whole_table(found: list[tuple[_File, FileFacts]], job: spill.FileJob, folder: Folder,
-                 journal: Journal | None) -> _Table:
+def _read_input(found: list[tuple[_File, FileFacts]], job: spill.FileJob, folder: Folder,
+                 journal: Journal | None) -> _Input:
     """The table from every file's facts, and its schema (checked against, or inferred from, its first rows)."""
     found = sorted(found, key=lambda f: f[0].index)
     listed = [file.identity for file, _ in found if file.identity is not None]
@@ -181,13 +181,13 @@ def _whole_table(found: list[tuple[_File, FileFacts]], job: spill.FileJob, folde
         raise no_images(job.files.url)
     matched = replace(job.files, files=tuple(file.url for file, _ in found),
                       bytes=job.files.bytes or sum(file.bytes for file, _ in found))
-    files = whole_table(matched, [facts for _, facts in found])
+    files = table_files(matched, [facts for _, facts in found])
     identity = hashlib.sha256("".join(listed).encode("ascii")).hexdigest() if listed else None
-    return _Table(files, spill.table_schema(files, job.schema, job.part_rows), identity,
+    return _Input(files, spill.table_schema(files, job.schema, job.part_rows), identity,
                   {url: position for position, url in enumerate(files.files)})
 
 
-def _summarize_file(file: _File, table: _Table, job: spill.FileJob,
+def _summarize_file(file: _File, table: _Input, job: spill.FileJob,
                     folder: Folder) -> tuple[int, spill.Summary, dict[int, leakage.KeyedRows]]:
     """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR; its summary, and
     its image rows' URI hashes by range (for ``_range_leaks``), which the summary no longer carries."""
@@ -203,7 +203,7 @@ def _range_leaks(group: tuple[int, Iterable[leakage.KeyedRows]], kind: str) -> l
     return leakage.range_leaks(kind, list(group[1]))
 
 
-def _plan(summaries: list[tuple[int, spill.Summary]], table: _Table, same_uri: list[list[dict[str, Any]]],
+def _plan(summaries: list[tuple[int, spill.Summary]], table: _Input, same_uri: list[list[dict[str, Any]]],
           job: spill.FileJob, folder: Folder, journal: Journal | None) -> _Planned:
     """The whole table's summary (the files' merged in file order), checked - a table with problems fails
     the job with the SchemaError the local runner gives, before any shard - then divided into shards."""
@@ -213,7 +213,7 @@ def _plan(summaries: list[tuple[int, spill.Summary]], table: _Table, same_uri: l
         summary = summary.merge(other)
     try:
         summary.facts.check()
-        shards, finish = spill.plan_all(summary, _spill_folder(folder), job.options, job.runner,
+        shards, finish = spill.plan_table(summary, _spill_folder(folder), job.options, job.runner,
                                          num_shards=job.num_shards, float_precision=job.float_precision,
                                          same_uri=[leak for leaks in same_uri for leak in leaks])
     except TFRecorderError:
@@ -343,7 +343,7 @@ class SummarizeFiles(beam.PTransform):
             | "SpreadFiles" >> beam.Reshuffle()
             | "TypeFiles" >> beam.Map(_read_file, self._job)
             | "AllFiles" >> beam.combiners.ToList()
-            | "Table" >> beam.Map(_whole_table, self._job, self._folder, self._journal)
+            | "Table" >> beam.Map(_read_input, self._job, self._folder, self._journal)
         )
         summarized = (
             files

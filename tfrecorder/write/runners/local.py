@@ -25,7 +25,7 @@ from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map
-from tfrecorder.write.spill import StreamedShard, write_streamed_shard
+from tfrecorder.write.spill import SpilledShard, write_spilled_shard
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -107,7 +107,7 @@ ShardWriter = Callable[[T, ImageMapper, Callable[[], None]], ShardResult]
 
 
 def write_shards(
-    shards: Sequence[StreamedShard],
+    shards: Sequence[SpilledShard],
     folder: Folder,
     options: WriteOptions,
     *,
@@ -116,12 +116,12 @@ def write_shards(
     journal: Journal | None = None,
     remote: bool = False,
 ) -> list[ShardResult]:
-    """Write every shard of ``shards`` (``spill.plan``), each recorded in ``journal`` once in place (``remote``:
-    whether some images are remote URLs); one ShardResult each, in plan order."""
+    """Write every shard of ``shards`` (``spill.spilled_shards``), each recorded in ``journal`` once in place
+    (``remote``: whether some images are remote URLs); one ShardResult each, in plan order."""
     images = bool(shards) and shards[0].template.image_locations is not None
     sizes = [s.spec.rows for s in shards]
     how = parallelism(sizes, options, images=images, remote=remote, workers=workers, local_output=folder.is_local)
-    return _write_all(shards, how, lambda shard, mapper, on_row: write_streamed_shard(
+    return _write_all(shards, how, lambda shard, mapper, on_row: write_spilled_shard(
         shard, folder, options, mapper, on_row), sizes, progress, journal)
 
 

@@ -34,7 +34,7 @@ from tfrecorder.write.sources.files import (
     glob_urls,
     match_table_files,
     parquet_schema,
-    whole_table,
+    table_files,
 )
 from tfrecorder.write.sources.folders import (
     IMAGE_EXTENSIONS,
@@ -54,7 +54,7 @@ Source = TableFiles | FrameSource
 __all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "create_image_csv", "file_facts", "FileFacts", "folder_rows",
            "frame_as_arrow", "frame_parts", "FrameSource", "image_folder_table", "image_folder_url", "label_folders",
            "LabelFolder", "ListedFolder", "listing_frame", "match_table_files", "MatchedFiles", "no_images",
-           "parquet_schema", "Source", "StagedRows", "table_source", "TableFiles", "unreadable", "whole_table"]
+           "parquet_schema", "Source", "StagedRows", "table_source", "TableFiles", "unreadable", "table_files"]
 
 
 def table_source(source: Any, rows: int) -> TableFiles | FrameSource:
@@ -70,7 +70,7 @@ def table_source(source: Any, rows: int) -> TableFiles | FrameSource:
     if files is None:
         raise unreadable(source)
     keep = files.bytes <= KEEP_BYTES
-    return whole_table(files, [file_facts(url, files.parquet, rows, keep) for url in files.files])
+    return table_files(files, [file_facts(url, files.parquet, rows, keep) for url in files.files])
 
 
 def unreadable(source: Any) -> TFRecorderError:

@@ -212,7 +212,7 @@ def _add_kind(kinds: dict[str, tuple[str, bool]], name: str, kind: str, missing:
     kinds[name] = (merge_kinds(old_kind, kind), old_missing or missing)
 
 
-def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
+def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
     """The table of ``files`` from each file's facts: a column's kind is what every file's text allows.
     Raises the SchemaError ``read_source`` gives when the files' columns differ."""
     for u, found in zip(files.files[1:], facts[1:]):
@@ -230,7 +230,7 @@ def whole_table(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
 @dataclass(frozen=True)
 class TableFiles:
     """A CSV or Parquet source (one file, or a glob of them) read a part at a time, each part typed as the
-    whole table is by ``read_source``: what converts a table larger than memory. Made by ``whole_table``
+    whole table is by ``read_source``: what converts a table larger than memory. Made by ``table_files``
     once every CSV has been read (the columns' types need the whole table) and its rows counted."""
 
     url: str
