@@ -78,4 +78,8 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
     tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
     shards = tfrecorder.read_manifest(str(tmp_path / "out")).splits["TRAIN"]
     actual = sum(s.bytes for s in shards) / sum(s.records for s in shards)
-    assert abs(estimate - actual) / actual < 0.10, (estimate, actual)
+    # The 64 rows sampled are those of smallest content key, which hashes the image's path (here under a
+    # tmp_path that changes from run to run): for the even mix of ~1 KB and ~2.2 KB records the estimate's
+    # standard error is ~4.5%, so 20% fails one run in millions, while a sample of one kind is 36% off.
+    tolerance = 0.10 if kind == "tabular" else 0.20
+    assert abs(estimate - actual) / actual < tolerance, (estimate, actual)
