@@ -258,3 +258,47 @@ def test_a_csv_of_long_records_converts_a_part_at_a_time_on_every_runner(tmp_pat
     assert isinstance(sources.table_source(str(tmp_path / "long.csv"), 1000), sources.TableFiles)  # part-wise
     tfrecorder.convert(str(tmp_path / "long.csv"), str(tmp_path / "parts"), runner=runner, progress=False)
     assert files_of(tmp_path / "parts") == files_of(tmp_path / "memory")
+
+
+@pytest.mark.parametrize("kind", ["columns", "images with a broken one", "detection", "segmentation"])
+def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer_writes(tmp_path, kind, forked,
+                                                                                        monkeypatch):
+    """A shard larger than a core's share of the rows is written in segments by forked writers, then joined: the
+    files - records, .tfindex offsets, errors.csv, dataset.json's checksums and counts - are those of one writer
+    per shard, for a table of columns, of images (a broken one among them), of boxes (an image's rows never
+    split between segments) and of masks; and the spill folder with the segments is gone."""
+    import tempfile
+
+    from tfrecorder import sample_data
+    from tfrecorder.write.runners import local
+
+    options = {}
+    if kind == "columns":
+        source = table(600)
+    elif kind == "detection":
+        source = sample_data.make_detection_scenes(str(tmp_path / "scenes"), n=30)
+    elif kind == "segmentation":
+        source = sample_data.make_segmentation_scenes(str(tmp_path / "scenes"), n=30)
+    else:
+        source = pd.DataFrame({"image_uri": [str(write_image(tmp_path / "img" / f"{i:02d}.jpg", seed=i))
+                                             for i in range(40)], "label": ["ab"[i % 2] for i in range(40)]})
+        (tmp_path / "img" / "13.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+        options = {"validate_images": "full"}
+    tfrecorder.convert(source, str(tmp_path / "one"), progress=False, num_workers=1, **options)  # whole shards
+    monkeypatch.setattr(local, "SEGMENT_MIN_ROWS", 4)
+    joined = []
+    real_join = local._join
+    monkeypatch.setattr(local, "_join", lambda *args: joined.append(len(args[0])) or real_join(*args))
+    tfrecorder.convert(source, str(tmp_path / "segments"), progress=False, **options)
+    assert joined and min(joined) >= 2  # TRAIN's shard, at least, in segments
+    assert files_of(tmp_path / "segments") == files_of(tmp_path / "one")
+    assert tfrecorder.verify(str(tmp_path / "segments")).ok
+    stem = hashlib.sha256(str(tmp_path / "segments").encode()).hexdigest()[:12]  # its spill folder's name
+    assert not list(Path(tempfile.gettempdir()).glob(f"{spill.SPILL_PREFIX}{stem}-*"))
+    if kind == "images with a broken one":  # the same first bad row stops both
+        with pytest.raises(tfrecorder.errors.RowError) as whole:
+            tfrecorder.convert(source, str(tmp_path / "one-raise"), progress=False, num_workers=1,
+                               on_error="raise", **options)
+        with pytest.raises(tfrecorder.errors.RowError) as segmented:
+            tfrecorder.convert(source, str(tmp_path / "segments-raise"), progress=False, on_error="raise", **options)
+        assert str(segmented.value) == str(whole.value)

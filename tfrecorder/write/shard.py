@@ -135,17 +135,18 @@ def write_shard(
     options: WriteOptions,
     image_map: ImageMapper = serial_map,
     on_row: Callable[[], None] | None = None,
+    durable: bool = True,
 ) -> ShardResult:
     """Write one shard under a temporary name, then move it into place. Its rows come in ``parts`` - (row
     numbers, their validated table), in shard order - one held at a time, so a shard of a table larger
     than memory is written in the memory of a part; a runner ships row metadata to the worker that writes
-    the shard, never image bytes."""
+    the shard, never image bytes. ``durable=False``: not flushed to the disk (a segment, joined later)."""
     failures: list[RowFailure] = []
     stats = ImageStats()
     objects: ObjectStats | None = None
     mask_pixels: np.ndarray | None = None
     content_keys, content_key_rows = array("Q"), array("q")
-    with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
+    with folder.create(spec.filename, durable) as raw, folder.create(spec.index_filename, durable) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
         writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
         for rows, table in parts:

@@ -469,10 +469,25 @@ def whole_groups(keys: np.ndarray, start: int, stop: int) -> tuple[int, int]:
     return start, max(start, stop)
 
 
-def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any,
-                         image_map: ImageMapper = serial_map, on_row: Any = None) -> ShardResult:
+def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any, image_map: ImageMapper = serial_map,
+                        on_row: Any = None, durable: bool = True) -> ShardResult:
     """Write one shard of a streamed table (``write_shard`` for the rows ``shard_parts`` reads back)."""
-    return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row)
+    return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row, durable)
+
+
+def segments(shard: SpilledShard, count: int) -> list[SpilledShard]:
+    """``shard`` as ``count`` consecutive ranges of its rows, each with the buckets its rows are in. Written
+    one after another they give the shard's records (a detection table's ranges move to whole images in
+    ``shard_parts``, as the shard's own do)."""
+    spec = shard.spec
+    bounds = [spec.start + spec.rows * k // count for k in range(count + 1)]
+    firsts = [first for _, first in shard.buckets]
+    out = []
+    for start, stop in zip(bounds, bounds[1:]):  # bucket b holds ranks firsts[b] up to the next bucket's first
+        kept = tuple(bucket for b, bucket in enumerate(shard.buckets)
+                     if firsts[b] < stop and (b + 1 == len(firsts) or firsts[b + 1] > start))
+        out.append(replace(shard, spec=replace(spec, start=start, stop=stop), buckets=kept))
+    return out
 
 
 def uri_leaks(summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:
