@@ -181,7 +181,7 @@ def resize(image: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
         resized = tf.image.resize_with_crop_or_pad(_resized(image, cover, method), height, width)
     else:
         resized = _resized(image, tf.constant([height, width]), method)
-    return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
+    return tf.saturate_cast(tf.round(resized), tf.uint8)  # the clip and the cast in one op
 
 
 def resize_mask(mask: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
