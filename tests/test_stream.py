@@ -295,6 +295,11 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
     assert tfrecorder.verify(str(tmp_path / "segments")).ok
     stem = hashlib.sha256(str(tmp_path / "segments").encode()).hexdigest()[:12]  # its spill folder's name
     assert not list(Path(tempfile.gettempdir()).glob(f"{spill.SPILL_PREFIX}{stem}-*"))
+    if kind == "columns":  # a shard larger than SEGMENT_MAX_BYTES (one a user asked for) is written whole
+        monkeypatch.setattr(local, "SEGMENT_MAX_BYTES", 1000)
+        joined.clear()
+        tfrecorder.convert(source, str(tmp_path / "whole"), progress=False)
+        assert not joined and files_of(tmp_path / "whole") == files_of(tmp_path / "one")
     if kind == "images with a broken one":  # the same first bad row stops both
         with pytest.raises(tfrecorder.errors.RowError) as whole:
             tfrecorder.convert(source, str(tmp_path / "one-raise"), progress=False, num_workers=1,

@@ -95,6 +95,7 @@ class SpilledShard:
     template: Table  # a part's columns, without values (validate_part(...).take([]))
     facts: Facts  # the whole table's, without its problems and label rows: what finalize needs
     float_precision: str
+    bytes_estimate: float | None = None  # its records' bytes, from the plan's sample (None: not estimated)
 
 
 @dataclass
@@ -390,7 +391,9 @@ def spilled_shards(summary: Summary, *, num_shards: int | None, compression: str
         first_ranks = np.concatenate([[0], np.cumsum(counts)])
         held = [(summary.files[(code, b)], int(first_ranks[b])) for b in range(summary.buckets)
                 if counts[b] and first_ranks[b] < spec.stop and first_ranks[b + 1] > spec.start]
-        shards.append(SpilledShard(spec, tuple(held), spill.url, summary.template, facts, float_precision))
+        estimate = bytes_per_row[spec.split] * spec.rows if spec.split in bytes_per_row else None
+        shards.append(SpilledShard(spec, tuple(held), spill.url, summary.template, facts, float_precision,
+                                   estimate))
     return shards
 
 
