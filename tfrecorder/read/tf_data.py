@@ -29,9 +29,8 @@ from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, imag
 logger = logging.getLogger(__name__)
 
 AUTOTUNE = tf.data.AUTOTUNE
-_PARSE_BATCH = 256  # records parsed together when the caller wants single examples
-# ... and when each is then decoded: a small batch, so decoding starts at once (benchmarks/CONSTANTS.md)
-_IMAGE_PARSE_BATCH = 16
+_PARSE_BATCH = 256  # records parsed together when the caller wants single examples; a record whose image is
+# decoded is parsed in the same step as its decode (benchmarks/CONSTANTS.md)
 
 
 def _options() -> tf.data.Options:
@@ -120,12 +119,14 @@ def _parse_spec(feature: FeatureInfo) -> Any:
     return connector_of(feature, IMAGE.name).parse_spec(feature)
 
 
-def _parser(manifest: Manifest, spec: dict[str, Any]):
-    """Serialized records -> parsed features, each decoded by its connector (float64 from its bits)."""
+def _parser(manifest: Manifest, spec: dict[str, Any], single: bool = False):
+    """Serialized records (``single``: one record) -> parsed features, each decoded by its connector (float64
+    from its bits)."""
     decoders = {name: connector_of(manifest.feature(name), IMAGE.name).decode for name in spec}
+    parse_records = tf.io.parse_single_example if single else tf.io.parse_example
 
     def parse(records: tf.Tensor) -> dict[str, tf.Tensor]:
-        parsed = tf.io.parse_example(records, spec)
+        parsed = parse_records(records, spec)
         return {name: decoders[name](tensor) for name, tensor in parsed.items()}
 
     return parse
@@ -239,16 +240,24 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
                               f"decoders and the Object Detection API; load_dataset reads the default "
                               f"record_format (convert again without record_format=)")
     if manifest.objects is not None:
-        return _detection(manifest, records, parse, spec, count, o).prefetch(AUTOTUNE).with_options(_options())
+        return _detection(manifest, records, _parser(manifest, spec, single=True), spec, count, o
+                          ).prefetch(AUTOTUNE).with_options(_options())
     if IMAGE.name in spec and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
-        ds = records.batch(_IMAGE_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
-        ds = ds.unbatch().map(decode, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
+        parse_one = _parser(manifest, spec, single=True)
+        supervised = _supervised(manifest, o.label_key) if o.as_supervised else None
+
+        def one(record: tf.Tensor) -> Any:  # parsed, decoded and split in one step: no stage between them
+            example = decode(parse_one(record))
+            return supervised(example) if supervised is not None else example
+
+        ds = records.map(one, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))
         if o.batch_size:
             batch = ds.ragged_batch if ragged else ds.batch
             ds = batch(o.batch_size, o.drop_remainder)
+        return ds.prefetch(AUTOTUNE).with_options(_options())
     elif o.batch_size:
         ds = records.batch(o.batch_size, o.drop_remainder).map(parse, num_parallel_calls=AUTOTUNE,
                                                              deterministic=o.deterministic)
@@ -262,9 +271,10 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
 
 def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, spec: dict[str, Any], count: int,
                o: ReadOptions) -> tf.data.Dataset:
-    """A detection split's pipeline: records parsed a few at a time, then per record the image decoded, its
-    objects gathered under ``objects`` (turned and resized with the image: ``tf_image.image_decoder``),
-    padded to ``max_objects``, put as ``as_supervised`` asks; then batched, ragged unless padded."""
+    """A detection split's pipeline: per record, in one step, the record parsed (``parse`` takes one), the image
+    decoded, its objects gathered under ``objects`` (turned and resized with the image:
+    ``tf_image.image_decoder``), padded to ``max_objects``, put as ``as_supervised`` asks; then batched, ragged
+    unless padded."""
     decode = None
     if IMAGE.name in spec and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
@@ -276,16 +286,15 @@ def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, spec: d
         raise TFRecorderError(f"bounding_box_format={o.bounding_box_format!r} counts pixels of the decoded image: "
                               f"read with decode_images=True, or ask for a 'rel_' format")
 
-    def one(example: dict[str, tf.Tensor]) -> Any:
-        example = gather(example)
+    def one(record: tf.Tensor) -> Any:  # parsed, gathered, decoded, padded and split in one step
+        example = gather(parse(record))
         if decode is not None:
             example = decode(example)
         if pad is not None:
             example = pad(example)
         return supervised(example) if supervised is not None else example
 
-    ds = records.batch(_IMAGE_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
-    ds = ds.unbatch().map(one, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
+    ds = records.map(one, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
     ds = ds.apply(tf.data.experimental.assert_cardinality(count))
     if o.batch_size:
         batch = ds.batch if o.max_objects is not None else ds.ragged_batch
