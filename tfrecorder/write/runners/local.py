@@ -29,7 +29,7 @@ from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import TARGET_SHARD_BYTES
-from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map
+from tfrecorder.write.shard import ImageMapper, ImageStats, ShardResult, default_workers, ordered_map, serial_map
 from tfrecorder.write.spill import SpilledShard, segments, write_spilled_shard
 
 logger = logging.getLogger(__name__)
@@ -229,12 +229,12 @@ def _join(segments: Sequence[tuple[_Unit, ShardResult]], folder: Folder) -> Shar
                                 (line.split() for line in lines)).encode("ascii"))
             part.remove("", folder=True)
     results = [result for _, result in segments]
-    images, objects = results[0].images, results[0].objects
+    images, objects = ImageStats(), None
     keys, key_rows, masks = array("Q"), array("q"), collections.Counter[int]()
     for result in results:
         images = images.merge(result.images)
         if result.objects is not None:
-            objects = result.objects if objects is None or objects is result.objects else objects.merge(result.objects)
+            objects = result.objects if objects is None else objects.merge(result.objects)
         keys.extend(result.content_keys)
         key_rows.extend(result.content_key_rows)
         masks.update(dict(result.mask_pixels or ()))
