@@ -66,14 +66,24 @@ def spills(tmp: Path) -> list[str]:
 
 
 # The child runs the command; where BLOCK says, it stops and waits to be signalled: in the summary pass once
-# the first parts are spilled ("summary"), or in a forked shard writer ("writer"), printing its pid.
+# the first parts are spilled ("summary"), or in a forked shard writer ("writer"), printing its pid. With
+# "starting", each forked writer, before its own set-up, sends SIGTERM to the command (a user stopping it) and to
+# itself (the command's stop reaching a writer that has not yet set its signal handlers).
 CHILD = """
-import os, sys, threading
+import os, signal, sys, threading
 import tfrecorder.write.runners.local as local, tfrecorder.write.spill as spill
 from tfrecorder.cli import main
 block = os.environ["BLOCK"]
 spill.PART_ROWS, spill.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # as_large
-if block == "writer":
+if block == "starting":
+    real_start = local._start_writer
+    def _start_writer(*args):
+        os.write(1, f"BLOCKED {os.getpid()}\\n".encode())
+        os.kill(os.getppid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_start(*args)
+    local._start_writer = _start_writer
+elif block == "writer":
     def write_spilled_shard(*args, **kwargs):
         os.write(1, f"BLOCKED {os.getpid()}\\n".encode())  # one write: two writers may block at once
         threading.Event().wait()
@@ -123,6 +133,17 @@ def test_sigterm_stops_the_conversion_as_ctrl_c_does(mid_csv, tmp_path, block):
     assert stderr == "tfrecorder: stopped by SIGTERM: run the same command again to resume where it stopped\n"
     assert spills(tmp_path / "tmp") == []
     assert gone(blocked)  # with "writer": the forked writer, stopped by its parent
+
+
+def test_sigterm_while_the_writers_start_is_one_line_too(mid_csv, tmp_path):
+    """A writer that is stopped before it has set its own signal handlers does not run the command's (which
+    would print a traceback from the writer): it starts with SIGINT and SIGTERM held."""
+    child, writer = start(mid_csv, tmp_path / "out", tmp_path / "tmp", "starting")
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 143
+    assert stderr == "tfrecorder: stopped by SIGTERM: run the same command again to resume where it stopped\n"
+    assert spills(tmp_path / "tmp") == []
+    assert gone(writer)
 
 
 def test_the_next_run_removes_the_spill_of_a_killed_one(mid_csv, tmp_path, monkeypatch, as_large):

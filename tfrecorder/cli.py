@@ -269,6 +269,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop: a second SIGTERM does not cut the clean-up short
     raise Terminated
 
 

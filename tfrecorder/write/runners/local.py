@@ -4,6 +4,7 @@ this process, images fetched and checked by a thread pool."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import functools
 import logging
@@ -323,7 +324,7 @@ def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter,
     pool = ProcessPoolExecutor(how.processes, context, _start_writer,
                                (plan, write, how, rows, owners, stop, os.getpid()))
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _signals_held():
             # Python 3.12+ warns of fork() beside other threads (TensorFlow's, tqdm's): the writers use none of
             # the locks those threads hold.
             warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
@@ -387,6 +388,19 @@ def _show(bar, rows, shown: int) -> int:
 
 
 _forked: dict[str, Any] = {}  # in a forked writer: what _in_processes handed it
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM in this thread while it forks the writers: a writer starts with them held, so
+    neither reaches the handlers it inherits (the command's, which raise) before ``_start_writer`` sets its
+    own and lets them through. The parent's own signals wait the few milliseconds of the forks."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _start_writer(plan, write, how: Parallelism, rows, owners, stop, parent: int) -> None:
@@ -400,6 +414,7 @@ def _start_writer(plan, write, how: Parallelism, rows, owners, stop, parent: int
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler: the parent stops the writers
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)  # held since the fork (_signals_held)
     DECODE_MEMORY.limit = max(1, DECODE_MEMORY.limit // how.processes)  # this writer's copy of the budget
     pool = ThreadPoolExecutor(how.image_threads, "tfrecorder") if how.image_threads > 1 else None
     _forked.update(plan=plan, write=write, rows=rows, owners=owners, stop=stop,
