@@ -195,7 +195,8 @@ def test_a_full_temporary_folder_is_one_error_naming_it(mid_csv, tmp_path, monke
         size = mid_csv.stat().st_size / 2**20
         with pytest.raises(tfrecorder.TFRecorderError, match=(
                 rf"no space left in the temporary folder {small} for the spill files of this conversion: this "
-                rf"table \({size:.0f} MiB of CSV\) needs about {size / 2:.0f} MiB there while it is converted; "
+                rf"table \({size:.0f} MiB of CSV\) needs about {size / 2:.0f} MiB there while it is converted "
+                r"\(up to 256 MiB more for a shard written in segments\); "
                 r"set TMPDIR to a folder with more room")):
             tfrecorder.convert(mid_csv, str(tmp_path / "out"), progress=False)
         assert os.listdir(small) == []

@@ -46,7 +46,7 @@ from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.fetch import FetchLimits, is_remote
 from tfrecorder.write.finish import Finish
-from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, plan_shards
+from tfrecorder.write.plan import SAMPLE_ROWS, TARGET_SHARD_BYTES, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
@@ -478,6 +478,12 @@ def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any, image
     return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row, durable)
 
 
+# A shard is written in segments (by the local runner) only if the plan estimates it at most this many bytes:
+# joining copies the segments, which for the default shards (plan.TARGET_SHARD_BYTES) costs a fraction of writing
+# them, but would double the disk writes of one huge shard that a user asked for (num_shards=1).
+SEGMENT_MAX_BYTES = 2 * TARGET_SHARD_BYTES
+
+
 def segments(shard: SpilledShard, count: int) -> list[SpilledShard]:
     """``shard`` as ``count`` consecutive ranges of its rows, each with the buckets its rows are in. Written
     one after another they give the shard's records (a detection table's ranges move to whole images in
@@ -564,7 +570,8 @@ def spill_folder(output_url: str, files: Source) -> Iterator[Folder]:
         raise TFRecorderError(
             f"no space left in the temporary folder {os.path.dirname(path)} for the spill files of this "
             f"conversion: this table ({files.bytes / 2**20:.0f} MiB of {what}) "
-            f"needs about {needed / 2**20:.0f} MiB there while it is converted; set TMPDIR to a folder with "
+            f"needs about {needed / 2**20:.0f} MiB there while it is converted (up to "
+            f"{SEGMENT_MAX_BYTES / 2**20:.0f} MiB more for a shard written in segments); set TMPDIR to a folder with "
             f"more room (TMPDIR=/big/tmp tfrecorder convert ...), then run the same conversion again") from e
     finally:
         _HELD.pop(folder.url, None)

@@ -29,9 +29,8 @@ from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.plan import TARGET_SHARD_BYTES
 from tfrecorder.write.shard import ImageMapper, ImageStats, ShardResult, default_workers, ordered_map, serial_map
-from tfrecorder.write.spill import SpilledShard, segments, write_spilled_shard
+from tfrecorder.write.spill import SEGMENT_MAX_BYTES, SpilledShard, segments, write_spilled_shard
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -51,10 +50,7 @@ FORK_BALANCE = 4 / 3
 # A shard of more than an even share of the rows over the cores is written in segments of at least this many rows
 # (``_plan_units``), so that one large TRAIN shard does not leave the other cores idle.
 SEGMENT_MIN_ROWS = 250
-# ... and only a shard of at most this many bytes (by the plan's estimate): joining copies the segments, which for
-# the default shards (plan.TARGET_SHARD_BYTES) costs a fraction of writing them, but would double the disk writes
-# of one huge shard that a user asked for (num_shards=1).
-SEGMENT_MAX_BYTES = 2 * TARGET_SHARD_BYTES
+# ... and only a shard the plan estimates at most spill.SEGMENT_MAX_BYTES.
 SEGMENT_COPY_BYTES = 8 * 1024 * 1024  # joining segments: read and written this much at a time
 PROGRESS_SECONDS = 0.2  # how often the bar shows the rows written by forked writers
 _PR_SET_PDEATHSIG = 1  # prctl(2)
