@@ -69,6 +69,18 @@ def tfrecorder2_format(paths, out: Path) -> None:
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 
 
+def whole_shards(run) -> None:
+    """``run()`` with every shard written by one writer: the local runner's segments turned off."""
+    from tfrecorder.write.runners import local
+
+    kept = local.SEGMENT_MIN_ROWS
+    local.SEGMENT_MIN_ROWS = 2**62
+    try:
+        run()
+    finally:
+        local.SEGMENT_MIN_ROWS = kept
+
+
 def speedup(ratio: float) -> str:
     return f"{ratio:.2f}x faster" if ratio >= 1 else f"{ratio:.2f}x (slower)"
 
@@ -91,6 +103,7 @@ def size_case(tfrecorder, table, work: Path, runs: int) -> tuple[list[tuple[str,
         "header_default": lambda: ours("header", None),  # the shards a user gets: ~128 MiB each
         "full": lambda: ours("full"),
         "full_default": lambda: ours("full", None),
+        "full_default_whole": lambda: whole_shards(lambda: ours("full", None)),
         "tutorial": lambda: tutorial_loop(paths, labels, work / "tutorial.tfrecord"),
         "cat": lambda: cat_files(paths, work / "cat.bin"),
         "cat_fsync": lambda: cat_files(paths, work / "cat.bin", durable=True),
@@ -118,6 +131,9 @@ def size_case(tfrecorder, table, work: Path, runs: int) -> tuple[list[tuple[str,
          speedup(tutorial / ours_full)),
         (f"{n:,} JPEGs: to_tfr, full, default shards", rate(times["full_default"]), f"tutorial loop: {rate(tutorial)}",
          speedup(tutorial / times["full_default"])),
+        (f"{n:,} JPEGs: to_tfr, full, default shards", rate(times["full_default"]),
+         f"the same, each shard by one writer (no segments): {rate(times['full_default_whole'])}",
+         f"{times['full_default_whole'] / times['full_default']:.2f}x"),
         (f"{n:,} JPEGs: to_tfr, full", rate(ours_full), f"decode limit (1/8-scale check, all cores, in memory): "
          f"{rate(times['decode'])}", f"{times['decode'] / ours_full:.2f}x of the limit"),
         (f"{n:,} JPEGs: output size, keep bytes", f"{ours_bytes / 1e6:.1f} MB", f"inputs: {source_bytes / 1e6:.1f} MB",
