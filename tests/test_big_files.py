@@ -67,8 +67,8 @@ def spills(tmp: Path) -> list[str]:
 
 # The child runs the command; where BLOCK says, it stops and waits to be signalled: in the summary pass once
 # the first parts are spilled ("summary"), or in a forked shard writer ("writer"), printing its pid. With
-# "starting", the first forked writer, before its own set-up, sends SIGTERM to the command (a user stopping it
-# once), and each sends SIGTERM to itself (the command's stop reaching a writer that has not set its handlers).
+# "starting", the first forked writer, before its own set-up, sends SIGTERM to the command (a user stopping it)
+# and to itself (the command's stop reaching a writer that has not yet set its signal handlers).
 CHILD = """
 import os, signal, sys, threading
 import tfrecorder.write.runners.local as local, tfrecorder.write.spill as spill
@@ -78,12 +78,12 @@ spill.PART_ROWS, spill.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # a
 if block == "starting":
     real_start = local._start_writer
     def _start_writer(*args):
-        try:  # the first writer only: a second SIGTERM could reach the command after it restored the default
+        try:  # the first writer only: the command is stopped once, and no other writer ends before it is
             os.close(os.open(os.path.join(os.environ["TMPDIR"], "stopped"), os.O_CREAT | os.O_EXCL))
-            os.write(1, f"BLOCKED {os.getpid()}\\n".encode())
-            os.kill(os.getppid(), signal.SIGTERM)
         except FileExistsError:
-            pass
+            return real_start(*args)
+        os.write(1, f"BLOCKED {os.getpid()}\\n".encode())
+        os.kill(os.getppid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)
         return real_start(*args)
     local._start_writer = _start_writer
