@@ -133,8 +133,8 @@ def test_sigterm_stops_the_conversion_as_ctrl_c_does(mid_csv, tmp_path, block):
     assert spills(tmp_path / "tmp")  # the rows spilled so far
     child.send_signal(signal.SIGTERM)
     _, stderr = child.communicate(timeout=120)
-    assert child.returncode == 143
-    assert stderr == "tfrecorder: stopped by SIGTERM: run the same command again to resume where it stopped\n"
+    assert (child.returncode, stderr) == (
+        143, "tfrecorder: stopped by SIGTERM: run the same command again to resume where it stopped\n")
     assert spills(tmp_path / "tmp") == []
     assert gone(blocked)  # with "writer": the forked writer, stopped by its parent
 
@@ -144,8 +144,8 @@ def test_sigterm_while_the_writers_start_is_one_line_too(mid_csv, tmp_path):
     would print a traceback from the writer): it starts with SIGINT and SIGTERM held."""
     child, writer = start(mid_csv, tmp_path / "out", tmp_path / "tmp", "starting")
     _, stderr = child.communicate(timeout=120)
-    assert child.returncode == 143
-    assert stderr == "tfrecorder: stopped by SIGTERM: run the same command again to resume where it stopped\n"
+    assert (child.returncode, stderr) == (
+        143, "tfrecorder: stopped by SIGTERM: run the same command again to resume where it stopped\n")
     assert spills(tmp_path / "tmp") == []
     assert gone(writer)
 

@@ -186,3 +186,25 @@ def test_a_command_started_with_sigint_ignored_keeps_ignoring_it(tmp_path):
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143 and "stopped by SIGTERM" in stderr
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "Ctrl-C"])
+def test_an_error_while_stopping_is_reported_as_the_stop(monkeypatch, capfd, stop):
+    """An error raised by the clean-up after Ctrl-C or SIGTERM (a call the signal interrupted, a file it left
+    half written) is the stop's consequence: the command says it was stopped, with the stop's exit status."""
+    import errno
+
+    from tfrecorder import cli
+
+    def run(args, extra):
+        try:
+            raise cli.Terminated if stop == "SIGTERM" else KeyboardInterrupt
+        finally:
+            raise OSError(errno.EINTR, "Interrupted system call")
+
+    monkeypatch.setattr(cli, "_run", run)
+    status = cli.main(["convert", "table.csv", "out"])
+    said = "stopped by SIGTERM" if stop == "SIGTERM" else "interrupted"
+    assert (status, capfd.readouterr().err) == (
+        143 if stop == "SIGTERM" else 130,
+        f"tfrecorder: {said}: run the same command again to resume where it stopped\n")

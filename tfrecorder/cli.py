@@ -41,6 +41,8 @@ from tfrecorder.write.options import (
 )
 from tfrecorder.write.splits import DEFAULT_FRACTIONS
 
+logger = logging.getLogger(__name__)
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -305,16 +307,34 @@ def _main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     except (TFRecorderError, OSError, StoreUnreachable) as e:
         if args.verbose:
             raise
+        stopped = _interruption(e)
+        if stopped is not None:  # an error of the clean-up after Ctrl-C or SIGTERM (a call it interrupted)
+            logger.debug("while stopping: %s", e)
+            return _stopped(args, stopped)
         message = " ".join(str(e).split()) or type(e).__name__
         print(f"tfrecorder: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
         if args.verbose:
             raise
-        again = ": run the same command again to resume where it stopped" if args.command == "convert" else ""
-        terminated = isinstance(e, Terminated)
-        print(f"tfrecorder: {'stopped by SIGTERM' if terminated else 'interrupted'}{again}", file=sys.stderr)
-        return 143 if terminated else 130  # the shell's codes for SIGTERM and Ctrl-C
+        return _stopped(args, e)
+
+
+def _interruption(error: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that ``error`` was raised while handling, if any."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__context__
+    return None
+
+
+def _stopped(args: argparse.Namespace, e: KeyboardInterrupt) -> int:
+    again = ": run the same command again to resume where it stopped" if args.command == "convert" else ""
+    terminated = isinstance(e, Terminated)
+    print(f"tfrecorder: {'stopped by SIGTERM' if terminated else 'interrupted'}{again}", file=sys.stderr)
+    return 143 if terminated else 130  # the shell's codes for SIGTERM and Ctrl-C
 
 
 if __name__ == "__main__":
