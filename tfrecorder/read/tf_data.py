@@ -234,18 +234,17 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
         records = records.shuffle(o.shuffle_buffer, seed=o.seed, reshuffle_each_iteration=True)
     ragged = any(isinstance(s, tf.io.RaggedFeature) for s in spec.values())
     parse = _parser(manifest, spec)
+    parse_one = _parser(manifest, spec, single=True)  # where images are decoded: a record parsed in that step
     layout = (manifest.objects or manifest.masks or {}).get("record_format", DEFAULT_RECORD_FORMAT)
     if layout != DEFAULT_RECORD_FORMAT:
         raise TFRecorderError(f"this dataset was written with record_format={layout!r}, for TF Model Garden's "
                               f"decoders and the Object Detection API; load_dataset reads the default "
                               f"record_format (convert again without record_format=)")
     if manifest.objects is not None:
-        return _detection(manifest, records, _parser(manifest, spec, single=True), spec, count, o
-                          ).prefetch(AUTOTUNE).with_options(_options())
+        return _detection(manifest, records, parse_one, spec, count, o).prefetch(AUTOTUNE).with_options(_options())
     if IMAGE.name in spec and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
-        parse_one = _parser(manifest, spec, single=True)
         supervised = _supervised(manifest, o.label_key) if o.as_supervised else None
 
         def one(record: tf.Tensor) -> Any:  # parsed, decoded and split in one step: no stage between them
@@ -258,9 +257,9 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
             batch = ds.ragged_batch if ragged else ds.batch
             ds = batch(o.batch_size, o.drop_remainder)
         return ds.prefetch(AUTOTUNE).with_options(_options())
-    elif o.batch_size:
+    if o.batch_size:
         ds = records.batch(o.batch_size, o.drop_remainder).map(parse, num_parallel_calls=AUTOTUNE,
-                                                             deterministic=o.deterministic)
+                                                               deterministic=o.deterministic)
     else:
         ds = records.batch(_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
         ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(count))

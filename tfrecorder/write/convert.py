@@ -232,7 +232,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
 
     def beam_files(files: BeamInput, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
         job = spill.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
-                             spill.PART_ROWS)
+                            spill.PART_ROWS)
         return _convert_beam_files(job, folder, identity, overwrite=overwrite, started=started,
                                    beam_options=beam_options, **how)
 
@@ -260,9 +260,9 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
 
     with spill.spill_folder(folder.url, files) as rows:
         summary = spill.summarize(files, schema, rows, fractions=fractions,
-                                   run_digest=lambda template: RunDigest(template.schema, options))
+                                  run_digest=lambda template: RunDigest(template.schema, options))
         shards, finish = spill.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
-                                         float_precision=float_precision)
+                                          float_precision=float_precision)
         identity = table_run_identity(summary.run_digest, shards, finish.table)
         plan = [s.spec for s in shards]
         run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL)
@@ -333,7 +333,7 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
     from tfrecorder.write.runners import beam
 
     run_identity = files_run_identity(identity, job.schema, job.options, fractions=job.fractions,
-                                    float_precision=job.float_precision, num_shards=job.num_shards)
+                                      float_precision=job.float_precision, num_shards=job.num_shards)
     run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner)
     with _space_left(folder), _holding(run):
         if parts is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from tfrecorder.errors import SchemaError, describe_rows
 from tfrecorder.write.splits import DISCARD, TRAIN
 
@@ -18,7 +20,7 @@ def build_vocabulary(labels: Sequence[object], splits: Sequence[str]) -> list[st
 
 
 def to_label_ids(
-    column: str, labels: Sequence[object], splits: Sequence[str], vocabulary: Sequence[str]
+    column: str, labels: Sequence[object] | np.ndarray, splits: Sequence[str], vocabulary: Sequence[str]
 ) -> list[object]:
     """Map string labels (or lists of them) to vocabulary indices.
 

@@ -398,8 +398,8 @@ def spilled_shards(summary: Summary, *, num_shards: int | None, compression: str
 
 
 def plan_table(summary: Summary, spill: Folder, options: Any, runner: str, *, num_shards: int | None,
-             float_precision: str, same_uri: Sequence[dict[str, Any]] | None = None
-             ) -> tuple[list[SpilledShard], Finish]:
+               float_precision: str, same_uri: Sequence[dict[str, Any]] | None = None
+               ) -> tuple[list[SpilledShard], Finish]:
     """The shards of a summarized table (``spilled_shards``, with its size estimate) and what its last step needs.
     ``same_uri``: the same-URI leaks a pipeline found a range of URI hashes at a time (``range_leaks``);
     None: found here, from the summary's URI hashes."""

@@ -161,7 +161,7 @@ def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.nda
         return hash_array(_objects([None if v is None else repr([cast(x) for x in v] if cast else list(v))
                                     for v in values]))
     if kind is Kind.BYTES:
-        return text_hashes(list(values))
+        return text_hashes(values)
     if kind in (Kind.FLOAT32, Kind.FLOAT64):
         # By the value's float32, however the whole column is stored: the key must not wait for that decision
         # (a part of a table has the keys of the whole), and 0.1 given as float32 (Parquet, a DataFrame) or as
@@ -198,14 +198,14 @@ def _texts(ids: list[Any] | np.ndarray, vocabulary: Sequence[str]) -> list[Any]:
             for v in ids]
 
 
-def text_hashes(values: Sequence[Any]) -> np.ndarray:
+def text_hashes(values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """pandas' stable 64-bit hash of each text or bytes value (None by itself)."""
     from pandas.util import hash_array
 
     return hash_array(_objects(values))
 
 
-def _objects(values: Sequence[Any]) -> np.ndarray:
+def _objects(values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """``values`` as a 1-D object array (``np.array`` would make a list of lists 2-D)."""
     array = np.empty(len(values), dtype=object)
     array[:] = list(values)

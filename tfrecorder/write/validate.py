@@ -355,7 +355,7 @@ def finalize(part: Table, facts: Facts, float_precision: str = "auto") -> Table:
         label = replace(label, nullable=facts.columns[label.name].nullable, source=facts.columns[label.name].source)
         if label.type.kind is Kind.BYTES:
             vocabulary = facts.vocabulary
-            ids = labels.to_label_ids(label.name, list(label.values), part.splits, vocabulary)
+            ids = labels.to_label_ids(label.name, label.values, part.splits, vocabulary)
             label = replace(label, nullable=False, values=ids)
     features = []
     for column in part.features:

@@ -172,7 +172,7 @@ def _read_file(file: _File, job: spill.FileJob) -> tuple[_File, FileFacts]:
 
 
 def _read_input(found: list[tuple[_File, FileFacts]], job: spill.FileJob, folder: Folder,
-                 journal: Journal | None) -> _Input:
+                journal: Journal | None) -> _Input:
     """The table from every file's facts, and its schema (checked against, or inferred from, its first rows)."""
     found = sorted(found, key=lambda f: f[0].index)
     listed = [file.identity for file, _ in found if file.identity is not None]
@@ -194,7 +194,7 @@ def _summarize_file(file: _File, table: _Input, job: spill.FileJob,
     rows = _spill_folder(folder)
     rows.makedirs()
     summary = spill.file_summary(table.files, table.positions[file.url], table.schema, rows,
-                                  fractions=job.fractions, part_rows=job.part_rows)
+                                 fractions=job.fractions, part_rows=job.part_rows)
     return file.index, replace(summary, uri_keys=[]), leakage.key_ranges(summary.uri_keys)
 
 
@@ -214,8 +214,8 @@ def _plan(summaries: list[tuple[int, spill.Summary]], table: _Input, same_uri: l
     try:
         summary.facts.check()
         shards, finish = spill.plan_table(summary, _spill_folder(folder), job.options, job.runner,
-                                         num_shards=job.num_shards, float_precision=job.float_precision,
-                                         same_uri=[leak for leaks in same_uri for leak in leaks])
+                                          num_shards=job.num_shards, float_precision=job.float_precision,
+                                          same_uri=[leak for leaks in same_uri for leak in leaks])
     except TFRecorderError:
         forget_refused_run(folder, journal)  # in the job: a Dataflow job may have no one waiting for it
         raise
@@ -476,7 +476,7 @@ class WriteDataset(beam.PTransform):
         folder = Folder.of(self._url, how.storage_timeout)
         staged = StagedRows(folder.url_of(INPUT_DIR))
         job = spill.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision, how.num_shards,
-                             WRITE_DATASET, spill.PART_ROWS)
+                            WRITE_DATASET, spill.PART_ROWS)
         journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks
         claimed = rows.pipeline | "ClaimFolder" >> ClaimFolder(folder, how.overwrite)
         return (

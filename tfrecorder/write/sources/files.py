@@ -30,6 +30,7 @@ from tfrecorder.write.sources.csv_text import (
     merge_labels,
     name_headerless,
 )
+from tfrecorder.write.sources.folders import file_url
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
 _PARQUET_MAGIC = b"PAR1"
@@ -54,11 +55,7 @@ def is_parquet(url: str) -> bool:
 
 def glob_urls(url: str, fs: Any, path: str) -> list[str]:
     """The files the glob ``url`` (``path`` on ``fs``) matches, sorted, named as ``url`` names them."""
-    return _urls(url, fs, sorted(p for p in fs.glob(path) if not fs.isdir(p)))
-
-
-def _urls(url: str, fs: Any, paths: list[str]) -> list[str]:
-    return [fs.unstrip_protocol(p) if "://" in url else p for p in paths]
+    return [file_url(url, fs, p) for p in sorted(p for p in fs.glob(path) if not fs.isdir(p))]
 
 
 def _columns_differ(url: str, other: str, columns: list[str], first: str, first_columns: list[str]) -> SchemaError:
@@ -123,7 +120,7 @@ def match_table_files(source: Any) -> MatchedFiles | None:
     if fs.exists(path):
         if fs.isdir(path):
             return None
-        urls = _urls(url, fs, [path])
+        urls = [file_url(url, fs, path)]
     elif any(c in path for c in GLOB_CHARACTERS):
         urls = glob_urls(url, fs, path)
         if not urls:

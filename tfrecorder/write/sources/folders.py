@@ -95,10 +95,12 @@ def folder_rows(url: str, folder: LabelFolder) -> tuple[list[tuple[str | None, s
     for e in files:
         version = [str(e.get(k)) for k in ("size", "mtime", "updated", "generation", "ETag") if k in e]
         identity.update(json.dumps([e["name"], *version]).encode("utf-8"))
-    return [(folder.split, _file_url(url, fs, e["name"]), folder.label) for e in files], identity.hexdigest()
+    return [(folder.split, file_url(url, fs, e["name"]), folder.label) for e in files], identity.hexdigest()
 
 
-def _file_url(url: str, fs: Any, path: str) -> str:
+def file_url(url: str, fs: Any, path: str) -> str:
+    """The file at ``path`` on ``fs`` named as the source ``url`` names its files: a full URL for a remote source,
+    the path for a local one."""
     return fs.unstrip_protocol(path) if "://" in url else path
 
 
