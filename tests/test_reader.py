@@ -185,6 +185,39 @@ def test_the_largest_jpeg_ratio_that_still_covers_the_target_is_chosen(height, w
     assert JPEG_RATIOS[int(jpeg_scale(height, width, (224, 224), mode))] == ratio
 
 
+@pytest.mark.parametrize("have,want", [((375, 500), (256, 256)), ((7, 9), (256, 300)), ((1000, 1), (3, 3)),
+                                       ((333, 777), (224, 224)), ((1, 1), (5, 5)), ((480, 640), (513, 1025)),
+                                       ((256, 256), (256, 256)), ((1199, 37), (1201, 36))])
+def test_our_nearest_neighbour_resize_is_tensorflows_pixel_for_pixel(have, want):
+    """Masks are resized by gathers, with the source indices worked out in the graph or, when every shape is
+    known, once in numpy: both give exactly what ``tf.image.resize(method="nearest")`` gives."""
+    from tfrecorder.read.tf_image import nearest
+
+    values = tf.reshape(tf.range(have[0] * have[1]) % 251, [*have, 1])
+    expected = tf.image.resize(values, want, method="nearest").numpy()
+    np.testing.assert_array_equal(nearest(values, want).numpy(), expected)  # every shape known: numpy indices
+    unknown = tf.function(lambda v, s: nearest(v, s), input_signature=[
+        tf.TensorSpec([None, None, 1], tf.int32), tf.TensorSpec([2], tf.int32)])
+    np.testing.assert_array_equal(unknown(values, tf.constant(want)).numpy(), expected)
+
+
+@pytest.mark.parametrize("method", ["bilinear", "auto", "area", "lanczos3"])
+def test_resized_pixels_are_tensorflows_rounded_to_the_nearest_level(method):
+    """Pixels come back as uint8 rounded from TensorFlow's float resize, and the filter whose lobes overshoot
+    (lanczos3) is clipped to 0 and 255, never wrapped around."""
+    from tfrecorder.read.tf_image import resize
+
+    image = tf.constant(np.kron(np.random.default_rng(0).integers(0, 2, (12, 16, 3)) * 255, np.ones((8, 8, 1))),
+                        tf.uint8)  # black and white blocks: edges where lanczos rings past 0 and 255
+    size = (37, 50)
+    ours = resize(image, size, "stretch", method).numpy().astype(int)
+    tf_method = "bilinear" if method == "auto" else method  # auto: a 2.6x shrink, not antialiased
+    reference = tf.image.resize(image, size, method=tf_method, antialias=method == "lanczos3").numpy()
+    np.testing.assert_array_equal(ours, np.clip(np.floor(reference + 0.5), 0, 255))
+    if method == "lanczos3":
+        assert reference.max() > 255.5 and reference.min() < -0.5  # the case the clip is for
+
+
 def _psnr(a, b) -> float:
     error = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
     return float(10 * np.log10(255.0**2 / error))

@@ -69,6 +69,33 @@ def test_mask_stays_on_its_image_in_every_resize_mode(converted, mode):
     assert seen == 20
 
 
+@pytest.mark.parametrize("mode", ["stretch", "pad", "crop"])
+def test_masks_of_upright_photos_of_one_size_resize_as_tensorflow_does(tmp_path, mode):
+    """Photos of one size, none turned: the reader knows every shape before the first record, and resizes the
+    masks with indices worked out once. Every mask is TensorFlow's own nearest-neighbour resize of the stored
+    one (a pad is ignore_index), and stays on its picture."""
+    scenes = make_segmentation_scenes(str(tmp_path / "scenes"), n=10, orientations=(1,))
+    out = str(tmp_path / "out")
+    tfrecorder.convert(scenes[COLUMNS], out, mask_classes=list(SEGMENT_CLASSES), progress=False)
+    size = (64, 80)
+    ds = tfrecorder.load_dataset(out, "TRAIN", image_size=size, resize_mode=mode, batch_size=4)
+    assert ds.element_spec["segmentation_mask"].shape.as_list() == [None, 64, 80, 1]
+    stored = {}
+    for record in tf.data.TFRecordDataset(tf.io.gfile.glob(os.path.join(out, "train-*.tfrecord"))):
+        example = tf.train.Example.FromString(record.numpy()).features.feature
+        stored[example["image_uri"].bytes_list.value[0]] = tf.io.decode_png(
+            example["segmentation_mask"].bytes_list.value[0])
+    seen = 0
+    for batch in ds.as_numpy_iterator():
+        for image, mask, uri in zip(batch["image"], batch["segmentation_mask"], batch["image_uri"]):
+            assert_aligned(image, mask, f"{mode}, {uri.decode()}")
+            if mode == "stretch":
+                expected = tf.image.resize(stored[uri], size, method="nearest").numpy()
+                np.testing.assert_array_equal(mask, expected)
+            seen += 1
+    assert seen == 8
+
+
 def test_masks_are_stored_in_the_stored_images_frame(converted):
     """A reader that applies no EXIF orientation (TFDS, Model Garden) decodes image and mask as stored:
     they line up."""

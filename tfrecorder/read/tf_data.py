@@ -33,6 +33,14 @@ _PARSE_BATCH = 256  # records parsed together when the caller wants single examp
 # decoded is parsed in the same step as its decode (benchmarks/CONSTANTS.md)
 
 
+def _traced(function: Any) -> Any:
+    """``function`` for ``Dataset.map``/``interleave``, traced as it is written. Its branches on tensors are
+    TensorFlow's own (``tf.cond``, ``tf.switch_case``), so AutoGraph, which would rewrite every Python
+    function it calls, has nothing to convert and only slows the start of each pipeline
+    (benchmarks/CONSTANTS.md)."""
+    return tf.autograph.experimental.do_not_convert(function)
+
+
 def _options() -> tf.data.Options:
     """Every op runs on one thread; parallelism comes from the pipeline's own parallel maps. With TensorFlow's
     default, an op (a resize) may also split its work over the intra-op pool, and the two pools then fight
@@ -251,20 +259,20 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
             example = decode(parse_one(record))
             return supervised(example) if supervised is not None else example
 
-        ds = records.map(one, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
+        ds = records.map(_traced(one), num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))
         if o.batch_size:
             batch = ds.ragged_batch if ragged else ds.batch
             ds = batch(o.batch_size, o.drop_remainder)
         return ds.prefetch(AUTOTUNE).with_options(_options())
     if o.batch_size:
-        ds = records.batch(o.batch_size, o.drop_remainder).map(parse, num_parallel_calls=AUTOTUNE,
+        ds = records.batch(o.batch_size, o.drop_remainder).map(_traced(parse), num_parallel_calls=AUTOTUNE,
                                                                deterministic=o.deterministic)
     else:
-        ds = records.batch(_PARSE_BATCH).map(parse, num_parallel_calls=AUTOTUNE)
+        ds = records.batch(_PARSE_BATCH).map(_traced(parse), num_parallel_calls=AUTOTUNE)
         ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(count))
     if o.as_supervised:
-        ds = ds.map(_supervised(manifest, o.label_key), num_parallel_calls=AUTOTUNE)
+        ds = ds.map(_traced(_supervised(manifest, o.label_key)), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE).with_options(_options())
 
 
@@ -293,7 +301,7 @@ def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, spec: d
             example = pad(example)
         return supervised(example) if supervised is not None else example
 
-    ds = records.map(one, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
+    ds = records.map(_traced(one), num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
     ds = ds.apply(tf.data.experimental.assert_cardinality(count))
     if o.batch_size:
         batch = ds.batch if o.max_objects is not None else ds.ragged_batch
@@ -412,9 +420,9 @@ def _records(manifest: Manifest, folder: Folder, shards: list, options: ReadOpti
 
     positions = tf.data.Dataset.range(len(shards))
     if not options.shuffle or len(shards) == 1:
-        return positions.interleave(open_shard, cycle_length=1)  # one shard after another, in order
+        return positions.interleave(_traced(open_shard), cycle_length=1)  # one shard after another, in order
     positions = positions.shuffle(len(shards), seed=options.seed, reshuffle_each_iteration=True)
-    return positions.interleave(open_shard, cycle_length=min(len(shards), 8), num_parallel_calls=AUTOTUNE,
+    return positions.interleave(_traced(open_shard), cycle_length=min(len(shards), 8), num_parallel_calls=AUTOTUNE,
                                 deterministic=options.deterministic)
 
 

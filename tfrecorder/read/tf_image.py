@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from tfrecorder.dataset.features import (
@@ -181,7 +182,11 @@ def resize(image: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
         resized = tf.image.resize_with_crop_or_pad(_resized(image, cover, method), height, width)
     else:
         resized = _resized(image, tf.constant([height, width]), method)
-    return tf.saturate_cast(tf.round(resized), tf.uint8)  # the clip and the cast in one op
+    if method == "lanczos3":  # its lobes overshoot the input's range: rounded, then clipped by the cast
+        return tf.saturate_cast(tf.round(resized), tf.uint8)
+    # The other filters' weights are all positive and sum to one, so values stay in [0, 255]: half added, the
+    # cast's truncation rounds (half up), at half the cost of a round and a clip (benchmarks/CONSTANTS.md).
+    return tf.cast(resized + 0.5, tf.uint8)
 
 
 def resize_mask(mask: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
@@ -190,19 +195,40 @@ def resize_mask(mask: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAUL
     decoded picture's, which a reduced-scale JPEG decode makes smaller than the mask), with nearest-neighbour:
     no id blends into another. A pad is ``fill``."""
     height, width = (int(v) for v in size)
-    nearest = tf.image.ResizeMethod.NEAREST_NEIGHBOR
     if mode == "stretch":
-        return tf.image.resize(mask, [height, width], method=nearest)
+        return nearest(mask, (height, width))
     shape = tf.cast(shape, tf.float32)
     if mode == "pad":
         scale = tf.minimum(height / shape[0], width / shape[1])
         fit = tf.cast(tf.math.round(shape * scale), tf.int32)
-        fitted = tf.cast(tf.image.resize(mask, fit, method=nearest), tf.int32) - fill
+        fitted = tf.cast(nearest(mask, fit), tf.int32) - fill
         padded = tf.image.pad_to_bounding_box(fitted, (height - fit[0]) // 2, (width - fit[1]) // 2, height, width)
         return tf.cast(padded + fill, tf.uint8)
     scale = tf.maximum(height / shape[0], width / shape[1])
     cover = tf.cast(tf.math.ceil(shape * scale), tf.int32)
-    return tf.image.resize_with_crop_or_pad(tf.image.resize(mask, cover, method=nearest), height, width)
+    return tf.image.resize_with_crop_or_pad(nearest(mask, cover), height, width)
+
+
+def nearest(image: tf.Tensor, size: Any) -> tf.Tensor:
+    """``tf.image.resize(image, size, method="nearest")``, pixel for pixel, as two gathers: whole rows, then
+    columns. TensorFlow's kernel finds its source pixel one output value at a time, which costs as much as
+    decoding the mask (benchmarks/CONSTANTS.md)."""
+    shape = tf.shape(image)
+    rows = _nearest_sources(image.shape[0] or shape[0], size[0])
+    return tf.gather(tf.gather(image, rows, axis=0), _nearest_sources(image.shape[1] or shape[1], size[1]), axis=1)
+
+
+def _nearest_sources(have: Any, want: Any) -> Any:
+    """The source index of each of ``want`` outputs along an axis of ``have``: the rule of TensorFlow's
+    nearest-neighbour kernel with half-pixel centres, ``min(floor((i + 0.5) * have / want), have - 1)``, in
+    float32 as it computes it; worked out here once when both are known (every image of one size)."""
+    if isinstance(have, int) and isinstance(want, int):
+        scale = np.float32(have) / np.float32(want)
+        sources = np.floor((np.arange(want, dtype=np.float32) + np.float32(0.5)) * scale).astype(np.int32)
+        return np.minimum(sources, have - 1)
+    scale = tf.cast(have, tf.float32) / tf.cast(want, tf.float32)
+    sources = tf.cast(tf.floor((tf.range(want, dtype=tf.float32) + 0.5) * scale), tf.int32)
+    return tf.minimum(sources, have - 1)
 
 
 def _resized(image: tf.Tensor, size: tf.Tensor, method: str) -> tf.Tensor:
@@ -212,10 +238,11 @@ def _resized(image: tf.Tensor, size: tf.Tensor, method: str) -> tf.Tensor:
         return tf.image.resize(image, size, method=method, antialias=method == "lanczos3")
     # auto: after a reduced-scale JPEG decode the rest is a small step, where antialiasing only blurs (measured
     # against Pillow's LANCZOS: 51 dB without, 47 with, at 2.2x); larger steps (PNGs, odd sizes) need it.
+    known_size = tf.get_static_value(size)
+    if image.shape[:2].is_fully_defined() and known_size is not None:  # every image has one size: decided here
+        shrink = max(image.shape[0] / known_size[0], image.shape[1] / known_size[1])
+        return tf.image.resize(image, size, method="bilinear", antialias=bool(shrink > 3.0))
     shrink = tf.reduce_max(tf.cast(tf.shape(image)[:2], tf.float32) / tf.cast(size, tf.float32))
-    known = tf.get_static_value(shrink)  # every image of the dataset has one size: decided once, here
-    if known is not None:
-        return tf.image.resize(image, size, method="bilinear", antialias=bool(known > 3.0))
     return tf.cond(shrink > 3.0, lambda: tf.image.resize(image, size, method="bilinear", antialias=True),
                    lambda: tf.image.resize(image, size, method="bilinear"))
 
@@ -274,6 +301,8 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
             out[OBJECTS] = objects
         if SEGMENTATION_MASK.name in example:  # the mask: turned with the picture, resized by its geometry
             mask = tf.io.decode_png(example[SEGMENTATION_MASK.name], channels=1)
+            if uniform and not turned:  # the mask is stored as its picture is (the writer's rule); shape is as shown
+                mask = tf.ensure_shape(mask, [*uniform, 1])
             if turned:
                 mask = apply_orientation(mask, example[IMAGE_ORIENTATION.name])
             if image_size is not None:
