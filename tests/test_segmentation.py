@@ -4,6 +4,7 @@ layout) - and every mask rule is a row error naming the image and the mask."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 
@@ -141,6 +142,27 @@ def test_dataset_json_and_info_count_pixels_per_class(converted, scenes):
     assert tfrecorder.verify(converted, images=True).ok
 
 
+def test_a_large_split_counts_the_pixels_of_a_sample_of_its_masks(scenes, tmp_path, monkeypatch):
+    """Over ``MASK_PIXELS_SAMPLE`` masks a split counts the pixels of one mask in ``pixel_stride``, by rank in
+    stored order: the same masks however the split is cut into shards, and said in dataset.json and by info."""
+    from tfrecorder.write import masks
+
+    monkeypatch.setattr(masks, "MASK_PIXELS_SAMPLE", 4)  # 20 TRAIN masks: one in 5 counted
+    counted = {}
+    for shards in (None, 3):
+        out = str(tmp_path / f"out-{shards}")
+        tfrecorder.convert(scenes[COLUMNS], out, num_shards=shards, progress=False)
+        manifest = json.load(open(os.path.join(out, "dataset.json")))["masks"]
+        assert manifest["pixel_stride"] == {"TRAIN": 5, "VALIDATION": 1, "TEST": 1}
+        counted[shards] = manifest["pixels"]["TRAIN"]
+        stored = [np.asarray(Image.open(io.BytesIO(example["segmentation_mask"]))) for example in  # PNG bytes
+                  tfrecorder.load_dataset(out, "TRAIN", features=["segmentation_mask"]).as_numpy_iterator()]
+        expected = sum(np.bincount(mask.ravel(), minlength=256) for mask in stored[::5])
+        assert {int(k): v for k, v in counted[shards].items()} == {i: int(n) for i, n in enumerate(expected) if n}
+        assert "TRAIN" in str(tfrecorder.info(out)) and "(in 1 mask of 5, by content key)" in str(tfrecorder.info(out))
+    assert counted[None] == counted[3]
+
+
 # --- the rules ---------------------------------------------------------------------------------------------
 
 @pytest.fixture()
@@ -206,6 +228,33 @@ def test_undecodable_jpeg_and_unknown_class_masks_are_row_errors(few, tmp_path):
     assert by_row[0] == "mask_decode" and by_row[1] == "mask_format"
     assert set(by_row.values()) - {"mask_decode", "mask_format"} <= {"mask_class"}
     assert any(v == "mask_class" for v in by_row.values())  # the scenes hold ids 2-4 too
+
+
+@pytest.mark.parametrize("sample", [100, 1], ids=["every mask counted", "one mask counted"])
+def test_class_ids_of_every_mask_are_checked_whether_or_not_its_pixels_are_counted(few, tmp_path, monkeypatch,
+                                                                                   sample):
+    """Unknown ids are a row error in every mask: those whose pixels are counted, and the others (checked by
+    their highest id, or, with VOC's 255 border, id by id)."""
+    from tfrecorder.write import masks
+
+    monkeypatch.setattr(masks, "MASK_PIXELS_SAMPLE", sample)
+    rows = []
+    for i, (border, extra) in enumerate([(False, None), (True, None), (False, 5), (True, 7)] * 2):
+        mask = np.zeros((96, 128), np.uint8)
+        mask[10:40, 10:60] = 1 + i % 2
+        if border:
+            mask[9, 9:61] = 255
+        if extra is not None:
+            mask[50:60, 70:90] = extra
+        path = tmp_path / f"mask{i}.png"
+        Image.fromarray(mask).save(path)
+        rows.append({"split": "TRAIN", "image_uri": few["image_uri"][i % 4], "mask_uri": str(path)})
+    table = pd.DataFrame(rows)
+    errors = convert_errors(table, tmp_path / "out", mask_classes=["background", "a", "b"])
+    assert dict(zip(errors["row"], errors["error"])) == {2: "mask_class", 3: "mask_class", 6: "mask_class",
+                                                          7: "mask_class"}
+    assert {int(k) for k in json.load(open(tmp_path / "out" / "dataset.json"))["masks"]["pixels"]["TRAIN"]} <= {
+        0, 1, 2, 255}
 
 
 def test_a_row_without_a_mask_is_refused_before_any_shard(few, tmp_path):

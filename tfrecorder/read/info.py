@@ -54,9 +54,17 @@ class DatasetInfo:
                          f"{split['bytes'] / 2**20:>9.1f} MiB")
             counts = self.label_counts.get(name, {})
             if counts:
-                lines.append("    labels: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+                lines.append(f"    {self._counted(name)}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
         lines.append("  features: " + ", ".join(f"{k} ({v})" for k, v in self.summary()["features"].items()))
         return "\n".join(lines)
+
+    def _counted(self, split: str) -> str:
+        """What a split's counts count: labels, or a segmentation dataset's mask pixels (in a sample of the
+        masks of a large split)."""
+        if self.manifest.masks is None:
+            return "labels"
+        stride = self.manifest.masks.get("pixel_stride", {}).get(split, 1)
+        return "mask pixels per class" + (f" (in 1 mask of {stride}, by content key)" if stride > 1 else "")
 
     def _repr_html_(self) -> str:
         parts = [f"<h4>{html.escape(self.tfrecord_dir)}</h4><table><tr><th>split</th><th>records</th>"
@@ -70,7 +78,7 @@ class DatasetInfo:
             rows = "".join(
                 f"<tr><td>{html.escape(str(k))}</td><td>{v:,}</td><td><div style='background:#4c78a8;height:10px;"
                 f"width:{int(200 * v / top)}px'></div></td></tr>" for k, v in counts.items())
-            parts.append(f"<p>{name} labels</p><table>{rows}</table>")
+            parts.append(f"<p>{name} {html.escape(self._counted(name))}</p><table>{rows}</table>")
         return "".join(parts)
 
 

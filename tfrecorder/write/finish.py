@@ -29,6 +29,7 @@ from tfrecorder.dataset.tfds import name_and_version, tfds_metadata
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
 from tfrecorder.write import leakage, splits
+from tfrecorder.write.masks import pixel_stride
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.result import ConvertResult, SplitResult
 from tfrecorder.write.shard import ImageStats, ObjectStats, RowFailure, ShardResult
@@ -162,10 +163,13 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
 
 def _masks(table: Table, results: Sequence[ShardResult], options: WriteOptions) -> dict[str, Any]:
     """dataset.json's ``masks``: the mask feature, its class names and ignore_index, and each split's pixels
-    per class id (counted over every mask written)."""
+    per class id, counted in the masks written of one rank in ``pixel_stride`` (1: every mask;
+    ``masks.pixel_stride``)."""
     pixels: dict[str, Counter] = {}
+    strides: dict[str, int] = {}
     for r in results:
         pixels.setdefault(r.spec.split, Counter()).update(dict(r.mask_pixels or ()))
+        strides[r.spec.split] = pixel_stride(r.spec.split_rows)
     settings = options.masks
     detection_api = options.record_format == "tf_object_detection"
     return {"record_format": options.record_format,
@@ -173,7 +177,8 @@ def _masks(table: Table, results: Sequence[ShardResult], options: WriteOptions) 
             "column": table.schema.column_for(Role.MASK),
             "classes": list(settings.classes) if settings.classes is not None else None,
             "ignore_index": settings.ignore_index,
-            "pixels": {split: {str(k): v for k, v in sorted(found.items())} for split, found in pixels.items()}}
+            "pixels": {split: {str(k): v for k, v in sorted(found.items())} for split, found in pixels.items()},
+            "pixel_stride": strides}
 
 
 def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions) -> dict[str, Any]:

@@ -11,6 +11,7 @@ goes where its pixels went, resized with nearest-neighbour so that no class id i
 from __future__ import annotations
 
 import io
+from typing import cast
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -25,16 +26,27 @@ _SHOW = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: I
          5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
          8: Image.Transpose.ROTATE_90}
 _ONE_CHANNEL = {"L", "P", "1", "I", "I;16", "I;16B", "I;16L"}
+# dataset.json counts the pixels of each class in about this many masks of a split: every mask of a smaller
+# split, one in ``pixel_stride`` of a larger one. A count costs as much as the mask's decode (Pillow's
+# histogram), and a class balance needs no more; the ids of every mask are checked all the same.
+MASK_PIXELS_SAMPLE = 100
+
+
+def pixel_stride(split_rows: int) -> int:
+    """Pixels are counted in the masks of every ``pixel_stride``-th rank of a split of ``split_rows``: content-key
+    order, so a sample of the masks as random as the keys, the same whatever runner or shards write them."""
+    return max(1, -(-split_rows // MASK_PIXELS_SAMPLE))
 
 
 def load_mask(location: str | None, uri: str | None, image: StoredImage, image_uri: str | None,
               settings: MaskSettings, size: tuple[int, int] | None, resize_mode: str, validate: str = "full",
-              limits: FetchLimits = FetchLimits()) -> tuple[bytes, np.ndarray | None]:
+              limits: FetchLimits = FetchLimits(), count: bool = True) -> tuple[bytes, np.ndarray | None]:
     """The mask of ``image`` (at ``location``) as stored: PNG bytes of its class ids, in the stored image's
-    frame, and the count of pixels of each id (256 counts; None for a mask checked by its header alone).
-    ``size``/``resize_mode``: how the image was resized, when it was. ``validate``: "header" stores a grey
-    PNG made for the stored pixels as it is, checked by its header (size, one channel), as images are;
-    "full" decodes every mask and checks its class ids. Raises ImageError naming the image and the mask."""
+    frame, and the count of pixels of each id (256 counts; None for a mask not ``count``ed, or checked by its
+    header alone). ``size``/``resize_mode``: how the image was resized, when it was. ``validate``: "header"
+    stores a grey PNG made for the stored pixels as it is, checked by its header (size, one channel), as
+    images are; "full" decodes every mask and checks its class ids. Raises ImageError naming the image and
+    the mask."""
     data = fetch(location, limits)
     picture = _open(data, uri, settings)
     geometry = image.geometry
@@ -52,9 +64,7 @@ def load_mask(location: str | None, uri: str | None, image: StoredImage, image_u
         if validate == "header":
             return data, None
         _load(picture, uri)
-        counts = np.asarray(picture.histogram(), np.int64)
-        _check_classes(counts, uri, settings)
-        return data, counts
+        return data, _checked(picture, uri, settings, count)
     mask = Image.fromarray(_class_ids(picture, uri, settings), "L")
     if found != shown:  # made for the stored pixels: shown as the picture is
         mask = mask.transpose(_SHOW[geometry.source_orientation])
@@ -63,8 +73,7 @@ def load_mask(location: str | None, uri: str | None, image: StoredImage, image_u
             mask = _resize(mask, size, resize_mode, settings.ignore_index)
     elif geometry.orientation != 1:  # kept bytes: back into their stored pixels
         mask = mask.transpose(_SHOW[INVERSE[geometry.orientation]])
-    counts = np.asarray(mask.histogram(), np.int64)
-    _check_classes(counts, uri, settings)
+    counts = _checked(mask, uri, settings, count)
     buffer = io.BytesIO()
     mask.save(buffer, "PNG", compress_level=6)
     return buffer.getvalue(), counts
@@ -114,15 +123,35 @@ def _class_ids(picture: Image.Image, uri: str | None, settings: MaskSettings) ->
     return ids.astype(np.uint8)
 
 
-def _check_classes(counts: np.ndarray, uri: str | None, settings: MaskSettings) -> None:
+def _checked(mask: Image.Image, uri: str | None, settings: MaskSettings, count: bool) -> np.ndarray | None:
+    """The pixels of each id of a decoded grey ``mask`` if ``count``, once its ids are checked against
+    ``mask_classes``: from the counts, or else from its lowest and highest id (all below the number of
+    classes: known ones), or else by looking up every pixel in a table of the known ids."""
+    counts = np.asarray(mask.histogram(), np.int64) if count else None
     if settings.classes is None:
-        return
+        return counts
+    known = len(settings.classes)
+    if counts is None:
+        if _highest(mask) < known:
+            return None
+        unknown = np.zeros(256, np.uint8)
+        unknown[known:] = 1
+        unknown[settings.ignore_index] = 0
+        if not _highest(mask.point(unknown.tolist())):
+            return None
+        counts = np.asarray(mask.histogram(), np.int64)  # a mask to refuse: its unknown ids, named below
     found = set(np.flatnonzero(counts).tolist()) - {settings.ignore_index}
-    unknown = sorted(i for i in found if i >= len(settings.classes))
-    if unknown:
-        raise ImageError("mask_class", f"mask {uri} holds class ids {unknown[:10]} beyond mask_classes' "
-                                       f"{len(settings.classes)} classes (0-{len(settings.classes) - 1}; "
+    unknown_ids = sorted(i for i in found if i >= known)
+    if unknown_ids:
+        raise ImageError("mask_class", f"mask {uri} holds class ids {unknown_ids[:10]} beyond mask_classes' "
+                                       f"{known} classes (0-{known - 1}; "
                                        f"{settings.ignore_index} is ignore_index)")
+    return counts
+
+
+def _highest(mask: Image.Image) -> int:
+    """The highest value of a one-band image (Pillow's extrema of one band: a (lowest, highest) pair)."""
+    return int(cast(tuple[int, int], mask.getextrema())[1])
 
 
 def _resize(mask: Image.Image, size: tuple[int, int], mode: str, fill: int) -> Image.Image:

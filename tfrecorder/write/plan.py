@@ -20,7 +20,7 @@ MAX_SHARD_BYTES = 4 * 1024**3  # a cap on explicit num_shards: one reader per sh
 @dataclass(frozen=True)
 class ShardSpec:
     """One shard file: its split and name, and the ranks of the split's rows it holds in stored order (by
-    content key, then row number): ``start`` to ``stop``."""
+    content key, then row number): ``start`` to ``stop``, of the split's ``split_rows``."""
 
     split: str
     index: int
@@ -28,6 +28,7 @@ class ShardSpec:
     filename: str
     start: int = 0
     stop: int = 0
+    split_rows: int = 0
 
     @property
     def rows(self) -> int:
@@ -88,5 +89,5 @@ def plan_shards(
         count = shard_count(total, (bytes_per_row or {}).get(split, 0.0), num_shards)
         for index in range(count):
             specs.append(ShardSpec(split, index, count, shard_filename(split, index, count, compression),
-                                   total * index // count, total * (index + 1) // count))
+                                   total * index // count, total * (index + 1) // count, total))
     return tuple(specs)

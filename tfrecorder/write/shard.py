@@ -21,7 +21,7 @@ from tfrecorder.write.encode import ExampleEncoder, ObjectEncoder, SegmentationA
 from tfrecorder.write.fetch import ImageError
 from tfrecorder.write.images import StoredImage, load_image
 from tfrecorder.write.leakage import content_key
-from tfrecorder.write.masks import load_mask
+from tfrecorder.write.masks import load_mask, pixel_stride
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -146,6 +146,7 @@ def write_shard(
     objects: ObjectStats | None = None
     mask_pixels: np.ndarray | None = None
     content_keys, content_key_rows = array("Q"), array("q")
+    stride, seen = pixel_stride(spec.split_rows), 0  # masks whose pixels are counted; ranks before this part
     with folder.create(spec.filename, durable) as raw, folder.create(spec.index_filename, durable) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
         writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
@@ -159,7 +160,9 @@ def write_shard(
                 detection_api = options.record_format == "tf_object_detection"
                 encoder = SegmentationAPIEncoder(table) if detection_api else ExampleEncoder(table)
                 records = [[local] for local in range(table.num_rows)]
-            fetched = _images(table, options, image_map, [record[0] for record in records])
+            pixels_at = range((stride - (spec.start + seen) % stride) % stride, table.num_rows, stride)
+            fetched = _images(table, options, image_map, [record[0] for record in records], pixels_at)
+            seen += table.num_rows
             for record, (image, key) in zip(records, fetched):
                 record_rows = [rows[local] for local in record]
                 if not isinstance(image, ImageError) and detection:
@@ -204,7 +207,10 @@ def image_groups(locations: Sequence[str | None]) -> list[list[int]]:
     return groups
 
 
-def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positions: Sequence[int]):
+def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positions: Sequence[int],
+            pixels_at: range = range(0)):
+    """The images at ``positions`` of ``table``, each with its mask if it has one (the pixels of each class
+    counted in the masks at the ``pixels_at`` positions)."""
     if table.image_locations is None:
         return ((None, None) for _ in positions)
     locations, settings = table.image_locations, options.images
@@ -220,7 +226,7 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
             if masks is not None:
                 mask, pixels = load_mask(masks[row], table.mask_uris[row], image, table.image_uris[row],
                                          options.masks, settings.size, settings.resize_mode, settings.validate,
-                                         options.fetch)
+                                         options.fetch, row in pixels_at)
                 image = replace(image, mask=mask, mask_pixels=pixels)
         except ImageError as e:
             return e, None
