@@ -279,6 +279,10 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
         source = sample_data.make_detection_scenes(str(tmp_path / "scenes"), n=30)
     elif kind == "segmentation":
         source = sample_data.make_segmentation_scenes(str(tmp_path / "scenes"), n=30)
+        from tfrecorder.write import masks
+
+        monkeypatch.setattr(masks, "MASK_PIXELS_SAMPLE", 5)  # pixels counted in 1 mask of 5: segments start
+        # between counted ranks, and count the same masks as one writer does
     else:
         source = pd.DataFrame({"image_uri": [str(write_image(tmp_path / "img" / f"{i:02d}.jpg", seed=i))
                                              for i in range(40)], "label": ["ab"[i % 2] for i in range(40)]})
