@@ -118,3 +118,27 @@ def test_a_server_that_drips_its_answer_costs_one_row(tmp_path):
     assert (row["row"], row["error"]) == ("19", "fetch_error")
     assert row["message"].startswith(f"no complete answer within 1 s for {uris[-1]} after 4 tries")
     assert "image_timeout=1: raise it, --image-timeout in the command, for slow servers" in row["message"]
+
+
+def test_masks_over_http_are_fetched_with_the_images_retries_and_errors(tmp_path):
+    """A segmentation table whose images and masks are URLs: a mask answered 503 twice is retried and written as
+    the file is; a mask the server does not have is a row error naming it."""
+    from PIL import Image
+
+    from tfrecorder.sample_data import make_segmentation_scenes
+
+    scenes = make_segmentation_scenes(str(tmp_path / "www"), n=4, orientations=(1,))
+    names = [p.rsplit("/", 1)[-1] for p in scenes["mask_uri"]]
+    with http_server(tmp_path / "www") as (base, hits):
+        images = [f"{base}/{p.rsplit('/', 1)[-1]}" for p in scenes["image_uri"]]
+        masks = [f"{base}/flaky/2/{names[0]}", f"{base}/{names[1]}", f"{base}/status/404/{names[2]}",
+                 f"{base}/{names[3]}"]
+        df = pd.DataFrame({"split": "TRAIN", "image_uri": images, "mask_uri": masks})
+        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    assert hits[f"/flaky/2/{names[0]}"] == 3 and result.splits["TRAIN"].written == 3
+    with open(tmp_path / "out" / "errors.csv", newline="") as f:
+        errors = list(csv.DictReader(f))
+    assert [(int(r["row"]), r["error"]) for r in errors] == [(2, "not_found")] and masks[2] in errors[0]["message"]
+    stored = {x["image_uri"].decode(): x["segmentation_mask"]
+              for x in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator()}
+    np.testing.assert_array_equal(stored[images[0]][..., 0], np.asarray(Image.open(scenes["mask_uri"][0])))
