@@ -211,7 +211,7 @@ def resize_mask(mask: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAUL
 
 def nearest(image: tf.Tensor, size: Any) -> tf.Tensor:
     """``tf.image.resize(image, size, method="nearest")``, pixel for pixel, as two gathers: whole rows, then
-    columns. TensorFlow's kernel finds its source pixel one output value at a time, which costs as much as
+    columns. TensorFlow's kernel finds its source pixel one output value at a time, which costs more than
     decoding the mask (benchmarks/CONSTANTS.md)."""
     shape = tf.shape(image)
     rows = _nearest_sources(image.shape[0] or shape[0], size[0])

@@ -125,8 +125,8 @@ def _class_ids(picture: Image.Image, uri: str | None, settings: MaskSettings) ->
 
 def _checked(mask: Image.Image, uri: str | None, settings: MaskSettings, count: bool) -> np.ndarray | None:
     """The pixels of each id of a decoded grey ``mask`` if ``count``, once its ids are checked against
-    ``mask_classes``: from the counts, or else from its lowest and highest id (all below the number of
-    classes: known ones), or else by looking up every pixel in a table of the known ids."""
+    ``mask_classes``: from the counts, or else from its highest id (below the number of classes: every id is
+    known), or else by looking every pixel up in a table of the known ids and ignore_index."""
     counts = np.asarray(mask.histogram(), np.int64) if count else None
     if settings.classes is None:
         return counts
