@@ -67,6 +67,15 @@ class Hits(dict):
         import threading
 
         self.arrived = threading.Event()
+        self._lock = threading.Lock()
+
+    def count(self, path: str) -> int:
+        """One more request for ``path``; how many so far. Handlers run on threads of their own, and two
+        requests at once for one path (a fetch's retry and the plan's size estimate) must both count."""
+        with self._lock:
+            self[path] = self.get(path, 0) + 1
+            self.arrived.set()
+            return self[path]
 
 
 @contextmanager
@@ -85,8 +94,7 @@ def http_server(root):
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            hits[self.path] = hits.get(self.path, 0) + 1
-            hits.arrived.set()
+            seen = hits.count(self.path)
             parts = self.path.split("?")[0].lstrip("/").split("/")
             if parts[0] == "status":
                 return self._send(int(parts[1]), b"")
@@ -98,7 +106,7 @@ def http_server(root):
             if parts[0] == "drip":
                 return self._drip()
             if parts[0] == "flaky":
-                if hits[self.path] <= int(parts[1]):
+                if seen <= int(parts[1]):
                     return self._send(503, b"busy")
                 parts = parts[2:]
             path = Path(root, *parts)
