@@ -67,15 +67,23 @@ class Hits(dict):
         import threading
 
         self.arrived = threading.Event()
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
 
     def count(self, path: str) -> int:
-        """One more request for ``path``; how many so far. Handlers run on threads of their own, and two
-        requests at once for one path (a fetch's retry and the plan's size estimate) must both count."""
-        with self._lock:
+        """One more request for ``path``; how many so far. Handlers run on threads of their own: two requests
+        at once for one path both count."""
+        with self._changed:
             self[path] = self.get(path, 0) + 1
             self.arrived.set()
+            self._changed.notify_all()
             return self[path]
+
+    def reach(self, path: str, n: int, seconds: float = 60.0) -> int:
+        """The requests for ``path`` once there are ``n`` (or ``seconds`` have passed). A client that gave up on
+        a request (its timeout) may be done before the server's thread for it has counted it."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.get(path, 0) >= n, seconds)
+            return self.get(path, 0)
 
 
 @contextmanager

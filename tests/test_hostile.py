@@ -68,7 +68,7 @@ def test_a_server_that_never_answers_is_a_fetch_error_after_the_timeout(tmp_path
     with http_server(tmp_path) as (base, hits):
         with pytest.raises(ImageError) as caught:
             fetch(f"{base}/silent/x.jpg", FetchLimits(timeout=0.3, retry=Retry(attempts=2, backoff_seconds=0.0)))
-    assert hits["/silent/x.jpg"] == 2
+    assert hits.reach("/silent/x.jpg", 2) == 2  # a try the client gave up on may be counted a moment later
     assert caught.value.error == "fetch_error"
     assert caught.value.message.startswith(f"no answer within 0.3 s for {base}/silent/x.jpg after 2 tries")
 
