@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from tfrecorder.dataset.features import (
@@ -221,14 +220,16 @@ def nearest(image: tf.Tensor, size: Any) -> tf.Tensor:
 def _nearest_sources(have: Any, want: Any) -> Any:
     """The source index of each of ``want`` outputs along an axis of ``have``: the rule of TensorFlow's
     nearest-neighbour kernel with half-pixel centres, ``min(floor((i + 0.5) * have / want), have - 1)``, in
-    float32 as it computes it; worked out here once when both are known (every image of one size)."""
+    float32 as it computes it; worked out once, eagerly, when both are known (every image of one size)."""
+    def rule() -> tf.Tensor:
+        scale = tf.cast(have, tf.float32) / tf.cast(want, tf.float32)
+        sources = tf.cast(tf.floor((tf.range(want, dtype=tf.float32) + 0.5) * scale), tf.int32)
+        return tf.minimum(sources, have - 1)
+
     if isinstance(have, int) and isinstance(want, int):
-        scale = np.float32(have) / np.float32(want)
-        sources = np.floor((np.arange(want, dtype=np.float32) + np.float32(0.5)) * scale).astype(np.int32)
-        return np.minimum(sources, have - 1)
-    scale = tf.cast(have, tf.float32) / tf.cast(want, tf.float32)
-    sources = tf.cast(tf.floor((tf.range(want, dtype=tf.float32) + 0.5) * scale), tf.int32)
-    return tf.minimum(sources, have - 1)
+        with tf.init_scope():  # out of the graph being traced: a constant in it
+            return rule().numpy()
+    return rule()
 
 
 def _resized(image: tf.Tensor, size: tf.Tensor, method: str) -> tf.Tensor:

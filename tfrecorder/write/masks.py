@@ -10,6 +10,7 @@ goes where its pixels went, resized with nearest-neighbour so that no class id i
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import cast
 
@@ -134,10 +135,7 @@ def _checked(mask: Image.Image, uri: str | None, settings: MaskSettings, count: 
     if counts is None:
         if _highest(mask) < known:
             return None
-        unknown = np.zeros(256, np.uint8)
-        unknown[known:] = 1
-        unknown[settings.ignore_index] = 0
-        if not _highest(mask.point(unknown.tolist())):
+        if not _highest(mask.point(_unknown_ids(known, settings.ignore_index))):
             return None
         counts = np.asarray(mask.histogram(), np.int64)  # a mask to refuse: its unknown ids, named below
     found = set(np.flatnonzero(counts).tolist()) - {settings.ignore_index}
@@ -147,6 +145,13 @@ def _checked(mask: Image.Image, uri: str | None, settings: MaskSettings, count: 
                                        f"{known} classes (0-{known - 1}; "
                                        f"{settings.ignore_index} is ignore_index)")
     return counts
+
+
+@functools.lru_cache(maxsize=8)
+def _unknown_ids(known: int, ignore_index: int) -> list[int]:
+    """A lookup table of the 256 ids, 1 for an id beyond the ``known`` classes other than ``ignore_index``: made
+    once per table's settings, not per mask."""
+    return [int(i >= known and i != ignore_index) for i in range(256)]
 
 
 def _highest(mask: Image.Image) -> int:
