@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import hashlib
+import io
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -13,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
+from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import (
     DEFAULT_STORAGE_TIMEOUT,
     Folder,
@@ -25,7 +28,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import spill, splits
 from tfrecorder.write.annotations import annotation_table
-from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
+from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, ROOT_ATTR, Root
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
@@ -203,9 +206,38 @@ def convert(
     beam_options.check(runner, str(output_dir))
     output = Folder.of(output_dir, how.storage_timeout)
     with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
-        return _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
-                         how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite, progress=progress,
-                         num_workers=num_workers, started=started)
+        result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
+                           how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite,
+                           progress=progress, num_workers=num_workers, started=started)
+        _check_written(result, output, from_frame=isinstance(source, pd.DataFrame))
+        return result
+
+
+def _check_written(result: ConvertResult, folder: Folder, *, from_frame: bool) -> None:
+    """A TFRecorderError when rows came in, some failed and none was written: the run's count and its first
+    causes (errors.csv's first codes, with an example each), and where relative paths of a DataFrame were
+    looked for. The dataset and errors.csv stay, for inspection."""
+    totals = result.rows
+    if not result.splits or totals.written or not totals.errors:
+        return
+    codes: dict[str, tuple[int, str, str]] = {}  # code -> (rows, first image_uri, first message)
+    with folder.open(ERRORS_NAME) as f:
+        for i, row in enumerate(csv.DictReader(io.TextIOWrapper(f, encoding="utf-8", newline=""))):
+            count, uri, message = codes.get(row["error"], (0, row["image_uri"], row["message"]))
+            codes[row["error"]] = (count + 1, uri, message)
+            if i + 1 >= _CAUSE_ROWS:
+                break
+    sample = f" (in the first {_CAUSE_ROWS} rows)" if totals.errors > _CAUSE_ROWS else ""
+    causes = "; ".join(f"{code}: {count} rows, e.g. {message}"
+                       for code, (count, _, message) in sorted(codes.items(), key=lambda c: -c[1][0]))
+    relative = from_frame and any(uri and "://" not in uri and not os.path.isabs(uri) for _, uri, _ in codes.values())
+    where = (f". A DataFrame's relative image paths are read from the working directory, {os.getcwd()}: make them "
+             f"absolute, or run from the folder they are relative to") if relative else ""
+    raise TFRecorderError(f"no row was written: the {totals.errors} rows not discarded all failed, listed in "
+                          f"{result.errors_file}. Causes{sample}: {causes}{where}")
+
+
+_CAUSE_ROWS = 1000  # errors.csv rows read to name a failed run's first causes
 
 
 @contextlib.contextmanager
@@ -229,6 +261,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     boxes = annotation_table(source)  # a VOC folder, a COCO JSON, an AutoML detection CSV: their long form
     if boxes is not None:
         source = boxes
+    options = _confined(source, options)
 
     def beam_files(files: BeamInput, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
         job = spill.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
@@ -295,6 +328,15 @@ def _space_left(folder: Folder) -> Iterator[None]:
         raise TFRecorderError(
             f"no space left on the device writing {e.filename or folder.url}: free some space (or move "
             f"output_dir), then run the same conversion again: it keeps the shards already written") from e
+
+
+def _confined(source: Any, options: WriteOptions) -> WriteOptions:
+    """``options`` reading only inside the dataset's root when ``source`` is an annotation file's table
+    (``read_annotations`` names its root in the frame's ``attrs``): its names cannot reach other files."""
+    root = source.attrs.get(ROOT_ATTR) if isinstance(source, pd.DataFrame) else None
+    if not root:
+        return options
+    return replace(options, fetch=replace(options.fetch, root=Root(str(root["root"]), str(root["annotations"]))))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import stat
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2  # far above any photo
 MAX_IMAGE_BYTES = 1024**3  # the most max_image_bytes may be: one record must stay under protobuf's 2 GiB
 DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds a remote image's read may take, each try (and any silence in it)
 _CHUNK = 1 << 20
+ROOT_ATTR = "tfrecorder.root"  # DataFrame.attrs key of an annotation file's table: {"root": ..., "annotations": ...}
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,54 @@ DEFAULT_RETRY = Retry()
 
 
 @dataclass(frozen=True)
+class Root:
+    """The folder every file an annotation file names must stay inside (the dataset's root): ``url`` an absolute
+    local path or a URL, ``named_by`` the annotation file or folder that names the files.
+
+    A name is outside when it is a URL under a local root (or a local path under a remote one: a remote
+    annotation file never names a local file), on another host or bucket, or resolves - ``..`` and, for local
+    files, symlinks followed - to a place out of ``url``."""
+
+    url: str
+    named_by: str
+
+    def check(self, location: str) -> None:
+        """An ImageError ``outside_folder`` naming the location, the annotation file and how to name the root,
+        when ``location`` is outside."""
+        if not self.holds(location):
+            raise ImageError("outside_folder", f"{location} is named by {self.named_by}, outside the dataset's root "
+                                               f"{self.url}: give images_dir= the folder that holds the images to "
+                                               f"read files from there")
+
+    def holds(self, location: str) -> bool:
+        if is_remote(self.url):
+            if not is_remote(location):
+                return False
+            (scheme, rest), (root_scheme, root_rest) = _split_url(location), _split_url(self.url)
+            inside = posixpath.normpath("/" + rest)
+            top = posixpath.normpath("/" + root_rest)
+            return scheme == root_scheme and (inside + "/").startswith(top.rstrip("/") + "/")
+        if is_remote(location):
+            return False
+        path = location[len("file://"):] if location.startswith("file://") else location
+        top = os.path.realpath(self.url)
+        return os.path.commonpath([os.path.realpath(path), top]) == top  # links followed: where it really is
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    scheme, rest = url.split("://", 1)
+    return scheme.lower(), rest
+
+
+@dataclass(frozen=True)
 class FetchLimits:
-    """What one image read may cost: bytes, seconds of silence from a server, and retries."""
+    """What one image read may cost - bytes, seconds of silence from a server, and retries - and, for the files
+    an annotation file names, where it may read (``root``)."""
 
     max_bytes: int = DEFAULT_MAX_IMAGE_BYTES
     timeout: float = DEFAULT_IMAGE_TIMEOUT
     retry: Retry = field(default_factory=Retry)
+    root: Root | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.max_bytes <= MAX_IMAGE_BYTES:
@@ -79,6 +123,8 @@ def fetch(location: str | None, limits: FetchLimits = FetchLimits()) -> bytes:
     """The bytes at ``location`` (local path, file://, or any fsspec URL), within ``limits``."""
     if location is None:
         raise ImageError("missing_uri", "the row has no image URI")
+    if limits.root is not None:
+        limits.root.check(location)
     try:
         data = _fetch_remote(location, limits) if is_remote(location) else _read_local(location, limits.max_bytes)
     except FileNotFoundError as e:
@@ -97,12 +143,12 @@ def fetch(location: str | None, limits: FetchLimits = FetchLimits()) -> bytes:
 def size_of(location: str | None, limits: FetchLimits = FetchLimits()) -> int | None:
     """The size of the file at ``location`` without reading it; None when it cannot be known (no answer within
     the timeout, no such file, a server that does not say)."""
-    if location is None:
+    if location is None or (limits.root is not None and not limits.root.holds(location)):
         return None
     try:
         if not is_remote(location):
             return os.stat(location[len("file://"):] if location.startswith("file://") else location).st_size
-        fs, path = fsspec.core.url_to_fs(location, **_timeouts(location, limits.timeout))
+        fs, path = _filesystem(location, limits.timeout)
         size = fs.size(path)
     except Exception as e:  # noqa: BLE001 - an estimate only: any failure means "unknown"
         logger.debug("no size for %s: %s", redact(location), redact(str(e)))
@@ -160,7 +206,7 @@ def _read_capped(read: Callable[[int], bytes], max_bytes: int, location: str, ti
 
 def _fetch_remote(location: str, limits: FetchLimits) -> bytes:
     """One object through fsspec (gs://, http(s)://, ...); transient failures are retried with backoff."""
-    fs, path = fsspec.core.url_to_fs(location, **_timeouts(location, limits.timeout))
+    fs, path = _filesystem(location, limits.timeout)
     retry = limits.retry
     for attempt in range(retry.attempts):
         try:
@@ -182,6 +228,20 @@ def _fetch_remote(location: str, limits: FetchLimits) -> bytes:
             logger.debug("retrying %s after %s", redact(location), redact(str(e)))
             time.sleep(retry.delay(attempt))
     raise AssertionError("unreachable")
+
+
+def _filesystem(location: str, timeout: float) -> tuple[Any, str]:
+    """fsspec's filesystem for ``location``; a scheme fsspec does not know, or whose backend is not installed
+    (``s3://`` without s3fs), is the row's error ``unsupported_uri``, not the end of the run."""
+    try:
+        return fsspec.core.url_to_fs(location, **_timeouts(location, timeout))
+    except ImportError as e:
+        raise ImageError("unsupported_uri", f"no fsspec backend for {_protocol(location)}:// is installed "
+                                            f"({e}): {location}") from e
+    except ValueError as e:
+        if "protocol" not in str(e).lower():
+            raise
+        raise ImageError("unsupported_uri", f"fsspec knows no {_protocol(location)}:// storage: {location}") from e
 
 
 def _read_remote(fs: Any, path: str, limits: FetchLimits, location: str) -> bytes:

@@ -112,9 +112,13 @@ def errors_csv(failures: Sequence[RowFailure]) -> str:
     """errors.csv text: a header and one line per row not written."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
+    # a lone carriage return is no line terminator to this writer, so it would go unquoted and readers (pandas,
+    # csv) would split the row there: a row holding one has every field quoted
+    quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(ERRORS_COLUMNS)
     for f in failures:
-        writer.writerow((f.row, f.split, f.image_uri or "", f.error, f.message))
+        row = (f.row, f.split, f.image_uri or "", f.error, f.message)
+        (quoted if "\r" in row[2] or "\r" in row[4] else writer).writerow(row)
     return buffer.getvalue()
 
 

@@ -83,6 +83,8 @@ class RunDigest:
         self.add("options", (dataclasses.astuple(options.images), options.compression, options.on_error,
                              options.fetch.max_bytes, options.box_units, options.box_orientation,
                              options.record_format, dataclasses.astuple(options.masks)))
+        if options.fetch.root is not None:  # which files an annotation file's names may reach
+            self.add("root", dataclasses.astuple(options.fetch.root))
 
     def add(self, tag: str, value: Any) -> None:
         self._digest.update(tag.encode("utf-8"))
