@@ -141,7 +141,7 @@ def test_a_directory_and_a_text_file_with_image_names_are_row_errors(tmp_path):
     (tmp_path / "notes.png").write_text("hello")
     df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(tmp_path / "folder.jpg"), str(tmp_path / "notes.png")],
                        "label": ["x", "y"]})
-    result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
-    assert result.errors == 2
+    with pytest.raises(tfrecorder.TFRecorderError, match="no row was written: the 2 rows"):
+        tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
     errors = (tmp_path / "out" / "errors.csv").read_text()
     assert ",is_directory," in errors and ",unsupported_format," in errors

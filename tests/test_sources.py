@@ -221,8 +221,9 @@ def test_a_glob_refused_by_the_direct_runner_converts_once_fixed(tmp_path):
         tfrecorder.convert(str(tmp_path / "cols-*.csv"), str(tmp_path / "out"), **options)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
     (tmp_path / "cols-2.csv").write_text("split,image_uri,label\nTRAIN,b.jpg,y\n")
-    result = tfrecorder.convert(str(tmp_path / "cols-*.csv"), str(tmp_path / "out"), **options)
-    assert result.rows.rows_in == 2 and result.errors == 2  # no such images: both rows in errors.csv
+    with pytest.raises(TFRecorderError, match="no row was written: the 2 rows"):  # no such images
+        tfrecorder.convert(str(tmp_path / "cols-*.csv"), str(tmp_path / "out"), **options)
+    assert len(pd.read_csv(tmp_path / "out" / "errors.csv")) == 2
 
 
 def test_the_same_rows_give_the_same_shards_however_they_are_ordered_or_split_into_files(tmp_path):

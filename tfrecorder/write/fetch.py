@@ -76,9 +76,13 @@ class Root:
             return scheme == root_scheme and (inside + "/").startswith(top.rstrip("/") + "/")
         if is_remote(location):
             return False
-        path = location[len("file://"):] if location.startswith("file://") else location
-        top = os.path.realpath(self.url)
+        path, top = (_local(name) for name in (location, self.url))
+        top = os.path.realpath(top)
         return os.path.commonpath([os.path.realpath(path), top]) == top  # links followed: where it really is
+
+
+def _local(location: str) -> str:
+    return location[len("file://"):] if location.startswith("file://") else location
 
 
 def _split_url(url: str) -> tuple[str, str]:
@@ -147,7 +151,7 @@ def size_of(location: str | None, limits: FetchLimits = FetchLimits()) -> int | 
         return None
     try:
         if not is_remote(location):
-            return os.stat(location[len("file://"):] if location.startswith("file://") else location).st_size
+            return os.stat(_local(location)).st_size
         fs, path = _filesystem(location, limits.timeout)
         size = fs.size(path)
     except Exception as e:  # noqa: BLE001 - an estimate only: any failure means "unknown"
@@ -157,7 +161,7 @@ def size_of(location: str | None, limits: FetchLimits = FetchLimits()) -> int | 
 
 
 def _read_local(location: str, max_bytes: int) -> bytes:
-    path = location[len("file://"):] if location.startswith("file://") else location
+    path = _local(location)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
     try:
         info = os.fstat(fd)
