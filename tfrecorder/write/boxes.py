@@ -7,10 +7,14 @@ Garden) needs to find each box on its object. Our reader turns the boxes with th
 A box row gives edges in pixels or normalized (``box_units``), in the frame of the picture as displayed
 or of its stored pixels (``box_orientation``). Edges up to ``CLIP_PIXELS`` (pixels) or ``CLIP_FRACTION``
 (normalized) outside the picture are clipped and counted; beyond that the image is a row error.
+
+A label over ``MAX_LABEL_BYTES`` (an annotation file's category name, say) is a row error too: a class name,
+not a document, and one a reader holds per record and per class.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +24,7 @@ from tfrecorder.write.fetch import ImageError
 
 CLIP_PIXELS = 1.0  # pixel boxes this far outside the image are clipped onto it
 CLIP_FRACTION = 0.005  # ... and normalized ones this far
+MAX_LABEL_BYTES = 64 * 1024  # of UTF-8: a longer label is a row error (label_too_long)
 
 
 @dataclass(frozen=True)
@@ -74,3 +79,21 @@ def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[flo
     boxes = boxes * np.array([scale_x, scale_y, scale_x, scale_y]) + np.array([offset_x, offset_y] * 2)
     boxes = turn(boxes, INVERSE[geometry.orientation])  # kept bytes: back into their stored pixels
     return boxes[:, [1, 0, 3, 2]].astype(np.float32), clipped
+
+
+def long_labels(vocabulary: Sequence[str] | None) -> dict[int, int]:
+    """The ids of the vocabulary's labels over ``MAX_LABEL_BYTES`` of UTF-8, each with its size."""
+    sizes = ((i, len(name.encode("utf-8"))) for i, name in enumerate(vocabulary or ()))
+    return {i: size for i, size in sizes if size > MAX_LABEL_BYTES}
+
+
+def check_labels(labels: Sequence[int], rows: Sequence[int], long: Mapping[int, int], vocabulary: Sequence[str],
+                 image: str) -> None:
+    """Raises ImageError("label_too_long") naming the row, size and start of the first of one image's ``labels``
+    (vocabulary ids) that is in ``long``: the image and its rows are not written."""
+    for label, row in zip(labels, rows):
+        if label in long:
+            raise ImageError("label_too_long",
+                             f"row {row}: the label {vocabulary[label][:40]!r}... of image {image} is "
+                             f"{long[label]:,} bytes, over the {MAX_LABEL_BYTES // 1024} KiB a label may have: "
+                             f"name the class in fewer words")

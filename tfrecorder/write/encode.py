@@ -12,7 +12,7 @@ from tfrecorder.dataset import features
 from tfrecorder.dataset.connectors import Connector, float64_bits, stored_connector
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.types import BOX_EDGES, Kind, Role
-from tfrecorder.write.boxes import stored_boxes
+from tfrecorder.write.boxes import check_labels, long_labels, stored_boxes
 from tfrecorder.write.images import StoredImage
 from tfrecorder.write.table import Table
 
@@ -128,6 +128,7 @@ class ObjectEncoder:
                            [(None if w is None or h is None else (w, h))
                             for w, h in zip(_listed(size[0].values), _listed(size[1].values))])
         self._labels = _listed(table.label.values)
+        self._long_labels = long_labels(table.vocabulary)
         self._extras = [(c.feature, stored_connector(c.kind).field, _MISSING[c.kind], _listed(c.values))
                         for c in table.features if c.type.role is not Role.BOX]
         self._table, self._frame = table, box_orientation
@@ -143,6 +144,9 @@ class ObjectEncoder:
         if objects:
             annotated = self._annotated[objects[0]] if self._annotated is not None else None
             row_of = dict(zip(positions, rows))
+            if self._long_labels:
+                check_labels([self._labels[p] for p in objects], [row_of[p] for p in objects], self._long_labels,
+                             self._table.vocabulary, self._uris(positions[0]))
             boxes, clipped = stored_boxes(self._edges[objects], self._table.box_units, self._frame, annotated,
                                           image.geometry, [row_of[p] for p in objects])
         labels = [self._labels[p] for p in objects]
