@@ -152,3 +152,68 @@ def test_errors_csv_reads_back_whatever_the_uris_hold(tmp_path):
         rows = list(csv.DictReader(f))
     assert [r["image_uri"] for r in rows] == uris[1:]
     assert [r["error"] for r in rows] == ["not_found"] * len(odd)
+
+
+# --- annotation files: their names resolve inside the dataset's root ---------------------------------------
+
+def _coco(path, names):
+    """A COCO instances file naming ``names``, a 4x4 box on each."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    images = [{"id": i, "file_name": n, "width": 32, "height": 24} for i, n in enumerate(names, 1)]
+    annotations = [{"id": i, "image_id": i, "bbox": [2, 2, 4, 4], "category_id": 1, "iscrowd": 0, "area": 16.0}
+                   for i in range(1, len(names) + 1)]
+    path.write_text(json.dumps({"images": images, "annotations": annotations,
+                                "categories": [{"id": 1, "name": "cat"}]}))
+    return path
+
+
+def test_coco_names_outside_its_root_are_row_errors_naming_the_annotation_file(rooted, tmp_path):
+    """COCO's layout: annotations/instances_train.json beside images/ - the root is the annotations' parent."""
+    coco = _coco(rooted / "annotations" / "instances_train.json",
+                 ["../images/in.jpg", "../images/out-link.jpg", "../../private.jpg", str(tmp_path / "private.jpg"),
+                  "http://127.0.0.1:9/x.jpg"])
+    out = tmp_path / "out"
+    result = tfrecorder.convert(str(coco), str(out), progress=False, image_size=None)
+    assert (result.rows.written, result.errors) == (1, 4)
+    errors = _errors(out)
+    assert errors["error"].tolist() == ["outside_folder"] * 4
+    assert all(str(coco) in m for m in errors["message"])
+
+
+def test_images_dir_names_the_root(rooted, tmp_path):
+    coco = _coco(tmp_path / "elsewhere" / "instances_train.json", ["in.jpg", "../private.jpg"])
+    result = tfrecorder.read_annotations(str(coco), images_dir=str(rooted / "images"))
+    assert result.attrs[ROOT_ATTR]["root"] == str(rooted / "images")
+    out = tmp_path / "out"
+    tfrecorder.convert(result, str(out), progress=False)
+    assert _errors(out)[["row", "error"]].values.tolist() == [[1, "outside_folder"]]
+
+
+def test_a_voc_filename_climbing_out_is_a_row_error(rooted, tmp_path):
+    voc = rooted / "voc"
+    (voc / "Annotations").mkdir(parents=True)
+    write_image(voc / "JPEGImages" / "a.jpg")
+    for stem, name in (("a", "a.jpg"), ("b", "../../../private.jpg")):
+        (voc / "Annotations" / f"{stem}.xml").write_text(
+            f"<annotation><filename>{name}</filename><size><width>32</width><height>24</height></size>"
+            f"<object><name>cat</name><bndbox><xmin>2</xmin><ymin>2</ymin><xmax>6</xmax><ymax>6</ymax></bndbox>"
+            f"</object></annotation>")
+    out = tmp_path / "out"
+    result = tfrecorder.convert(str(voc), str(out), progress=False)
+    assert (result.rows.written, result.errors) == (1, 1)
+    assert _errors(out)["error"].tolist() == ["outside_folder"]
+
+
+def test_a_remote_coco_file_never_names_a_local_file(rooted, tmp_path):
+    from tests.servers import http_server
+
+    www = tmp_path / "www"
+    write_image(www / "coco" / "a.jpg")
+    _coco(www / "coco" / "instances_train.json", ["a.jpg", str(tmp_path / "private.jpg"), "../../private.jpg"])
+    with http_server(www) as (base, _):
+        out = tmp_path / "out"
+        result = tfrecorder.convert(f"{base}/coco/instances_train.json", str(out), progress=False)
+    assert (result.rows.written, result.errors) == (1, 2)
+    assert _errors(out)["error"].tolist() == ["outside_folder"] * 2

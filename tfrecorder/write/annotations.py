@@ -34,6 +34,7 @@ from defusedxml import ElementTree as SafeElementTree
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
+from tfrecorder.write.fetch import ROOT_ATTR
 from tfrecorder.write.splits import DEFAULT_FRACTIONS, TEST, TRAIN, UNASSIGNED, VALIDATION, hash_fraction
 
 BOX_COLUMNS = ("xmin", "ymin", "xmax", "ymax")
@@ -44,7 +45,6 @@ COCO_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # instances_<na
 AUTOML_WIDTH = 11  # split, image, label, then x,y of 4 vertices: 2-vertex rows leave two pairs empty
 # The frame's attrs entry the fetch checks names against: {"root": the dataset's root (an absolute local path or
 # a URL), "annotations": the annotation file or folder as given}
-ROOT_ATTR = "tfrecorder.root"
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a name that is a URL (http://, gs://, file://...)
 SHOWN = 60  # characters of a bad value a message quotes
 
