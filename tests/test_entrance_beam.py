@@ -121,3 +121,46 @@ def test_every_staged_part_has_the_schema_of_the_whole_table(column, part_rows):
     for group in groups:
         part = pd.DataFrame.from_records([row for _, row in group], columns=schema.names)
         assert beam_module._as_staged(part, schema).schema.equals(whole, check_metadata=True)
+
+
+def _boxes(tmp_path, images: int, boxes: int) -> pd.DataFrame:
+    """A detection table of ``images`` images and ``boxes`` box rows, the rows of its images interleaved."""
+    from tests.conftest import write_image
+
+    uris = [str(write_image(tmp_path / "img" / f"{i}.png", "PNG", size=(32, 32), seed=i)) for i in range(images)]
+    return pd.DataFrame({"split": "TRAIN", "image_uri": [uris[b % images] for b in range(boxes)],
+                         "label": ["ab"[b % 2] for b in range(boxes)], "xmin": 0.1, "ymin": 0.2, "xmax": 0.5,
+                         "ymax": 0.6})
+
+
+@pytest.mark.parametrize("how", [
+    pytest.param({"num_shards": 5}, id="num_shards over the images"),
+    pytest.param({"target": 4096}, id="a size estimate over the images"),
+    pytest.param({"num_shards": 5, "streamed": True}, id="an image's boxes in several parts"),
+    pytest.param({"num_shards": 5, "runner": "DirectRunner", "files": 2}, id="Beam, an image's boxes in two files"),
+])
+@pytest.mark.parametrize("images", [1, 2])
+def test_a_detection_table_of_few_images_writes_no_empty_shard(tmp_path, monkeypatch, how, images):
+    """One image with 300 boxes (or two) gets one shard per image at most and no empty shard file: the plan's
+    ranges of box rows moved to whole images left 4 of 5 shards empty."""
+    from tfrecorder.write import plan
+
+    how = dict(how)
+    if how.pop("target", None):
+        monkeypatch.setattr(plan, "TARGET_SHARD_BYTES", 4096)  # each box row is estimated at ~100 bytes
+    if how.pop("streamed", False):
+        monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
+        monkeypatch.setattr(spill, "PART_ROWS", 64)
+    if "runner" not in how:
+        how["progress"] = False
+    source = _boxes(tmp_path, images, 300)
+    if files := how.pop("files", 0):
+        for n in range(files):
+            source.iloc[n::files].to_csv(tmp_path / f"boxes-{n}.csv", index=False)
+        source = str(tmp_path / "boxes-*.csv")
+    result = tfrecorder.convert(source, str(tmp_path / "out"), **how)
+    shards = sorted((tmp_path / "out").glob("*.tfrecord"))
+    assert 1 <= len(shards) <= images and all(shard.stat().st_size > 0 for shard in shards), shards
+    manifest = tfrecorder.read_manifest(str(tmp_path / "out")).splits["TRAIN"]
+    assert result.rows.written == 300 and len(tfrecorder.read_tfr(str(tmp_path / "out"))) == 300
+    assert len(manifest) == len(shards) and sum(s.records for s in manifest) == images
