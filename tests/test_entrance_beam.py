@@ -164,3 +164,82 @@ def test_a_detection_table_of_few_images_writes_no_empty_shard(tmp_path, monkeyp
     manifest = tfrecorder.read_manifest(str(tmp_path / "out")).splits["TRAIN"]
     assert result.rows.written == 300 and len(tfrecorder.read_tfr(str(tmp_path / "out"))) == 300
     assert len(manifest) == len(shards) and sum(s.records for s in manifest) == images
+
+
+MOVE_TMPDIR = (r"; set TMPDIR to a folder with more room \(TMPDIR=/bigger/disk tfrecorder convert \.\.\., or in Python "
+               r"tempfile\.tempdir = '/bigger/disk' before converting\), then run the same conversion again")
+
+
+def _segments_table() -> pd.DataFrame:
+    """600 rows of columns whose TRAIN shard the forked writers write in segments (SEGMENT_MIN_ROWS lowered)."""
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"split": "TRAIN", "label": [f"c{i % 5}" for i in range(600)], "x": rng.normal(size=600),
+                         "pad": [rng.bytes(200).hex() for _ in range(600)]})
+
+
+def test_a_full_temporary_folder_while_writing_segments_names_tmpdir_not_output_dir(tmp_path, forked, monkeypatch):
+    """Shards written in segments by forked writers put them in the temporary folder: a full disk there names
+    that folder and TMPDIR (it said "free some space (or move output_dir)", naming a file in the spill)."""
+    import errno
+    import tempfile
+
+    from tfrecorder.write.runners import local
+
+    real = local.write_spilled_shard
+
+    def full_tmpdir(shard, folder, *args, **kwargs):  # what a write into a full TMPDIR raises (storage names it)
+        if folder.url.startswith(shard.spill):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), folder.join(shard.spec.filename))
+        return real(shard, folder, *args, **kwargs)
+
+    monkeypatch.setattr(local, "SEGMENT_MIN_ROWS", 4)
+    monkeypatch.setattr(local, "write_spilled_shard", full_tmpdir)
+    with pytest.raises(TFRecorderError) as caught:
+        tfrecorder.convert(_segments_table(), str(tmp_path / "out"), progress=False)
+    assert caught.match(rf"^no space left in the temporary folder {tempfile.gettempdir()} for the segments of "
+                        rf"train-00000-of-00001\.tfrecord, .*{MOVE_TMPDIR}: it keeps the shards already written$")
+    assert "move output_dir" not in str(caught.value)
+
+
+def test_a_temporary_folder_too_full_for_the_spill_folder_names_tmpdir(tmp_path, monkeypatch):
+    """A temporary folder so full that the spill's own folder cannot be made: the same one line (it was a raw
+    OSError)."""
+    import errno
+    import tempfile
+
+    def full(prefix=None, **_):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.path.join(tempfile.gettempdir(), prefix + "x"))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    with pytest.raises(TFRecorderError, match=rf"^no space left in the temporary folder {tempfile.gettempdir()} for "
+                                              rf"the spill files of this conversion: .*{MOVE_TMPDIR}$"):
+        tfrecorder.convert(_segments_table(), str(tmp_path / "out"), progress=False)
+
+
+@pytest.fixture
+def small_tmpdir(tmp_path, monkeypatch):
+    """A 64 KiB tmpfs as the temporary folder (root only: skipped where mounting is not allowed)."""
+    import subprocess
+    import tempfile
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    monkeypatch.setattr(tempfile, "tempdir", str(small))
+    try:
+        yield small
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_a_real_full_temporary_folder_while_writing_segments_names_tmpdir(tmp_path, forked, monkeypatch,
+                                                                        small_tmpdir):
+    from tfrecorder.write.runners import local
+
+    monkeypatch.setattr(local, "SEGMENT_MIN_ROWS", 4)
+    with pytest.raises(TFRecorderError, match=rf"^no space left in the temporary folder {small_tmpdir} for the "
+                                              rf"segments of train-00000-of-00001\.tfrecord, .*{MOVE_TMPDIR}"):
+        tfrecorder.convert(_segments_table(), str(tmp_path / "out"), progress=False)
+    assert os.listdir(small_tmpdir) == []

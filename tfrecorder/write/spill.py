@@ -580,25 +580,49 @@ def spill_folder(output_url: str, files: Source) -> Iterator[Folder]:
     A full temporary folder is a TFRecorderError that says how much room the spill needs and how to move it."""
     stem = f"{SPILL_PREFIX}{hashlib.sha256(output_url.encode()).hexdigest()[:12]}-"
     _remove_orphans(stem)
-    path = tempfile.mkdtemp(prefix=f"{stem}{os.getpid()}-")
+    needed = files.bytes * (SPILL_PER_PARQUET_BYTE if files.parquet else SPILL_PER_CSV_BYTE)
+    what = "Parquet" if files.parquet else "CSV" if isinstance(files, TableFiles) else "a DataFrame"
+    need = (f"the spill files of this conversion: this table ({files.bytes / 2**20:.0f} MiB of {what}) needs about "
+            f"{needed / 2**20:.0f} MiB there while it is converted (up to {SEGMENT_MAX_BYTES / 2**20:.0f} MiB more "
+            f"for a shard written in segments)")
+    with _room_in(tempfile.gettempdir(), need):  # a full one may not take even the folder
+        path = tempfile.mkdtemp(prefix=f"{stem}{os.getpid()}-")
     folder = Folder.of(path)
     try:
-        yield folder
-    except OSError as e:
-        if e.errno != errno.ENOSPC or (e.filename and not str(e.filename).startswith(path)):
-            raise
-        needed = files.bytes * (SPILL_PER_PARQUET_BYTE if files.parquet else SPILL_PER_CSV_BYTE)
-        what = "Parquet" if files.parquet else "CSV" if isinstance(files, TableFiles) else "a DataFrame"
-        raise TFRecorderError(
-            f"no space left in the temporary folder {os.path.dirname(path)} for the spill files of this "
-            f"conversion: this table ({files.bytes / 2**20:.0f} MiB of {what}) "
-            f"needs about {needed / 2**20:.0f} MiB there while it is converted (up to "
-            f"{SEGMENT_MAX_BYTES / 2**20:.0f} MiB more for a shard written in segments); set TMPDIR to a folder with "
-            f"more room (TMPDIR=/big/tmp tfrecorder convert ...), then run the same conversion again") from e
+        with _room_in(path, need):
+            yield folder
     finally:
         _HELD.pop(folder.url, None)
         _HELD_PARTS.pop(folder.url, None)
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def segment_room(shard: SpilledShard) -> Iterator[None]:
+    """Writing a segment of ``shard`` into its spill folder (TMPDIR; the local runner's forked writers): a full disk
+    there is the TFRecorderError that names the temporary folder and how to move it, not output_dir's."""
+    with _room_in(shard.spill, f"the segments of {shard.spec.filename}, written there by several processes and "
+                               f"then joined into output_dir (up to {SEGMENT_MAX_BYTES / 2**20:.0f} MiB a shard), "
+                               f"beside the spill files", resumes=True):
+        yield
+
+
+@contextlib.contextmanager
+def _room_in(path: str, need: str, resumes: bool = False) -> Iterator[None]:
+    """A full disk while writing under ``path`` (in the temporary folder) as a TFRecorderError that names the
+    temporary folder, what ``need``s room there, and how to move it: TMPDIR, read once by Python's tempfile
+    (or ``tempfile.tempdir``, which a program may set at any time). ``resumes``: shards are being written,
+    and a re-run keeps those already in place."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno != errno.ENOSPC or (e.filename and not str(e.filename).startswith(path)):
+            raise
+        kept = ": it keeps the shards already written" if resumes else ""
+        raise TFRecorderError(
+            f"no space left in the temporary folder {tempfile.gettempdir()} for {need}; set TMPDIR to a folder with "
+            f"more room (TMPDIR=/bigger/disk tfrecorder convert ..., or in Python tempfile.tempdir = "
+            f"'/bigger/disk' before converting), then run the same conversion again{kept}") from e
 
 
 def _remove_orphans(stem: str) -> None:
