@@ -578,14 +578,19 @@ def _part_kinds(part: tuple[int, Iterable[tuple[bytes, Any]]]) -> _Kinds:
     columns: dict[Any, tuple[tuple[bytes, int], dict[tuple[str, ...], tuple[Any, Any]]]] = {}
     holding: dict[Any, int] = {}
     rows = 0
-    for digest, row in keyed:
+    for digest, row in sorted(keyed, key=lambda keyed_row: keyed_row[0]):  # a kind's first witness is its least
         rows += 1
         for position, (name, value) in enumerate(row.items()):
-            first, witnesses = columns.get(name, ((digest, position), {}))
-            columns[name] = (min(first, (digest, position)), witnesses)
-            holding[name] = holding.get(name, 0) + 1
-            for kind, rank in _witnesses(value, digest):
-                _witness(witnesses, kind, rank, value)
+            if name not in columns:
+                columns[name], holding[name] = ((digest, position), {}), 0
+            holding[name] += 1
+            witnesses = columns[name][1]
+            kind = _value_kind(value)
+            if kind[0] in _INTEGERS:
+                _witness(witnesses, (*kind, "least"), (int(value),), value)
+                _witness(witnesses, (*kind, "greatest"), (-int(value),), value)
+            elif kind not in witnesses:
+                witnesses[kind] = ((digest,), value)
     for name, (_, witnesses) in columns.items():
         if holding[name] < rows:
             _witness(witnesses, *_MISSING)
@@ -619,22 +624,21 @@ def _witness(witnesses: dict[tuple[str, ...], tuple[Any, Any]], kind: tuple[str,
         witnesses[kind] = (rank, value)
 
 
-def _witnesses(value: Any, digest: bytes) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """The kinds ``value`` is a witness of, each with its rank: for an integer, the least and the greatest (a
-    column's range decides int64, uint64 or object); for any other value, its row's digest (the first row in
-    digest order, whatever the order rows come in)."""
-    kind = _value_kind(value)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        yield (*kind, "least"), (int(value),)
-        yield (*kind, "greatest"), (-int(value),)
-    else:
-        yield kind, (digest,)
+# Each kind's witness is the value of least rank: for an integer, the least and the greatest (a column's range
+# decides int64, uint64 or object: ranked by value); for any other value, the first in digest order (ranked by
+# its row's digest), whatever the order the rows come in.
+_INTEGERS = {f"{of.__module__}.{of.__qualname__}" for of in (int, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                                               np.uint16, np.uint32, np.uint64)}
+_PLAIN = {str: ("builtins.str",), bytes: ("builtins.bytes",), bool: ("builtins.bool",), int: ("builtins.int",),
+          type(None): ("builtins.NoneType",)}  # kinds that need no look at the value
 
 
 def _value_kind(value: Any) -> tuple[str, ...]:
     """What pandas and Arrow type a column by: a value's type, and for NaN, an array, a list or a time what
     more they look at (missing or not, dtype and dimensions, the kinds of the items, the time zone)."""
     of = type(value)
+    if of in _PLAIN:
+        return _PLAIN[of]
     name = f"{of.__module__}.{of.__qualname__}"
     if isinstance(value, (float, np.floating)) and value != value:
         return name, "nan"
