@@ -83,3 +83,21 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
     # standard error is ~4.5%, so 20% fails one run in millions, while a sample of one kind is 36% off.
     tolerance = 0.10 if kind == "tabular" else 0.20
     assert abs(estimate - actual) / actual < tolerance, (estimate, actual)
+
+
+def test_a_detection_split_gets_no_more_shards_than_images_and_none_empty():
+    """A shard holds the images whose first box row is in its range: one image of 50,000 boxes makes one shard
+    (5 gave 4 empty files), and a large image that would span a shard's whole range lowers the count; where
+    no shard is left empty the ranges are those of the rows alone."""
+    import numpy as np
+
+    one = plan_shards({"TRAIN": 50_000}, num_shards=5, images={"TRAIN": np.array([50_000])})
+    assert [(s.filename, s.start, s.stop) for s in one] == [("train-00000-of-00001.tfrecord", 0, 50_000)]
+    estimated = {"TRAIN": 5 * TARGET_SHARD_BYTES / 50_000}  # what the size estimate said: 5 shards
+    assert len(plan_shards({"TRAIN": 50_000}, bytes_per_row=estimated)) == 5
+    assert len(plan_shards({"TRAIN": 50_000}, bytes_per_row=estimated, images={"TRAIN": np.array([50_000])})) == 1
+    # the small image first: a second shard's range (25,000 on) would hold no image's first row
+    assert len(plan_shards({"TRAIN": 50_000}, num_shards=2, images={"TRAIN": np.array([1, 49_999])})) == 1
+    assert len(plan_shards({"TRAIN": 50_000}, num_shards=4, images={"TRAIN": np.array([49_999, 1])})) == 2
+    even = {"TRAIN": np.full(100, 10)}
+    assert plan_shards({"TRAIN": 1000}, num_shards=7, images=even) == plan_shards({"TRAIN": 1000}, num_shards=7)

@@ -7,6 +7,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from tfrecorder.dataset.records import INDEX_SUFFIX, SUFFIXES
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -76,18 +78,39 @@ def plan_shards(
     num_shards: int | None = None,
     bytes_per_row: Mapping[str, float] | None = None,
     compression: str | None = None,
+    images: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[ShardSpec, ...]:
     """Divide each written split's rows (``split_rows``: how many), in stored order, into shards of near-equal
     size (``shard_count``): contiguous ranges of ranks, so that the same rows make the same shards whatever
     their input order, and a table sorted by class gives shards - and records inside them - with classes
-    mixed (stored order is by content key)."""
+    mixed (stored order is by content key). ``images``: a detection table's box rows of each image of a
+    split, in stored order (``whole_image_shards``)."""
     specs: list[ShardSpec] = []
     for split in WRITTEN_SPLITS:
         total = int(split_rows.get(split, 0))
         if not total:
             continue
         count = shard_count(total, (bytes_per_row or {}).get(split, 0.0), num_shards)
+        if images is not None and split in images:
+            count = whole_image_shards(images[split], count)
         for index in range(count):
             specs.append(ShardSpec(split, index, count, shard_filename(split, index, count, compression),
                                    total * index // count, total * (index + 1) // count, total))
     return tuple(specs)
+
+
+def whole_image_shards(rows_per_image: np.ndarray, count: int) -> int:
+    """The most shards, up to ``count``, that a detection split divides into with none left empty: a shard holds
+    the images whose first box row falls in its range of ranks (``spill.whole_groups``), so a split gets no
+    more shards than images, and fewer where an image's boxes would span a whole shard's range (one image
+    of 50,000 boxes among few); the ranges of a count that leaves none empty are unchanged.
+    ``rows_per_image``: each image's box rows, in stored order."""
+    firsts = np.concatenate([[0], np.cumsum(rows_per_image)[:-1]])  # the rank of each image's first row
+    total = int(np.sum(rows_per_image))
+    count = max(1, min(count, len(firsts)))
+    while count > 1:
+        bounds = [total * index // count for index in range(count + 1)]
+        if np.all(np.diff(np.searchsorted(firsts, bounds)) > 0):  # each range holds an image's first row
+            return count
+        count -= 1
+    return count

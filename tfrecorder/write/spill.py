@@ -115,6 +115,9 @@ class Summary:
     uri_keys: list[leakage.KeyedRows] = field(default_factory=list)  # image rows' (URI hash, row, split code)
     remote: bool = False  # some images are remote URLs
     held: HeldPart | None = None  # a table of one part, held as validated: its rows and size sample are there
+    # A detection table's images: split code -> (its images' keys, sorted; each one's box rows). The plan gives a
+    # split no shard that would be left empty (plan.whole_image_shards).
+    images: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def merge(self, other: Summary) -> Summary:
         """The summary of both parts (their spill files in one folder; no run digest: Beam's run is
@@ -123,10 +126,22 @@ class Summary:
                  for key in {*self.files, *other.files}}
         sample = {split: _smallest([t for t in (self.sample.get(split), other.sample.get(split)) if t is not None])
                   for split in {*self.sample, *other.sample}}
+        images = {code: _image_rows([found for found in (self.images.get(code), other.images.get(code)) if found])
+                  for code in {*self.images, *other.images}}
         return Summary(self.schema, self.facts.merge(other.facts),
                        self.template if self.template is not None else other.template, self.buckets,
                        self.counts + other.counts, files, sample, None, [*self.uri_keys, *other.uri_keys],
-                       self.remote or other.remote)
+                       self.remote or other.remote, images=images)
+
+
+def _image_rows(found: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The images of these parts of a split, each once (an image's boxes may be in several parts): their keys,
+    sorted (the stored order), and each one's box rows."""
+    if len(found) == 1:
+        return found[0]
+    keys, inverse = np.unique(np.concatenate([keys for keys, _ in found]), return_inverse=True)
+    rows = np.bincount(inverse, weights=np.concatenate([rows for _, rows in found]), minlength=len(keys))
+    return keys, rows.astype(np.int64)
 
 
 def bucket_count(files: Source) -> int:
@@ -233,6 +248,7 @@ class Spiller:
         self._sample: dict[str, Any] = {}
         self._uri_keys: list[leakage.KeyedRows] = []
         self._remote = False
+        self._images: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # split code -> each part's images
 
     def add(self, df: pd.DataFrame, base_dir: Any, first_row: int) -> None:
         part, facts = validate_part(df, self._schema, first_row=first_row, base_dir=base_dir,
@@ -253,6 +269,9 @@ class Spiller:
         if part.image_uris is not None:
             self._uri_keys.append((text_hashes(part.image_uris), rows, split_codes))
             self._remote = self._remote or any(is_remote(u) for u in part.image_locations or () if u)
+        if part.is_detection:
+            for code in np.unique(split_codes[split_codes >= 0]).tolist():
+                self._images.setdefault(code, []).append(np.unique(keys[split_codes == code], return_counts=True))
         held = HeldPart(part, keys, rows, split_codes)
         if self._first is not None:  # a second part: the first one is spilled as the rest are, counted again
             first, self._first = self._first, None
@@ -347,8 +366,9 @@ class Spiller:
             files = {key: (self._name(*key),) for key in self._held}
         else:
             files = {key: (self._name(*key),) for key in self._writers}
+        images = {code: _image_rows(found) for code, found in self._images.items()}
         return Summary(self._schema, self._facts, self._template, self._buckets, self._counts, files,
-                       self._sample, self._digest, self._uri_keys, self._remote, self._first)
+                       self._sample, self._digest, self._uri_keys, self._remote, self._first, images)
 
 
 def slim(facts: Facts) -> Facts:
@@ -384,8 +404,10 @@ def spilled_shards(summary: Summary, *, num_shards: int | None, compression: str
     key order."""
     facts = slim(summary.facts)
     rows = {split: int(summary.counts[:, code].sum()) for code, split in enumerate(WRITTEN_SPLITS)}
+    images = {WRITTEN_SPLITS[code]: boxes for code, (_, boxes) in summary.images.items()}
     shards = []
-    for spec in plan_shards(rows, num_shards=num_shards, bytes_per_row=bytes_per_row, compression=compression):
+    for spec in plan_shards(rows, num_shards=num_shards, bytes_per_row=bytes_per_row, compression=compression,
+                            images=images):
         code = WRITTEN_SPLITS.index(spec.split)
         counts = summary.counts[:, code]
         first_ranks = np.concatenate([[0], np.cumsum(counts)])
@@ -558,25 +580,49 @@ def spill_folder(output_url: str, files: Source) -> Iterator[Folder]:
     A full temporary folder is a TFRecorderError that says how much room the spill needs and how to move it."""
     stem = f"{SPILL_PREFIX}{hashlib.sha256(output_url.encode()).hexdigest()[:12]}-"
     _remove_orphans(stem)
-    path = tempfile.mkdtemp(prefix=f"{stem}{os.getpid()}-")
+    needed = files.bytes * (SPILL_PER_PARQUET_BYTE if files.parquet else SPILL_PER_CSV_BYTE)
+    what = "Parquet" if files.parquet else "CSV" if isinstance(files, TableFiles) else "a DataFrame"
+    need = (f"the spill files of this conversion: this table ({files.bytes / 2**20:.0f} MiB of {what}) needs about "
+            f"{needed / 2**20:.0f} MiB there while it is converted (up to {SEGMENT_MAX_BYTES / 2**20:.0f} MiB more "
+            f"for a shard written in segments)")
+    with _room_in(tempfile.gettempdir(), need):  # a full one may not take even the folder
+        path = tempfile.mkdtemp(prefix=f"{stem}{os.getpid()}-")
     folder = Folder.of(path)
     try:
-        yield folder
-    except OSError as e:
-        if e.errno != errno.ENOSPC or (e.filename and not str(e.filename).startswith(path)):
-            raise
-        needed = files.bytes * (SPILL_PER_PARQUET_BYTE if files.parquet else SPILL_PER_CSV_BYTE)
-        what = "Parquet" if files.parquet else "CSV" if isinstance(files, TableFiles) else "a DataFrame"
-        raise TFRecorderError(
-            f"no space left in the temporary folder {os.path.dirname(path)} for the spill files of this "
-            f"conversion: this table ({files.bytes / 2**20:.0f} MiB of {what}) "
-            f"needs about {needed / 2**20:.0f} MiB there while it is converted (up to "
-            f"{SEGMENT_MAX_BYTES / 2**20:.0f} MiB more for a shard written in segments); set TMPDIR to a folder with "
-            f"more room (TMPDIR=/big/tmp tfrecorder convert ...), then run the same conversion again") from e
+        with _room_in(path, need):
+            yield folder
     finally:
         _HELD.pop(folder.url, None)
         _HELD_PARTS.pop(folder.url, None)
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def segment_room(shard: SpilledShard) -> Iterator[None]:
+    """Writing a segment of ``shard`` into its spill folder (TMPDIR; the local runner's forked writers): a full disk
+    there is the TFRecorderError that names the temporary folder and how to move it, not output_dir's."""
+    with _room_in(shard.spill, f"the segments of {shard.spec.filename}, written there by several processes and "
+                               f"then joined into output_dir (up to {SEGMENT_MAX_BYTES / 2**20:.0f} MiB a shard), "
+                               f"beside the spill files", resumes=True):
+        yield
+
+
+@contextlib.contextmanager
+def _room_in(path: str, need: str, resumes: bool = False) -> Iterator[None]:
+    """A full disk while writing under ``path`` (in the temporary folder) as a TFRecorderError that names the
+    temporary folder, what ``need``s room there, and how to move it: TMPDIR, read once by Python's tempfile
+    (or ``tempfile.tempdir``, which a program may set at any time). ``resumes``: shards are being written,
+    and a re-run keeps those already in place."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno != errno.ENOSPC or (e.filename and not str(e.filename).startswith(path)):
+            raise
+        kept = ": it keeps the shards already written" if resumes else ""
+        raise TFRecorderError(
+            f"no space left in the temporary folder {tempfile.gettempdir()} for {need}; set TMPDIR to a folder with "
+            f"more room (TMPDIR=/bigger/disk tfrecorder convert ..., or in Python tempfile.tempdir = "
+            f"'/bigger/disk' before converting), then run the same conversion again{kept}") from e
 
 
 def _remove_orphans(stem: str) -> None:

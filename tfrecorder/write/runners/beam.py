@@ -12,7 +12,7 @@ PTransforms, as Beam's own ``WriteToTFRecord`` is built; three ways in, one way 
 - An image folder, listed by the pipeline (``ListImageFolder``: a worker per label folder), its rows staged
   there the same way.
 - Rows of a user's own pipeline (``WriteDataset``: ``ClaimFolder``, ``StageRows``), staged as Parquet parts by
-  a hash of their content.
+  a hash of their content, every part typed as the whole PCollection is.
 
 The worker that gets a shard reads its rows, fetches the images and writes it with the local runner's shard
 writer, and a last step, inside the pipeline, writes errors.csv and dataset.json, then removes the row
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -446,8 +447,10 @@ class WriteDataset(beam.PTransform):
     the shards already written.
 
     The rows are grouped by a hash of their content into Parquet parts under ``output_dir/_beam/input/`` (so
-    the same rows make the same parts, in whatever order they come), which the conversion then reads as it
-    reads any Parquet source; nothing but file names moves through the rest of the pipeline.
+    the same rows make the same parts, in whatever order they come), all typed as one table - a column's
+    kind is what every part's values allow, as ``convert`` types a DataFrame of all the rows - which the
+    conversion then reads as it reads any Parquet source; nothing but file names moves through the rest of
+    the pipeline.
 
     Examples:
         >>> import apache_beam as beam
@@ -504,7 +507,10 @@ class ClaimFolder(beam.PTransform):
 class StageRows(beam.PTransform):
     """Rows -> their Parquet parts under INPUT_DIR (``_File``s), once the folder is ``claimed``: one part for
     every PART_ROWS rows, a row's part chosen by a hash of its content (so the same rows make the same parts
-    in whatever order they come); then the run begins (or resumes) with the parts' digests as its input."""
+    in whatever order they come), every part typed as the whole PCollection is (``_part_kinds``: the
+    columns and the kinds of their values merged over every part before any part is written, as a glob of
+    CSVs is typed over every file), so the conversion reads the table ``convert`` reads for a DataFrame of
+    the same rows; then the run begins (or resumes) with the parts' digests as its input."""
 
     def __init__(self, claimed: beam.PCollection, job: spill.FileJob, folder: Folder):
         super().__init__()
@@ -512,14 +518,21 @@ class StageRows(beam.PTransform):
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         count = rows | "CountRows" >> beam.combiners.Count.Globally()
-        parts = (
+        grouped = (
             rows
             | "KeyRows" >> beam.Map(_keyed_row, beam.pvalue.AsSingleton(count),
                                     beam.pvalue.AsSingleton(self._claimed))
             | "GroupParts" >> beam.GroupByKey()
-            | "StageParts" >> beam.Map(_stage_rows_part, self._folder)
         )
-        return self._claimed | "BeginRun" >> beam.FlatMap(_begin, beam.pvalue.AsList(parts), self._job, self._folder)
+        schema = (
+            grouped
+            | "PartKinds" >> beam.Map(_part_kinds)
+            | "AllKinds" >> beam.CombineGlobally(_merged_kinds)
+            | "StagedSchema" >> beam.Map(_staged_schema)
+        )
+        parts = grouped | "StageParts" >> beam.Map(_stage_rows_part, beam.pvalue.AsSingleton(schema), self._folder)
+        return self._claimed | "BeginRun" >> beam.FlatMap(_begin, beam.pvalue.AsList(parts), self._job, self._folder,
+                                                          beam.pvalue.AsSingleton(schema))
 
 
 def _claim(_: None, folder: Folder, overwrite: bool) -> float:
@@ -552,31 +565,168 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], folder: Folder) -> tuple[int, str, int, str]:
-    """One part's rows, in digest order, as Parquet under INPUT_DIR: its index, URL, size and SHA-256."""
+# What a group of rows says of its columns (``_part_kinds``): how many rows it has and, for each column, where it
+# first appears (the digest of the first row holding it, in digest order, and its place in that row's keys) and
+# one witness value of each kind of value it holds (``_witnesses``: a rank, the value of least rank kept).
+_Kinds = tuple[int, dict[Any, tuple[tuple[bytes, int], dict[tuple[str, ...], tuple[Any, Any]]]]]
+_MISSING = (("builtins.float", "nan"), (b"",), float("nan"))  # a row without the column: pandas gives it NaN
+
+
+def _part_kinds(part: tuple[int, Iterable[tuple[bytes, Any]]]) -> _Kinds:
+    """One part's rows, their columns and a witness of each kind of value they hold (``_Kinds``)."""
+    _, keyed = part
+    columns: dict[Any, tuple[tuple[bytes, int], dict[tuple[str, ...], tuple[Any, Any]]]] = {}
+    holding: dict[Any, int] = {}
+    rows = 0
+    for digest, row in sorted(keyed, key=lambda keyed_row: keyed_row[0]):  # a kind's first witness is its least
+        rows += 1
+        for position, (name, value) in enumerate(row.items()):
+            if name not in columns:
+                columns[name], holding[name] = ((digest, position), {}), 0
+            holding[name] += 1
+            witnesses = columns[name][1]
+            kind = _value_kind(value)
+            if kind[0] in _INTEGERS:
+                _witness(witnesses, (*kind, "least"), (int(value),), value)
+                _witness(witnesses, (*kind, "greatest"), (-int(value),), value)
+            elif kind not in witnesses:
+                witnesses[kind] = ((digest,), value)
+    for name, (_, witnesses) in columns.items():
+        if holding[name] < rows:
+            _witness(witnesses, *_MISSING)
+    return rows, columns
+
+
+def _merged_kinds(found: Iterable[_Kinds]) -> _Kinds:
+    """The ``_Kinds`` of all these parts' rows together (in any order, in any grouping: Beam's combine)."""
+    rows, merged = 0, {}  # type: tuple[int, dict[Any, Any]]
+    for part_rows, columns in found:
+        if not part_rows:
+            continue
+        for name in merged.keys() - columns.keys():  # none of this part's rows holds it
+            _witness(merged[name][1], *_MISSING)
+        for name, (first, witnesses) in columns.items():
+            if name not in merged:
+                merged[name] = (first, dict(witnesses))
+                if rows:  # none of the earlier parts' rows held it
+                    _witness(merged[name][1], *_MISSING)
+                continue
+            earlier, kept = merged[name]
+            for kind, (rank, value) in witnesses.items():
+                _witness(kept, kind, rank, value)
+            merged[name] = (min(earlier, first), kept)
+        rows += part_rows
+    return rows, merged
+
+
+def _witness(witnesses: dict[tuple[str, ...], tuple[Any, Any]], kind: tuple[str, ...], rank: Any, value: Any) -> None:
+    if kind not in witnesses or rank < witnesses[kind][0]:
+        witnesses[kind] = (rank, value)
+
+
+# Each kind's witness is the value of least rank: for an integer, the least and the greatest (a column's range
+# decides int64, uint64 or object: ranked by value); for any other value, the first in digest order (ranked by
+# its row's digest), whatever the order the rows come in.
+_INTEGERS = {f"{of.__module__}.{of.__qualname__}" for of in (int, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                                               np.uint16, np.uint32, np.uint64)}
+_PLAIN = {str: ("builtins.str",), bytes: ("builtins.bytes",), bool: ("builtins.bool",), int: ("builtins.int",),
+          type(None): ("builtins.NoneType",)}  # kinds that need no look at the value
+
+
+def _value_kind(value: Any) -> tuple[str, ...]:
+    """What pandas and Arrow type a column by: a value's type, and for NaN, an array, a list or a time what
+    more they look at (missing or not, dtype and dimensions, the kinds of the items, the time zone)."""
+    of = type(value)
+    if of in _PLAIN:
+        return _PLAIN[of]
+    name = f"{of.__module__}.{of.__qualname__}"
+    if isinstance(value, (float, np.floating)) and value != value:
+        return name, "nan"
+    if isinstance(value, np.ndarray):
+        return name, value.dtype.str, str(value.ndim)
+    if isinstance(value, (list, tuple)):
+        return name, *sorted({"/".join(_value_kind(item)) for item in value})
+    if hasattr(value, "tzinfo"):
+        return name, str(value.tzinfo)
+    return (name,)
+
+
+def _staged_schema(kinds: _Kinds) -> Any:
+    """The Arrow schema of every staged part: the one a DataFrame of all the rows gives (``frame_as_arrow``),
+    found from a few rows that hold a witness of each kind of value of every column (pandas and Arrow type a
+    column by the kinds of its values), the columns in the order they first appear in digest order. When
+    Parquet cannot hold the rows as they are, what it cannot hold (a str: ``_begin`` refuses the rows)."""
     import pandas as pd
 
+    _, columns = kinds
+    names = sorted(columns, key=lambda name: columns[name][0])
+    values = {name: [columns[name][1][kind][1] for kind in sorted(columns[name][1])] for name in names}
+    height = max((len(found) for found in values.values()), default=0)
+    witnesses = [{name: values[name][i % len(values[name])] for name in names} for i in range(height)]
+    arrow = frame_as_arrow(pd.DataFrame.from_records(witnesses, columns=names))
+    return arrow if isinstance(arrow, str) else arrow.schema
+
+
+def _unstageable(reason: str) -> TFRecorderError:
+    return TFRecorderError(f"WriteDataset stages its rows as Parquet, which cannot hold them as they are: {reason}. "
+                           f"Give each column one kind of value")
+
+
+def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], schema: Any,
+                     folder: Folder) -> tuple[int, str, int, str] | str:
+    """One part's rows, in digest order, as Parquet under INPUT_DIR with the whole PCollection's ``schema``
+    (``_staged_schema``): its index, URL, size and SHA-256; or what Parquet cannot hold (a str), nothing
+    written."""
+    import pandas as pd
+
+    if isinstance(schema, str):
+        return schema
     index, keyed = part
     rows = [row for _, row in sorted(keyed, key=lambda keyed_row: keyed_row[0])]
-    arrow = frame_as_arrow(pd.DataFrame.from_records(rows))
+    arrow = _as_staged(pd.DataFrame.from_records(rows, columns=schema.names), schema)
     if isinstance(arrow, str):
-        raise TFRecorderError(f"WriteDataset stages its rows as Parquet, which cannot hold them as they are: {arrow}. "
-                              f"Give each column one kind of value")
+        return arrow
     (data,) = frame_parts(arrow, len(rows))
     url = _stage_part(folder, f"part-{index:05d}.parquet", data)
     return index, url, len(data), hashlib.sha256(data).hexdigest()
 
 
-def _begin(claimed: float, parts: list[tuple[int, str, int, str]], job: spill.FileJob,
-           folder: Folder) -> Iterator[_File]:
+def _as_staged(df: Any, schema: Any) -> Any:
+    """A part's rows as an Arrow table of the whole PCollection's ``schema``: each column cast to its type (a
+    part of ints in a column of floats, a part where a column is missing or all null); or what Parquet
+    cannot hold (a str)."""
+    import pyarrow as pa
+
+    arrow = frame_as_arrow(df)
+    if isinstance(arrow, str) or arrow.schema.equals(schema, check_metadata=True):
+        return arrow
+    columns = []
+    for wanted in schema:
+        column = arrow.column(wanted.name)
+        if column.type != wanted.type:
+            try:
+                column = (pa.chunked_array([pa.nulls(len(column), wanted.type)], wanted.type)
+                          if column.null_count == len(column) else column.cast(wanted.type))
+            except (pa.ArrowException, ValueError) as e:
+                return f"column {wanted.name!r}: {e}"
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _begin(claimed: float, staged: list[tuple[int, str, int, str] | str], job: spill.FileJob, folder: Folder,
+           schema: Any) -> Iterator[_File]:
     """Begin (or resume) the run of the staged rows - its identity: the parts' digests and the settings, as
-    convert's for a DataFrame - and hand their files to the conversion's steps."""
-    parts = sorted(parts)
+    convert's for a DataFrame - and hand their files to the conversion's steps; or refuse rows that Parquet
+    cannot hold as they are (``schema`` or a part says what, a str)."""
+    parts = sorted(part for part in staged if not isinstance(part, str))
+    refused = [reason for reason in (schema, *staged) if isinstance(reason, str)]
     journal = Journal(folder, release_lock=True)
     claim = Claim(Lock(folder, LockInfo.mine(WRITE_DATASET)), journal, journal.read_run())
     identity = files_run_identity([digest for *_, digest in parts], job.schema, job.options, fractions=job.fractions,
                                   float_precision=job.float_precision, num_shards=job.num_shards)
     try:
+        if refused:
+            raise _unstageable(refused[0])
         if not parts:
             raise SchemaError(EMPTY_TABLE)
         begin_run(claim, identity, None)

@@ -30,7 +30,7 @@ from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.shard import ImageMapper, ImageStats, ShardResult, default_workers, ordered_map, serial_map
-from tfrecorder.write.spill import SEGMENT_MAX_BYTES, SpilledShard, segments, write_spilled_shard
+from tfrecorder.write.spill import SEGMENT_MAX_BYTES, SpilledShard, segment_room, segments, write_spilled_shard
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -144,8 +144,9 @@ def write_shards(
             if unit.segment is None:
                 return write_spilled_shard(unit.shard, folder, options, mapper, on_row)
             target = _segment_folder(unit.shard, unit.segment)
-            target.makedirs()
-            return write_spilled_shard(unit.shard, target, options, mapper, on_row, durable=False)
+            with segment_room(unit.shard):  # a full TMPDIR, not output_dir
+                target.makedirs()
+                return write_spilled_shard(unit.shard, target, options, mapper, on_row, durable=False)
 
         return _write_all(units, how, write_unit, sizes, progress, journal,
                           lambda written: _joined(units, written, folder))
