@@ -43,7 +43,9 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     with its categories; datetime64 with its time zone; timedelta64; text as str; bytes as bytes; lists as
     lists); missing values are NA. Datasets without recorded dtypes give ints as int64 and floats as float32.
     String labels come back as names in the label column, with their ids in ``label_id``; images as
-    their stored bytes with ``image_*`` columns. With ``split=None`` every split is read, in
+    their stored bytes with ``image_*`` columns. A detection dataset, in either ``record_format``, gives a row
+    per box (an image without boxes one row), its edges as written; a split that wrote no record, an empty frame
+    with the same columns. With ``split=None`` every split is read, in
     TRAIN, VALIDATION, TEST order. Reads with plain Python: TensorFlow is not imported. ``storage_timeout``:
     seconds one object-store (gs://) operation may take, its retries included.
 
