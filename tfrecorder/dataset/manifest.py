@@ -140,7 +140,10 @@ class Manifest:
                 raise TFRecorderError(f"{where}: image channels {channels!r} are not among 1, 2, 3, 4; dataset.json "
                                       f"is damaged or was edited")
             data["rows"] = {k: RowCounts(**v) for k, v in data["rows"].items()}
-            return cls(**data)
+            manifest = cls(**data)
+            _check_vocabulary(where, manifest)
+            _check_counts(where, manifest)
+            return manifest
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             if isinstance(e, TFRecorderError):
                 raise
@@ -164,3 +167,47 @@ def _check_feature(where: str, feature: FeatureInfo) -> None:
         raise TFRecorderError(
             f"{where}: feature {feature.name!r} has dtype {feature.dtype!r} and shape {feature.shape!r}; "
             f"dataset.json stores {', '.join(_DTYPES)} scalars ([]) or lists ([null]): it is damaged or was edited")
+
+
+def _edited(where: str, problem: str) -> TFRecorderError:
+    return TFRecorderError(f"{where}: {problem}: dataset.json is damaged or was edited, so nothing was read; convert "
+                           f"again")
+
+
+def _check_vocabulary(where: str, manifest: Manifest) -> None:
+    """The label names: text, each once (a name twice would give two classes one name, and every reader would
+    label both as the first), and every class dataset.json counts objects of among them."""
+    vocabulary = manifest.vocabulary
+    if vocabulary is None:
+        return
+    if not isinstance(vocabulary, list) or not all(isinstance(name, str) for name in vocabulary):
+        raise _edited(where, f"the label vocabulary {vocabulary!r} is not a list of names")
+    first: dict[str, int] = {}
+    for i, name in enumerate(vocabulary):
+        if name in first:
+            raise _edited(where, f"the label vocabulary names {name!r} twice (ids {first[name]} and {i})")
+        first[name] = i
+    for split, counts in ((manifest.objects or {}).get("counts") or {}).items():
+        unknown = [name for name in counts if name not in first]
+        if unknown:
+            raise _edited(where, f"objects.counts.{split} counts class {unknown[0]!r}, which the label vocabulary "
+                                 f"of {len(vocabulary)} names does not hold")
+
+
+def _check_counts(where: str, manifest: Manifest) -> None:
+    """Each split's records against its rows written (a record a row; a detection record an image, holding one
+    row per object): a ``records`` count edited on its own is named here, before a reader meets it."""
+    for split, shards in manifest.splits.items():
+        rows = manifest.rows.get(split)
+        if rows is None:
+            continue
+        stored = sum(shard.records for shard in shards)
+        if manifest.objects is None:
+            if stored != rows.written:
+                raise _edited(where, f"dataset.json says {stored} records in {split}, its rows say {rows.written} "
+                                     f"written")
+            continue
+        objects = sum(((manifest.objects.get("counts") or {}).get(split) or {}).values())
+        if not max(stored, objects) <= rows.written <= stored + objects:
+            raise _edited(where, f"dataset.json says {stored} records in {split} holding {objects} objects, its rows "
+                                 f"say {rows.written} written")

@@ -164,13 +164,6 @@ class RecordWriter:
             self._out.close()
 
 
-def first_record_crc(raw: BinaryIO, compression: str | None = None) -> int | None:
-    """The masked CRC of a stream's first record, read without reading the rest; None if it has no record."""
-    for frame in read_frames(raw, compression, check_crc=False):
-        return masked_crc(frame.data)
-    return None
-
-
 @dataclass(frozen=True)
 class Frame:
     """One record as stored: where its frame starts (in the uncompressed stream), the frame's length, the data."""

@@ -100,17 +100,18 @@ def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) ->
         counts = {split: {mask_class_name(manifest.masks, int(k)): v for k, v in found.items()}
                   for split, found in manifest.masks.get("pixels", {}).items()}
     elif label:
-        from tfrecorder.read.tf_data import load_dataset
+        from tfrecorder.read.tf_data import load_dataset, our_assertions
 
         names = manifest.vocabulary
         for split in manifest.splits:
             ds: Any = load_dataset(tfrecord_dir, split=split, features=[label], batch_size=4096,
                                    decode_images=False, storage_timeout=storage_timeout)  # one split: a Dataset
             counter: Counter = Counter()
-            for batch in ds.as_numpy_iterator():
-                values = batch[label]
-                flat = values.flat_values if hasattr(values, "flat_values") else np.ravel(values)
-                counter.update(int(v) for v in np.asarray(flat))
+            with our_assertions():
+                for batch in ds.as_numpy_iterator():
+                    values = batch[label]
+                    flat = values.flat_values if hasattr(values, "flat_values") else np.ravel(values)
+                    counter.update(int(v) for v in np.asarray(flat))
             counts[split] = {(names[k] if names else str(k)): v for k, v in sorted(counter.items())}
     return DatasetInfo(str(tfrecord_dir), manifest, counts)
 

@@ -8,11 +8,14 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
-from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest, ShardInfo
-from tfrecorder.dataset.records import INDEX_SUFFIX, first_record_crc
+from tfrecorder.dataset.connectors import BY_KIND
+from tfrecorder.dataset.example_proto import parse_example
+from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, FeatureInfo, Manifest, ShardInfo
+from tfrecorder.dataset.records import INDEX_SUFFIX, masked_crc, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, STATE_DIR, Folder, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest, is_glob
+from tfrecorder.types import Kind
 
 
 class MissingManifest(TFRecorderError):
@@ -38,8 +41,10 @@ def check_shards(manifest: Manifest, folder: Folder, splits: list[str]) -> None:
                                       f"`tfrecorder verify {folder.url}` checks every shard")
 
 
-def check_shard(folder: Folder, shard: ShardInfo, compression: str | None) -> None:
-    """Refuse a shard file that is not the one dataset.json describes - its size or first record differ.
+def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo, count_index: bool = False) -> None:
+    """Refuse a shard file that is not the one dataset.json describes - its size or first record differ - and a
+    dataset.json that does not describe the shard's records (its features, or with ``count_index`` its record
+    count against the shard's index file).
 
     Readers call it as they open each shard, not once at the start: a file replaced while a dataset is
     read (another conversion into the folder, a shard copied over another) is an error, never a mixture.
@@ -47,13 +52,15 @@ def check_shard(folder: Folder, shard: ShardInfo, compression: str | None) -> No
     if not shard.crc32c:
         return  # another tool's file: nothing recorded to compare with
     path = folder.join(shard.file)
+    first = None
     try:
         size = folder.fs.size(path)
         problem = None if size == shard.bytes else f"it has {size} bytes, dataset.json says {shard.bytes}"
         if problem is None and shard.first_crc is not None:
             with folder.fs.open(path, "rb") as f:
-                if first_record_crc(f, compression) != shard.first_crc:
-                    problem = "its first record is not the one dataset.json lists"
+                first = next(iter(read_records(f, manifest.compression, check_crc=False)), None)
+            if first is None or masked_crc(first) != shard.first_crc:
+                problem = "its first record is not the one dataset.json lists"
     except FileNotFoundError:
         problem = "it is missing"
     except TFRecorderError as e:
@@ -62,6 +69,62 @@ def check_shard(folder: Folder, shard: ShardInfo, compression: str | None) -> No
         raise TFRecorderError(f"{folder.url_of(shard.file)} is not the shard dataset.json describes: {problem}. "
                               f"It was replaced or damaged (another conversion into this folder?); read the "
                               f"dataset again, and `tfrecorder verify {folder.url}` checks every shard")
+    # The shard is the one written with dataset.json (its size and first record): where they disagree now,
+    # dataset.json was edited.
+    problem = record_problem(parse_example(first, folder.url_of(shard.file), 0), manifest.features) if first else None
+    if problem is None and count_index and shard.index is not None:
+        problem = _index_count_problem(folder, split, shard)
+    if problem:
+        raise TFRecorderError(f"{folder.url_of(MANIFEST_NAME)}: {problem}: dataset.json was edited or damaged; "
+                              f"convert again (`tfrecorder verify {folder.url}` lists what differs)")
+
+
+def record_problem(example: Any, features: list[FeatureInfo]) -> str | None:
+    """What dataset.json's ``features`` say wrongly of a record (parsed Example) of theirs: a feature it lacks, of
+    another kind, or one the record holds that dataset.json does not list; None when they describe it."""
+    stored = example.features.feature
+    listed = {f.name for f in features}
+    unlisted = sorted(set(stored) - listed)
+    if unlisted:
+        return f"the records hold feature {unlisted[0]!r}, which dataset.json does not list"
+    for f in features:
+        if f.name not in stored:
+            if not (f.nullable or f.shape == [None]):
+                return f"dataset.json lists feature {f.name!r}, which the records do not hold"
+            continue
+        kind = stored[f.name].WhichOneof("kind")
+        if kind is not None and kind != BY_KIND[Kind(f.dtype)].field:
+            return f"feature {f.name!r} is a {kind}, dataset.json says {f.dtype}"
+        count = len(getattr(stored[f.name], kind).value) if kind else 0
+        if f.shape == [] and count != 1 and not (f.nullable and count == 0):
+            return f"feature {f.name!r} has {count} values, dataset.json says it is a scalar"
+    return None
+
+
+# An index is counted as its shard is opened only while it is small beside the shard (records of 512 bytes or
+# more: every image dataset): counting the index of a shard of a million short rows would cost more than a
+# reader's pause. A larger index is still read by read_tfr's count and by verify.
+_INDEX_SHARE = 32
+_INDEX_LINE = 42  # the longest "offset length\n" line: two 20-digit numbers
+
+
+def _index_count_problem(folder: Folder, split: str, shard: ShardInfo) -> str | None:
+    """dataset.json's record count of ``shard`` against the lines of its .tfindex (a line a record)."""
+    if shard.records * _INDEX_LINE * _INDEX_SHARE > shard.bytes:
+        return None
+    try:
+        with folder.fs.open(folder.join(str(shard.index)), "rb") as f:
+            lines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+    except FileNotFoundError:
+        return None  # verify names a missing index
+    if lines == shard.records:
+        return None
+    return records_problem(split, shard, lines)
+
+
+def records_problem(split: str, shard: ShardInfo, held: int) -> str:
+    """The words for a shard that holds ``held`` records where dataset.json says otherwise."""
+    return f"dataset.json says {shard.records} records in {split} ({shard.file}), the shard holds {held}"
 
 
 @contextlib.contextmanager

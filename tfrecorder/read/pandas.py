@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from PIL import Image
 
 from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.connectors import Connector, connector_of
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.features import (
-    DEFAULT_RECORD_FORMAT,
     IMAGE,
     IMAGE_HEIGHT,
     IMAGE_ORIENTATION,
     IMAGE_WIDTH,
+    OD_CLASS_TEXT,
+    OD_HEIGHT,
+    OD_IMAGE,
+    OD_WIDTH,
 )
-from tfrecorder.dataset.manifest import FeatureInfo, Manifest
+from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_blocks
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read import wire
-from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
+from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading, records_problem
 
 
 def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str] | None = None,
@@ -37,7 +43,9 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     with its categories; datetime64 with its time zone; timedelta64; text as str; bytes as bytes; lists as
     lists); missing values are NA. Datasets without recorded dtypes give ints as int64 and floats as float32.
     String labels come back as names in the label column, with their ids in ``label_id``; images as
-    their stored bytes with ``image_*`` columns. With ``split=None`` every split is read, in
+    their stored bytes with ``image_*`` columns. A detection dataset, in either ``record_format``, gives a row
+    per box (an image without boxes one row), its edges as written; a split that wrote no record, an empty frame
+    with the same columns. With ``split=None`` every split is read, in
     TRAIN, VALIDATION, TEST order. Reads with plain Python: TensorFlow is not imported. ``storage_timeout``:
     seconds one object-store (gs://) operation may take, its retries included.
 
@@ -52,33 +60,17 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
 
 def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Sequence[str] | None) -> pd.DataFrame:
     names = [manifest.split_name(split)] if split is not None else list(manifest.splits)
-    label = manifest.label or {}
-    label_column = label.get("column") if manifest.vocabulary is not None else None
-    available = [_column_name(f) for f in manifest.features]
-    if label_column in available:
-        available.append(f"{label_column}_id")
+    layout = _Layout.of(manifest)
+    available = layout.columns
     if columns is not None:
         missing = [c for c in columns if c not in available]
         if missing:
             raise TFRecorderError(f"columns {missing} are not in the dataset; it has {available}")
-    objects = manifest.objects
-    if objects is not None and objects.get("record_format", DEFAULT_RECORD_FORMAT) != DEFAULT_RECORD_FORMAT:
-        objects = None  # the Object Detection API's layout: a row per record, its objects' lists as they are
-    if objects is not None:  # a row per box: the box's edges are columns, the objects/ lists are exploded
-        box_columns = (manifest.feature(objects["bbox"]).column or "").split(",")
-        available = [c for c in available if c != ",".join(box_columns)]
-        available[available.index(str(label.get("column"))):0] = box_columns  # the long form's order: edges first
-        if columns is not None:
-            missing = [c for c in columns if c not in available]
-            if missing:
-                raise TFRecorderError(f"columns {missing} are not in the dataset; it has {available}")
-        columns_given, columns = columns, None  # every feature read: the boxes need the image's size
-    wanted = set(available if columns is None else columns)
-    if objects is not None:
-        wanted.add(",".join(box_columns))
-    if label_column is not None and f"{label_column}_id" in wanted:
-        wanted.add(label_column)
-    features = [f for f in manifest.features if _column_name(f) in wanted]  # only these are decoded
+    # A detection dataset's every feature is read: the boxes need the image's size and orientation.
+    wanted = set(available if columns is None or layout.boxes is not None else columns)
+    if layout.label_column is not None and f"{layout.label_column}_id" in wanted:
+        wanted.add(layout.label_column)
+    features = [f for f in manifest.features if layout.read(f, wanted)]  # only these are decoded
     check_shards(manifest, folder, names)
     expected = sum(shard.records for name in names for shard in manifest.splits[name])
     collectors = [_Collector(f, expected) for f in features]
@@ -95,49 +87,151 @@ def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Se
     # From each column's array, not a Series: pandas would align and copy the 10,000 Series of a wide table.
     frame = pd.DataFrame({_column_name(c.feature): c.array() for c in collectors},
                          index=pd.RangeIndex(rows), copy=False)  # rows even when records have no features
-    if label_column in frame:
+    label_column, where = layout.label_column, folder.url_of(MANIFEST_NAME)
+    if layout.boxes is not None:
+        frame = _one_row_per_box(frame, manifest, layout, where)
+    elif label_column in frame:
         ids = frame[label_column]
         frame[f"{label_column}_id"] = ids
-        frame[label_column] = _label_names(ids, manifest.vocabulary or [])
-    if objects is not None:
-        frame = _one_row_per_box(frame, manifest, box_columns)
-        return frame[[c for c in available if c in frame] if columns_given is None else list(columns_given)]
-    return frame[list(columns)] if columns is not None else frame
+        frame[label_column] = _label_names(ids, manifest.vocabulary or [], where)
+    return frame[[c for c in available if c in frame] if columns is None else list(columns)]
 
 
-def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, box_columns: list[str]) -> pd.DataFrame:
+@dataclass(frozen=True)
+class _Layout:
+    """How a dataset's records become read_tfr's columns: a row per record; or for a detection dataset, in our
+    layout or the Object Detection API's (``record_format``), a row per box with its edges as columns."""
+
+    columns: list[str]  # what read_tfr gives, in order
+    label_column: str | None  # the label's column (names; ids beside it in "<column>_id"), for string labels
+    boxes: list[str] | None = None  # a detection dataset's box features: objects/bbox, or the four edges'
+    box_columns: tuple[str, ...] = ()  # the edges' columns (xmin, ymin, xmax, ymax)
+    label: str = ""  # the objects' label feature
+    label_out: str = ""  # the objects' label column
+    per_object: tuple[str, ...] = ()  # the objects' other features
+    hidden: tuple[str, ...] = ()  # features read, not given (the names the Object Detection API stores by the ids)
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> _Layout:
+        label = manifest.label or {}
+        vocabulary = manifest.vocabulary is not None
+        available = [_column_name(f) for f in manifest.features]
+        objects = manifest.objects
+        if objects is None:
+            label_column = label.get("column") if vocabulary else None
+            if label_column in available:
+                available.append(f"{label_column}_id")
+            return cls(available, label_column)
+        label_feature = manifest.feature(objects["label"])
+        column = label.get("column") or _column_name(label_feature)
+        bbox = objects["bbox"]
+        hidden: tuple[str, ...] = ()
+        if isinstance(bbox, list):  # the Object Detection API's layout: a list per edge, each its column's name
+            boxes = bbox
+            edges = tuple(_column_name(manifest.feature(b)) for b in bbox)
+            hidden = tuple(f.name for f in manifest.features if f.name == OD_CLASS_TEXT.name)
+            available = [column if c == _column_name(label_feature) else c for c in available if c not in hidden]
+        else:  # ours: the four edges in one list (objects/bbox), its column "xmin,ymin,xmax,ymax"
+            boxes = [bbox]
+            edges = tuple((manifest.feature(bbox).column or "").split(","))
+            available = [c for c in available if c != ",".join(edges)]
+            available[available.index(column):0] = edges  # the long form's order: edges first
+        if vocabulary:
+            available.append(f"{column}_id")
+        return cls(available, column if vocabulary else None, boxes, edges, label_feature.name, column,
+                   tuple(objects.get("features", ())), hidden)
+
+    def read(self, feature: FeatureInfo, wanted: set[str]) -> bool:
+        """Whether read_tfr decodes ``feature`` to give the ``wanted`` columns."""
+        return self.boxes is not None or _column_name(feature) in wanted
+
+
+def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Layout, where: str) -> pd.DataFrame:
     """A detection dataset's records (a row per image, its objects in lists) as the long form it was written
     from: a row per box, its edges in the units written (dataset.json's ``box_units``) and in the frame of
     the picture as displayed; an image without objects one row, its label and box missing."""
     objects = manifest.objects or {}
-    bbox = ",".join(box_columns)
-    per_object = [_column_name(manifest.feature(name)) for name in
-                  (objects["label"], *objects.get("features", ()))]
-    per_object += [f"{per_object[0]}_id"] if f"{per_object[0]}_id" in frame else []
-    counts = frame[per_object[0]].map(len).to_numpy()
+    box_names = [_column_name(manifest.feature(b)) for b in layout.boxes or ()]
+    label = _column_name(manifest.feature(str(layout.label)))
+    per_object = [label, *(_column_name(manifest.feature(name)) for name in layout.per_object)]
+    counts = np.fromiter(map(len, frame[label]), np.int64, len(frame))
     repeat = np.maximum(counts, 1)
-    rows = frame.drop(columns=[bbox, *per_object]).iloc[np.repeat(np.arange(len(frame)), repeat)]
+    hidden = [_column_name(manifest.feature(h)) for h in layout.hidden]
+    rows = frame.drop(columns=[*box_names, *per_object, *hidden]).iloc[np.repeat(np.arange(len(frame)), repeat)]
     rows = rows.reset_index(drop=True)
     has = np.repeat(counts > 0, repeat)  # the rows that are objects (the others: images without any)
-    boxes = np.full((len(rows), 4), np.nan)
-    flat = np.array([v for values in frame[bbox] for v in values], np.float64).reshape(-1, 4)[:, [1, 0, 3, 2]]
-    orientations = np.repeat(frame[IMAGE_ORIENTATION.name].to_numpy() if IMAGE_ORIENTATION.name in frame
-                             else np.ones(len(frame), int), counts)
-    for orientation in np.unique(orientations):  # into the displayed picture's frame
-        mine = orientations == orientation
+    detection_api = len(box_names) == 4
+    flat = _stored_boxes(frame, box_names)  # xmin, ymin, xmax, ymax of every object, normalized
+    orientations = _orientations(frame, manifest, detection_api)
+    object_orientations = np.repeat(orientations, counts)
+    for orientation in np.unique(object_orientations):  # into the displayed picture's frame
+        mine = object_orientations == orientation
         flat[mine] = turn(flat[mine], int(orientation))
     if objects.get("box_units") == "pixels":
-        sizes = frame[[IMAGE_WIDTH.name, IMAGE_HEIGHT.name]].to_numpy(np.float64)
+        sizes = _displayed_sizes(frame, orientations, detection_api)
         flat *= np.repeat(np.concatenate([sizes, sizes], axis=1), counts, axis=0)
+    boxes = np.full((len(rows), 4), np.nan)
     boxes[has] = flat
-    for i, name in enumerate(box_columns):
+    for i, name in enumerate(layout.box_columns):
         rows[name] = boxes[:, i]
-    for name in per_object:
-        values = [v for items in frame[name] for v in items]
+    ids = [v for items in frame[label] for v in items]
+    if detection_api and manifest.vocabulary is not None:
+        ids = [v - 1 for v in ids]  # the Object Detection API's class ids count from 1: 0 is its background
+    values = {layout.label_out: ids, **{name: [v for items in frame[name] for v in items] for name in per_object[1:]}}
+    if layout.label_column is not None:
+        names = _label_names(pd.Series(ids, dtype="int64"), manifest.vocabulary or [], where).tolist()
+        values = {**values, layout.label_column: names, f"{layout.label_column}_id": ids}
+    for name, found in values.items():
         column = pd.Series([pd.NA] * len(rows), dtype=object)
-        column[has] = values
-        rows[name] = column if not values or isinstance(values[0], str) else pd.array(column.tolist())
+        column[has] = found
+        rows[name] = column if not found or isinstance(found[0], str) else pd.array(column.tolist())
     return rows
+
+
+def _stored_boxes(frame: pd.DataFrame, box_names: list[str]) -> np.ndarray:
+    """Every object's normalized [xmin, ymin, xmax, ymax] as stored: from objects/bbox's ymin, xmin, ymax, xmax
+    quadruples, or from the Object Detection API's list per edge (xmin, ymin, xmax, ymax)."""
+    if len(box_names) == 1:
+        flat = np.array([v for values in frame[box_names[0]] for v in values], np.float64)
+        return flat.reshape(-1, 4)[:, [1, 0, 3, 2]]
+    edges = [np.array([v for values in frame[name] for v in values], np.float64) for name in box_names]
+    return np.stack(edges, axis=1) if len(edges[0]) else np.zeros((0, 4))
+
+
+def _orientations(frame: pd.DataFrame, manifest: Manifest, detection_api: bool) -> np.ndarray:
+    """Each record's EXIF orientation: stored beside the image in our layout; in the Object Detection API's,
+    read from the image's own bytes (its boxes are in the stored pixels' frame) when any image was turned."""
+    if not detection_api:
+        return (frame[IMAGE_ORIENTATION.name].to_numpy() if IMAGE_ORIENTATION.name in frame
+                else np.ones(len(frame), np.int64))
+    turned = set((manifest.image or {}).get("orientations") or [1]) != {1}
+    if not turned or OD_IMAGE.name not in frame:
+        return np.ones(len(frame), np.int64)
+    return np.fromiter((_exif_orientation(data) for data in frame[OD_IMAGE.name]), np.int64, len(frame))
+
+
+def _exif_orientation(data: bytes) -> int:
+    """The EXIF orientation (1-8) of encoded image bytes, read from its header; 1 when it has none."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            value = image.getexif().get(_EXIF_ORIENTATION, 1)
+    except Exception:  # noqa: BLE001 - an unreadable EXIF block counts as none, as viewers treat it
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+_EXIF_ORIENTATION = 0x0112
+
+
+def _displayed_sizes(frame: pd.DataFrame, orientations: np.ndarray, detection_api: bool) -> np.ndarray:
+    """Each record's picture's (width, height) as displayed: stored so in our layout; the Object Detection API's
+    layout stores the stored pixels' size, which a quarter turn (orientations 5-8) swaps."""
+    if not detection_api:
+        return frame[[IMAGE_WIDTH.name, IMAGE_HEIGHT.name]].to_numpy(np.float64)
+    sizes = frame[[OD_WIDTH.name, OD_HEIGHT.name]].to_numpy(np.float64)
+    quarter = np.isin(orientations, (5, 6, 7, 8))
+    sizes[quarter] = sizes[quarter][:, ::-1]
+    return sizes
 
 
 # Records decoded together: enough that numpy's cost per call vanishes, few enough to stay small in memory. A
@@ -150,8 +244,9 @@ def _batches(folder: Folder, manifest: Manifest, split: str):
     """(records, shard URL, number of the first) for each batch of ``split``'s records, shard by shard;
     each shard checked against dataset.json as it is opened."""
     for shard in manifest.splits[split]:
-        check_shard(folder, shard, manifest.compression)  # as it is opened: a replaced file is an error
+        check_shard(folder, manifest, split, shard)  # as it is opened: a replaced file is an error
         url = folder.url_of(shard.file)
+        held = 0
         with folder.open(shard.file) as f:
             batch: list[bytes] = []
             first = size = 0
@@ -160,20 +255,36 @@ def _batches(folder: Folder, manifest: Manifest, split: str):
                     if not batch:
                         first = block.first
                     batch.extend(block.records)
+                    held += len(block.records)
                     size += sum(map(len, block.records))
                     if len(batch) >= _BATCH_RECORDS or (size >= _BATCH_BYTES and len(batch) >= _MIN_BATCH_RECORDS):
                         yield batch, url, first
                         batch, size = [], 0
             except TFRecorderError as e:
                 raise TFRecorderError(f"{url}: {e}") from e
+            if held != shard.records and shard.crc32c:  # ours: the shard checked, so dataset.json was edited
+                raise TFRecorderError(f"{folder.url_of(MANIFEST_NAME)}: {records_problem(split, shard, held)}: "
+                                      f"dataset.json was edited or damaged; convert again")
             if batch:
                 yield batch, url, first
 
 
-def _label_names(ids: pd.Series, vocabulary: list[str]) -> pd.Series:
+def _label_names(ids: pd.Series, vocabulary: list[str], where: str) -> pd.Series:
+    """Label ids (one a row, or a list a row) as their names; an id beyond the vocabulary (a shortened one) is
+    an error naming dataset.json, never a wrong name."""
     if ids.dtype == "int64":  # one label per row, none missing: a lookup, not a Python call per row
+        _check_ids(ids.to_numpy(), vocabulary, where)
         return pd.Series(np.asarray(vocabulary, dtype=object)[ids.to_numpy()], index=ids.index, dtype="str")
+    flat = [i for v in ids for i in (v if isinstance(v, list) else [] if pd.isna(v) else [v])]
+    _check_ids(np.asarray(flat, np.int64), vocabulary, where)
     return ids.map(lambda v: [vocabulary[i] for i in v] if isinstance(v, list) else vocabulary[v])
+
+
+def _check_ids(ids: np.ndarray, vocabulary: list[str], where: str) -> None:
+    wrong = ids[(ids < 0) | (ids >= len(vocabulary))]
+    if len(wrong):
+        raise TFRecorderError(f"{where}: the records hold label id {wrong[0]}, beyond the label vocabulary of "
+                              f"{len(vocabulary)} names: dataset.json was edited or damaged; convert again")
 
 
 class _Collector:
@@ -230,8 +341,10 @@ class _Collector:
 
 
 def _connector(feature: FeatureInfo) -> Connector:
-    """The feature's kind of value: scalar numbers (``numbers`` set) come from wire.decode as wire.Numbers."""
-    return connector_of(feature, IMAGE.name)
+    """The feature's kind of value: scalar numbers (``numbers`` set) come from wire.decode as wire.Numbers. The
+    image is ``image``, or ``image/encoded`` in the Object Detection API's layout (``record_format``)."""
+    image = feature.name if feature.name == OD_IMAGE.name and feature.role == "image" else IMAGE.name
+    return connector_of(feature, image)
 
 
 def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Binary | wire.Objects:

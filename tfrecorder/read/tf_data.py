@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +22,7 @@ from tfrecorder.dataset.features import (
     OBJECTS,
     RESIZE_MODES,
 )
-from tfrecorder.dataset.manifest import FeatureInfo, Manifest
+from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
@@ -127,10 +129,13 @@ def _parse_spec(feature: FeatureInfo) -> Any:
     return connector_of(feature, IMAGE.name).parse_spec(feature)
 
 
-def _parser(manifest: Manifest, spec: dict[str, Any], single: bool = False):
+def _parser(manifest: Manifest, spec: dict[str, Any], where: str, single: bool = False):
     """Serialized records (``single``: one record) -> parsed features, each decoded by its connector (float64
-    from its bits)."""
+    from its bits); label ids checked against the vocabulary of dataset.json (``where``)."""
     decoders = {name: connector_of(manifest.feature(name), IMAGE.name).decode for name in spec}
+    label = (manifest.label or {}).get("feature")
+    if label in decoders and manifest.vocabulary is not None:
+        decoders[label] = _in_vocabulary(decoders[label], len(manifest.vocabulary), where)
     parse_records = tf.io.parse_single_example if single else tf.io.parse_example
 
     def parse(records: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -138,6 +143,37 @@ def _parser(manifest: Manifest, spec: dict[str, Any], single: bool = False):
         return {name: decoders[name](tensor) for name, tensor in parsed.items()}
 
     return parse
+
+
+def _in_vocabulary(decode: Any, names: int, where: str):
+    """``decode`` of the label ids, refusing an id beyond the vocabulary's ``names`` (a shortened dataset.json)
+    with one op a parse, not a Python call: a model sized by ``label_names`` would otherwise train on labels it
+    has no class for."""
+    message = (f"{where}: the records hold a label id beyond the label vocabulary of {names} names: "
+               f"dataset.json was edited or damaged; convert again")
+
+    def checked(tensor: Any) -> Any:
+        ids = decode(tensor)
+        values = ids.flat_values if isinstance(ids, tf.RaggedTensor) else ids
+        inside = tf.reduce_all((values >= 0) & (values < names))
+        with tf.control_dependencies([tf.debugging.Assert(inside, [message])]):
+            values = tf.identity(values)
+        return ids.with_flat_values(values) if isinstance(ids, tf.RaggedTensor) else values
+
+    return checked
+
+
+@contextlib.contextmanager
+def our_assertions() -> Iterator[None]:
+    """A pipeline stopped by one of this module's checks (a shard or dataset.json that is not what it should be)
+    as the one-line TFRecorderError it states, for callers that iterate it themselves (``info``)."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as e:
+        found = re.search(r"assertion failed: \[(.*?dataset\.json.*?)\]", e.message, re.DOTALL)
+        if found is None:
+            raise
+        raise TFRecorderError(found.group(1)) from None
 
 
 def load_dataset(
@@ -211,6 +247,10 @@ def load_dataset(
         manifest, folder = open_dataset(tfrecord_dir, storage_timeout)
         names = list(manifest.splits) if split is None else [manifest.split_name(split)]
         check_shards(manifest, folder, names)
+        for name in names:  # a dataset.json that does not describe the records: one line now, not a TF error later
+            first = next((shard for shard in manifest.splits[name] if shard.records), None)
+            if first is not None:
+                check_shard(folder, manifest, name, first, count_index=True)
     if split is None:
         return {name: _split_dataset(manifest, folder, name, options) for name in names}
     return _split_dataset(manifest, folder, names[0], options)
@@ -232,7 +272,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     if not spec:
         raise TFRecorderError(f"split {split}: no features to read (the records have none, or none were selected)")
     shards, count, record_shard = _worker_part(manifest.splits[split], o.num_shards, o.shard_index)
-    records = _records(manifest, folder, shards, o)
+    records = _records(manifest, folder, split, shards, o)
     if record_shard is not None:
         records = records.shard(*record_shard)
     records = records.apply(tf.data.experimental.assert_cardinality(count))
@@ -241,8 +281,9 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     if o.shuffle:
         records = records.shuffle(o.shuffle_buffer, seed=o.seed, reshuffle_each_iteration=True)
     ragged = any(isinstance(s, tf.io.RaggedFeature) for s in spec.values())
-    parse = _parser(manifest, spec)
-    parse_one = _parser(manifest, spec, single=True)  # where images are decoded: a record parsed in that step
+    where = folder.url_of(MANIFEST_NAME)
+    parse = _parser(manifest, spec, where)
+    parse_one = _parser(manifest, spec, where, single=True)  # where images are decoded: a record parsed in that step
     layout = (manifest.objects or manifest.masks or {}).get("record_format", DEFAULT_RECORD_FORMAT)
     if layout != DEFAULT_RECORD_FORMAT:
         raise TFRecorderError(f"this dataset was written with record_format={layout!r}, for TF Model Garden's "
@@ -400,14 +441,15 @@ def _worker_part(shards: list, num_shards: int, index: int) -> tuple[list, int, 
     return shards, total // num_shards + (1 if index < total % num_shards else 0), (num_shards, index)
 
 
-def _records(manifest: Manifest, folder: Folder, shards: list, options: ReadOptions) -> tf.data.Dataset:
-    """The split's serialized records; each shard is checked against dataset.json as it is opened."""
+def _records(manifest: Manifest, folder: Folder, split: str, shards: list, options: ReadOptions) -> tf.data.Dataset:
+    """The split's serialized records; each shard is checked against dataset.json as it is opened (its first
+    record's features, and its record count against its index file)."""
     files = tf.constant([folder.url_of(s.file) for s in shards])
     compression = manifest.tf_compression_type
 
     def problem(position: tf.Tensor) -> str:
         try:
-            check_shard(folder, shards[int(position)], manifest.compression)
+            check_shard(folder, manifest, split, shards[int(position)], count_index=True)
         except TFRecorderError as e:
             return str(e)
         return ""

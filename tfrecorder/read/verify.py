@@ -11,9 +11,9 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tfrecorder.dataset.connectors import BY_KIND
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.dataset.features import (
+    DEFAULT_RECORD_FORMAT,
     IMAGE,
     IMAGE_CHANNELS,
     IMAGE_FORMAT,
@@ -27,8 +27,7 @@ from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.dataset.tfds import described_files
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.open import read_manifest, reading
-from tfrecorder.types import Kind
+from tfrecorder.read.open import read_manifest, reading, record_problem
 
 
 @dataclass(frozen=True)
@@ -245,6 +244,10 @@ def _parse_all(raw: Any, manifest: Manifest, images: bool) -> Iterator[tuple[int
     """(record number, frame, None) per good record; (record number, None, cause) for the first bad one, then stops."""
     index = 0
     frames = read_frames(raw, manifest.compression)
+    label = (manifest.label or {}).get("feature")
+    layout = (manifest.objects or {}).get("record_format", DEFAULT_RECORD_FORMAT)
+    first = 0 if layout == DEFAULT_RECORD_FORMAT else 1  # the Object Detection API's class ids count from 1
+    labels = (label, first, len(manifest.vocabulary)) if label and manifest.vocabulary is not None else None
     while True:
         try:
             frame = next(frames)
@@ -254,29 +257,28 @@ def _parse_all(raw: Any, manifest: Manifest, images: bool) -> Iterator[tuple[int
             message = str(e)
             yield index, None, message.split(": ", 1)[1] if message.startswith("record ") else message
             return
-        problem = _parse_problem(frame.data, manifest.features, images and manifest.image is not None)
+        problem = _parse_problem(frame.data, manifest.features, images and manifest.image is not None, labels)
         yield index, (frame if problem is None else None), problem
         index += 1
 
 
-def _parse_problem(data: bytes, features: list[FeatureInfo], decode: bool = False) -> str | None:
-    """Why ``data`` does not parse with the manifest's spec (or, with ``decode``, its image does not decode)."""
+def _parse_problem(data: bytes, features: list[FeatureInfo], decode: bool = False,
+                   labels: tuple[str, int, int] | None = None) -> str | None:
+    """Why ``data`` does not parse with the manifest's spec (or, with ``decode``, its image does not decode;
+    with ``labels``, the label feature, its first id and the vocabulary's size, a label id has no name)."""
     try:
         example = Example.FromString(data)
     except DecodeError as e:
         return f"not a tf.train.Example ({e})"
+    problem = record_problem(example, features)
+    if problem is not None:
+        return problem
     stored = example.features.feature
-    for f in features:
-        if f.name not in stored:
-            if not (f.nullable or f.shape == [None]):
-                return f"feature {f.name!r} is missing"
-            continue
-        kind = stored[f.name].WhichOneof("kind")
-        if kind is not None and kind != BY_KIND[Kind(f.dtype)].field:
-            return f"feature {f.name!r} is a {kind}, dataset.json says {f.dtype}"
-        count = len(getattr(stored[f.name], kind).value) if kind else 0
-        if f.shape == [] and count != 1 and not (f.nullable and count == 0):
-            return f"feature {f.name!r} has {count} values, dataset.json says it is a scalar"
+    if labels is not None and labels[0] in stored:
+        name, first, size = labels
+        wrong = [i for i in stored[name].int64_list.value if not first <= i < first + size]
+        if wrong:
+            return f"label id {wrong[0]} is beyond the label vocabulary of {size} names in dataset.json"
     return _image_problem(stored) if decode and IMAGE.name in stored else None
 
 
