@@ -138,6 +138,22 @@ def test_an_image_folder_reads_valid_as_validation_and_names_every_file_it_skips
     assert "warning: 4 files under" in str(result)
 
 
+def test_a_folder_without_label_folders_says_what_it_holds(tmp_path):
+    """A folder of loose images, or of CSV files, is refused saying what it holds and what to give instead; a
+    YAML file that does not describe a YOLO dataset is skipped (named), not taken for one."""
+    _images(tmp_path / "flat", 2)
+    with pytest.raises(TFRecorderError, match=r"has no images laid out as .*: its 2 images \(e\.g\. 'a0\.jpg'\) "
+                                              r"are not in label folders; move them into one folder per label"):
+        _convert(str(tmp_path / "flat"), tmp_path / "out")
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "part.csv").write_text("image_uri,label\na.jpg,cat\n")
+    with pytest.raises(TFRecorderError, match=r"it holds CSV files; give one, or a glob of them \('.*/\*\.csv'\)"):
+        _convert(str(tmp_path / "tables"), tmp_path / "out")
+    _images(tmp_path / "pets" / "cat", 1)
+    (tmp_path / "pets" / "config.yaml").write_text("lr: 0.1\n")
+    assert _convert(str(tmp_path / "pets"), tmp_path / "pets_out").skipped == ("config.yaml (not an image)",)
+
+
 # --- 4. box rows: blank labels, mixed units ----------------------------------------------------------------------
 
 def _boxes(tmp_path: Path, **columns) -> pd.DataFrame:

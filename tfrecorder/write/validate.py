@@ -84,12 +84,26 @@ def _check_image_paths(df: pd.DataFrame, schema: Schema) -> None:
     if schema.column_for(Role.IMAGE) is not None or schema.column_for(Role.MASK) is not None:
         return
     for name, col_type in schema.items():
-        if col_type.kind is not Kind.BYTES or col_type.is_list or col_type.role is not Role.FEATURE:
+        if col_type.kind is Kind.BYTES and not col_type.is_list and col_type.role is Role.FEATURE:
+            example = _image_path(df[name], every=name.lower() not in IMAGE_PATH_NAMES)
+            if example is not None:
+                raise SchemaError(_image_paths_message(name, example, schema))
+
+
+def _image_path(column: pd.Series, every: bool) -> str | None:
+    """The first image path (a text ending in an image extension) in ``column``, if it has one - and, when
+    ``every``, if every text in it is one (judged up to the first that is not)."""
+    found = None
+    for value in column.tolist():
+        if not isinstance(value, str) or not value.strip():
             continue
-        values = [v for v in df[name].tolist() if isinstance(v, str) and v.strip()]
-        paths = [v for v in values if v.strip().lower().endswith(IMAGE_EXTENSIONS)]
-        if paths and (name.lower() in IMAGE_PATH_NAMES or len(paths) == len(values)):
-            raise SchemaError(_image_paths_message(name, paths[0], schema))
+        if value.strip().lower().endswith(IMAGE_EXTENSIONS):
+            found = found or value
+            if not every:
+                return found
+        elif every:
+            return None
+    return found
 
 
 def _image_paths_message(name: str, example: str, schema: Schema) -> str:

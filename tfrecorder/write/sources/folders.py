@@ -52,10 +52,10 @@ def yolo_evidence(fs: Any, root: str) -> str:
     """What makes the folder ``root`` a YOLO (or Roboflow YOLO) dataset - a ``data.yaml``, ``images/`` beside a
     ``labels/`` of .txt files, in it or in its split folders (``train/images``) - or "" when nothing does."""
     entries = fs.ls(root, detail=True)
-    yaml = sorted(e["name"].rsplit("/", 1)[-1] for e in entries
-                  if e.get("type") == "file" and e["name"].lower().endswith(YAML_EXTENSIONS))
-    if yaml:
-        return yaml[0]
+    yaml = sorted(e["name"] for e in entries if e.get("type") == "file" and e["name"].lower().endswith(YAML_EXTENSIONS))
+    described = next((p for p in yaml if _yolo_yaml(fs, p)), None)
+    if described:
+        return described.rsplit("/", 1)[-1]
     folders = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e["name"].rstrip("/") for e in entries
                if e.get("type") == "directory"}
     if _images_and_labels(fs, folders):
@@ -65,6 +65,15 @@ def yolo_evidence(fs: Any, root: str) -> str:
             if _images_and_labels(fs, {p.rsplit("/", 1)[-1]: p for p in _folders(fs, path)}):
                 return f"{name}/images beside {name}/labels/ of .txt files"
     return ""
+
+
+def _yolo_yaml(fs: Any, path: str) -> bool:
+    """Whether a YAML file is a YOLO dataset's description: ``data.yaml``, or keys ``names:`` or ``nc:``."""
+    if path.rsplit("/", 1)[-1].lower() in ("data.yaml", "data.yml"):
+        return True
+    with fs.open(path, "rb") as f:
+        head = f.read(1 << 16).decode("utf-8", "replace")
+    return any(line.startswith(("names:", "nc:")) for line in head.splitlines())
 
 
 def _images_and_labels(fs: Any, folders: dict[str, str]) -> bool:
@@ -83,10 +92,24 @@ def image_folder_table(url: str) -> pd.DataFrame:
 
 
 def no_images(url: str) -> TFRecorderError:
+    """The error for a folder without rows: what it holds instead (images outside label folders, tables)."""
     return TFRecorderError(
         f"image folder {url!r} has no images laid out as <dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file> "
-        f"(extensions {', '.join(IMAGE_EXTENSIONS)})"
+        f"(extensions {', '.join(IMAGE_EXTENSIONS)}){_what_it_holds(url)}"
     )
+
+
+def _what_it_holds(url: str) -> str:
+    fs, root = filesystem(url)
+    files = [p for p in fs.find(root.rstrip("/")) if not p.rsplit("/", 1)[-1].startswith(".")]
+    images = [p for p in files if p.lower().endswith(IMAGE_EXTENSIONS)]
+    tables = sorted({p.rsplit(".", 1)[-1].lower() for p in files if p.lower().endswith((".csv", ".parquet"))})
+    if images:
+        return (f": its {len(images)} images (e.g. {images[0].rsplit('/', 1)[-1]!r}) are not in label folders; "
+                f"move them into one folder per label, or give a table of image_uri and label")
+    if tables:
+        return f": it holds {' and '.join(tables).upper()} files; give one, or a glob of them ('{url}/*.{tables[0]}')"
+    return ""
 
 
 def listing_frame(rows: Sequence[tuple[str | None, str, str]], with_split: bool) -> pd.DataFrame:
