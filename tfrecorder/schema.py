@@ -247,7 +247,22 @@ def _combine(name: str, kinds: dict[Kind, list[int]], what: str) -> Kind:
     )
 
 
+def check_flat(name: str, series: pd.Series) -> None:
+    """A feature holds flat lists: a column of 2-D (or higher) arrays would lose its shape, so it is refused
+    naming the shape and rows."""
+    shaped = [pos for pos, v in enumerate(series.tolist()) if isinstance(v, np.ndarray) and v.ndim > 1]
+    if shaped:
+        raise SchemaError(flat_message(name, series.iloc[shaped[0]].shape, describe_rows(shaped)))
+
+
+def flat_message(name: str, shape: tuple[int, ...] | str, rows: str) -> str:
+    return (f"column {name!r}: holds arrays of more than one dimension (shape {shape}, {rows}); a feature is a flat "
+            f"list that would lose the shape: store each flattened (np.ravel) with its shape in columns of "
+            f"their own")
+
+
 def _infer_object_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
+    check_flat(name, series)
     scalar: dict[Kind, list[int]] = {}
     element: dict[Kind, list[int]] = {}
     lists: list[int] = []

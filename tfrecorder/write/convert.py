@@ -70,6 +70,7 @@ from tfrecorder.write.sources import (
     image_folder_url,
     match_table_files,
     table_source,
+    text_columns,
     unreadable,
 )
 from tfrecorder.write.validate import check_schema
@@ -278,7 +279,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     if (url := image_folder_url(source)) is not None:
         return beam_files(ListedFolder(url), as_schema(schema), ("image folder", url))
     if isinstance(source, pd.DataFrame):
-        frame = _beam_frame(source, as_schema(schema))
+        frame = _beam_frame(text_columns(source), as_schema(schema))
         return beam_files(StagedRows(""), frame.schema, frame.digests, parts=frame.parts)
     raise unreadable(source)
 
@@ -305,7 +306,16 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
                                    journal=run.journal, remote=summary.remote)
             manifest = finish.write(folder, [*run.resumed.values(), *written])
             run.journal.complete()
-            return convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
+            result = convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
+            return _read_as(result, files)
+
+
+def _read_as(result: ConvertResult, files: TableFiles | FrameSource) -> ConvertResult:
+    """``result`` with what its source says of how it was read (a CSV's separator, an image folder's files that
+    are not rows): in its warnings, and the skipped files in ``skipped``."""
+    for warning in files.warnings:
+        logger.warning("%s", warning)
+    return replace(result, warnings=files.warnings + result.warnings, skipped=files.skipped)
 
 
 @contextlib.contextmanager

@@ -53,6 +53,7 @@ class ConvertResult(Mapping[str, Any]):
     pipeline_options: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = field(default_factory=tuple)
     resumed_shards: int = 0  # shards an interrupted earlier run had finished, checked and kept
+    skipped: tuple[str, ...] = ()  # an image folder's files that are not rows, each "<path in it> (why)"
 
     @property
     def rows(self) -> RowCounts:

@@ -18,10 +18,12 @@ from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN
 from tfrecorder.dataset.features import DERIVED_NAMES, OBJECT_LABEL, ROLE_FEATURES, object_feature
 from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample, SchemaError
-from tfrecorder.schema import ListLike, Schema, is_missing
+from tfrecorder.schema import IMAGE_COLUMN, ListLike, Schema, flat_message, is_missing
 from tfrecorder.types import BOX_EDGES, ColumnType, Kind, Role
 from tfrecorder.write import labels, splits
 from tfrecorder.write.floats import FloatFacts
+from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS
+from tfrecorder.write.sources.frames import text_columns
 from tfrecorder.write.table import Column, Table
 
 
@@ -42,6 +44,7 @@ def validate(
     The same steps as a table converted in parts (``validate_part`` on each, their ``Facts`` merged,
     ``Facts.check``, then ``finalize``), with the whole table as the one part.
     """
+    df = text_columns(df)
     schema = check_schema(df, schema, arrow)
     part, facts = validate_part(df, schema, base_dir=base_dir, fractions=splits.check_fractions(split_fractions))
     facts.check()
@@ -55,6 +58,7 @@ def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None) -> 
         raise SchemaError(EMPTY_TABLE)
     if schema is None:
         schema = Schema.infer(df, arrow)
+        _check_image_paths(df, schema)
     missing = [c for c in schema if c not in df.columns]
     if missing:
         raise SchemaError(
@@ -67,6 +71,47 @@ def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None) -> 
 
 
 EMPTY_TABLE = "the table is empty: there are no rows to convert"
+
+# Names a table's image column often has; judged with the values (some end in an image extension).
+IMAGE_PATH_NAMES = {"filename", "file_name", "path", "image_path", "filepath", "file_path", "file", "image_file",
+                    "image", "img", "img_path", "image_name", "uri", "url", "image_url"}
+
+
+def _check_image_paths(df: pd.DataFrame, schema: Schema) -> None:
+    """An inferred schema without an image column, over a column of image paths (a name such as ``filename``
+    with paths ending in an image extension, or every value such a path), would store the paths as text and
+    read no image: refuse, saying how to read them (or keep them as text)."""
+    if schema.column_for(Role.IMAGE) is not None or schema.column_for(Role.MASK) is not None:
+        return
+    for name, col_type in schema.items():
+        if col_type.kind is Kind.BYTES and not col_type.is_list and col_type.role is Role.FEATURE:
+            example = _image_path(df[name], every=name.lower() not in IMAGE_PATH_NAMES)
+            if example is not None:
+                raise SchemaError(_image_paths_message(name, example, schema))
+
+
+def _image_path(column: pd.Series, every: bool) -> str | None:
+    """The first image path (a text ending in an image extension) in ``column``, if it has one - and, when
+    ``every``, if every text in it is one (judged up to the first that is not)."""
+    found = None
+    for value in column.tolist():
+        if not isinstance(value, str) or not value.strip():
+            continue
+        if value.strip().lower().endswith(IMAGE_EXTENSIONS):
+            found = found or value
+            if not every:
+                return found
+        elif every:
+            return None
+    return found
+
+
+def _image_paths_message(name: str, example: str, schema: Schema) -> str:
+    fixed = [f"{n!r}: types.{'ImageUri' if n == name else t.__name__}" for n, t in schema.items()]
+    shown = ", ".join(fixed[:6]) + (", ..." if len(fixed) > 6 else "")
+    return (f"column {name!r} holds image paths (e.g. {example!r}) but the table has no image column, so no image "
+            f"would be read (text-only records): rename it {IMAGE_COLUMN!r}, or give schema={{{shown}}}; to keep "
+            f"the paths as text, give it types.StringInput in schema=")
 
 
 @dataclass(frozen=True)
@@ -93,6 +138,11 @@ class Problem:
             return f"column {self.column!r}: image URIs must be strings; found {example} ({rows})"
         if self.kind == "split_value":
             return splits.unknown_splits_message(self.column, [t for _, t in self.examples], self.rows.count, rows)
+        if self.kind == "label_line_break":
+            return (f"column {self.column!r}: {self.rows.count} labels hold a line break, e.g. {example} ({rows}); "
+                    f"the label files TFDS reads hold one class name a line: remove the line breaks")
+        if self.kind == "value_shape":
+            return flat_message(self.column, self.detail, rows)
         if self.kind.startswith("box_") or self.kind == "mask_missing":
             return f"{self.detail}: {self.rows.count} rows ({rows}), e.g. {example}"
         return f"column {self.column!r}: {self.rows.count} values do not fit {self.detail}, e.g. {example} ({rows})"
@@ -129,18 +179,31 @@ BOX_UNITS = ("auto", "pixels", "normalized")
 
 @dataclass(frozen=True)
 class BoxFacts:
-    """The range of a detection table's given box edges: "auto" units are normalized when it lies in [0, 1]."""
+    """The range of a detection table's given box edges: "auto" units are normalized when it lies in [0, 1];
+    and the rows of boxes within [0, 1] (``fractions``) and of boxes with an edge beyond 1 (``beyond``)."""
 
     low: float = float("inf")
     high: float = float("-inf")
+    fractions: RowSample = RowSample()
+    beyond: RowSample = RowSample()
+    edges: str = ""  # the box columns, for messages
 
     def merge(self, other: BoxFacts) -> BoxFacts:
-        return BoxFacts(min(self.low, other.low), max(self.high, other.high))
+        return BoxFacts(min(self.low, other.low), max(self.high, other.high), self.fractions.merge(other.fractions),
+                        self.beyond.merge(other.beyond), self.edges or other.edges)
 
     def units(self, box_units: str) -> str:
-        """"pixels" or "normalized": as ``box_units`` says, or for "auto" as the edges' range says."""
+        """"pixels" or "normalized": as ``box_units`` says, or for "auto" as the edges' range says. "auto" over
+        boxes of both kinds (a row in pixels among normalized ones) is a SchemaError naming the rows: judged on
+        the whole table, one such row would make every box pixels."""
         if box_units != "auto":
             return box_units
+        if self.fractions.count and self.beyond.count:
+            raise SchemaError(
+                f"columns {self.edges}: {self.beyond.count} boxes have an edge beyond 1, as pixels "
+                f"({self.beyond.describe()}), and {self.fractions.count} lie within [0, 1], as normalized "
+                f"({self.fractions.describe()}): box_units='auto' cannot tell which the table holds; fix those "
+                f"rows, or give box_units='pixels' or 'normalized'")
         return "normalized" if 0.0 <= self.low and self.high <= 1.0 else "pixels"
 
 
@@ -229,6 +292,9 @@ def validate_part(
 
     given_uris = guard(_image_uris(image_col, df[image_col], first_row)) if image_col else None
     image_uris = [redact(u) if u else u for u in given_uris] if given_uris else given_uris
+    image_locations = _locations(given_uris, base_dir) if given_uris else None
+    if schema.boxes and image_locations is not None and image_uris is not None:
+        image_locations, image_uris = _one_spelling(image_locations, image_uris)
     row_splits = guard(_row_splits(df, split_col, image_uris, fractions, first_row))
     mask_col = schema.column_for(Role.MASK)
     given_masks = None
@@ -261,7 +327,7 @@ def validate_part(
     empty, box_facts = None, None
     boxes = {c.type.edge: c for c in features if c is not None and c.type.role is Role.BOX}
     if schema.boxes and len(boxes) == len(schema.boxes) and label is not None:
-        empty, box_facts, box_problems = _box_facts(boxes, label.values, first_row)
+        empty, box_facts, box_problems = _box_facts(boxes, label.values, label.name, first_row)
         problems.update(((p.order, p.kind), p) for p in box_problems)
     facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col,
                   boxes=box_facts)
@@ -269,7 +335,7 @@ def validate_part(
         label, facts = _label_facts(label, row_splits, first_row, facts, empty)
     part = Table(
         schema=schema, num_rows=len(df), splits=row_splits, image_uris=image_uris,
-        image_locations=_locations(given_uris, base_dir) if given_uris else None,
+        image_locations=image_locations,
         label=label, vocabulary=None, features=features,
         mask_uris=[redact(u) if u else u for u in given_masks] if given_masks is not None else None,
         mask_locations=_locations(given_masks, base_dir) if given_masks is not None else None,
@@ -299,15 +365,31 @@ def _label_facts(label: Column, row_splits: list[str], first_row: int, facts: Fa
                 for v in items:
                     if v is not None:
                         others.setdefault(v, []).append(pos)
+        facts = _line_breaks(label.name, values, train | others.keys(), first_row, facts)
     facts = replace(facts, label_missing=RowSample.of(missing, first_row), train_labels=frozenset(train),
                     other_labels={v: RowSample.of(rows, first_row) for v, rows in others.items()})
     return replace(label, values=values), facts
 
 
+def _line_breaks(name: str, values: list[Any], labels: set[str], first_row: int, facts: Facts) -> Facts:
+    """Text labels (``labels``: the distinct ones of rows not discarded) holding a line break are a problem: the
+    label files TFDS reads hold one class name a line."""
+    broken = {v for v in labels if "\n" in v or "\r" in v}
+    if not broken:
+        return facts
+    rows = [pos for pos, value in enumerate(values)
+            if any(v in broken for v in (value if isinstance(value, list) else [value]))]
+    value = values[rows[0]]
+    example = next(v for v in (value if isinstance(value, list) else [value]) if v in broken)
+    problem = Problem(_LABEL_ORDER, name, "label_line_break", RowSample.of(rows, first_row),
+                      ((first_row + rows[0], repr(example)),))
+    return replace(facts, problems={**facts.problems, (problem.order, problem.kind): problem})
+
+
 _BOX_ORDER = 1000  # box problems come after every column's own
 
 
-def _box_facts(boxes: Mapping[str, Column], labels: Any, first_row: int
+def _box_facts(boxes: Mapping[str, Column], labels: Any, label_name: str, first_row: int
                ) -> tuple[np.ndarray, BoxFacts, list[Problem]]:
     """A detection part's box rules, checked on the rows alone: the four edges given together, finite, with
     xmin < xmax and ymin < ymax; a label with every box and none without (a row without either is an image
@@ -315,6 +397,7 @@ def _box_facts(boxes: Mapping[str, Column], labels: Any, first_row: int
     edges = np.stack([_float_array(boxes[e].values) for e in BOX_EDGES], axis=1)  # [rows, 4], NaN: missing
     given = ~np.isnan(edges)
     labelled = np.fromiter((v is not None for v in labels), bool, len(edges))
+    blank = np.fromiter((isinstance(v, (bytes, str)) and not v.strip() for v in labels), bool, len(edges))
     whole, none = given.all(axis=1), ~given.any(axis=1)
     names = ", ".join(boxes[e].name for e in BOX_EDGES)
 
@@ -336,9 +419,19 @@ def _box_facts(boxes: Mapping[str, Column], labels: Any, first_row: int
                 f"columns {names}: a box needs xmin < xmax and ymin < ymax"),
         problem(3, "box_missing", none & labelled,
                 f"columns {names}: a row with a label needs its box (an image without objects has neither)"),
+        problem(4, "box_label_blank", whole & blank,
+                f"column {label_name!r}: every box needs a label, and these boxes' labels are blank; give each "
+                f"its class name, or drop the rows"),
     ]
     values = edges[whole & finite]
-    bounds = BoxFacts(float(values.min()), float(values.max())) if len(values) else BoxFacts()
+    bounds = BoxFacts(edges=names)
+    if len(values):
+        with np.errstate(invalid="ignore"):
+            fractions = whole & finite & ((edges >= 0) & (edges <= 1)).all(axis=1)
+            beyond = whole & finite & (edges > 1).any(axis=1)
+        bounds = BoxFacts(float(values.min()), float(values.max()),
+                          RowSample.of(np.flatnonzero(fractions).tolist(), first_row),
+                          RowSample.of(np.flatnonzero(beyond).tolist(), first_row), names)
     return none & ~labelled, bounds, [p for p in found if p is not None]
 
 
@@ -476,6 +569,24 @@ def _locations(uris: list[str | None], base_dir: str | Sequence[str | None] | No
     return [resolve_uri(u, base) for u, base in zip(uris, base_dir)]
 
 
+def _one_spelling(locations: list[str | None], uris: list[str | None]) -> tuple[list[str | None], list[str | None]]:
+    """A detection table's image locations and URIs with every spelling of one local file (``./a.jpg`` and
+    ``a.jpg``, relative and absolute, a symlink and its target: one ``os.path.realpath``) as the first one
+    seen: its boxes make one record, in one split, stored under that first URI. URLs stay as they are. A
+    table without two spellings of a file keeps its locations and URIs (and so its bytes)."""
+    first: dict[str, tuple[str, str | None]] = {}  # resolved path -> (first location, its URI)
+    resolved: dict[str, str] = {}
+    out_locations, out_keys = list(locations), list(uris)
+    for pos, (location, uri) in enumerate(zip(locations, uris)):
+        if location is None or "://" in location:
+            continue
+        path = resolved.get(location)
+        if path is None:
+            path = resolved[location] = os.path.realpath(location)
+        out_locations[pos], out_keys[pos] = first.setdefault(path, (location, uri))
+    return out_locations, out_keys
+
+
 def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
     """Join a relative path to ``base_dir`` (the CSV's folder); URLs and absolute paths stay."""
     if uri is None or base_dir is None or "://" in uri or uri.startswith("/"):
@@ -506,6 +617,8 @@ def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: in
         given, source = fast
         nullable = not isinstance(given, np.ndarray) and any(v is None for v in given)
         return Column(name, feature, col_type, nullable, source, given, pandas=pandas), None
+    if series.dtype == object and (shaped := _shaped(name, series, order, first_row)) is not None:
+        return Column(name, feature, col_type, True, "int", [None] * len(series), pandas=pandas), shaped
     convert = BY_KIND[col_type.kind].check
     values: list[Any] = []
     bad: list[int] = []
@@ -539,6 +652,16 @@ def _convert(name: str, series: pd.Series, col_type: type[ColumnType], order: in
         sources.add(common.__name__)
     source = _source_name(col_type.kind, sources)
     return Column(name, feature, col_type, any(v is None for v in values), source, values, pandas=pandas), problem
+
+
+def _shaped(name: str, series: pd.Series, order: int, first_row: int) -> Problem | None:
+    """The problem of a column holding 2-D (or higher) arrays: a feature's flat list would lose their shape."""
+    shaped = [pos for pos, v in enumerate(series.tolist()) if isinstance(v, np.ndarray) and v.ndim > 1]
+    if not shaped:
+        return None
+    shape = series.iloc[shaped[0]].shape
+    return Problem(order, name, "value_shape", RowSample.of(shaped, first_row),
+                   ((first_row + shaped[0], str(shape)),), str(shape))
 
 
 def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[Any] | np.ndarray, str] | None:

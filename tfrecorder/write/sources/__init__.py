@@ -46,15 +46,17 @@ from tfrecorder.write.sources.folders import (
     label_folders,
     listing_frame,
     no_images,
+    skipped_files,
 )
-from tfrecorder.write.sources.frames import BaseDir, FrameSource, frame_as_arrow, frame_parts
+from tfrecorder.write.sources.frames import BaseDir, FrameSource, frame_as_arrow, frame_parts, text_columns
 
 Source = TableFiles | FrameSource
 
 __all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "create_image_csv", "file_facts", "FileFacts", "folder_rows",
            "frame_as_arrow", "frame_parts", "FrameSource", "image_folder_table", "image_folder_url", "label_folders",
            "LabelFolder", "ListedFolder", "listing_frame", "match_table_files", "MatchedFiles", "no_images",
-           "parquet_schema", "Source", "StagedRows", "table_source", "TableFiles", "unreadable", "table_files"]
+           "parquet_schema", "skipped_files", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",
+           "unreadable", "table_files"]
 
 
 def table_source(source: Any, rows: int) -> TableFiles | FrameSource:
@@ -62,10 +64,10 @@ def table_source(source: Any, rows: int) -> TableFiles | FrameSource:
     each CSV read once in parts of ``rows`` rows to type its columns (``file_facts``); a DataFrame, or an
     image folder's listing, held whole. A source that cannot be read is a TFRecorderError saying why."""
     if isinstance(source, pd.DataFrame):
-        return FrameSource(source)
+        return FrameSource(text_columns(source))
     url = image_folder_url(source)
     if url is not None:
-        return FrameSource(image_folder_table(url))
+        return FrameSource(image_folder_table(url), url=url, skipped=skipped_files(url))
     files = match_table_files(source)
     if files is None:
         raise unreadable(source)

@@ -25,14 +25,41 @@ _HEAD_BYTES = 1 << 16  # read first, to tell a header from a headerless first ro
 SPARE_COLUMNS = 32  # headerless: columns beyond the first row's that the fast path makes room for
 
 
-def csv_layout(f: Any) -> tuple[list[str] | None, list[str]] | None:
+# Separators a CSV's first line may hold instead of commas (Excel's in many locales, TSV, pipes): by name.
+OTHER_SEPARATORS = {";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+def csv_separator(f: Any, url: str) -> str:
+    """The separator of an open CSV, from its first line: a comma, or when that line holds none, the one of
+    ``OTHER_SEPARATORS`` it holds (a first line of several of them is a TFRecorderError: it cannot be told).
+    Leaves ``f`` at its start."""
+    head = f.read(_HEAD_BYTES)
+    f.seek(0)
+    line = head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
+    found = [c for c in OTHER_SEPARATORS if c in line]
+    if "," in line or not found:
+        return ","
+    if len(found) > 1:
+        raise TFRecorderError(
+            f"CSV {url!r}: its first line holds no comma but {' and '.join(OTHER_SEPARATORS[c] + 's' for c in found)}"
+            f", so its separator cannot be told; save it comma-separated")
+    return found[0]
+
+
+def separator_note(url: str, separator: str) -> str:
+    """What a result says of a CSV read with a separator other than a comma."""
+    return (f"CSV {url!r} was read as {OTHER_SEPARATORS[separator]}-separated: its first line holds "
+            f"{OTHER_SEPARATORS[separator]}s and no comma")
+
+
+def csv_layout(f: Any, separator: str = ",") -> tuple[list[str] | None, list[str]] | None:
     """From the head of an open CSV: the names of a headerless CSV's columns (as many as the fast read makes
     room for; None: the first row is a header) and its first row; None when the checked read must judge.
     Leaves ``f`` at its start, for the read."""
     head = f.read(_HEAD_BYTES)
     f.seek(0)
     try:
-        records = list(csv.reader(io.StringIO(head.decode("utf-8-sig"))))
+        records = list(csv.reader(io.StringIO(head.decode("utf-8-sig")), delimiter=separator))
     except (UnicodeDecodeError, csv.Error):
         return None
     records = [r for r in records if r]
@@ -47,9 +74,9 @@ def csv_layout(f: Any) -> tuple[list[str] | None, list[str]] | None:
     return names, first
 
 
-def csv_options(names: list[str] | None) -> dict[str, Any]:
+def csv_options(names: list[str] | None, separator: str = ",") -> dict[str, Any]:
     """pd.read_csv's arguments for the fast read: every cell text, only an empty one missing."""
-    return dict(encoding="utf-8-sig", header=None if names else 0, skipinitialspace=True,
+    return dict(encoding="utf-8-sig", sep=separator, header=None if names else 0, skipinitialspace=True,
                 names=[f"_{i}" for i in range(len(names))] if names else None, index_col=False,
                 dtype=str, keep_default_na=False, na_values=[""])
 
@@ -155,12 +182,12 @@ def _has_leading_zero(values: Any) -> bool:
     return bool(pc.any(pc.match_substring_regex(values, _LEADING_ZERO)).as_py())
 
 
-def checked_layout(url: str) -> tuple[list[str], int]:
+def checked_layout(url: str, separator: str = ",") -> tuple[list[str], int]:
     """A CSV's first record and the most fields in any record, from a scan of the file that holds a block of it
     at a time; a CSV that cannot be read is a TFRecorderError naming the line (bytes that are not UTF-8, a
     record wider than the header): the same answer for a file of any size, at the memory of a clean read."""
     with open_url(url) as f, _no_field_size_limit():
-        first, widest, longer = _scan_records(csv.reader(_utf8_lines(f, url)))
+        first, widest, longer = _scan_records(csv.reader(_utf8_lines(f, url), delimiter=separator))
     if not first:
         raise TFRecorderError(f"CSV {url!r} is empty")
     if headerless_names(first, widest) is None:

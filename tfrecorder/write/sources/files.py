@@ -24,13 +24,15 @@ from tfrecorder.write.sources.csv_text import (
     checked_layout,
     csv_layout,
     csv_options,
+    csv_separator,
     headerless_names,
     judge,
     merge_kinds,
     merge_labels,
     name_headerless,
+    separator_note,
 )
-from tfrecorder.write.sources.folders import file_url
+from tfrecorder.write.sources.folders import YAML_EXTENSIONS, file_url, not_read_yet
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
 _PARQUET_MAGIC = b"PAR1"
@@ -120,6 +122,8 @@ def match_table_files(source: Any) -> MatchedFiles | None:
     if fs.exists(path):
         if fs.isdir(path):
             return None
+        if path.lower().endswith(YAML_EXTENSIONS):
+            raise not_read_yet(url, "is a YAML file, not a table (a YOLO dataset's data.yaml?)")
         urls = [file_url(url, fs, path)]
     elif any(c in path for c in GLOB_CHARACTERS):
         urls = glob_urls(url, fs, path)
@@ -146,6 +150,7 @@ class FileFacts:
     # CSV of one part, read by this process (``keep``): that part as read and its columns' numbers, so the
     # parts pass need not read and parse the file again. Never pickled into a pipeline.
     kept: tuple[pd.DataFrame, dict[str, pd.Series]] | None = field(default=None, compare=False, repr=False)
+    separator: str = ","  # CSV: its cells' separator (``csv_separator``)
 
 
 def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFacts:
@@ -162,33 +167,35 @@ def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFa
                 raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
         return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names))
     with open_url(url) as f:
-        layout = csv_layout(f)
+        sep = csv_separator(f, url)
+        layout = csv_layout(f, sep)
     if layout is None:  # long first records, or a head the checked scan must judge: it names any problem
-        first, _ = checked_layout(url)
+        first, _ = checked_layout(url, sep)
         layout = (headerless_names(first, len(first) + SPARE_COLUMNS), first)
     try:
-        read = _read_csv_facts(url, *layout, rows, keep)
+        read = _read_csv_facts(url, *layout, rows, keep, sep)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error) as e:
-        first, widest = checked_layout(url)  # names the line, a block of the file at a time
+        first, widest = checked_layout(url, sep)  # names the line, a block of the file at a time
         names = headerless_names(first, widest)
         if names is None:
-            raise TFRecorderError(f"CSV {url!r} cannot be parsed: {e}") from e
-        read = _read_csv_facts(url, names, first, rows, keep)  # headerless rows wider than the first ones
+            raise TFRecorderError(f"CSV {url!r} cannot be parsed: {str(e).strip()}") from e
+        read = _read_csv_facts(url, names, first, rows, keep, sep)  # headerless rows wider than the first ones
     names, first, width, count, kinds, kept = read
     if names is None:
         check_header(url, [str(c).strip() for c in first])
-        return FileFacts(count, tuple(kinds), (names, first, width), (), kinds, kept)
+        return FileFacts(count, tuple(kinds), (names, first, width), (), kinds, kept, sep)
     named = headerless_names(first, width) or []
     labels = named[named.index(LABEL_COLUMN):] if LABEL_COLUMN in named and named[-1] != LABEL_COLUMN else []
     return FileFacts(count, tuple(c for c in named if c not in labels), (names, first, width), tuple(labels),
-                     {name: kinds[f"_{i}"] for i, name in enumerate(named)}, kept)
+                     {name: kinds[f"_{i}"] for i, name in enumerate(named)}, kept, sep)
 
 
-def _read_csv_facts(url: str, names: list[str] | None, first: list[str], rows: int, keep: bool) -> tuple[Any, ...]:
+def _read_csv_facts(url: str, names: list[str] | None, first: list[str], rows: int, keep: bool,
+                    sep: str) -> tuple[Any, ...]:
     """One pass over a CSV of this layout: its names, first row, width used, rows, kinds and kept part."""
     count, kinds, kept = 0, {}, None  # type: tuple[int, dict[str, Any], Any]
     width = len(first)
-    with open_url(url) as f, pd.read_csv(f, chunksize=rows, **csv_options(names)) as reader:
+    with open_url(url) as f, pd.read_csv(f, chunksize=rows, **csv_options(names, sep)) as reader:
         for part in reader:
             count += len(part)
             kept = (part, {}) if keep and count == len(part) else None  # the first part, if the only one
@@ -221,7 +228,7 @@ def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
             _add_kind(kinds, name, kind, missing)
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
-                      files.paths_as_given, tuple(f.kept for f in facts))
+                      files.paths_as_given, tuple(f.kept for f in facts), tuple(f.separator for f in facts))
 
 
 @dataclass(frozen=True)
@@ -240,10 +247,21 @@ class TableFiles:
     label_columns: tuple[tuple[str, ...], ...] = ()  # CSV: each file's headerless multi-label columns
     paths_as_given: bool = False  # StagedRows: relative image paths stay as given, as the DataFrame's do
     kept: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # each file's FileFacts.kept
+    separators: tuple[str, ...] = ()  # CSV: each file's FileFacts.separator
 
     @property
     def rows(self) -> int:
         return sum(self.file_rows)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the result says of how the files were read: each CSV read with a separator other than a comma."""
+        return tuple(separator_note(url, sep) for url, sep in zip(self.files, self.separators) if sep != ",")
+
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """An image folder's files that are not rows: none in a table of files."""
+        return ()
 
     def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
         """What the schema is inferred from and checked against: the first part (its columns typed as the whole
@@ -266,6 +284,7 @@ class TableFiles:
 
     def _csv_parts(self, index: int, url: str, rows: int) -> Iterator[pd.DataFrame]:
         names, first, width = self.layouts[index]
+        sep = self.separators[index] if index < len(self.separators) else ","
         labels = list(self.label_columns[index])
         found: Any = (self.kept[index] if index < len(self.kept) else None) or (None, {})
         kept, numbers = found
@@ -274,7 +293,7 @@ class TableFiles:
                 reader: Iterable[pd.DataFrame] = [kept]
             else:
                 f = reading.enter_context(open_url(url))
-                reader = reading.enter_context(pd.read_csv(f, chunksize=rows, **csv_options(names)))
+                reader = reading.enter_context(pd.read_csv(f, chunksize=rows, **csv_options(names, sep)))
                 numbers = {}
             for part in reader:
                 if names is not None:

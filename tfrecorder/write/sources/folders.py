@@ -16,18 +16,70 @@ import pandas as pd
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.write.splits import KNOWN_SPLITS
+from tfrecorder.write.splits import KNOWN_SPLITS, VALIDATION
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 
 
+# Split folders by other names tools give them (Roboflow's and YOLO's ``valid``, ``val``).
+FOLDER_SPLITS = {**{name: name for name in KNOWN_SPLITS}, "VALID": VALIDATION, "VAL": VALIDATION}
+YAML_EXTENSIONS = (".yaml", ".yml")
+
+
 def image_folder_url(source: Any) -> str | None:
-    """``source`` as a URL when it names an existing folder (an image folder), else None."""
+    """``source`` as a URL when it names an existing folder (an image folder), else None. A folder laid out as
+    a dataset format convert does not read (YOLO's) is a TFRecorderError naming what it looks like."""
     if not isinstance(source, (str, os.PathLike)):
         return None
     url = os.fspath(source)
     fs, path = filesystem(url)
-    return url if fs.isdir(path) else None
+    if not fs.isdir(path):
+        return None
+    looks = yolo_evidence(fs, path.rstrip("/"))
+    if looks:
+        raise not_read_yet(url, f"looks like a YOLO dataset ({looks})")
+    return url
+
+
+def not_read_yet(url: str, looks: str) -> TFRecorderError:
+    """The error for a source in a format convert does not read yet (YOLO): what it ``looks`` like."""
+    return TFRecorderError(
+        f"source {url!r} {looks}: YOLO is not read yet, so convert cannot read it; give its boxes as a table "
+        f"(image_uri, label, xmin, ymin, xmax, ymax) or as COCO JSON")
+
+
+def yolo_evidence(fs: Any, root: str) -> str:
+    """What makes the folder ``root`` a YOLO (or Roboflow YOLO) dataset - a ``data.yaml``, ``images/`` beside a
+    ``labels/`` of .txt files, in it or in its split folders (``train/images``) - or "" when nothing does."""
+    entries = fs.ls(root, detail=True)
+    yaml = sorted(e["name"] for e in entries if e.get("type") == "file" and e["name"].lower().endswith(YAML_EXTENSIONS))
+    described = next((p for p in yaml if _yolo_yaml(fs, p)), None)
+    if described:
+        return described.rsplit("/", 1)[-1]
+    folders = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e["name"].rstrip("/") for e in entries
+               if e.get("type") == "directory"}
+    if _images_and_labels(fs, folders):
+        return "images/ beside labels/ of .txt files"
+    for name, path in sorted(folders.items()):
+        if name.upper() in FOLDER_SPLITS:
+            if _images_and_labels(fs, {p.rsplit("/", 1)[-1]: p for p in _folders(fs, path)}):
+                return f"{name}/images beside {name}/labels/ of .txt files"
+    return ""
+
+
+def _yolo_yaml(fs: Any, path: str) -> bool:
+    """Whether a YAML file is a YOLO dataset's description: ``data.yaml``, or keys ``names:`` or ``nc:``."""
+    if path.rsplit("/", 1)[-1].lower() in ("data.yaml", "data.yml"):
+        return True
+    with fs.open(path, "rb") as f:
+        head = f.read(1 << 16).decode("utf-8", "replace")
+    return any(line.startswith(("names:", "nc:")) for line in head.splitlines())
+
+
+def _images_and_labels(fs: Any, folders: dict[str, str]) -> bool:
+    if "images" not in folders or "labels" not in folders:
+        return False
+    return any(p.lower().endswith(".txt") for p in fs.ls(folders["labels"], detail=False))
 
 
 def image_folder_table(url: str) -> pd.DataFrame:
@@ -40,10 +92,24 @@ def image_folder_table(url: str) -> pd.DataFrame:
 
 
 def no_images(url: str) -> TFRecorderError:
+    """The error for a folder without rows: what it holds instead (images outside label folders, tables)."""
     return TFRecorderError(
         f"image folder {url!r} has no images laid out as <dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file> "
-        f"(extensions {', '.join(IMAGE_EXTENSIONS)})"
+        f"(extensions {', '.join(IMAGE_EXTENSIONS)}){_what_it_holds(url)}"
     )
+
+
+def _what_it_holds(url: str) -> str:
+    fs, root = filesystem(url)
+    files = [p for p in fs.find(root.rstrip("/")) if not p.rsplit("/", 1)[-1].startswith(".")]
+    images = [p for p in files if p.lower().endswith(IMAGE_EXTENSIONS)]
+    tables = sorted({p.rsplit(".", 1)[-1].lower() for p in files if p.lower().endswith((".csv", ".parquet"))})
+    if images:
+        return (f": its {len(images)} images (e.g. {images[0].rsplit('/', 1)[-1]!r}) are not in label folders; "
+                f"move them into one folder per label, or give a table of image_uri and label")
+    if tables:
+        return f": it holds {' and '.join(tables).upper()} files; give one, or a glob of them ('{url}/*.{tables[0]}')"
+    return ""
 
 
 def listing_frame(rows: Sequence[tuple[str | None, str, str]], with_split: bool) -> pd.DataFrame:
@@ -75,8 +141,9 @@ def label_folders(url: str) -> list[LabelFolder]:
     for top in _folders(fs, root):
         name = top.rsplit("/", 1)[-1]
         found.append(LabelFolder(top, None, name))
-        if name.upper() in KNOWN_SPLITS:
-            found += [LabelFolder(sub, name.upper(), sub.rsplit("/", 1)[-1]) for sub in _folders(fs, top)]
+        if name.upper() in FOLDER_SPLITS:
+            split = FOLDER_SPLITS[name.upper()]
+            found += [LabelFolder(sub, split, sub.rsplit("/", 1)[-1]) for sub in _folders(fs, top)]
     return sorted(found, key=lambda f: f.path.split("/"))
 
 
@@ -96,6 +163,33 @@ def folder_rows(url: str, folder: LabelFolder) -> tuple[list[tuple[str | None, s
         version = [str(e.get(k)) for k in ("size", "mtime", "updated", "generation", "ETag") if k in e]
         identity.update(json.dumps([e["name"], *version]).encode("utf-8"))
     return [(folder.split, file_url(url, fs, e["name"]), folder.label) for e in files], identity.hexdigest()
+
+
+def skipped_files(url: str) -> tuple[str, ...]:
+    """Every file under the image folder ``url`` that is not a row, as ``"<path in it> (why)"``: a hidden file,
+    one that is not an image (by its extension), or an image at a level not read (beside the label folders,
+    or below them)."""
+    fs, root = filesystem(url)
+    root = root.rstrip("/")
+    read = {folder.path for folder in label_folders(url)}
+    skipped = []
+    for path in sorted(fs.find(root)):
+        parent, name = path.rsplit("/", 1)
+        image = name.lower().endswith(IMAGE_EXTENSIONS)
+        if parent in read and image:
+            continue
+        inside = path[len(root) + 1:]
+        why = ("hidden" if any(part.startswith(".") for part in inside.split("/")) else
+               "not an image" if not image else "at a level not read")
+        skipped.append(f"{inside} ({why})")
+    return tuple(skipped)
+
+
+def skipped_note(url: str, skipped: Sequence[str]) -> str:
+    """What a result says of the files of an image folder that are not rows."""
+    shown = ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+    return (f"{len(skipped)} files under {url!r} are not rows and were skipped: {shown} (result.skipped lists "
+            f"them; rows are <dir>/<SPLIT>/<label>/<image> or <dir>/<label>/<image>)")
 
 
 def file_url(url: str, fs: Any, path: str) -> str:

@@ -10,6 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from tfrecorder.errors import SchemaError
+from tfrecorder.write.sources.folders import skipped_note
+
 BaseDir = str | list[str | None] | None  # one folder for the table, or one per row (a table of several files)
 
 
@@ -23,6 +26,12 @@ class FrameSource:
     url: str = "the DataFrame"
     files: tuple[str, ...] = ()
     parquet: bool = False
+    skipped: tuple[str, ...] = ()  # an image folder's files that are not rows, each "<path> (why)"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the result says of how the table was read: an image folder's files that are not rows."""
+        return (skipped_note(self.url, self.skipped),) if self.skipped else ()
 
     @property
     def rows(self) -> int:
@@ -45,6 +54,20 @@ class FrameSource:
             if isinstance(base_dir, list):
                 base_dir = base_dir[start:start + rows]
             yield self.frame.iloc[start:start + rows], base_dir, start
+
+
+def text_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every column name as text (``5`` -> ``"5"``), as schemas and stored features name them; two
+    names that are one text (``5`` and ``"5"``) are a SchemaError. A frame named by text already is ``df``."""
+    if all(isinstance(c, str) for c in df.columns):
+        return df
+    names = [str(c) for c in df.columns]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        given = [c for c in df.columns if str(c) == twice]
+        raise SchemaError(f"columns {', '.join(map(repr, given))} have the same name as text ({twice!r}), "
+                          f"which features are named by: rename one of them")
+    return df.set_axis(names, axis=1)
 
 
 def frame_as_arrow(df: pd.DataFrame) -> Any:
