@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder.sample_data import make_detection_scenes
+from tfrecorder.sample_data import make_detection_scenes, make_segmentation_scenes
 
 EDGES = ["xmin", "ymin", "xmax", "ymax"]
 
@@ -43,6 +43,15 @@ def test_read_tfr_reads_the_object_detection_layout_as_the_long_form(scenes, tmp
     np.testing.assert_allclose(got[EDGES].to_numpy(float), want[EDGES].to_numpy(float), atol=1e-3)  # as displayed
     assert (back["area"] == 2.5).all()
     assert back["label_id"].tolist() == [sorted(scenes["label"].unique()).index(n) for n in back["label"]]
+
+
+def test_read_tfr_reads_a_segmentation_table_in_the_object_detection_layout(tmp_path):
+    scenes = make_segmentation_scenes(str(tmp_path / "scenes"), n=2)
+    tfrecorder.convert(scenes[["split", "image_uri", "mask_uri"]], str(tmp_path / "od"),
+                       record_format="tf_object_detection", progress=False)
+    back = tfrecorder.read_tfr(str(tmp_path / "od"))
+    assert len(back) == 2 and all(image[:2] == b"\xff\xd8" for image in back["image/encoded"])  # JPEG bytes
+    assert all(mask[:4] == b"\x89PNG" for mask in back["image/segmentation/class/encoded"])
 
 
 def test_read_tfr_gives_a_detection_split_that_wrote_no_record_its_columns(scenes, tmp_path):
