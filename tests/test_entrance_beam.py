@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 import os
 
 import numpy as np
@@ -13,22 +12,11 @@ import pandas as pd
 import pytest
 
 import tfrecorder
+from tests.test_beam import _same_files
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write import spill
 
 PART_ROWS = 4  # WriteDataset stages a part for every PART_ROWS rows: 12 rows make 3 parts
-
-
-def _same_files(a, b) -> None:
-    """Every file two conversions wrote is byte-identical (dataset.json: but for the runner that wrote it)."""
-    names = sorted(p.name for p in a.iterdir())
-    assert names == sorted(p.name for p in b.iterdir())
-    for name in names:
-        x, y = (a / name).read_bytes(), (b / name).read_bytes()
-        if name == "dataset.json":
-            x, y = json.loads(x), json.loads(y)
-            x.pop("runner"), y.pop("runner")
-        assert x == y, name
 
 
 def _write_dataset(rows, output, monkeypatch) -> list[str]:
