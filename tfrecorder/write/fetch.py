@@ -8,6 +8,7 @@ a server that does not answer within ``timeout`` seconds, or one that keeps fail
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import posixpath
@@ -66,6 +67,10 @@ class Root:
                                                f"{self.url}: give images_dir= the folder that holds the images to "
                                                f"read files from there")
 
+    @functools.cached_property
+    def _real_root(self) -> str:  # once per conversion, not once per image
+        return os.path.realpath(_local(self.url))
+
     def holds(self, location: str) -> bool:
         if is_remote(self.url):
             if not is_remote(location):
@@ -76,8 +81,8 @@ class Root:
             return scheme == root_scheme and (inside + "/").startswith(top.rstrip("/") + "/")
         if is_remote(location):
             return False
-        path, top = (_local(name) for name in (location, self.url))
-        top = os.path.realpath(top)
+        top = self._real_root
+        path = _local(location)
         return os.path.commonpath([os.path.realpath(path), top]) == top  # links followed: where it really is
 
 
