@@ -86,3 +86,31 @@ def test_the_code_blocks_of_a_page_run(page, files, tmp_path, monkeypatch):
             exec(compile(code, f"{page} block {number}", "exec"), namespace)  # noqa: S102 - our own docs
         except Exception as e:  # noqa: BLE001 - the failing block named, with its error
             raise AssertionError(f"{page}, code block {number} fails: {type(e).__name__}: {e}\n{code}") from e
+
+
+def test_the_error_code_table_is_the_list_the_package_raises():
+    """docs/questions.md's table of errors.csv codes says, for every code and no other, what the package's one
+    list (tfrecorder.errors.ROW_ERRORS) says: a new code, or a changed meaning or fix, must reach the page."""
+    from tfrecorder.errors import ROW_ERRORS
+
+    rows = [line for line in (ROOT / "docs" / "questions.md").read_text().splitlines() if line.startswith("| `")]
+    table = {}
+    for line in rows:
+        code, meaning, fix = (cell.strip() for cell in line.strip("|").split("|"))
+        table[code.strip("`")] = (meaning, fix)
+    assert table == ROW_ERRORS
+
+
+def test_every_row_error_the_package_raises_is_in_the_list():
+    """Each code written literally at an ImageError in the package is one of ROW_ERRORS (and ImageError refuses
+    any other at run time)."""
+    import re
+
+    from tfrecorder.errors import ROW_ERRORS
+    from tfrecorder.write.fetch import ImageError
+
+    raised = {code for path in (ROOT / "tfrecorder").rglob("*.py")
+              for code in re.findall(r'ImageError\(\s*"(\w+)"', path.read_text())}
+    assert raised and raised <= set(ROW_ERRORS), raised - set(ROW_ERRORS)
+    with pytest.raises(AssertionError, match="no_such_code"):
+        ImageError("no_such_code", "x")

@@ -11,6 +11,39 @@ from typing import ClassVar
 _ROW_ERROR = re.compile(r"row (\d+) \(split (\w+)\), column 'image_uri' = '(.*?)': (\w+): ([^\n]*)")
 
 
+# Every code a row of errors.csv can carry: code -> (what happened, what to do). The one list: ImageError refuses
+# any other code, and docs/questions.md's table is checked against it by the tests.
+ROW_ERRORS: dict[str, tuple[str, str]] = {
+    "missing_uri": ("the row has no image URI (empty cell)", "fill image_uri, or drop the row"),
+    "not_found": ("no file at the URI", "fix the path; relative paths resolve against the working directory "
+                  "(a DataFrame) or the CSV's folder"),
+    "is_directory": ("the URI names a folder", "name an image file in it"),
+    "not_a_file": ("a device, pipe or socket, not a regular file", "name a regular image file"),
+    "permission_denied": ("the file or URL may not be read (HTTP 401/403)", "fix its permissions or credentials"),
+    "fetch_error": ("reading failed after retries (I/O error, timeout, HTTP 5xx)",
+                    "re-run: a finished run resumes; raise image_timeout= for slow servers"),
+    "unsupported_uri": ("no fsspec backend for the URL's scheme (s3://, abfs://, ...)",
+                        "install the backend (s3fs, adlfs, ...) or fix the scheme"),
+    "outside_folder": ("an annotation file names a file outside the dataset's root (absolute, ../, a URL, a "
+                       "symlink out)", "give images_dir= the folder that holds the images"),
+    "empty_file": ("a zero-byte file", "replace the file (often an interrupted download)"),
+    "too_large": ("over max_image_bytes= or the pixel limit (a decompression bomb guard)",
+                  "raise max_image_bytes= / max_image_pixels= if the image is genuine"),
+    "unsupported_format": ("not an image Pillow can read", "convert it to JPEG or PNG"),
+    "decode_error": ("a corrupt or truncated image", "replace the file; validate_images=\"full\" finds these"),
+    "box_outside_image": ("a box lies outside its image by more than the tolerance",
+                          "fix the box; check its units (pixels or 0-1) and the image's EXIF rotation"),
+    "label_too_long": ("a label from an annotation file is over 64 KiB", "fix the annotation file"),
+    "mask_size": ("the mask's size differs from its image's as displayed", "save the mask at the image's size"),
+    "mask_decode": ("the mask cannot be decoded", "replace the mask file"),
+    "mask_format": ("the mask is a JPEG: lossy compression changes class ids at every edge", "save masks as PNG"),
+    "mask_channels": ("the mask has colour channels but no mask_colors= was given",
+                      "save one channel of class ids, or pass mask_colors={(r, g, b): class_id}"),
+    "mask_class": ("the mask holds a class id or colour that mask_classes=/mask_colors= do not name",
+                   "name every class, or mark the pixels ignore_index"),
+}
+
+
 class TFRecorderError(ValueError):
     """A conversion or read cannot go on; the message says what, where and how to fix it.
 

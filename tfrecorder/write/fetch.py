@@ -21,7 +21,7 @@ from typing import Any
 import fsspec
 
 from tfrecorder.dataset.redact import redact
-from tfrecorder.errors import TFRecorderError
+from tfrecorder.errors import ROW_ERRORS, TFRecorderError
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,8 @@ class ImageError(Exception):
     """A row's image cannot be read or stored; ``error`` is a short class for errors.csv (not_found, ...)."""
 
     def __init__(self, error: str, message: str):
+        if error not in ROW_ERRORS:  # every code is documented; a new one is added there first
+            raise AssertionError(f"row error code {error!r} is not in tfrecorder.errors.ROW_ERRORS")
         message = redact(message)  # it may quote a URL with a token in it
         super().__init__(f"{error}: {message}")
         self.error = error
