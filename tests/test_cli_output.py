@@ -36,3 +36,28 @@ def test_info_imports_no_tensorflow(dataset):
     *printed, last = proc.stdout.strip().splitlines()
     assert last == '{"code": 0, "tf": false}', proc.stderr
     assert '"a": 2' in "\n".join(printed)  # the label counts are still there
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "tfrecorder", *args], capture_output=True, text=True, env=ENV,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_verify_names_only_what_it_checked(dataset, tmp_path):
+    """gzip shards have no TFDS files beside them: verify says so instead of "TFDS files checked"."""
+    import pandas as pd
+
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(write_image(tmp_path / "z.jpg"))], "label": ["a"]})
+    tfrecorder.convert(df, str(tmp_path / "gz"), compression="gzip", progress=False)
+    lines = run("verify", str(tmp_path / "gz")).splitlines()
+    assert lines[0] == f"{tmp_path / 'gz'}: OK (1 shard, 1 record, {tfrecorder.verify(str(tmp_path / 'gz')).bytes} " \
+                       f"bytes read)"
+    assert lines[1] == ("  checked: record CRCs, record counts, file checksums, index files, parsing with "
+                        "dataset.json's features")
+    assert lines[2:] == ["  not checked: image pixels: images=True (--images) decodes every image",
+                         "  not checked: TFDS files, there are none: TFDS reads uncompressed TFRecord files only "
+                         "(these are gzip)"]
+    checked = run("verify", "--images", str(dataset)).splitlines()[1]
+    assert checked.endswith("index files, parsing with dataset.json's features, image decoding, TFDS files")
