@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -46,10 +47,12 @@ logger = logging.getLogger(__name__)
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tfrecorder", description="Tables of images and labels to TFRecord shards, and back.")
+        prog="tfrecorder", description="Tables of images and labels to TFRecord shards, and back.",
+        formatter_class=DefaultsShown)
     parser.add_argument("--verbose", action="store_true", help="log details and show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    with_defaults = functools.partial(argparse.ArgumentParser, formatter_class=DefaultsShown)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=with_defaults)
 
     convert = commands.add_parser(
         "convert", help="convert a CSV, Parquet, image folder or table into TFRecord shards",
@@ -57,13 +60,17 @@ def _parser() -> argparse.ArgumentParser:
                     "Any other --flag=value is passed to Apache Beam as a pipeline option.")
     convert.add_argument("source", help="CSV or Parquet path/URL, a glob of them (quote it), or an image folder")
     convert.add_argument("output_dir", help="folder to write into (local path or gs:// URL)")
-    convert.add_argument("--runner", default=LOCAL, choices=RUNNERS)
+    convert.add_argument("--runner", default=LOCAL, choices=RUNNERS,
+                         help=f"{LOCAL}: in this process; {' or '.join(BEAM_RUNNERS)}: an Apache Beam pipeline")
     convert.add_argument("--num-shards", type=int, default=None, help="shards per split (default: ~128 MiB each)")
-    convert.add_argument("--compression", default=None, choices=[c for c in COMPRESSIONS if c])
-    convert.add_argument("--image-format", default=DEFAULT_IMAGE_FORMAT, choices=IMAGE_FORMATS)
-    convert.add_argument("--image-size", default=None, metavar="HxW", help="resize to HEIGHTxWIDTH, e.g. 224x224")
-    convert.add_argument("--jpeg-quality", type=int, default=DEFAULT_JPEG_QUALITY,
-                         help=f"with --image-format jpeg (default {DEFAULT_JPEG_QUALITY})")
+    convert.add_argument("--compression", default=None, choices=[c for c in COMPRESSIONS if c],
+                         help="compress the shards; readers take it from dataset.json, TFDS reads uncompressed "
+                              "shards only (default: none)")
+    convert.add_argument("--image-format", default=DEFAULT_IMAGE_FORMAT, choices=IMAGE_FORMATS,
+                         help="keep: the original encoded bytes; jpeg, png: re-encoded; raw: decoded uint8 pixels")
+    convert.add_argument("--image-size", default=None, metavar="HxW",
+                         help="resize to HEIGHTxWIDTH, e.g. 224x224 (default: images stored at their size)")
+    convert.add_argument("--jpeg-quality", type=int, default=DEFAULT_JPEG_QUALITY, help="with --image-format jpeg")
     convert.add_argument("--resize-mode", default=DEFAULT_RESIZE_MODE, choices=RESIZE_MODES,
                          help="with --image-size: stretch, pad (letterbox) or crop (centre)")
     convert.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_PIXELS,
@@ -84,54 +91,73 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--record-format", default=DEFAULT_RECORD_FORMAT, choices=RECORD_FORMATS,
                          help="tf_object_detection: the TF Object Detection API's keys and label_map.pbtxt")
     convert.add_argument("--mask-classes", default=None, type=lambda text: text.split(","), metavar="NAMES",
-                         help="segmentation tables: class names by id, comma-separated (background,person,...)")
+                         help="segmentation tables: class names by id, comma-separated (background,person,...) "
+                              "(default: the ids)")
     convert.add_argument("--ignore-index", type=int, default=DEFAULT_IGNORE_INDEX,
                          help="segmentation tables: the class id of pixels to ignore, and of a mask's padding")
-    convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES)
-    convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR)
+    convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES,
+                         help="full: decode every image once, so a bad image never reaches training; "
+                              "header: read image headers only (faster)")
+    convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR,
+                         help="a row that fails (missing or damaged image, unreadable URI): report: listed in "
+                              "errors.csv and the counts; raise: stop with the row, column, URI and cause")
     convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
                          help="TRAIN,VALIDATION,TEST fractions for rows without a split "
-                              f"(default {','.join(map(str, DEFAULT_FRACTIONS))})")
+                              f"(default: {','.join(map(str, DEFAULT_FRACTIONS))})")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in OUTPUT_DIR")
     convert.add_argument("--num-workers", type=int, default=None,
-                         help="threads fetching images (local runner; all shards written in this process)")
+                         help="threads fetching images (local runner; all shards written in this process) "
+                              "(default: one per core, more for remote URLs)")
     convert.add_argument("--no-progress", action="store_true", help="no progress bar")
-    convert.add_argument("--project", help="Google Cloud project (DataflowRunner)")
-    convert.add_argument("--region", help="Google Cloud region (DataflowRunner)")
-    convert.add_argument("--job-label", help="label in the Dataflow job name")
+    convert.add_argument("--project", help="Google Cloud project (required with DataflowRunner; default: none)")
+    convert.add_argument("--region", help="Google Cloud region (required with DataflowRunner; default: none)")
+    convert.add_argument("--job-label", help="label in the Dataflow job name (default: none)")
     convert.add_argument("--tfrecorder-wheel", help="tfrecorder package for Dataflow workers (default: built)")
     convert.add_argument("--wait", action="store_true", help="wait for a Dataflow job to finish")
 
     info = commands.add_parser("info", help="splits, counts, bytes, schema and labels of a dataset")
-    info.add_argument("tfrecord_dir")
+    info.add_argument("tfrecord_dir", help="a folder tfrecorder wrote (local path or gs:// URL)")
     _storage_timeout(info)
 
     inspect = commands.add_parser("inspect", help="write sample images and a CSV of records to look at")
-    inspect.add_argument("tfrecord_dir")
-    inspect.add_argument("--split", default=TRAIN)
-    inspect.add_argument("--num-records", type=int, default=1)
-    inspect.add_argument("--output-dir", default="output")
+    inspect.add_argument("tfrecord_dir", help="a folder tfrecorder wrote (local path or gs:// URL)")
+    inspect.add_argument("--split", default=TRAIN, help="the split to look at")
+    inspect.add_argument("--num-records", type=int, default=1, help="its first records written out")
+    inspect.add_argument("--output-dir", default=None,
+                         help="the folder to write (an earlier inspect's files in it are replaced, nothing else) "
+                              "(default: ./inspect-<dataset folder>-<split>)")
     _storage_timeout(inspect)
 
     verify = commands.add_parser(
         "verify", help="check every record's CRCs, the counts and checksums against dataset.json",
         description="Read every shard of TFRECORD_DIR and check record CRCs, record counts, file checksums and "
                     "that every record parses with the dataset.json spec. Exit status 1 on any problem.")
-    verify.add_argument("tfrecord_dir")
+    verify.add_argument("tfrecord_dir", help="a folder tfrecorder wrote (local path or gs:// URL)")
     verify.add_argument("--images", action="store_true",
                         help="also decode every image (slower; finds images damaged since, or only header-checked)")
     _storage_timeout(verify)
 
     csv = commands.add_parser("create-image-csv", help="write the CSV table of an image folder")
     csv.add_argument("image_dir", help="<dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file>")
-    csv.add_argument("output_csv")
+    csv.add_argument("output_csv", help="the CSV file to write: split,image_uri,label")
     return parser
+
+
+class DefaultsShown(argparse.HelpFormatter):
+    """Each flag's help ends with its default, read from the flag (the library's constant, never retyped), unless
+    it says its default in words; a switch (off unless given) shows none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def _storage_timeout(command: argparse.ArgumentParser) -> None:
     command.add_argument("--storage-timeout", type=float, default=DEFAULT_STORAGE_TIMEOUT, metavar="SECONDS",
-                         help="gs://: seconds one store operation may take, retries included (default "
-                              f"{DEFAULT_STORAGE_TIMEOUT:g}); then one error, and the same command resumes")
+                         help="gs://: seconds one store operation may take, retries included; then one error, "
+                              "and the same command resumes")
 
 
 # Libraries whose own logs (retries, tracebacks of requests given up on, a Beam worker's failure) would bury the
@@ -212,6 +238,15 @@ def _info(args: argparse.Namespace) -> None:
     print(json.dumps(info(args.tfrecord_dir, storage_timeout=args.storage_timeout).summary(), indent=2))
 
 
+def _inspect(args: argparse.Namespace) -> None:
+    from tfrecorder.read.inspect import default_folder, write_samples
+
+    folder = args.output_dir or default_folder(args.tfrecord_dir, args.split)
+    folder, written = write_samples(args.tfrecord_dir, args.split, args.num_records, folder, args.storage_timeout)
+    print(f"wrote {written} record(s) of {args.split.strip().upper()} to {os.path.abspath(folder)}"
+          f"{os.sep} (images and data.csv)")
+
+
 def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if args.command != "convert" and extra:
         raise TFRecorderError(f"unrecognized arguments: {' '.join(extra)}")
@@ -220,11 +255,7 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
     elif args.command == "info":
         _info(args)
     elif args.command == "inspect":
-        from tfrecorder.read.inspect import inspect
-
-        folder = inspect(args.tfrecord_dir, split=args.split, num_records=args.num_records,
-                         output_dir=args.output_dir, storage_timeout=args.storage_timeout)
-        print(f"wrote {args.num_records} record(s) of {args.split.upper()} to {folder}")
+        _inspect(args)
     elif args.command == "verify":
         from tfrecorder.read.verify import verify
 

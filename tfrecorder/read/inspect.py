@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,9 @@ from tfrecorder.read.tf_data import load_dataset
 from tfrecorder.types import TRAIN
 
 _EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "webp": "webp"}
+# The names inspect gives the files it writes beside data.csv: the only names it ever deletes.
+_WRITTEN_NAME = re.compile(r"\d{5}(-mask|-boxes)?\.[a-z]+")
+_FILE_COLUMNS = ("image_file", "mask_file", "boxes_file")
 
 
 def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_dir: str = "output",
@@ -37,18 +42,35 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
 
     Image files are named by record number (``00000.jpg``), never by the stored ``image_name``,
     so nothing in the data decides where files are written. ``data.csv`` has every other
-    feature, the label's name, and the image file name.
+    feature, the label's name, and the image file name. The files an earlier inspect wrote to ``output_dir``
+    (those its data.csv lists) are deleted first; no other file there is touched.
 
     Examples:
         >>> folder = tfrecorder.inspect(dataset_dir, split="TRAIN", num_records=2, output_dir=str(tmp_path / "look"))
         >>> sorted(name.split(".")[0] for name in os.listdir(folder))
         ['00000', '00001', 'data']
     """
+    return write_samples(tfrecord_dir, split, num_records, output_dir, storage_timeout)[0]
+
+
+def default_folder(tfrecord_dir: str, split: str) -> str:
+    """Where ``tfrecorder inspect`` writes unless told: ``inspect-<dataset folder's name>-<split>`` in the current
+    folder, one per dataset and split, so looking at VALIDATION leaves TRAIN's files alone."""
+    name = str(tfrecord_dir).rstrip("/").rsplit("/", 1)[-1]
+    name = os.path.basename(os.path.abspath(name)) if name in ("", ".", "..") else name
+    return f"inspect-{re.sub(r'[^A-Za-z0-9._-]+', '-', name)}-{str(split).strip().lower()}"
+
+
+def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: str,
+                  storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> tuple[str, int]:
+    """``inspect``'s work: (the folder, how many records were written to it). What an earlier run wrote there is
+    deleted first, so the folder holds this run's records only."""
     manifest = open_dataset(tfrecord_dir, storage_timeout)[0]
     vocabulary = manifest.vocabulary
     ds: Any = load_dataset(tfrecord_dir, split=split, decode_images=False, storage_timeout=storage_timeout)
     ds = ds.take(max(0, int(num_records)))
     os.makedirs(output_dir, exist_ok=True)
+    _clear_earlier(output_dir)
     rows = []
     label = (manifest.label or {}).get("feature")
     for index, example in enumerate(ds.as_numpy_iterator()):
@@ -76,7 +98,22 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    return output_dir
+    return output_dir, len(rows)
+
+
+def _clear_earlier(output_dir: str) -> None:
+    """Delete the files an earlier inspect wrote to ``output_dir``: those its data.csv lists, named as inspect
+    names them. Nothing else is touched: a user's own files stay, even in the same folder."""
+    try:
+        with open(os.path.join(output_dir, "data.csv"), newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (FileNotFoundError, UnicodeDecodeError, csv.Error):
+        return
+    for row in rows:
+        for name in (row.get(column) or "" for column in _FILE_COLUMNS):
+            if _WRITTEN_NAME.fullmatch(name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(output_dir, name))
 
 
 def _write_image(output_dir: str, index: int, example: dict) -> str:

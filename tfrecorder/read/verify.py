@@ -52,19 +52,43 @@ class VerifyReport:
     records: int
     bytes: int
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    checked: tuple[str, ...] = ()  # what was checked, in words: only what this dataset has
+    unchecked: tuple[str, ...] = ()  # what a dataset may have and this one has not, each with why
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def __str__(self) -> str:
-        checked = f"{self.shards} shards, {self.records} records, {self.bytes} bytes read"
-        if self.ok:
-            return (f"{self.tfrecord_dir}: OK ({checked}; CRCs, counts, checksums, indexes, parsing and TFDS files "
-                    f"checked)")
-        lines = [f"{self.tfrecord_dir}: {len(self.problems)} problem{'s' * (len(self.problems) > 1)} ({checked})"]
+        read = f"{_count(self.shards, 'shard')}, {_count(self.records, 'record')}, {self.bytes} bytes read"
+        state = "OK" if self.ok else _count(len(self.problems), "problem")
+        lines = [f"{self.tfrecord_dir}: {state} ({read})"]
         lines += [f"  {p}" for p in self.problems]
+        lines += ["  checked: " + ", ".join(self.checked)] if self.checked else []
+        lines += [f"  not checked: {what}" for what in self.unchecked]
         return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _what_is_checked(manifest: Manifest, images: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What ``verify`` checks of this dataset, and what it has nothing to check of (with why): a report names
+    only the checks that ran (no "TFDS files checked" where gzip shards have none)."""
+    shards = [s for infos in manifest.splits.values() for s in infos]
+    checked = ["record CRCs", "record counts"]
+    checked += ["file checksums"] if shards and all(s.crc32c for s in shards) else []
+    checked += ["index files"] if any(s.index for s in shards) else []
+    checked += ["parsing with dataset.json's features"]
+    checked += ["image decoding"] if images and manifest.image is not None else []
+    unchecked = ["image pixels: images=True (--images) decodes every image"] if not images and manifest.image else []
+    if described_files(manifest):
+        checked.append("TFDS files")
+    else:
+        why = (manifest.tfds or {}).get("why") or "dataset.json lists none"
+        unchecked.append(f"TFDS files, there are none: {why}")
+    return tuple(checked), tuple(unchecked)
 
 
 def verify(tfrecord_dir: str, images: bool = False,
@@ -118,7 +142,7 @@ def _verify(folder: Folder, images: bool, storage_timeout: float) -> VerifyRepor
             problems.append(Problem("dataset.json", None, f"split {split}: rows in ({counts.rows_in}) != written + "
                                                           f"errors + discarded ({counts})"))
     problems += _tfds_problems(folder, manifest)
-    return VerifyReport(folder.url, shards, records, size, tuple(problems))
+    return VerifyReport(folder.url, shards, records, size, tuple(problems), *_what_is_checked(manifest, images))
 
 
 def _tfds_problems(folder: Folder, manifest: Manifest) -> list[Problem]:

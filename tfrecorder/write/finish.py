@@ -285,14 +285,26 @@ def _row_counts(rows_in: dict[str, int], results: Sequence[ShardResult]) -> dict
 def convert_result(folder: Folder, manifest: Manifest, seconds: float, runner: str, resumed: int = 0) -> ConvertResult:
     """What ``convert`` returns for the dataset ``manifest`` describes in ``folder``; its warnings logged."""
     split_results = {}
+    boxes = (manifest.objects or {}).get("counts", {})
     for split, counts in manifest.rows.items():
         shards = manifest.splits.get(split, [])
+        # A detection table's rows are its boxes: its records (images) and boxes are counted apart.
+        images = sum(s.records for s in shards) if manifest.objects is not None else None
         split_results[split] = SplitResult(
             counts.rows_in, counts.written, counts.errors, counts.discarded,
             tuple(folder.url_of(s.file) for s in shards), sum(s.bytes for s in shards),
+            images, sum(boxes.get(split, {}).values()) if images is not None else None,
         )
     warnings = manifest_warnings(manifest)
     for warning in warnings:
         logger.warning("%s: %s", folder.url, warning)
+    failed = any(c.errors for c in manifest.rows.values())
     return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
-                         warnings=warnings, resumed_shards=resumed)
+                         error_codes=error_codes(folder) if failed else {}, warnings=warnings,
+                         resumed_shards=resumed)
+
+
+def error_codes(folder: Folder) -> dict[str, int]:
+    """errors.csv's error codes and how many rows each, the most frequent first (the result names them)."""
+    rows = csv.DictReader(io.StringIO(folder.read_text(ERRORS_NAME)))
+    return dict(Counter(row["error"] for row in rows).most_common())

@@ -1,4 +1,5 @@
-"""Result: what a conversion did (ConvertResult), renderable as text and as a notebook table."""
+"""Result: what a conversion did (ConvertResult), rendered as one short table: as text (print, the REPL,
+IPython) and as HTML (notebooks)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ class SplitResult:
     discarded: int
     shards: tuple[str, ...]
     bytes: int
+    images: int | None = None  # a detection table's records, one per image (its rows are boxes); else None
+    boxes: int | None = None  # a detection table's boxes written; else None
 
 
 # The keys of the dict TFRecorder 2.0's to_tfr returned.
@@ -46,6 +49,7 @@ class ConvertResult(Mapping[str, Any]):
     seconds: float
     runner: str = "local"
     errors_file: str | None = None
+    error_codes: dict[str, int] = field(default_factory=dict)  # errors.csv's codes: rows each, most first
     job_id: str | None = None
     job_url: str | None = None
     job_name: str | None = None
@@ -54,6 +58,7 @@ class ConvertResult(Mapping[str, Any]):
     warnings: tuple[str, ...] = field(default_factory=tuple)
     resumed_shards: int = 0  # shards an interrupted earlier run had finished, checked and kept
     skipped: tuple[str, ...] = ()  # an image folder's files that are not rows, each "<path in it> (why)"
+    reused: bool = False  # output_dir held this conversion, finished: nothing was written (seconds is 0)
 
     @property
     def rows(self) -> RowCounts:
@@ -84,46 +89,87 @@ class ConvertResult(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(TFRECORDER2_KEYS)
 
-    def _rows(self) -> list[tuple[str, int, int, int, int, int, str]]:
-        return [(name, s.rows_in, s.written, s.errors, s.discarded, len(s.shards), _size(s.bytes))
-                for name, s in self.splits.items()]
+    def _table(self) -> tuple[list[str], list[list[str]]]:
+        """The header and a row per split, for the text and the HTML alike: rows in, written, errors (discarded
+        where a split discards), a detection table's images and boxes apart from its rows, shards, bytes."""
+        splits = self.splits.values()
+        discarded = any(s.discarded for s in splits)
+        detection = any(s.images is not None for s in splits)
+        header = ["split", "rows", "written", "errors", *(["discarded"] * discarded),
+                  *(["images", "boxes"] if detection else []), "shards", "bytes"]
+        rows = []
+        for name, s in self.splits.items():
+            counts = [s.rows_in, s.written, s.errors, *([s.discarded] * discarded),
+                      *([s.images, s.boxes] if detection else []), len(s.shards)]
+            rows.append([name, *("" if n is None else f"{n:,}" for n in counts), _size(s.bytes)])
+        return header, rows
 
-    def __str__(self) -> str:
-        if not self.splits and (self.job_name or self.job_id):
-            state = "built (dry run, not submitted)" if self.pipeline_options.get("dry_run") else "submitted"
-            lines = [f"Dataflow job {self.job_name or self.job_id} {state}: it writes {self.tfrecord_dir}"]
-            if self.job_url:
-                lines.append(self.job_url)
-            return "\n".join(lines)
-        header = ("split", "rows", "written", "errors", "discarded", "shards", "bytes")
-        table = [header] + [tuple(map(str, r)) for r in self._rows()]
-        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                 for r in table]
-        lines.append(f"wrote {self.tfrecord_dir} in {self.seconds:.1f} s ({self.runner})")
+    def _notes(self) -> tuple[list[str], list[str]]:
+        """The lines above the table (a reused conversion) and below it: where and how long, resumed shards,
+        errors.csv and its first codes, the Dataflow job, the warnings."""
+        above = [f"{self.tfrecord_dir} already holds this conversion (same input and options): nothing written; "
+                 f"overwrite=True writes it again"] if self.reused else []
+        below = [] if self.reused else [f"wrote {self.tfrecord_dir} in {self.seconds:.1f} s ({self.runner})"]
         if self.resumed_shards:
             total = sum(len(s.shards) for s in self.splits.values())
-            lines.append(f"resumed an interrupted run: {self.resumed_shards} of {total} shards were already written")
+            below.append(f"resumed an interrupted run: {self.resumed_shards} of {total} shards were already written")
         if self.errors and self.errors_file:
-            lines.append(f"{self.errors} rows not written: see {self.errors_file}")
+            below.append(f"{self.errors:,} row{'s' * (self.errors != 1)} not written: see {self.errors_file}"
+                         f"{_first_codes(self.error_codes)}")
         if self.job_url:
-            lines.append(f"Dataflow job {self.job_id}: {self.job_url}")
-        lines.extend(f"warning: {w}" for w in self.warnings)
-        return "\n".join(lines)
+            below.append(f"Dataflow job {self.job_id}: {self.job_url}")
+        below.extend(f"warning: {w}" for w in self.warnings)
+        return above, below
+
+    def _submitted(self) -> list[str] | None:
+        """A Dataflow job submitted without waiting (or a dry run): what it will write, and where to watch it."""
+        if self.splits or not (self.job_name or self.job_id):
+            return None
+        state = "built (dry run, not submitted)" if self.pipeline_options.get("dry_run") else "submitted"
+        return [f"Dataflow job {self.job_name or self.job_id} {state}: it writes {self.tfrecord_dir}",
+                *([self.job_url] if self.job_url else [])]
+
+    def __str__(self) -> str:
+        submitted = self._submitted()
+        if submitted is not None:
+            return "\n".join(submitted)
+        header, rows = self._table()
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        table = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+                 for r in [header, *rows]]
+        above, below = self._notes()
+        return "\n".join([*above, *table, *below])
+
+    def __repr__(self) -> str:  # the REPL and IPython's terminal print the table too, not every field
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        submitted = self._submitted()
+        if submitted is not None:
+            return "".join(f"<p>{html.escape(line)}</p>" for line in submitted)
+        header, rows = self._table()
+        above, below = self._notes()
+        head = "".join(f"<th>{h}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        caption = f"<caption>{html.escape(' '.join(above))}</caption>" if above else ""
+        foot = "".join(f"<tr><td colspan=\"{len(header)}\" style=\"text-align:left\">{html.escape(line)}</td></tr>"
+                       for line in below)
+        foot = f"<tfoot>{foot}</tfoot>" if foot else ""
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody>{foot}</table>"
 
     @property
     def errors(self) -> int:
         """Rows that failed (listed in errors.csv)."""
         return self.rows.errors
 
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{h}</th>" for h in ("split", "rows", "written", "errors", "discarded", "shards", "bytes"))
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in self._rows())
-        caption = html.escape(f"{self.tfrecord_dir} - {self.seconds:.1f} s ({self.runner})")
-        foot = "".join(f"<tr><td colspan=\"7\">warning: {html.escape(w)}</td></tr>" for w in self.warnings)
-        foot = f"<tfoot>{foot}</tfoot>" if foot else ""
-        return (f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody>{foot}"
-                f"</table>")
+
+def _first_codes(codes: dict[str, int], shown: int = 3) -> str:
+    """`` (not_found 2, decode_error 1 and 2 more codes)``, the most frequent first; empty without codes."""
+    if not codes:
+        return ""
+    first = ", ".join(f"{code} {n:,}" for code, n in list(codes.items())[:shown])
+    more = len(codes) - shown
+    return f" ({first}" + (f" and {more} more code{'s' * (more > 1)}" if more > 0 else "") + ")"
 
 
 def _size(n: float) -> str:

@@ -22,7 +22,7 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from tfrecorder._notebook import in_notebook
+from tfrecorder._notebook import in_notebook, progress_bar
 from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
@@ -247,10 +247,8 @@ def _write_all(plan: Sequence[T], how: Parallelism, write: ShardWriter, sizes: S
                progress: bool | None, journal: Journal | None,
                results_of: Callable[[Iterator[ShardResult]], Iterator[ShardResult]] = lambda written: written,
                ) -> list[ShardResult]:
-    from tqdm.auto import tqdm
-
     results = []
-    with tqdm(total=sum(sizes), unit="row", desc="to_tfr", disable=not show_progress(progress)) as bar:
+    with progress_bar()(total=sum(sizes), unit="row", desc="to_tfr", disable=not show_progress(progress)) as bar:
         if how.processes > 1:
             written = results_of(_in_processes(plan, how, write, bar))
         else:

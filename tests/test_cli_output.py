@@ -1,0 +1,109 @@
+"""What the tfrecorder command says and where it writes: help with defaults, info without TensorFlow, inspect's
+own folder, verify's account of what it checked."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import tfrecorder
+from tests.conftest import write_image
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    """A small labelled dataset converted in-process (the commands below run in subprocesses)."""
+    import pandas as pd
+
+    paths = [str(write_image(tmp_path / f"{i}.jpg", seed=i)) for i in range(4)]
+    df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "TRAIN", "TEST"], "image_uri": paths, "label": list("abab")})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    return tmp_path / "out"
+
+
+def test_info_imports_no_tensorflow(dataset):
+    """``tfrecorder info`` reads dataset.json and counts labels with plain Python: TensorFlow's import (seconds)
+    is not on its path."""
+    script = ("import json, sys, tfrecorder.cli as cli; code = cli.main(['info', sys.argv[1]]); "
+              "print(json.dumps({'code': code, 'tf': 'tensorflow' in sys.modules}))")
+    proc = subprocess.run([sys.executable, "-c", script, str(dataset)], capture_output=True, text=True, env=ENV,
+                          timeout=300)
+    *printed, last = proc.stdout.strip().splitlines()
+    assert last == '{"code": 0, "tf": false}', proc.stderr
+    assert '"a": 2' in "\n".join(printed)  # the label counts are still there
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "tfrecorder", *args], capture_output=True, text=True, env=ENV,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_verify_names_only_what_it_checked(dataset, tmp_path):
+    """gzip shards have no TFDS files beside them: verify says so instead of "TFDS files checked"."""
+    import pandas as pd
+
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(write_image(tmp_path / "z.jpg"))], "label": ["a"]})
+    tfrecorder.convert(df, str(tmp_path / "gz"), compression="gzip", progress=False)
+    lines = run("verify", str(tmp_path / "gz")).splitlines()
+    assert lines[0] == f"{tmp_path / 'gz'}: OK (1 shard, 1 record, {tfrecorder.verify(str(tmp_path / 'gz')).bytes} " \
+                       f"bytes read)"
+    assert lines[1] == ("  checked: record CRCs, record counts, file checksums, index files, parsing with "
+                        "dataset.json's features")
+    assert lines[2:] == ["  not checked: image pixels: images=True (--images) decodes every image",
+                         "  not checked: TFDS files, there are none: TFDS reads uncompressed TFRecord files only "
+                         "(these are gzip)"]
+    checked = run("verify", "--images", str(dataset)).splitlines()[1]
+    assert checked.endswith("index files, parsing with dataset.json's features, image decoding, TFDS files")
+
+
+def test_inspect_writes_a_folder_of_its_own_and_replaces_only_its_earlier_files(dataset, tmp_path):
+    """Without --output-dir: ./inspect-<dataset>-<split>/, named in the output line; a second run leaves none of the
+    first run's images beside its own, and deletes nothing it did not write."""
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def inspect(*args):
+        proc = subprocess.run([sys.executable, "-m", "tfrecorder", "inspect", str(dataset), *args], cwd=work,
+                              capture_output=True, text=True, env=ENV, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    folder = work / "inspect-out-train"
+    assert inspect("--num-records", "3") == f"wrote 3 record(s) of TRAIN to {folder}{os.sep} (images and data.csv)\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["00000.jpg", "00001.jpg", "00002.jpg", "data.csv"]
+    (folder / "notes.txt").write_text("mine")
+    (folder / "00007.jpg").write_bytes(b"mine too: not in the earlier data.csv")
+    assert inspect("--num-records", "9").startswith("wrote 3 record(s)")  # the split has 3: it says 3, not 9
+    assert inspect().startswith(f"wrote 1 record(s) of TRAIN to {folder}")
+    assert sorted(p.name for p in folder.iterdir()) == ["00000.jpg", "00007.jpg", "data.csv", "notes.txt"]
+    assert inspect("--split", "test").startswith(f"wrote 1 record(s) of TEST to {work / 'inspect-out-test'}")
+    assert (folder / "00000.jpg").exists()  # another split's look has a folder of its own
+
+
+def test_every_flag_says_its_default():
+    """Each option of each command has a help line ending in its default, read from the library's constant."""
+    import argparse
+
+    from tfrecorder.cli import _parser
+    from tfrecorder.write.options import DEFAULT_ON_ERROR, DEFAULT_VALIDATE, LOCAL
+
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    switches = (argparse._StoreTrueAction, argparse._HelpAction, argparse._VersionAction)
+    for name, command in [("", parser), *commands.items()]:
+        for action in command._actions:
+            if action.option_strings and not isinstance(action, switches):
+                shown = command._get_formatter()._expand_help(action) if action.help else ""
+                assert "default" in shown, (name, action.option_strings, shown)
+    shown = " ".join(commands["convert"].format_help().split())
+    for flag, default in (("--validate-images {full,header}", DEFAULT_VALIDATE), ("--on-error {report,raise}",
+                          DEFAULT_ON_ERROR), ("--compression {gzip,zlib}", "none"), ("--runner {local,", LOCAL)):
+        assert re.search(rf"{re.escape(flag)}[^-]* \w[^-]*\(default: {default}\)", shown), flag
