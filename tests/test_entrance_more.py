@@ -1,0 +1,111 @@
+"""The entrance (issue #41), what was still lost without a word: the Beam runners' result says how the source was
+read as the local runner's does (a CSV's separator, an image folder's skipped files); hidden folders are not label
+folders; a schema naming some columns says which others are not written; an AutoML detection CSV with a field too
+many is refused, not read as classification; one photo under two spellings is one image at any size."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tests.conftest import write_image
+from tfrecorder import types
+from tfrecorder.errors import TFRecorderError
+
+
+def _convert(source, out: Path, **options):
+    return tfrecorder.convert(source, str(out), progress=False, **options)
+
+
+def _pets(root: Path) -> Path:
+    """An image folder with files that are not rows: a note, a hidden file, Jupyter's checkpoints folder."""
+    for i, name in enumerate(["train/cat/a.jpg", "train/dog/b.jpg", "valid/cat/c.jpg", "valid/dog/d.jpg",
+                              ".ipynb_checkpoints/e.jpg", "train/.ipynb_checkpoints/f.jpg", "train/cat/._a.jpg"]):
+        write_image(root / name, seed=i)
+    (root / "train" / "cat" / "notes.txt").write_text("x")
+    return root
+
+
+SKIPPED = (".ipynb_checkpoints/e.jpg (hidden)", "train/.ipynb_checkpoints/f.jpg (hidden)",
+           "train/cat/._a.jpg (hidden)", "train/cat/notes.txt (not an image)")
+
+
+# --- hidden folders and files of an image folder -----------------------------------------------------------------
+
+def test_hidden_folders_and_files_of_an_image_folder_are_skipped_and_named(tmp_path):
+    """``.ipynb_checkpoints/`` (at the top or in a split folder) was a label folder - a class named after it, its
+    images rows - and macOS's ``._a.jpg`` a row that fails; each is skipped and named in result.skipped."""
+    result = _convert(_pets(tmp_path / "pets"), tmp_path / "out")
+    assert {split: s.rows_in for split, s in result.splits.items()} == {"TRAIN": 2, "VALIDATION": 2}
+    assert tfrecorder.label_names(str(tmp_path / "out")) == ["cat", "dog"]
+    assert result.skipped == SKIPPED
+    assert result.errors == 0
+
+
+# --- the Beam runners say how they read the source -----------------------------------------------------------
+
+def test_the_direct_runner_names_an_image_folders_skipped_files_as_the_local_runner_does(tmp_path):
+    root = _pets(tmp_path / "pets")
+    local = _convert(root, tmp_path / "local")
+    direct = _convert(root, tmp_path / "direct", runner="DirectRunner")
+    assert direct.skipped == local.skipped == SKIPPED
+    note = (f"4 files under {str(root)!r} are not rows and were skipped: .ipynb_checkpoints/e.jpg (hidden), "
+            f"train/.ipynb_checkpoints/f.jpg (hidden), train/cat/._a.jpg (hidden), train/cat/notes.txt (not an "
+            f"image) (result.skipped lists them; rows are <dir>/<SPLIT>/<label>/<image> or <dir>/<label>/<image>)")
+    assert note in direct.warnings and note in local.warnings
+    assert f"warning: {note}" in str(direct)
+    assert {split: s.rows_in for split, s in direct.splits.items()} == {"TRAIN": 2, "VALIDATION": 2}
+
+
+def test_the_direct_runner_says_a_csv_was_read_with_another_separator(tmp_path):
+    paths = [str(write_image(tmp_path / "img" / f"a{i}.jpg", seed=i)) for i in range(4)]
+    for name in ("t1.csv", "t2.csv"):
+        (tmp_path / "parts" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "parts" / name).write_text("split\timage_uri\tlabel\n" + "".join(
+            f"TRAIN\t{p}\t{c}\n" for p, c in zip(paths, "abab")))
+    glob = str(tmp_path / "parts" / "*.csv")
+    direct = _convert(glob, tmp_path / "direct", runner="DirectRunner")
+    local = _convert(glob, tmp_path / "local")
+    for name in ("t1.csv", "t2.csv"):
+        note = f"CSV {str(tmp_path / 'parts' / name)!r} was read as tab-separated: its first line holds tabs and no comma"
+        assert note in direct.warnings and note in local.warnings
+    assert direct.splits["TRAIN"].written == 8
+
+
+def test_a_dataflow_dry_run_names_skipped_files_and_the_separator(tmp_path, gcs_dir):
+    """A Dataflow job (a dry run: built, not submitted) returns before any row is read; what the submitting process
+    found listing and sniffing the source is in its result."""
+    options = dict(runner="DataflowRunner", project="my-project", region="europe-west4",
+                   dataflow_options={"dry_run": True, "no_auth": True, "sdk_location": "container"})
+    result = _convert(_pets(tmp_path / "pets"), f"{gcs_dir}/folder", **options)
+    assert result.splits == {} and result.skipped == SKIPPED
+    assert any(w.startswith("4 files under") for w in result.warnings)
+    (tmp_path / "t.csv").write_text("split|image_uri|label\nTRAIN|gs://b/a.jpg|cat\n")
+    result = _convert(str(tmp_path / "t.csv"), f"{gcs_dir}/csv", **options)
+    assert any("was read as pipe-separated" in w for w in result.warnings)
+
+
+# --- a schema that names some of the columns ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("runner", ["local", "DirectRunner"])
+@pytest.mark.parametrize("kind", ["DataFrame", "CSV", "Parquet"])
+def test_a_schema_naming_some_columns_says_which_others_are_not_written(tmp_path, runner, kind):
+    """TFRecorder 2.0 wrote the columns its schema named, and only those (as it still does); the others were
+    dropped without a word: the result now names them and how to keep them."""
+    df = pd.DataFrame({"split": ["TRAIN"] * 2, "label": ["a", "b"], "x": [1, 2], "note": ["p", "q"]})
+    source: object = df
+    if kind != "DataFrame":
+        source = str(tmp_path / f"t.{kind.lower()}")
+        df.to_csv(source, index=False) if kind == "CSV" else df.to_parquet(source)
+    result = _convert(source, tmp_path / "out", runner=runner,
+                      schema={"split": types.SplitKey, "label": types.StringLabel})
+    assert ("schema= names 2 of the table's columns; the 2 others are not written: 'x', 'note'. Name them in "
+            "schema= to keep them (or give no schema: every column is inferred)") in result.warnings
+    assert set(tfrecorder.read_tfr(str(tmp_path / "out")).columns) == {"label", "label_id", "split"}
+    whole = _convert(source, tmp_path / "whole", runner=runner, schema={
+        "split": types.SplitKey, "label": types.StringLabel, "x": types.IntegerInput, "note": types.StringInput})
+    assert not [w for w in whole.warnings if "not written" in w]
