@@ -109,3 +109,67 @@ def test_a_schema_naming_some_columns_says_which_others_are_not_written(tmp_path
     whole = _convert(source, tmp_path / "whole", runner=runner, schema={
         "split": types.SplitKey, "label": types.StringLabel, "x": types.IntegerInput, "note": types.StringInput})
     assert not [w for w in whole.warnings if "not written" in w]
+
+
+# --- one photo under two spellings, in parts read apart ------------------------------------------------------------
+
+def _two_spellings(tmp_path: Path) -> pd.DataFrame:
+    """Box rows of two photos, each named relative (to the working directory) and absolute, through a symlink too,
+    the spellings of one photo rows apart."""
+    (tmp_path / "img").mkdir()
+    for name in ("a", "b"):
+        write_image(tmp_path / "img" / f"{name}.jpg", size=(40, 40), seed=ord(name))
+    os.symlink(tmp_path / "img", tmp_path / "link")
+    names = ["img/a.jpg", "img/b.jpg", str(tmp_path / "img" / "b.jpg"), "img/a.jpg", str(tmp_path / "link" / "a.jpg"),
+             str(tmp_path / "img" / "b.jpg")]
+    return pd.DataFrame({"split": "TRAIN", "image_uri": names, "label": list("xyxyxy"), "xmin": 0.1, "ymin": 0.1,
+                         "xmax": [0.2 + i / 10 for i in range(6)], "ymax": 0.9})
+
+
+def _records(out: Path) -> list[tuple[str, int]]:
+    """Each record's image URI and number of boxes."""
+    import tensorflow as tf
+
+    found = []
+    for shard in sorted(out.glob("*.tfrecord")):
+        for data in tf.data.TFRecordDataset(str(shard)).as_numpy_iterator():
+            features = tf.train.Example.FromString(data).features.feature
+            found.append((features["image_uri"].bytes_list.value[0].decode(),
+                          len(features["objects/label"].int64_list.value)))
+    return sorted(found)
+
+
+def test_one_photo_named_two_ways_in_different_parts_is_one_image(tmp_path, monkeypatch):
+    """Within a part (PART_ROWS rows) the spellings of one file were one image; in parts read apart each spelling
+    was a record with part of the boxes. Read in parts of 2 rows, the table gives the records (byte for byte) it
+    gives in one part: one per photo, under its first name, with all its boxes."""
+    from tfrecorder.write import spill
+
+    monkeypatch.chdir(tmp_path)
+    df = _two_spellings(tmp_path)
+    whole = _convert(df, tmp_path / "whole", num_shards=1)
+    monkeypatch.setattr(spill, "PART_ROWS", 2)
+    parts = _convert(df, tmp_path / "parts", num_shards=1)
+    assert _records(tmp_path / "parts") == [("img/a.jpg", 3), ("img/b.jpg", 3)]
+    assert parts.splits.keys() == whole.splits.keys()
+    for split in whole.splits:
+        assert Path(parts.splits[split].shards[0]).read_bytes() == Path(whole.splits[split].shards[0]).read_bytes()
+
+
+def test_a_glob_of_two_csvs_naming_one_photo_two_ways_makes_one_image(tmp_path):
+    """Each file of a glob is a part of its own: a photo named relative to its CSV in one and absolute in the other
+    is one record with every box (local runner); the Beam runners, which read each file on its own worker, refuse
+    the table naming both spellings and their rows."""
+    df = _two_spellings(tmp_path)
+    (tmp_path / "csv").mkdir()
+    df = df.assign(image_uri=["../img/a.jpg", "../img/b.jpg", "../img/a.jpg", str(tmp_path / "img" / "a.jpg"),
+                              str(tmp_path / "link" / "a.jpg"), str(tmp_path / "img" / "b.jpg")])
+    df.iloc[:3].to_csv(tmp_path / "csv" / "1.csv", index=False)
+    df.iloc[3:].to_csv(tmp_path / "csv" / "2.csv", index=False)
+    glob = str(tmp_path / "csv" / "*.csv")
+    _convert(glob, tmp_path / "out")
+    assert _records(tmp_path / "out") == [("../img/a.jpg", 4), ("../img/b.jpg", 2)]
+    with pytest.raises(TFRecorderError, match=r"column 'image_uri': '\.\./img/a\.jpg' \(row 0\) and '.*/img/a\.jpg' "
+                                              r"\(row 3\) are one image file; 2 files in all, named in parts of the "
+                                              r"table that were read apart .* or convert with runner='local'"):
+        _convert(glob, tmp_path / "direct", runner="DirectRunner")
