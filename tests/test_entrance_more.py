@@ -173,3 +173,21 @@ def test_a_glob_of_two_csvs_naming_one_photo_two_ways_makes_one_image(tmp_path):
                                               r"\(row 3\) are one image file; 2 files in all, named in parts of the "
                                               r"table that were read apart .* or convert with runner='local'"):
         _convert(glob, tmp_path / "direct", runner="DirectRunner")
+
+
+# --- an AutoML detection CSV with a field too many ---------------------------------------------------------------
+
+@pytest.mark.parametrize("first", ["TRAIN,{a},car,0.1,0.2,,,0.3,0.4,,,", "TRAIN,{a},car,0.1,0.2,,,0.3,0.4,,,extra"])
+def test_an_automl_detection_csv_whose_first_line_has_12_fields_is_refused_not_read_as_classification(tmp_path,
+                                                                                                      first):
+    """Its first line of 12 fields made convert read it as a classification table (labels 'car', boxes lost as
+    columns label_1...); it is read as AutoML's detection CSV, which names the line. A headerless classification
+    CSV of many labels is still one."""
+    a = str(write_image(tmp_path / "a.jpg"))
+    (tmp_path / "automl.csv").write_text(first.format(a=a) + f"\nTRAIN,{a},car,0.1,0.2,,,0.3,0.4,,\n")
+    with pytest.raises(TFRecorderError, match=r"automl\.csv' line 1 has 12 fields: a row has at most 11 \(set, image "
+                                              r"URI, label, then x,y of 4 vertices\); remove the others"):
+        _convert(str(tmp_path / "automl.csv"), tmp_path / "out")
+    labels = ",".join(f"l{i}" for i in range(10))
+    (tmp_path / "labels.csv").write_text(f"TRAIN,{a},{labels}\n")
+    assert _convert(str(tmp_path / "labels.csv"), tmp_path / "labels").rows.written == 1
