@@ -71,7 +71,8 @@ def test_the_direct_runner_says_a_csv_was_read_with_another_separator(tmp_path):
     direct = _convert(glob, tmp_path / "direct", runner="DirectRunner")
     local = _convert(glob, tmp_path / "local")
     for name in ("t1.csv", "t2.csv"):
-        note = f"CSV {str(tmp_path / 'parts' / name)!r} was read as tab-separated: its first line holds tabs and no comma"
+        note = (f"CSV {str(tmp_path / 'parts' / name)!r} was read as tab-separated: its first line holds tabs and "
+                f"no comma")
         assert note in direct.warnings and note in local.warnings
     assert direct.splits["TRAIN"].written == 8
 
