@@ -30,32 +30,30 @@ class Spellings:
 
 @dataclass(frozen=True)
 class SpellingFacts:
-    """Which local files a part named and how: a hash of each file's resolved path, of the name (location) it
-    kept in the part, and the first row so naming it. Merges over parts, a row per (file, name)."""
+    """Which local files parts of a table named and how: for each part, a hash of each file's resolved path, of
+    the name (location) it kept there, and the first row so naming it. Merging keeps the parts' arrays as they
+    are (no copy of what came before: a part at a time, it stays linear); ``aliased`` reads them once."""
 
-    files: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    names: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    parts: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] = ()
 
     def merge(self, other: SpellingFacts) -> SpellingFacts:
-        files, names, rows = (np.concatenate([a, b]) for a, b in ((self.files, other.files),
-                                                                  (self.names, other.names),
-                                                                  (self.rows, other.rows)))
-        order = np.lexsort((rows, names, files))  # each (file, name) once, with its first row
-        files, names, rows = files[order], names[order], rows[order]
-        keep = np.ones(len(files), bool)
-        keep[1:] = (files[1:] != files[:-1]) | (names[1:] != names[:-1])
-        return SpellingFacts(files[keep], names[keep], rows[keep])
+        return SpellingFacts(self.parts + other.parts)
 
     def aliased(self) -> dict[int, list[int]]:
         """The files named in more than one way: each one's (resolved path's hash) first row of each name, in
         row order."""
-        merged = self.merge(SpellingFacts())
+        if len(self.parts) < 2:  # a part names each file one way (``one_spelling``)
+            return {}
+        files, names, rows = (np.concatenate([part[i] for part in self.parts]) for i in range(3))
+        order = np.lexsort((rows, names, files))
+        files, names, rows = files[order], names[order], rows[order]
+        first = np.r_[True, (files[1:] != files[:-1]) | (names[1:] != names[:-1])]  # each (file, name) once
+        files, rows = files[first], rows[first]
         found: dict[int, list[int]] = {}
-        starts = np.flatnonzero(np.r_[True, merged.files[1:] != merged.files[:-1]])
-        for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(merged.files)]):
+        starts = np.flatnonzero(np.r_[True, files[1:] != files[:-1]])
+        for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(files)]):
             if stop - start > 1:
-                found[int(merged.files[start])] = sorted(merged.rows[start:stop].tolist())
+                found[int(files[start])] = sorted(rows[start:stop].tolist())
         return found
 
 
@@ -87,8 +85,8 @@ def one_spelling(locations: list[str | None], uris: list[str | None], first_row:
                 out_locations[pos], out_keys[pos] = spellings.first[path]
     chosen = spellings.first if spellings is not None else {}
     names = [chosen.get(p, first[p])[0] for p in paths]
-    facts = SpellingFacts(hashes, text_hashes(names) if names else np.zeros(0, np.uint64),
-                          np.array([first_row + rows[p] for p in paths], np.int64))
+    facts = SpellingFacts(((hashes, text_hashes(names) if names else np.zeros(0, np.uint64),
+                            np.array([first_row + rows[p] for p in paths], np.int64)),))
     return out_locations, out_keys, facts
 
 
