@@ -138,10 +138,29 @@ def annotation_table(source: Any) -> pd.DataFrame | None:
     if url.lower().endswith(".csv"):
         with open_url(url) as f:
             first = f.read(65536).split(b"\n", 1)[0].decode("utf-8-sig", "replace").strip()
-        cells = first.split(",")
-        if len(cells) == AUTOML_WIDTH and cells[0].strip().upper() in (TRAIN, VALIDATION, TEST, UNASSIGNED):
+        if _automl_like(first.split(",")):
             return read_annotations(url)
     return None
+
+
+def _automl_like(cells: list[str]) -> bool:
+    """Whether a CSV's first line is an AutoML Vision object-detection row: a split, then AUTOML_WIDTH fields;
+    or more of them (``_automl`` names the line) whose vertices are numbers or empty, x_min and y_min given -
+    not a headerless classification row with more labels (text) after its image."""
+    if cells[0].strip().upper() not in (TRAIN, VALIDATION, TEST, UNASSIGNED) or len(cells) < AUTOML_WIDTH:
+        return False
+    if len(cells) == AUTOML_WIDTH:
+        return True
+    vertices = [c.strip() for c in cells[3:AUTOML_WIDTH]]
+    return all(_is_number(v) for v in vertices[:2]) and all(not v or _is_number(v) for v in vertices)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 # --- Pascal VOC ---------------------------------------------------------------------------------------------
@@ -438,7 +457,8 @@ def _automl(url: str) -> pd.DataFrame:
             continue
         if len(values) > AUTOML_WIDTH:
             raise TFRecorderError(f"AutoML Vision CSV {url!r} line {line} has {len(values)} fields: a row has at "
-                                  f"most {AUTOML_WIDTH} (set, image URI, label, then x,y of 4 vertices)")
+                                  f"most {AUTOML_WIDTH} (set, image URI, label, then x,y of 4 vertices); remove "
+                                  f"the others")
         values = [*values, *[""] * (AUTOML_WIDTH - len(values))]
         cells = [v.strip() for v in values]
         if cells[0].upper() not in (TRAIN, VALIDATION, TEST, UNASSIGNED) or not cells[1]:

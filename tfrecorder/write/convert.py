@@ -63,11 +63,14 @@ from tfrecorder.write.sources import (
     BeamInput,
     FrameSource,
     ListedFolder,
+    ReadNotes,
     StagedRows,
     TableFiles,
+    beam_notes,
     frame_as_arrow,
     frame_parts,
     image_folder_url,
+    left_out_note,
     match_table_files,
     table_source,
     text_columns,
@@ -280,7 +283,8 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
         return beam_files(ListedFolder(url), as_schema(schema), ("image folder", url))
     if isinstance(source, pd.DataFrame):
         frame = _beam_frame(text_columns(source), as_schema(schema))
-        return beam_files(StagedRows(""), frame.schema, frame.digests, parts=frame.parts)
+        return beam_files(StagedRows(""), frame.schema, frame.digests, parts=frame.parts,
+                          columns=tuple(frame.schema_columns))
     raise unreadable(source)
 
 
@@ -307,15 +311,19 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
             manifest = finish.write(folder, [*run.resumed.values(), *written])
             run.journal.complete()
             result = convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
-            return _read_as(result, files)
+            return _read_as(result, files, schema)
 
 
-def _read_as(result: ConvertResult, files: TableFiles | FrameSource) -> ConvertResult:
+def _read_as(result: ConvertResult, read: TableFiles | FrameSource | ReadNotes,
+             schema: Schema | None = None) -> ConvertResult:
     """``result`` with what its source says of how it was read (a CSV's separator, an image folder's files that
-    are not rows): in its warnings, and the skipped files in ``skipped``."""
-    for warning in files.warnings:
+    are not rows, the columns a given ``schema`` leaves out): in its warnings, and the skipped files in
+    ``skipped``. ``read``: the local runner's source, or what a Beam runner's submitting process found."""
+    left_out = left_out_note(read.columns, schema)
+    warnings = read.warnings + ((left_out,) if left_out else ())
+    for warning in warnings:
         logger.warning("%s", warning)
-    return replace(result, warnings=files.warnings + result.warnings, skipped=files.skipped)
+    return replace(result, warnings=warnings + result.warnings, skipped=read.skipped)
 
 
 @contextlib.contextmanager
@@ -356,6 +364,7 @@ class _Frame:
     schema: Schema
     parts: Callable[[], Iterator[Any]]  # the parts' bytes, made anew on each call: never all held at once
     digests: list[str]  # each part's SHA-256: the run's input identity
+    schema_columns: tuple[str, ...] = ()  # the frame's columns, for what its result says a schema leaves out
 
 
 def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
@@ -372,18 +381,21 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
     def parts() -> Iterator[Any]:
         return frame_parts(arrow, spill.PART_ROWS)
 
-    return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()])
+    return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()], tuple(df.columns))
 
 
 def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
-                        beam_options: BeamOptions, parts: Callable[[], Iterator[Any]] | None = None) -> ConvertResult:
+                        beam_options: BeamOptions, parts: Callable[[], Iterator[Any]] | None = None,
+                        columns: tuple[str, ...] | None = None) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
     this process lists the files and never reads the table; the run's identity is the input's
     ``identity`` and the settings, and the pipeline keeps the shards an earlier run of it finished.
     ``parts``: the Parquet parts of a DataFrame (``StagedRows``), written under output_dir once the run has
-    started. A ``ListedFolder`` is listed by the pipeline (``beam.build_folder_pipeline``)."""
+    started. A ``ListedFolder`` is listed by the pipeline (``beam.build_folder_pipeline``). What the result says
+    of how the files are read (``sources.beam_notes``) is found here, before the run starts."""
     from tfrecorder.write.runners import beam
 
+    notes = beam_notes(job.files, columns)
     run_identity = files_run_identity(identity, job.schema, job.options, fractions=job.fractions,
                                       float_precision=job.float_precision, num_shards=job.num_shards)
     run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner)
@@ -392,8 +404,9 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
             job = replace(job, files=beam.stage_frame(parts(), folder))
         try:
             build = beam.build_folder_pipeline if isinstance(job.files, ListedFolder) else beam.build_file_pipeline
-            return _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),
-                                 folder, job.runner, run, started, beam_options)
+            result = _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),
+                                   folder, job.runner, run, started, beam_options)
+            return _read_as(result, notes, job.schema)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
             beam.forget_refused_run(folder, run.journal)
             raise

@@ -50,6 +50,7 @@ from tfrecorder.write.plan import SAMPLE_ROWS, TARGET_SHARD_BYTES, ShardSpec, es
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
+from tfrecorder.write.spellings import Spellings
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import Facts, check_schema, finalize, validate_part
@@ -168,9 +169,19 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     parts = files.parts(part_rows or PART_ROWS)
     first = next(parts, None)
     schema = _first_part_schema(first, schema, files)
-    spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, run_digest=run_digest,
-                      memory_bytes=MEMORY_SPILL_BYTES)
-    summary = spiller.spill(itertools.chain([first] if first is not None else [], parts))
+
+    def spilled(rows: Iterator[tuple[pd.DataFrame, Any, int]], spellings: Spellings | None = None) -> Summary:
+        spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, run_digest=run_digest,
+                          memory_bytes=MEMORY_SPILL_BYTES, spellings=spellings)
+        return spiller.spill(rows)
+
+    summary = spilled(itertools.chain([first] if first is not None else [], parts))
+    aliased = summary.facts.spellings.aliased() if summary.facts.spellings and not summary.facts.problems else {}
+    if aliased:  # parts name one file in two ways: summarized again, each file under its first name in the table
+        logger.info("%d image files are named in several ways in different parts; summarizing again", len(aliased))
+        _HELD.pop(spill.url, None)
+        _HELD_PARTS.pop(spill.url, None)
+        summary = spilled(files.parts(part_rows or PART_ROWS), Spellings(frozenset(aliased)))
     summary.facts.check()
     return summary
 
@@ -234,8 +245,9 @@ class Spiller:
     in this process's memory under those names - ; ``close`` gives the Summary of what it saw."""
 
     def __init__(self, schema: Schema, buckets: int, spill: Folder, tag: str, *, fractions: Sequence[float],
-                 run_digest: Any = None, memory_bytes: int = 0):
+                 run_digest: Any = None, memory_bytes: int = 0, spellings: Spellings | None = None):
         self._schema, self._buckets, self._spill, self._tag = schema, buckets, spill, tag
+        self._spellings = spellings
         self._memory_bytes = memory_bytes
         self._first: HeldPart | None = None  # the first part, held whole while it is the only one
         self._held: dict[tuple[int, int], list[Any]] | None = {} if memory_bytes else None
@@ -252,7 +264,7 @@ class Spiller:
 
     def add(self, df: pd.DataFrame, base_dir: Any, first_row: int) -> None:
         part, facts = validate_part(df, self._schema, first_row=first_row, base_dir=base_dir,
-                                    fractions=self._fractions)
+                                    fractions=self._fractions, spellings=self._spellings)
         self._facts = self._facts.merge(facts)
         if self._facts.problems:
             return  # the table fails: read on only to find every problem
@@ -374,7 +386,7 @@ class Spiller:
 def slim(facts: Facts) -> Facts:
     """``facts`` as the shard writers need them (finalize): without the problems, the labels' rows and the
     float columns' distinct values."""
-    return replace(facts, problems={}, other_labels={},
+    return replace(facts, problems={}, other_labels={}, spellings=None,
                    columns={name: column.settled() for name, column in facts.columns.items()})
 
 
@@ -426,6 +438,7 @@ def plan_table(summary: Summary, spill: Folder, options: Any, runner: str, *, nu
     ``same_uri``: the same-URI leaks a pipeline found a range of URI hashes at a time (``range_leaks``);
     None: found here, from the summary's URI hashes."""
     summary.facts = replace(summary.facts, box_units=options.box_units)  # what finalize decides "auto" by
+    _check_spellings(summary, spill)
     images = summary.template is not None and summary.template.image_locations is not None
     estimate = estimates_sizes(num_shards, images, summary.facts.rows)
     shards = spilled_shards(summary, num_shards=num_shards, compression=options.compression, spill=spill,
@@ -438,6 +451,22 @@ def plan_table(summary: Summary, spill: Folder, options: Any, runner: str, *, nu
         raise SchemaError(image_splits_message(template.schema.column_for(Role.IMAGE), leaks))
     finish = Finish(template, dict(summary.facts.split_counts), options, runner, tuple(leakage.across_train(leaks)))
     return shards, finish
+
+
+def _check_spellings(summary: Summary, spill: Folder) -> None:
+    """A SchemaError when parts summarized on their own (by a Beam runner's workers: ``summarize`` makes them
+    one) name one local image file in several ways: its boxes would make a record for each name."""
+    aliased = summary.facts.spellings.aliased() if summary.facts.spellings else {}
+    if not aliased:
+        return
+    rows = min(aliased.values())
+    uris = _uris_of(summary, spill, set(rows))
+    names = " and ".join(f"{uris[row]!r} (row {row})" for row in rows)
+    more = f"; {len(aliased)} files in all" if len(aliased) > 1 else ""
+    raise SchemaError(f"column {summary.schema.column_for(Role.IMAGE)!r}: {names} are one image file{more}, named "
+                      f"in parts of the table that were read apart (a Beam runner reads each file, and each "
+                      f"{PART_ROWS:,} rows, on its own), so its boxes would make a record for each name: name each "
+                      f"image one way, or convert with runner='local', which makes them one image")
 
 
 def _check_detection_options(table: Table, options: Any) -> None:

@@ -24,6 +24,7 @@ from tfrecorder.write import labels, splits
 from tfrecorder.write.floats import FloatFacts
 from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS
 from tfrecorder.write.sources.frames import text_columns
+from tfrecorder.write.spellings import SpellingFacts, Spellings, one_spelling
 from tfrecorder.write.table import Column, Table
 
 
@@ -223,9 +224,12 @@ class Facts:
     other_labels: Mapping[str, RowSample] = field(default_factory=dict)  # text labels of VALIDATION/TEST rows
     boxes: BoxFacts | None = None  # a detection table's: the range of its box edges
     box_units: str = "auto"  # convert's box_units: "auto" is decided by ``boxes`` (``BoxFacts.units``)
+    spellings: SpellingFacts | None = None  # a detection table's: which local files it named how
 
     def merge(self, other: Facts) -> Facts:
         boxes = self.boxes.merge(other.boxes) if self.boxes and other.boxes else self.boxes or other.boxes
+        spellings = (self.spellings.merge(other.spellings) if self.spellings and other.spellings else
+                     self.spellings or other.spellings)
         return Facts(
             self.rows + other.rows,
             _merge_maps(self.split_counts, other.split_counts, lambda a, b: a + b),
@@ -237,6 +241,7 @@ class Facts:
             _merge_maps(self.other_labels, other.other_labels, RowSample.merge),
             boxes,
             self.box_units,
+            spellings,
         )
 
     @property
@@ -277,10 +282,12 @@ def validate_part(
     first_row: int = 0,
     base_dir: str | Sequence[str | None] | None = None,
     fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
+    spellings: Spellings | None = None,
 ) -> tuple[Table, Facts]:
     """Check and convert the rows of ``df`` - rows ``first_row`` on of a table with ``schema`` (checked by
     ``check_schema``) - as far as rows alone decide: the part (label values as text, floats as given) and
-    its Facts. A part with problems has None for the columns they were found in."""
+    its Facts. A part with problems has None for the columns they were found in. ``spellings``: the files a
+    detection table names in several ways across its parts, each given its first name in the table."""
     split_col, image_col, label_col = (schema.column_for(r) for r in (Role.SPLIT, Role.IMAGE, Role.LABEL))
     problems: dict[tuple[int, str], Problem] = {}
 
@@ -293,8 +300,9 @@ def validate_part(
     given_uris = guard(_image_uris(image_col, df[image_col], first_row)) if image_col else None
     image_uris = [redact(u) if u else u for u in given_uris] if given_uris else given_uris
     image_locations = _locations(given_uris, base_dir) if given_uris else None
+    named = None
     if schema.boxes and image_locations is not None and image_uris is not None:
-        image_locations, image_uris = _one_spelling(image_locations, image_uris)
+        image_locations, image_uris, named = one_spelling(image_locations, image_uris, first_row, spellings)
     row_splits = guard(_row_splits(df, split_col, image_uris, fractions, first_row))
     mask_col = schema.column_for(Role.MASK)
     given_masks = None
@@ -330,7 +338,7 @@ def validate_part(
         empty, box_facts, box_problems = _box_facts(boxes, label.values, label.name, first_row)
         problems.update(((p.order, p.kind), p) for p in box_problems)
     facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col,
-                  boxes=box_facts)
+                  boxes=box_facts, spellings=named)
     if label is not None and row_splits is not None:
         label, facts = _label_facts(label, row_splits, first_row, facts, empty)
     part = Table(
@@ -567,24 +575,6 @@ def _locations(uris: list[str | None], base_dir: str | Sequence[str | None] | No
     if base_dir is None or isinstance(base_dir, str):
         return [resolve_uri(u, base_dir) for u in uris]
     return [resolve_uri(u, base) for u, base in zip(uris, base_dir)]
-
-
-def _one_spelling(locations: list[str | None], uris: list[str | None]) -> tuple[list[str | None], list[str | None]]:
-    """A detection table's image locations and URIs with every spelling of one local file (``./a.jpg`` and
-    ``a.jpg``, relative and absolute, a symlink and its target: one ``os.path.realpath``) as the first one
-    seen: its boxes make one record, in one split, stored under that first URI. URLs stay as they are. A
-    table without two spellings of a file keeps its locations and URIs (and so its bytes)."""
-    first: dict[str, tuple[str, str | None]] = {}  # resolved path -> (first location, its URI)
-    resolved: dict[str, str] = {}
-    out_locations, out_keys = list(locations), list(uris)
-    for pos, (location, uri) in enumerate(zip(locations, uris)):
-        if location is None or "://" in location:
-            continue
-        path = resolved.get(location)
-        if path is None:
-            path = resolved[location] = os.path.realpath(location)
-        out_locations[pos], out_keys[pos] = first.setdefault(path, (location, uri))
-    return out_locations, out_keys
 
 
 def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:

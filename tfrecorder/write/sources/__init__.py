@@ -9,7 +9,8 @@
 
 A Beam runner's pipeline reads files only (``BeamInput``): the user's ``MatchedFiles``, a DataFrame's or a
 pipeline's rows as ``StagedRows``, an image folder as the ``ListedFolder`` its workers list into Parquet parts.
-Each becomes ``TableFiles`` once its files are known.
+Each becomes ``TableFiles`` once its files are known; what its result says of how it was read is found by the
+submitting process (``notes``).
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ from tfrecorder.write.sources.folders import (
     skipped_files,
 )
 from tfrecorder.write.sources.frames import BaseDir, FrameSource, frame_as_arrow, frame_parts, text_columns
+from tfrecorder.write.sources.notes import ReadNotes, beam_notes, left_out_note
 
 Source = TableFiles | FrameSource
 
-__all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "create_image_csv", "file_facts", "FileFacts", "folder_rows",
+__all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "beam_notes", "left_out_note", "ReadNotes",
+           "create_image_csv", "file_facts", "FileFacts", "folder_rows",
            "frame_as_arrow", "frame_parts", "FrameSource", "image_folder_table", "image_folder_url", "label_folders",
            "LabelFolder", "ListedFolder", "listing_frame", "match_table_files", "MatchedFiles", "no_images",
            "parquet_schema", "skipped_files", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",

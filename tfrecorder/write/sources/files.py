@@ -263,6 +263,14 @@ class TableFiles:
         """An image folder's files that are not rows: none in a table of files."""
         return ()
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The table's columns as its parts have them (a headerless CSV's labels merged into one)."""
+        if self.parquet:
+            return tuple(parquet_schema(self.files).names)
+        labels = set(self.label_columns[0]) if self.label_columns else set()
+        return tuple(c for c in self.kinds if c not in labels or c == LABEL_COLUMN)
+
     def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
         """What the schema is inferred from and checked against: the first part (its columns typed as the whole
         table's text says)."""

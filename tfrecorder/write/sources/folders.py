@@ -148,7 +148,15 @@ def label_folders(url: str) -> list[LabelFolder]:
 
 
 def _folders(fs: Any, path: str) -> list[str]:
-    return [e["name"].rstrip("/") for e in fs.ls(path, detail=True) if e.get("type") == "directory"]
+    """The folders in ``path`` but hidden ones (``.ipynb_checkpoints``, ``.git``): never label folders."""
+    return [e["name"].rstrip("/") for e in fs.ls(path, detail=True)
+            if e.get("type") == "directory" and not _hidden(e["name"])]
+
+
+def _hidden(path: str) -> bool:
+    """Whether the last name of ``path`` starts with a dot: a tool's file (``.DS_Store``, macOS's ``._a.jpg``,
+    Jupyter's ``.ipynb_checkpoints``), not the user's data."""
+    return path.rstrip("/").rsplit("/", 1)[-1].startswith(".")
 
 
 def folder_rows(url: str, folder: LabelFolder) -> tuple[list[tuple[str | None, str, str]], str]:
@@ -156,7 +164,7 @@ def folder_rows(url: str, folder: LabelFolder) -> tuple[list[tuple[str | None, s
     (a SHA-256 of each image's name, size and modification time or object generation)."""
     fs = filesystem(url)[0]
     files = sorted((e for e in fs.ls(folder.path, detail=True)
-                    if e.get("type") == "file" and e["name"].lower().endswith(IMAGE_EXTENSIONS)),
+                    if e.get("type") == "file" and _is_row(e["name"])),
                    key=lambda e: e["name"])
     identity = hashlib.sha256()
     for e in files:
@@ -176,13 +184,18 @@ def skipped_files(url: str) -> tuple[str, ...]:
     for path in sorted(fs.find(root)):
         parent, name = path.rsplit("/", 1)
         image = name.lower().endswith(IMAGE_EXTENSIONS)
-        if parent in read and image:
+        if parent in read and _is_row(name):
             continue
         inside = path[len(root) + 1:]
         why = ("hidden" if any(part.startswith(".") for part in inside.split("/")) else
                "not an image" if not image else "at a level not read")
         skipped.append(f"{inside} ({why})")
     return tuple(skipped)
+
+
+def _is_row(path: str) -> bool:
+    """Whether a file of a label folder is a row: an image (by its extension) that is not hidden."""
+    return path.lower().endswith(IMAGE_EXTENSIONS) and not _hidden(path)
 
 
 def skipped_note(url: str, skipped: Sequence[str]) -> str:

@@ -34,6 +34,10 @@ class FrameSource:
         return (skipped_note(self.url, self.skipped),) if self.skipped else ()
 
     @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(str(c) for c in self.frame.columns)
+
+    @property
     def rows(self) -> int:
         return len(self.frame)
 

@@ -1,0 +1,60 @@
+"""How a source was read, as its result says it: a CSV's separator, an image folder's files that are not rows, the
+columns a given schema leaves out. Found by the process that submits a Beam pipeline (``beam_notes``), which
+lists and sniffs the source but never reads the table, as the local runner's sources say it (``.warnings``,
+``.skipped``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tfrecorder.dataset.storage import open_url
+from tfrecorder.write.sources.csv_text import csv_layout, csv_separator, separator_note
+from tfrecorder.write.sources.files import BeamInput, ListedFolder, StagedRows, parquet_schema
+from tfrecorder.write.sources.folders import skipped_files, skipped_note
+
+
+@dataclass(frozen=True)
+class ReadNotes:
+    """What a result says of how its source was read: warnings, an image folder's files that are not rows
+    (each ``"<path in it> (why)"``) and the table's columns (None: not known without reading it)."""
+
+    warnings: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    columns: tuple[str, ...] | None = None
+
+
+def beam_notes(files: BeamInput, columns: Iterable[Any] | None = None) -> ReadNotes:
+    """What a Beam runner's result says of how ``files`` were read, found here, by listing and sniffing: each
+    CSV read with another separator than a comma (its first line), an image folder's files that are not rows,
+    and the table's columns (a CSV's header, a Parquet file's footer; ``columns``: a DataFrame's)."""
+    if isinstance(files, ListedFolder):
+        skipped = skipped_files(files.url)
+        return ReadNotes((skipped_note(files.url, skipped),) if skipped else (), skipped)
+    if isinstance(files, StagedRows) or files.parquet:
+        names = columns if columns is not None else parquet_schema(files.files).names if files.files else None
+        return ReadNotes(columns=None if names is None else tuple(str(c) for c in names))
+    warnings, header = [], None
+    for index, url in enumerate(files.files):
+        with open_url(url) as f:
+            sep = csv_separator(f, url)
+            layout = csv_layout(f, sep) if index == 0 else None
+        if sep != ",":
+            warnings.append(separator_note(url, sep))
+        if layout is not None and layout[0] is None:  # a header: its names
+            header = tuple(str(c).strip() for c in layout[1])
+    return ReadNotes(tuple(warnings), columns=header)
+
+
+def left_out_note(columns: Iterable[str] | None, schema: Mapping[str, Any] | None) -> str | None:
+    """The warning for a given ``schema`` that names some of the table's ``columns``: the others are not
+    written (TFRecorder 2.0's rule: a schema lists what is converted), and how to keep them."""
+    if schema is None or columns is None:
+        return None
+    left = [c for c in columns if c not in schema]
+    if not left:
+        return None
+    shown = ", ".join(map(repr, left[:8])) + (", ..." if len(left) > 8 else "")
+    return (f"schema= names {len(schema)} of the table's columns; the {len(left)} others are not written: {shown}. "
+            f"Name them in schema= to keep them (or give no schema: every column is inferred)")
