@@ -25,6 +25,7 @@ from tfrecorder.dataset.features import (
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.read.arguments import check_choice, check_count, check_image_size, check_optional_count, is_count
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder
 
@@ -77,19 +78,17 @@ class ReadOptions:
     bounding_box_format: str = DEFAULT_BOX_FORMAT
 
     def __post_init__(self) -> None:
-        if self.bounding_box_format not in BOX_FORMATS:
-            raise TFRecorderError(f"bounding_box_format={self.bounding_box_format!r}: use one of "
-                                  f"{', '.join(map(repr, BOX_FORMATS))}")
-        if self.max_objects is not None and (not isinstance(self.max_objects, int) or self.max_objects < 1):
-            raise TFRecorderError(f"max_objects={self.max_objects!r}: give a positive number of objects, or None "
-                                  f"for ragged batches")
-        if self.resize_method not in RESIZE_METHODS:
-            raise TFRecorderError(f"resize_method={self.resize_method!r}: use one of "
-                                  f"{', '.join(map(repr, RESIZE_METHODS))}")
-        if self.resize_mode not in RESIZE_MODES:
-            raise TFRecorderError(f"resize_mode={self.resize_mode!r}: use one of {', '.join(map(repr, RESIZE_MODES))}")
-        if not 0 <= self.shard_index < self.num_shards:
-            raise TFRecorderError(f"shard_index={self.shard_index} with num_shards={self.num_shards}: need "
+        check_optional_count("batch_size", self.batch_size, "single examples")
+        object.__setattr__(self, "image_size", check_image_size(self.image_size))
+        check_choice("resize_mode", self.resize_mode, RESIZE_MODES)
+        check_choice("resize_method", self.resize_method, RESIZE_METHODS)
+        check_choice("bounding_box_format", self.bounding_box_format, BOX_FORMATS)
+        check_optional_count("max_objects", self.max_objects, "the dataset's largest number of objects in an "
+                                                              "image (ragged batches without as_supervised)")
+        check_count("shuffle_buffer", self.shuffle_buffer)
+        check_count("num_shards", self.num_shards)
+        if not is_count(self.shard_index) or not 0 <= self.shard_index < self.num_shards:
+            raise TFRecorderError(f"shard_index={self.shard_index!r} with num_shards={self.num_shards}: need "
                                   f"0 <= shard_index < num_shards")
 
 
@@ -183,7 +182,7 @@ def load_dataset(
     batch_size: int | None = None,
     shuffle: bool = False,
     decode_images: bool = True,
-    image_size: tuple[int, int] | None = None,
+    image_size: tuple[int, int] | int | None = None,
     resize_mode: str = DEFAULT_RESIZE_MODE,
     resize_method: str = DEFAULT_RESIZE_METHOD,
     as_supervised: bool = False,
@@ -235,7 +234,7 @@ def load_dataset(
         num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
     options = ReadOptions(
         batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
-        image_size=(int(image_size[0]), int(image_size[1])) if image_size is not None else None,
+        image_size=image_size,
         resize_mode=resize_mode,
         resize_method=resize_method,
         as_supervised=as_supervised, channels=channels, features=tuple(features) if features is not None else None,
