@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 from collections.abc import Iterator, Sequence
@@ -32,6 +33,9 @@ from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, imag
 logger = logging.getLogger(__name__)
 
 AUTOTUNE = tf.data.AUTOTUNE
+# KerasHub's detectors' own default (RetinaNetObjectDetector(bounding_box_format="yxyx")): pixels of the image as
+# given, which their fit turns into its anchors' format without being told the image's height and width.
+SUPERVISED_BOX_FORMAT = "yxyx"
 _PARSE_BATCH = 256  # records parsed together when the caller wants single examples; a record whose image is
 # decoded is parsed in the same step as its decode (benchmarks/CONSTANTS.md)
 
@@ -75,7 +79,7 @@ class ReadOptions:
     num_shards: int = 1
     shard_index: int = 0
     max_objects: int | None = None
-    bounding_box_format: str = DEFAULT_BOX_FORMAT
+    bounding_box_format: str = SUPERVISED_BOX_FORMAT
 
     def __post_init__(self) -> None:
         check_optional_count("batch_size", self.batch_size, "single examples")
@@ -199,7 +203,7 @@ def load_dataset(
     input_context: tf.distribute.InputContext | None = None,
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
     max_objects: int | None = None,
-    bounding_box_format: str = DEFAULT_BOX_FORMAT,
+    bounding_box_format: str = SUPERVISED_BOX_FORMAT,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -219,10 +223,11 @@ def load_dataset(
     ``[ymin, xmin, ymax, xmax]`` fractions of the image as given - turned with its EXIF orientation and moved
     with ``image_size``/``resize_mode`` (``crop`` clips them and drops those left without area). Batches hold
     them ragged (``tf.RaggedTensor``), or padded to ``max_objects`` with -1 (more are cut off). With
-    ``as_supervised=True`` elements are ``(image, {"boxes", "labels"})``, boxes in ``bounding_box_format``
-    (Keras and KerasHub's names: "rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh",
-    "rel_center_xywh", "center_xywh", "center_yxhw"; "rel_" ones are fractions, the others pixels), ready for
-    a KerasHub detector's ``fit``.
+    ``as_supervised=True`` elements are ``(image, {"boxes", "labels"})``, what a KerasHub detector's ``fit``
+    takes as it is: padded with -1 to ``max_objects``, by default the most objects one image of the dataset
+    holds (dataset.json's ``objects.max_objects``), boxes in ``bounding_box_format`` (Keras and KerasHub's
+    names: "rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "rel_center_xywh", "center_xywh",
+    "center_yxhw"; "rel_" ones are fractions, the others pixels), by default "yxyx", KerasHub's.
 
     Examples:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
@@ -250,6 +255,8 @@ def load_dataset(
             first = next((shard for shard in manifest.splits[name] if shard.records), None)
             if first is not None:
                 check_shard(folder, manifest, name, first, count_index=True)
+    if manifest.objects is not None and as_supervised and max_objects is None:  # targets a detector's fit stacks
+        options = dataclasses.replace(options, max_objects=_most_objects(manifest, folder))
     if split is None:
         return {name: _split_dataset(manifest, folder, name, options) for name in names}
     return _split_dataset(manifest, folder, names[0], options)
@@ -349,6 +356,27 @@ def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, spec: d
     return ds
 
 
+def _most_objects(manifest: Manifest, folder: Folder) -> int:
+    """The most objects one record of the dataset holds (at least 1): what dataset.json records, or, for a
+    dataset written before it did, counted from the records' labels (read once, images not decoded)."""
+    recorded = manifest.objects.get("max_objects") if manifest.objects else None
+    if recorded is not None:
+        return max(int(recorded), 1)
+    label = (manifest.objects or {}).get("label", OBJECTS + "/label")
+    files = [folder.url_of(s.file) for shards in manifest.splits.values() for s in shards if s.records]
+    most = 0
+    if files:
+        spec = {label: tf.io.RaggedFeature(tf.int64)}
+        records = tf.data.TFRecordDataset(files, compression_type=manifest.tf_compression_type)
+        counts = records.batch(_PARSE_BATCH).map(
+            lambda r: tf.cast(tf.io.parse_example(r, spec)[label].row_lengths(), tf.int64))
+        most = int(counts.reduce(tf.constant(0, tf.int64), lambda m, c: tf.maximum(m, tf.reduce_max(c))))
+    logger.warning("%s does not record the most objects in an image (written before tfrecorder recorded it): "
+                   "counted %d in the records, which as_supervised=True pads boxes to; pass max_objects= to "
+                   "choose, or convert again to record it", folder.url_of(MANIFEST_NAME), most)
+    return max(most, 1)
+
+
 def objects_gatherer(manifest: Manifest):
     """A function from a parsed detection record to the same with its ``objects/`` lists gathered under
     ``objects`` (``{"bbox": [N, 4], "label": [N], ...}``)."""
@@ -389,7 +417,7 @@ def _supervised_objects(box_format: str):
     def split(example: dict[str, Any]) -> Any:
         objects = example[OBJECTS]
         boxes, labels = objects["bbox"], objects["label"]
-        if box_format != DEFAULT_BOX_FORMAT:
+        if box_format != DEFAULT_BOX_FORMAT:  # the stored one
             size = tf.cast(tf.shape(example[IMAGE.name])[:2], tf.float32) if IMAGE.name in example else None
             padding = tf.reduce_all(tf.equal(boxes, -1.0), axis=-1, keepdims=True)
             boxes = tf.where(padding, -1.0, box_format_of(boxes, box_format, size))
