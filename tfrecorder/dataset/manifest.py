@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -78,6 +80,7 @@ class Manifest:
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # of the sections readers rely on (SECTIONS), as written
 
     def __post_init__(self) -> None:
         # Written for readers without tfrecorder; always what ``compression`` says, whatever the file held.
@@ -111,6 +114,7 @@ class Manifest:
         data = asdict(self)
         ordered = {k: data.pop(k) for k in ("format", "format_version", "tfrecorder_version")}
         ordered.update(data)
+        ordered["digests"] = section_digests(json.loads(json.dumps(ordered)))  # of what a reader parses back
         return json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -125,6 +129,7 @@ class Manifest:
                     f"{where}: format version {data['format_version']} is newer than this tfrecorder "
                     f"understands ({FORMAT_VERSION}); upgrade tfrecorder"
                 )
+            edited = _edited_sections(where, data)
             data["features"] = [FeatureInfo(**f) for f in data["features"]]
             data["splits"] = {k: [ShardInfo(**s) for s in v] for k, v in data["splits"].items()}
             for split, shards in data["splits"].items():
@@ -143,11 +148,60 @@ class Manifest:
             manifest = cls(**data)
             _check_vocabulary(where, manifest)
             _check_counts(where, manifest)
+            if edited:
+                raise EditedManifest(where, manifest, edited)
             return manifest
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             if isinstance(e, TFRecorderError):
                 raise
             raise TFRecorderError(f"{where}: not a valid tfrecorder manifest: {e}") from e
+
+
+# The sections of dataset.json a reader relies on, and each one's words: dataset.json records a digest of each as
+# written, so that an edit which still looks plausible (a reordered or shortened vocabulary, counts edited together,
+# a scalar made a list) is named when the dataset is opened, not met as a TensorFlow error or a wrong label.
+SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
+    "features": ("features", lambda d: d.get("features")),
+    "label": ("label (its vocabulary, feature and type)", lambda d: d.get("label")),
+    "records": ("record and row counts", lambda d: {
+        "records": {split: [shard.get("records") for shard in shards] for split, shards in d["splits"].items()},
+        "rows": d.get("rows")}),
+    "image": ("image description", lambda d: d.get("image")),
+    "objects": ("objects description", lambda d: d.get("objects")),
+    "masks": ("masks description", lambda d: d.get("masks")),
+}
+
+
+def section_digests(data: dict[str, Any]) -> dict[str, str]:
+    """The digest of each of ``SECTIONS`` in parsed dataset.json ``data``: SHA-256 of its canonical JSON (keys
+    sorted), the same for every runner and whatever the file's layout."""
+    def digest(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    return {name: digest(section(data)) for name, (_, section) in SECTIONS.items()}
+
+
+class EditedManifest(TFRecorderError):
+    """A dataset.json whose ``sections`` no longer match the digests it was written with: edited by hand."""
+
+    def __init__(self, where: str, manifest: Manifest, sections: list[str]):
+        self.manifest, self.sections = manifest, sections
+        words = " and ".join(f"the {SECTIONS[name][0]}" for name in sections)
+        super().__init__(f"{where}: edited after the shards were written: {words} changed (its digests no longer "
+                         f"match); restore dataset.json from a copy, or convert again")
+
+
+def _edited_sections(where: str, data: dict[str, Any]) -> list[str]:
+    """The sections of parsed dataset.json ``data`` whose digest differs from the one recorded; none for a
+    dataset.json written before digests were (nothing to compare with)."""
+    recorded = data.get("digests")
+    if recorded is None:
+        return []
+    if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+        raise _edited(where, f"digests {recorded!r} are not a mapping of section to digest")
+    now = section_digests(data)
+    return [name for name in SECTIONS if name in recorded and recorded[name] != now[name]]
 
 
 def is_plain_name(name: object) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 from tfrecorder.dataset.connectors import BY_KIND
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, FeatureInfo, Manifest, ShardInfo
+from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, EditedManifest, FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import INDEX_SUFFIX, masked_crc, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, STATE_DIR, Folder, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
@@ -75,8 +75,12 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
     if problem is None and count_index and shard.index is not None:
         problem = _index_count_problem(folder, split, shard)
     if problem:
-        raise TFRecorderError(f"{folder.url_of(MANIFEST_NAME)}: {problem}: dataset.json was edited or damaged; "
-                              f"convert again (`tfrecorder verify {folder.url}` lists what differs)")
+        raise _edited(folder, problem)
+
+
+def _edited(folder: Folder, problem: str) -> TFRecorderError:
+    return TFRecorderError(f"{folder.url_of(MANIFEST_NAME)}: {problem}: dataset.json was edited or damaged; "
+                           f"convert again (`tfrecorder verify {folder.url}` lists what differs)")
 
 
 def record_problem(example: Any, features: list[FeatureInfo]) -> str | None:
@@ -108,9 +112,10 @@ _INDEX_SHARE = 32
 _INDEX_LINE = 42  # the longest "offset length\n" line: two 20-digit numbers
 
 
-def _index_count_problem(folder: Folder, split: str, shard: ShardInfo) -> str | None:
-    """dataset.json's record count of ``shard`` against the lines of its .tfindex (a line a record)."""
-    if shard.records * _INDEX_LINE * _INDEX_SHARE > shard.bytes:
+def _index_count_problem(folder: Folder, split: str, shard: ShardInfo, always: bool = False) -> str | None:
+    """dataset.json's record count of ``shard`` against the lines of its .tfindex (a line a record); ``always``:
+    even where the index is large beside the shard."""
+    if not always and shard.records * _INDEX_LINE * _INDEX_SHARE > shard.bytes:
         return None
     try:
         with folder.fs.open(folder.join(str(shard.index)), "rb") as f:
@@ -151,6 +156,38 @@ def read_manifest(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TI
 
 
 def _read_manifest(folder: Folder) -> Manifest:
+    try:
+        return Manifest.from_json(_manifest_text(folder), where=folder.url_of(MANIFEST_NAME))
+    except EditedManifest as e:
+        _name_edit(folder, e)
+        raise
+
+
+def read_edited(folder: Folder) -> tuple[Manifest, EditedManifest | None]:
+    """The manifest of ``folder`` and, where a section of dataset.json was edited after the shards were written,
+    the error naming it (for ``verify``, which reports it among what it finds instead of stopping)."""
+    try:
+        return Manifest.from_json(_manifest_text(folder), where=folder.url_of(MANIFEST_NAME)), None
+    except EditedManifest as e:
+        return e.manifest, e
+
+
+def _name_edit(folder: Folder, edit: EditedManifest) -> None:
+    """What an edit of dataset.json's features or counts did, in the records' terms where they show it (a feature
+    the records hold otherwise, a shard holding another count): the edited section alone says less."""
+    manifest = edit.manifest
+    for split, shards in manifest.splits.items():
+        first = next((shard for shard in shards if shard.records), None)
+        if "features" in edit.sections and first is not None:
+            check_shard(folder, manifest, split, first)
+        for shard in shards if "records" in edit.sections else ():
+            problem = _index_count_problem(folder, split, shard, always=True) if shard.index else None
+            if problem:
+                raise _edited(folder, problem) from None
+
+
+def _manifest_text(folder: Folder) -> str:
+    """dataset.json's text, or a TFRecorderError saying why there is none."""
     tfrecord_dir = folder.url
     names = folder.names()
     if MANIFEST_NAME not in names:
@@ -165,7 +202,7 @@ def _read_manifest(folder: Folder) -> Manifest:
                 f"again, or read the shards as another tool's files with a glob such as "
                 f"'{tfrecord_dir.rstrip('/')}/*.tfrecord*'")
         raise MissingManifest(f"{tfrecord_dir!r} has no {MANIFEST_NAME}: it was not written by tfrecorder")
-    return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+    return folder.read_text(MANIFEST_NAME)
 
 
 def _refuse_unfinished(where: str, names: list[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 from collections.abc import Iterator, Sequence
@@ -25,12 +26,16 @@ from tfrecorder.dataset.features import (
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.read.arguments import check_choice, check_count, check_image_size, check_optional_count, is_count
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder
 
 logger = logging.getLogger(__name__)
 
 AUTOTUNE = tf.data.AUTOTUNE
+# KerasHub's detectors' own default (RetinaNetObjectDetector(bounding_box_format="yxyx")): pixels of the image as
+# given, which their fit turns into its anchors' format without being told the image's height and width.
+SUPERVISED_BOX_FORMAT = "yxyx"
 _PARSE_BATCH = 256  # records parsed together when the caller wants single examples; a record whose image is
 # decoded is parsed in the same step as its decode (benchmarks/CONSTANTS.md)
 
@@ -74,22 +79,20 @@ class ReadOptions:
     num_shards: int = 1
     shard_index: int = 0
     max_objects: int | None = None
-    bounding_box_format: str = DEFAULT_BOX_FORMAT
+    bounding_box_format: str = SUPERVISED_BOX_FORMAT
 
     def __post_init__(self) -> None:
-        if self.bounding_box_format not in BOX_FORMATS:
-            raise TFRecorderError(f"bounding_box_format={self.bounding_box_format!r}: use one of "
-                                  f"{', '.join(map(repr, BOX_FORMATS))}")
-        if self.max_objects is not None and (not isinstance(self.max_objects, int) or self.max_objects < 1):
-            raise TFRecorderError(f"max_objects={self.max_objects!r}: give a positive number of objects, or None "
-                                  f"for ragged batches")
-        if self.resize_method not in RESIZE_METHODS:
-            raise TFRecorderError(f"resize_method={self.resize_method!r}: use one of "
-                                  f"{', '.join(map(repr, RESIZE_METHODS))}")
-        if self.resize_mode not in RESIZE_MODES:
-            raise TFRecorderError(f"resize_mode={self.resize_mode!r}: use one of {', '.join(map(repr, RESIZE_MODES))}")
-        if not 0 <= self.shard_index < self.num_shards:
-            raise TFRecorderError(f"shard_index={self.shard_index} with num_shards={self.num_shards}: need "
+        check_optional_count("batch_size", self.batch_size, "single examples")
+        object.__setattr__(self, "image_size", check_image_size(self.image_size))
+        check_choice("resize_mode", self.resize_mode, RESIZE_MODES)
+        check_choice("resize_method", self.resize_method, RESIZE_METHODS)
+        check_choice("bounding_box_format", self.bounding_box_format, BOX_FORMATS)
+        check_optional_count("max_objects", self.max_objects, "the dataset's largest number of objects in an "
+                                                              "image (ragged batches without as_supervised)")
+        check_count("shuffle_buffer", self.shuffle_buffer)
+        check_count("num_shards", self.num_shards)
+        if not is_count(self.shard_index) or not 0 <= self.shard_index < self.num_shards:
+            raise TFRecorderError(f"shard_index={self.shard_index!r} with num_shards={self.num_shards}: need "
                                   f"0 <= shard_index < num_shards")
 
 
@@ -183,7 +186,7 @@ def load_dataset(
     batch_size: int | None = None,
     shuffle: bool = False,
     decode_images: bool = True,
-    image_size: tuple[int, int] | None = None,
+    image_size: tuple[int, int] | int | None = None,
     resize_mode: str = DEFAULT_RESIZE_MODE,
     resize_method: str = DEFAULT_RESIZE_METHOD,
     as_supervised: bool = False,
@@ -200,7 +203,7 @@ def load_dataset(
     input_context: tf.distribute.InputContext | None = None,
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
     max_objects: int | None = None,
-    bounding_box_format: str = DEFAULT_BOX_FORMAT,
+    bounding_box_format: str = SUPERVISED_BOX_FORMAT,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -220,10 +223,11 @@ def load_dataset(
     ``[ymin, xmin, ymax, xmax]`` fractions of the image as given - turned with its EXIF orientation and moved
     with ``image_size``/``resize_mode`` (``crop`` clips them and drops those left without area). Batches hold
     them ragged (``tf.RaggedTensor``), or padded to ``max_objects`` with -1 (more are cut off). With
-    ``as_supervised=True`` elements are ``(image, {"boxes", "labels"})``, boxes in ``bounding_box_format``
-    (Keras and KerasHub's names: "rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh",
-    "rel_center_xywh", "center_xywh", "center_yxhw"; "rel_" ones are fractions, the others pixels), ready for
-    a KerasHub detector's ``fit``.
+    ``as_supervised=True`` elements are ``(image, {"boxes", "labels"})``, what a KerasHub detector's ``fit``
+    takes as it is: padded with -1 to ``max_objects``, by default the most objects one image of the dataset
+    holds (dataset.json's ``objects.max_objects``), boxes in ``bounding_box_format`` (Keras and KerasHub's
+    names: "rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "rel_center_xywh", "center_xywh",
+    "center_yxhw"; "rel_" ones are fractions, the others pixels), by default "yxyx", KerasHub's.
 
     Examples:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
@@ -235,7 +239,7 @@ def load_dataset(
         num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
     options = ReadOptions(
         batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
-        image_size=(int(image_size[0]), int(image_size[1])) if image_size is not None else None,
+        image_size=image_size,
         resize_mode=resize_mode,
         resize_method=resize_method,
         as_supervised=as_supervised, channels=channels, features=tuple(features) if features is not None else None,
@@ -251,6 +255,8 @@ def load_dataset(
             first = next((shard for shard in manifest.splits[name] if shard.records), None)
             if first is not None:
                 check_shard(folder, manifest, name, first, count_index=True)
+    if manifest.objects is not None and as_supervised and max_objects is None:  # targets a detector's fit stacks
+        options = dataclasses.replace(options, max_objects=_most_objects(manifest, folder))
     if split is None:
         return {name: _split_dataset(manifest, folder, name, options) for name in names}
     return _split_dataset(manifest, folder, names[0], options)
@@ -350,6 +356,27 @@ def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, spec: d
     return ds
 
 
+def _most_objects(manifest: Manifest, folder: Folder) -> int:
+    """The most objects one record of the dataset holds (at least 1): what dataset.json records, or, for a
+    dataset written before it did, counted from the records' labels (read once, images not decoded)."""
+    recorded = manifest.objects.get("max_objects") if manifest.objects else None
+    if recorded is not None:
+        return max(int(recorded), 1)
+    label = (manifest.objects or {}).get("label", OBJECTS + "/label")
+    files = [folder.url_of(s.file) for shards in manifest.splits.values() for s in shards if s.records]
+    most = 0
+    if files:
+        spec = {label: tf.io.RaggedFeature(tf.int64)}
+        records = tf.data.TFRecordDataset(files, compression_type=manifest.tf_compression_type)
+        counts = records.batch(_PARSE_BATCH).map(
+            lambda r: tf.cast(tf.io.parse_example(r, spec)[label].row_lengths(), tf.int64))
+        most = int(counts.reduce(tf.constant(0, tf.int64), lambda m, c: tf.maximum(m, tf.reduce_max(c))))
+    logger.warning("%s does not record the most objects in an image (written before tfrecorder recorded it): "
+                   "counted %d in the records, which as_supervised=True pads boxes to; pass max_objects= to "
+                   "choose, or convert again to record it", folder.url_of(MANIFEST_NAME), most)
+    return max(most, 1)
+
+
 def objects_gatherer(manifest: Manifest):
     """A function from a parsed detection record to the same with its ``objects/`` lists gathered under
     ``objects`` (``{"bbox": [N, 4], "label": [N], ...}``)."""
@@ -390,7 +417,7 @@ def _supervised_objects(box_format: str):
     def split(example: dict[str, Any]) -> Any:
         objects = example[OBJECTS]
         boxes, labels = objects["bbox"], objects["label"]
-        if box_format != DEFAULT_BOX_FORMAT:
+        if box_format != DEFAULT_BOX_FORMAT:  # the stored one
             size = tf.cast(tf.shape(example[IMAGE.name])[:2], tf.float32) if IMAGE.name in example else None
             padding = tf.reduce_all(tf.equal(boxes, -1.0), axis=-1, keepdims=True)
             boxes = tf.where(padding, -1.0, box_format_of(boxes, box_format, size))

@@ -27,7 +27,7 @@ from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.dataset.tfds import described_files
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.open import read_manifest, reading, record_problem
+from tfrecorder.read.open import read_edited, reading, record_problem
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,7 @@ def verify(tfrecord_dir: str, images: bool = False,
 
 
 def _verify(folder: Folder, images: bool, storage_timeout: float) -> VerifyReport:
-    tfrecord_dir = folder.url
-    manifest = read_manifest(tfrecord_dir, storage_timeout)
+    manifest, edited = read_edited(folder)
     problems: list[Problem] = []
     shards = records = size = 0
     for split, infos in manifest.splits.items():
@@ -137,6 +136,8 @@ def _verify(folder: Folder, images: bool, storage_timeout: float) -> VerifyRepor
         elif counts.written != stored:
             problems.append(Problem("dataset.json", None, f"split {split}: {counts.written} rows written but its "
                                                           f"shards list {stored} records"))
+    if edited is not None:  # after what the shards show of the edit
+        problems.append(Problem("dataset.json", None, str(edited).removeprefix(f"{folder.url_of('dataset.json')}: ")))
     for split, counts in manifest.rows.items():
         if counts.rows_in != counts.written + counts.errors + counts.discarded:
             problems.append(Problem("dataset.json", None, f"split {split}: rows in ({counts.rows_in}) != written + "

@@ -197,6 +197,7 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
         return names[label] if names is not None else str(label)
 
     detection_api = options.record_format == "tf_object_detection"
+    most = [stats.most for stats in found.values()]
     return {
         "record_format": options.record_format,
         "bbox": [f.name for f in features.OD_BOX_EDGES.values()] if detection_api else features.OBJECT_BBOX.name,
@@ -207,6 +208,8 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
                      for c in table.features if c.type.role is not Role.BOX],
         "counts": {split: {name(label): n for label, n in stats.labels} for split, stats in found.items()},
         "clipped": sum(stats.clipped for stats in found.values()),
+        # the most objects one record holds: what load_dataset(as_supervised=True) pads every image's boxes to
+        **({"max_objects": max(most, default=0)} if None not in most else {}),
     }
 
 

@@ -125,7 +125,7 @@ def _to_json(result: ShardResult) -> dict[str, Any]:
         "index_bytes": result.index_bytes, "index_crc32c": result.index_crc32c, "first_crc": result.first_crc,
         "objects": None if result.objects is None else {
             "rows": result.objects.rows, "labels": [list(pair) for pair in result.objects.labels],
-            "clipped": result.objects.clipped},
+            "clipped": result.objects.clipped, "most": result.objects.most},
         "mask_pixels": None if result.mask_pixels is None else [list(pair) for pair in result.mask_pixels],
     }
 
@@ -139,7 +139,8 @@ def _from_json(spec: ShardSpec, data: dict[str, Any]) -> ShardResult:
     failures = tuple(RowFailure(int(r), str(s), u, str(e), str(m)) for r, s, u, e, m in data["failures"])
     found = data.get("objects")
     objects = None if found is None else ObjectStats(
-        int(found["rows"]), tuple((int(label), int(n)) for label, n in found["labels"]), int(found["clipped"]))
+        int(found["rows"]), tuple((int(label), int(n)) for label, n in found["labels"]), int(found["clipped"]),
+        found.get("most"))
     return ShardResult(spec, int(data["records"]), int(data["bytes"]), str(data["crc32c"]), failures, stats,
                        array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]),
                        int(data["index_bytes"]), str(data["index_crc32c"]), data["first_crc"], objects,

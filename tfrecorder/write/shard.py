@@ -69,23 +69,27 @@ class ImageStats:
 
 @dataclass(frozen=True)
 class ObjectStats:
-    """What the records of a detection table's shard hold: rows written, objects by label id, boxes clipped."""
+    """What the records of a detection table's shard hold: rows written, objects by label id, boxes clipped, and
+    the most objects one record holds (None: unknown, a shard journaled before it was counted)."""
 
     rows: int = 0
     labels: tuple[tuple[int, int], ...] = ()  # (label id, objects), by label id
     clipped: int = 0
+    most: int | None = 0
 
     def add(self, rows: int, labels: Sequence[int], clipped: int) -> ObjectStats:
         counts = dict(self.labels)
         for label in labels:
             counts[label] = counts.get(label, 0) + 1
-        return ObjectStats(self.rows + rows, tuple(sorted(counts.items())), self.clipped + clipped)
+        most = None if self.most is None else max(self.most, len(labels))
+        return ObjectStats(self.rows + rows, tuple(sorted(counts.items())), self.clipped + clipped, most)
 
     def merge(self, other: ObjectStats) -> ObjectStats:
         counts = dict(self.labels)
         for label, n in other.labels:
             counts[label] = counts.get(label, 0) + n
-        return ObjectStats(self.rows + other.rows, tuple(sorted(counts.items())), self.clipped + other.clipped)
+        most = None if self.most is None or other.most is None else max(self.most, other.most)
+        return ObjectStats(self.rows + other.rows, tuple(sorted(counts.items())), self.clipped + other.clipped, most)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,61 @@
+"""load_dataset checks its keywords as convert checks its own (issue 42): one number is a square image_size; a
+string, a wrong length, a fraction, a bool or a size below 1 is one TFRecorderError naming the keyword and the
+value, before anything is read - never TensorFlow's TypeError or images of a silently wrong shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tfrecorder
+from tests.conftest import image_table_at
+
+SIZE_USAGE = r"give \(height, width\) in pixels, or one number for a square \(224 is \(224, 224\)\)"
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> str:
+    tmp = tmp_path_factory.mktemp("args")
+    tfrecorder.convert(image_table_at(tmp), str(tmp / "out"), progress=False)
+    return str(tmp / "out")
+
+
+def test_one_number_is_a_square_image_size(out):
+    batch = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=2, image_size=24)))
+    assert batch["image"].shape == (2, 24, 24, 3)
+    numpy_size = next(iter(tfrecorder.load_dataset(out, "TRAIN", image_size=np.array([16, 8]))))
+    assert numpy_size["image"].shape == (16, 8, 3)
+
+
+@pytest.mark.parametrize("size, message", [
+    ("224x224", r"image_size='224x224': " + SIZE_USAGE),
+    ((224,), r"image_size=\(224,\): " + SIZE_USAGE),
+    ((224, 224, 3), r"image_size=\(224, 224, 3\): " + SIZE_USAGE),
+    ((0, 5), r"image_size=\(0, 5\): height and width are positive whole numbers"),
+    (-3, r"image_size=\(-3, -3\): height and width are positive whole numbers"),
+    ((2.5, 4), r"image_size=\(2.5, 4\): height and width are positive whole numbers"),
+    ((True, 5), r"image_size=\(True, 5\): height and width are positive whole numbers"),
+    (True, r"image_size=True: " + SIZE_USAGE),
+])
+def test_a_bad_image_size_is_one_line_naming_it(out, size, message):
+    with pytest.raises(tfrecorder.TFRecorderError, match=f"^{message}"):
+        tfrecorder.load_dataset(out, "TRAIN", image_size=size)
+
+
+@pytest.mark.parametrize("keyword, value, message", [
+    ("batch_size", 0, r"batch_size=0: give a positive whole number, or None for single examples$"),
+    ("batch_size", "8", r"batch_size='8': give a positive whole number"),
+    ("batch_size", 2.0, r"batch_size=2.0: give a positive whole number"),
+    ("batch_size", True, r"batch_size=True: give a positive whole number"),
+    ("resize_mode", "squash", r"resize_mode='squash': use one of 'stretch', 'pad', 'crop'$"),
+    ("resize_mode", None, r"resize_mode=None: use one of 'stretch', 'pad', 'crop'$"),
+    ("bounding_box_format", "XYXY", r"bounding_box_format='XYXY': use one of 'rel_yxyx', 'yxyx',"),
+    ("max_objects", 0, r"max_objects=0: give a positive whole number, or None for the dataset's largest number"),
+    ("max_objects", True, r"max_objects=True: give a positive whole number"),
+    ("shuffle_buffer", 0, r"shuffle_buffer=0: give a positive whole number$"),
+    ("num_shards", 0, r"num_shards=0: give a positive whole number$"),
+    ("split", "TRIAN", r"split='TRIAN': the dataset has TRAIN, VALIDATION, TEST$"),
+])
+def test_a_bad_keyword_is_one_line_naming_it(out, keyword, value, message):
+    with pytest.raises(tfrecorder.TFRecorderError, match=f"^{message}"):
+        tfrecorder.load_dataset(out, **{"split": "TRAIN", keyword: value})

@@ -1,0 +1,54 @@
+"""Arguments (read side, pure): ``load_dataset``'s keywords checked as ``convert`` checks its own - a value of the
+wrong kind is one TFRecorderError naming the keyword and the value, never a TensorFlow error or a silent
+misreading (``image_size="224x224"`` once read as (2, 2))."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+from tfrecorder.errors import TFRecorderError
+
+
+def is_count(value: Any) -> bool:
+    """A whole number: an int or numpy integer, not a bool (True is 1 to Python, never what a caller meant)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_count(name: str, value: Any, least: int = 1, what: str = "a positive whole number") -> int:
+    """``value`` as an int of at least ``least``, or a TFRecorderError naming ``name``."""
+    if not is_count(value) or value < least:
+        raise TFRecorderError(f"{name}={value!r}: give {what}")
+    return int(value)
+
+
+def check_optional_count(name: str, value: Any, unset: str) -> int | None:
+    """``check_count`` where None is allowed (``unset`` says what None means)."""
+    if value is None:
+        return None
+    return check_count(name, value, what=f"a positive whole number, or None for {unset}")
+
+
+def check_image_size(value: Any) -> tuple[int, int] | None:
+    """``image_size`` as (height, width): one number is a square, None keeps each image's size."""
+    if value is None:
+        return None
+    if is_count(value):
+        value = (value, value)
+    usage = "give (height, width) in pixels, or one number for a square (224 is (224, 224))"
+    try:
+        parts = () if isinstance(value, (str, bytes, dict)) else tuple(value)
+    except TypeError:
+        parts = ()
+    if len(parts) != 2:
+        raise TFRecorderError(f"image_size={value!r}: {usage}")
+    if not all(is_count(v) and v > 0 for v in parts):
+        raise TFRecorderError(f"image_size={value!r}: height and width are positive whole numbers; {usage}")
+    return int(parts[0]), int(parts[1])
+
+
+def check_choice(name: str, value: Any, allowed: Sequence[Any]) -> None:
+    """A TFRecorderError naming the argument and its choices when ``value`` is not one of them."""
+    if not isinstance(value, str) or value not in allowed:
+        raise TFRecorderError(f"{name}={value!r}: use one of {', '.join(map(repr, allowed))}")
