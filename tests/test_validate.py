@@ -74,7 +74,8 @@ def test_non_empty_output_dir_needs_overwrite(tmp_path, tabular_table):
     ({"image_format": "tiff"}, r"image_format='tiff'"),
     ({"validate_images": "none"}, r"validate_images='none'"),
     ({"on_error": "ignore"}, r"on_error='ignore'"),
-    ({"image_size": (0, 5)}, r"image_size=\(0, 5\): height and width must be positive"),
+    ({"image_size": (0, 5)}, r"image_size=\(0, 5\): height and width are positive whole numbers"),
+    ({"image_size": "224x224"}, r"image_size='224x224': give \(height, width\) in pixels, or one number"),
     ({"split_fractions": (0.5, 0.1)}, r"split_fractions=\(0.5, 0.1\): give three"),
 ])
 def test_bad_arguments(tmp_path, tabular_table, kwargs, message):

@@ -12,6 +12,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfrecorder.arguments import check_choice, check_count, check_image_size, check_optional_count, is_count
 from tfrecorder.dataset.connectors import connector_of
 from tfrecorder.dataset.features import (
     BOX_FORMATS,
@@ -26,7 +27,6 @@ from tfrecorder.dataset.features import (
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.arguments import check_choice, check_count, check_image_size, check_optional_count, is_count
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder
 

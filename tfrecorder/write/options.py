@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfrecorder.arguments import check_choice, check_image_size
 from tfrecorder.dataset.features import (
     DEFAULT_IGNORE_INDEX,
     DEFAULT_RECORD_FORMAT,
@@ -117,12 +118,6 @@ class BeamOptions:
                                   f"URL, not {output_dir!r}")
 
 
-def check_choice(name: str, value: Any, allowed: Sequence[Any]) -> None:
-    """A TFRecorderError naming the argument and its choices when ``value`` is not one of them."""
-    if value not in allowed:
-        raise TFRecorderError(f"{name}={value!r}: use one of {', '.join(map(repr, allowed))}")
-
-
 @dataclass(frozen=True)
 class Conversion:
     """What decides the files a conversion writes - convert's keywords but for the runner and how it runs -
@@ -191,19 +186,6 @@ def mask_settings(classes: Sequence[str] | None, colors: Mapping[tuple[int, int,
     if not isinstance(ignore_index, int) or not 0 <= ignore_index <= 255:
         raise TFRecorderError(f"ignore_index={ignore_index!r}: a class id of 0-255 (masks are stored as uint8)")
     return MaskSettings(tuple(classes) if classes is not None else None, pairs, ignore_index)  # type: ignore[arg-type]
-
-
-def check_image_size(size: Any) -> tuple[int, int] | None:
-    """``image_size`` as ``(height, width)``, or a TFRecorderError saying what to give."""
-    if size is None:
-        return None
-    try:
-        height, width = (int(v) for v in size)
-    except (TypeError, ValueError) as e:
-        raise TFRecorderError(f"image_size={size!r}: give (height, width) in pixels") from e
-    if height <= 0 or width <= 0:
-        raise TFRecorderError(f"image_size={size!r}: height and width must be positive")
-    return height, width
 
 
 def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema | None:

@@ -1,6 +1,6 @@
-"""Arguments (read side, pure): ``load_dataset``'s keywords checked as ``convert`` checks its own - a value of the
-wrong kind is one TFRecorderError naming the keyword and the value, never a TensorFlow error or a silent
-misreading (``image_size="224x224"`` once read as (2, 2))."""
+"""Arguments (pure): the checks ``convert`` and ``load_dataset`` share for their keywords - a value of the wrong
+kind is one TFRecorderError naming the keyword and the value, never a TensorFlow error or a silent misreading
+(``image_size="224x224"`` was once read as (2, 2))."""
 
 from __future__ import annotations
 
