@@ -169,7 +169,8 @@ def _read_manifest(folder: Folder) -> Manifest:
 
 
 def _refuse_unfinished(where: str, names: list[str]) -> None:
-    if STATE_DIR in names or any(n.endswith(".partial") for n in names):
+    # a finished conversion keeps .tfrecorder/finished.json beside dataset.json (write/resume.py)
+    if MANIFEST_NAME not in names and (STATE_DIR in names or any(n.endswith(".partial") for n in names)):
         raise TFRecorderError(
             f"{where!r} holds an unfinished conversion (no {MANIFEST_NAME} yet: it is still running, "
             f"or it stopped); run the same conversion into the same output_dir again to resume it"

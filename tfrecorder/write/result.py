@@ -54,6 +54,7 @@ class ConvertResult(Mapping[str, Any]):
     warnings: tuple[str, ...] = field(default_factory=tuple)
     resumed_shards: int = 0  # shards an interrupted earlier run had finished, checked and kept
     skipped: tuple[str, ...] = ()  # an image folder's files that are not rows, each "<path in it> (why)"
+    reused: bool = False  # output_dir held this conversion, finished: nothing was written (seconds is 0)
 
     @property
     def rows(self) -> RowCounts:
