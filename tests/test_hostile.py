@@ -349,7 +349,8 @@ def test_of_many_simultaneous_starts_exactly_one_takes_the_lock(tmp_path):
 def test_run_records_left_beside_a_finished_dataset_are_tidied_by_the_next_run(tabular_table, tmp_path):
     out = tmp_path / "out"
     tfrecorder.convert(tabular_table, str(out), progress=False)
-    (out / ".tfrecorder" / "done").mkdir(parents=True)  # as a kill between dataset.json and the clean-up leaves
+    (out / ".tfrecorder" / "finished.json").unlink()  # as a kill between dataset.json and the clean-up leaves
+    (out / ".tfrecorder" / "done").mkdir(parents=True)
     (out / ".tfrecorder" / "run.json").write_text('{"fingerprint": "x"}')
     with pytest.raises(tfrecorder.TFRecorderError, match="it holds a finished conversion"):
         tfrecorder.convert(tabular_table, str(out), progress=False)
