@@ -285,7 +285,8 @@ def test_a_glob_is_no_way_around_an_unfinished_conversion(tabular_table, tmp_pat
     out = tmp_path / "inprog"
     tfrecorder.convert(tabular_table, str(out), progress=False, compression="gzip")
     (out / "dataset.json").unlink()
-    (out / ".tfrecorder").mkdir()  # what a running (or stopped) conversion leaves
+    (out / ".tfrecorder" / "finished.json").unlink()  # what a running (or stopped) conversion leaves:
+    (out / ".tfrecorder" / "run.json").write_text('{"fingerprint": "x"}')  # its run record, not the finished one
     with pytest.raises(tfrecorder.TFRecorderError, match="holds an unfinished conversion"):
         tfrecorder.load_dataset(str(out / "*.gz"))
 

@@ -25,7 +25,7 @@ from tfrecorder._version import __version__
 from tfrecorder.dataset.features import LABEL
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import INDEX_SUFFIX
-from tfrecorder.dataset.storage import STATE_DIR, Folder, filesystem
+from tfrecorder.dataset.storage import FINISHED_NAME, STATE_DIR, Folder, filesystem
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
@@ -105,9 +105,6 @@ class RunDigest:
 
     def hexdigest(self) -> str:
         return self._digest.hexdigest()
-
-
-FINISHED_NAME = f"{STATE_DIR}/finished.json"  # a finished conversion's FinishedKey and its dataset.json's digest
 
 
 def reused_note(url: str) -> str:
