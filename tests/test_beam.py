@@ -22,13 +22,15 @@ def test_direct_runner_writes_the_same_bytes_as_local(image_table, tmp_path):
                                progress=False)
     direct = tfrecorder.convert(image_table, str(tmp_path / "direct"), num_shards=2, compression="gzip",
                                 runner="DirectRunner")
-    names = sorted(p.name for p in (tmp_path / "local").iterdir() if p.is_file())  # .tfrecorder/: the runner's
-    assert names == sorted(p.name for p in (tmp_path / "direct").iterdir() if p.is_file())
+    names = sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "direct").iterdir())
     for name in names:
         a, b = (tmp_path / "local" / name).read_bytes(), (tmp_path / "direct" / name).read_bytes()
         if name == "dataset.json":  # identical but for the runner that wrote it
             a, b = json.loads(a), json.loads(b)
             assert (a.pop("runner"), b.pop("runner")) == ("local", "DirectRunner")
+        if name == ".conversion.json":  # what each conversion was made of: its runner among them
+            continue
         assert a == b, name
     assert direct.counters == {"rows": 12, "written": 12, "errors": 0, "bytes": direct.bytes}
     assert direct.metrics == local.metrics
@@ -114,8 +116,7 @@ def test_the_job_holds_names_of_row_files_not_rows(tmp_path, monkeypatch):
         out = tmp_path / str(rows)
         tfrecorder.convert(table, str(out), runner="DirectRunner", num_shards=2)
         assert sorted(p.name for p in out.iterdir() if not p.name.endswith((".tfrecord", ".tfindex"))) == [
-            ".tfrecorder", "dataset.json", "dataset_info.json", "errors.csv", "features.json"]  # no _beam/ left
-        assert [p.name for p in (out / ".tfrecorder").iterdir()] == ["finished.json"]  # what a re-run reads
+            ".conversion.json", "dataset.json", "dataset_info.json", "errors.csv", "features.json"]  # no _beam/
         assert len(tfrecorder.read_tfr(str(out))) == rows
     small, large = sizes[0], sizes[1]
     assert large < 1_000_000 and abs(large - small) <= 0.1 * small, (small, large)
@@ -144,13 +145,15 @@ def test_a_bad_split_in_the_last_rows_of_a_large_csv_stops_direct_runner_before_
 
 def _same_files(a, b) -> None:
     """Every file two conversions wrote is byte-identical (dataset.json: but for the runner that wrote it)."""
-    names = sorted(p.name for p in a.iterdir() if p.is_file())  # not .tfrecorder/, which names the runner
-    assert names == sorted(p.name for p in b.iterdir() if p.is_file())
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
     for name in names:
         x, y = (a / name).read_bytes(), (b / name).read_bytes()
         if name == "dataset.json":
             x, y = json.loads(x), json.loads(y)
             x.pop("runner"), y.pop("runner")
+        if name == ".conversion.json":  # what each conversion was made of: its runner among them
+            continue
         assert x == y, name
 
 

@@ -18,7 +18,6 @@ from tfrecorder.errors import TFRecorderError
 logger = logging.getLogger(__name__)
 
 STATE_DIR = ".tfrecorder"  # a conversion's lock and progress records (see write/journal, write/lock)
-FINISHED_NAME = f"{STATE_DIR}/finished.json"  # what a finished conversion was made of (write/resume.py)
 # Object stores (gs://): each request may take REQUEST_SECONDS (to connect, and any silence while it is
 # answered); the tries of one operation end at the storage deadline, ``storage_timeout`` (Google's storage
 # client's figures). Cleanup on the way out makes one try of at most CLEANUP_SECONDS.

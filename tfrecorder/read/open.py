@@ -12,7 +12,7 @@ from tfrecorder.dataset.connectors import BY_KIND
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import INDEX_SUFFIX, masked_crc, read_records
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, FINISHED_NAME, STATE_DIR, Folder, StoreUnreachable
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, STATE_DIR, Folder, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest, is_glob
 from tfrecorder.types import Kind
@@ -154,7 +154,7 @@ def _read_manifest(folder: Folder) -> Manifest:
     tfrecord_dir = folder.url
     names = folder.names()
     if MANIFEST_NAME not in names:
-        _refuse_unfinished(folder, names)
+        _refuse_unfinished(tfrecord_dir, names)
         if not names:
             raise TFRecorderError(f"{tfrecord_dir!r} does not exist or is empty")
         ours = sorted(n for n in names if n.endswith(INDEX_SUFFIX) or n == ERRORS_NAME)
@@ -168,24 +168,12 @@ def _read_manifest(folder: Folder) -> Manifest:
     return Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
 
 
-def _refuse_unfinished(folder: Folder, names: list[str]) -> None:
-    if MANIFEST_NAME in names:  # finished: its .tfrecorder/ holds no more than its record (FINISHED_NAME)
-        return
-    if any(n.endswith(".partial") for n in names) or (STATE_DIR in names and not _only_finished_record(folder)):
+def _refuse_unfinished(where: str, names: list[str]) -> None:
+    if STATE_DIR in names or any(n.endswith(".partial") for n in names):
         raise TFRecorderError(
-            f"{folder.url!r} holds an unfinished conversion (no {MANIFEST_NAME} yet: it is still running, "
+            f"{where!r} holds an unfinished conversion (no {MANIFEST_NAME} yet: it is still running, "
             f"or it stopped); run the same conversion into the same output_dir again to resume it"
         )
-
-
-def _only_finished_record(folder: Folder) -> bool:
-    """Whether ``folder``'s .tfrecorder/ holds a finished conversion's record alone (its dataset.json was lost
-    since), not a run's lock or records."""
-    try:
-        return [p.rstrip("/").rsplit("/", 1)[-1] for p in folder.fs.ls(folder.join(STATE_DIR), detail=False)] == [
-            FINISHED_NAME.rsplit("/", 1)[-1]]
-    except FileNotFoundError:
-        return False
 
 
 def open_dataset(source: Any, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> tuple[Manifest, Folder]:
@@ -195,7 +183,7 @@ def open_dataset(source: Any, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) 
         if isinstance(source, (list, tuple)) or is_glob(str(source), storage_timeout):
             first = str(source[0]) if isinstance(source, (list, tuple)) else str(source)
             parent = Folder.of(posixpath.dirname(first) or ".", storage_timeout)
-            _refuse_unfinished(parent, parent.names())  # a glob is no way around an unfinished conversion
+            _refuse_unfinished(parent.url, parent.names())  # a glob is no way around an unfinished conversion
             return infer_manifest(source, storage_timeout), parent
         folder = Folder.of(source, storage_timeout)
         try:

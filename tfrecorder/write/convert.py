@@ -313,8 +313,8 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
             written = write_shards(remaining, folder, options, progress=progress, workers=workers,
                                    journal=run.journal, remote=summary.remote)
             manifest = finish.write(folder, [*run.resumed.values(), *written])
-            run.journal.complete()
             record_finished(folder, key)
+            run.journal.complete()
             result = convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
             return _read_as(result, files)
 

@@ -3,7 +3,7 @@ shards, or refused - and the run identity that tells a re-run of the same conver
 
 While a conversion runs, ``output_dir/.tfrecorder/`` holds its lock (``lock``), and its run and
 finished-shard records (``journal``). Once ``dataset.json`` is written they are removed, and
-``.tfrecorder/finished.json`` records what the conversion was made of (``FinishedKey``): the same call again
+``.conversion.json`` beside it records what the conversion was made of (``FinishedKey``): the same call again
 returns its result (``reused``) instead of refusing the folder.
 """
 
@@ -25,7 +25,7 @@ from tfrecorder._version import __version__
 from tfrecorder.dataset.features import LABEL
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import INDEX_SUFFIX
-from tfrecorder.dataset.storage import FINISHED_NAME, STATE_DIR, Folder, filesystem
+from tfrecorder.dataset.storage import STATE_DIR, Folder, filesystem
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
@@ -107,6 +107,12 @@ class RunDigest:
         return self._digest.hexdigest()
 
 
+# What a finished conversion was made of (FinishedKey) and its dataset.json's digest: a dot file beside
+# dataset.json, not in STATE_DIR (to readers, a run in progress), and named so that no glob of shards
+# (*.tfrecord*) takes it in.
+FINISHED_NAME = ".conversion.json"
+
+
 def reused_note(url: str) -> str:
     """The one line that says a call found its own finished conversion in ``url`` and wrote nothing."""
     return (f"{url} already holds this conversion (same input and options): nothing written; overwrite=True "
@@ -139,9 +145,8 @@ def finished_key(identity: str, options: WriteOptions, schema: Schema | None, *,
 
 
 def record_finished(folder: Folder, key: FinishedKey) -> None:
-    """Note in ``folder`` (whose conversion just finished: dataset.json written, run records removed, lock
-    still held) what it was made of, with its dataset.json's digest: a record that no longer matches that file
-    is ignored."""
+    """Note in ``folder`` (whose conversion just finished: dataset.json written, lock still held) what it was
+    made of, with its dataset.json's digest: a record that no longer matches that file is ignored."""
     record = {"identity": key.identity, "settings": key.settings,
               "dataset_json_sha256": _digest_of(folder.read_text(MANIFEST_NAME))}
     folder.write_text(FINISHED_NAME, json.dumps(record, indent=2, sort_keys=True))
@@ -201,7 +206,7 @@ def claim_folder(folder: Folder, runner: str, *, overwrite: bool, key: FinishedK
     lock = Lock.acquire(folder, runner)
     try:
         journal = Journal(folder)
-        names = [n for n in folder.names() if n != STATE_DIR]
+        names = [n for n in folder.names() if n not in (STATE_DIR, FINISHED_NAME)]
         earlier = journal.read_run()
         if earlier is not None and MANIFEST_NAME in names:
             # the run finished (dataset.json is there) but stopped before removing its records: tidy them
