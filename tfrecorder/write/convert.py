@@ -172,7 +172,15 @@ def convert(
             image is padded (``resize_mode="pad"``).
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
-        overwrite: replace an earlier conversion in a non-empty ``output_dir``.
+        overwrite: replace an earlier conversion in a non-empty ``output_dir``. Without it, a folder holding
+            the finished conversion of the same input and settings (and tfrecorder version and runner) gives
+            its result back at once, ``reused`` (one line logged says so), writing and reading no image: the
+            table is read again to know it is the same (a file's rows, not its bytes or time, for the local
+            runner; a Beam runner knows a CSV or Parquet file by its size and time, an image folder by its
+            listing - not on Dataflow, nor after a job not waited for); images are known by their location, so an image changed in place, or a shard damaged
+            since, is not noticed (``tfrecorder.verify`` checks the shards; ``overwrite=True`` writes it
+            again). Any other input or setting is an error that says what differs; an unfinished run of the
+            same conversion resumes.
         progress: show a progress bar (None: only in terminals and notebooks).
         num_workers: threads fetching and checking images (local runner); setting it keeps the writing in this
             process. By default: one thread per core for local files, with the shards of large tables written by
@@ -189,7 +197,9 @@ def convert(
         wait: with DataflowRunner, wait for the job to finish (otherwise return once it is submitted).
 
     Returns:
-        ConvertResult with per-split counts, shard files, bytes and seconds.
+        ConvertResult with per-split counts, shard files, bytes and seconds. A ``reused`` result is the
+        earlier run's, rebuilt from its dataset.json (splits, counts, errors, errors_file, warnings), with
+        ``seconds`` 0 and no Beam job or counters.
 
     Examples:
         >>> import pandas as pd, tfrecorder
