@@ -177,10 +177,10 @@ def convert(
             its result back at once, ``reused`` (one line logged says so), writing and reading no image: the
             table is read again to know it is the same (a file's rows, not its bytes or time, for the local
             runner; a Beam runner knows a CSV or Parquet file by its size and time, an image folder by its
-            listing - not on Dataflow, nor after a job not waited for); images are known by their location, so an image changed in place, or a shard damaged
-            since, is not noticed (``tfrecorder.verify`` checks the shards; ``overwrite=True`` writes it
-            again). Any other input or setting is an error that says what differs; an unfinished run of the
-            same conversion resumes.
+            listing - not on Dataflow, nor after a job not waited for). Images are known by their location:
+            an image changed in place, or a shard damaged since, is not noticed (``tfrecorder.verify`` checks
+            the shards; ``overwrite=True`` writes it again). Any other input or setting is an error that says
+            what differs; an unfinished run of the same conversion resumes.
         progress: show a progress bar (None: only in terminals and notebooks).
         num_workers: threads fetching and checking images (local runner); setting it keeps the writing in this
             process. By default: one thread per core for local files, with the shards of large tables written by
