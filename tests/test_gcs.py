@@ -46,15 +46,17 @@ def test_images_on_gcs_written_to_gcs_match_a_local_run(image_table, gcs_dir, tm
     assert local.metrics == result.metrics
 
 
-def test_non_empty_gcs_output_needs_overwrite(tabular_table, gcs_dir):
-    tfrecorder.convert(tabular_table, gcs_dir, progress=False)
+def test_non_empty_gcs_output_needs_overwrite_but_for_the_same_conversion(tabular_table, gcs_dir):
+    first = tfrecorder.convert(tabular_table, gcs_dir, progress=False)
+    again = tfrecorder.convert(tabular_table, gcs_dir, progress=False)  # its .conversion.json, read from the store
+    assert again.reused and again.splits == first.splits
     try:
-        tfrecorder.convert(tabular_table, gcs_dir, progress=False)
+        tfrecorder.convert(tabular_table, gcs_dir, progress=False, compression="gzip")
     except tfrecorder.TFRecorderError as e:
-        assert "is not empty" in str(e)
+        assert "is not empty" in str(e) and "compression=None there, 'gzip' here" in str(e)
     else:
-        raise AssertionError("a second conversion into the same gs:// folder was not refused")
-    tfrecorder.convert(tabular_table, gcs_dir, progress=False, overwrite=True)
+        raise AssertionError("another conversion into the same gs:// folder was not refused")
+    assert not tfrecorder.convert(tabular_table, gcs_dir, progress=False, overwrite=True).reused
 
 
 def test_dataflow_dry_run(image_table, gcs_bucket, gcs_dir):
@@ -136,7 +138,7 @@ def test_a_stopped_gcs_conversion_resumes_and_leaves_no_state(image_table, gcs_d
     fs.invalidate_cache()
     assert not fs.exists(f"{out}/.tfrecorder/run.json") and not fs.exists(f"{out}/.tfrecorder/lock.json")
     tfrecorder.convert(remote, str(tmp_path / "clean"), num_shards=2, progress=False)
-    for name in (p.name for p in (tmp_path / "clean").iterdir()):
+    for name in (p.name for p in (tmp_path / "clean").iterdir() if p.name != ".conversion.json"):  # on_error differs
         assert fs.cat(f"{out}/{name}") == (tmp_path / "clean" / name).read_bytes(), name
     assert tfrecorder.verify(out).ok
 

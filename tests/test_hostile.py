@@ -352,7 +352,7 @@ def test_run_records_left_beside_a_finished_dataset_are_tidied_by_the_next_run(t
     (out / ".tfrecorder" / "done").mkdir(parents=True)  # as a kill between dataset.json and the clean-up leaves
     (out / ".tfrecorder" / "run.json").write_text('{"fingerprint": "x"}')
     with pytest.raises(tfrecorder.TFRecorderError, match="it holds a finished conversion"):
-        tfrecorder.convert(tabular_table, str(out), progress=False)
+        tfrecorder.convert(tabular_table, str(out), progress=False, num_shards=2)  # the same one is reused
     assert not (out / ".tfrecorder").exists()
     assert tfrecorder.verify(str(out)).ok
 

@@ -137,7 +137,7 @@ def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner
     assert "breaking a stale lock left by" in caplog.text and f"pid {child.pid}" in caplog.text
     assert result.resumed_shards == len(done) and f"{len(done)} of 12 shards were already written" in str(result)
     assert {n: (out / n).stat().st_mtime_ns for n in finished} == kept  # not rewritten
-    assert files(out) == files(clean)  # shards, errors.csv and dataset.json, byte for byte; no state left
+    assert files(out) == files(clean)  # shards, errors.csv, dataset.json and .conversion.json, byte for byte
     assert result.errors == 1 and tfrecorder.read_manifest(str(out)).leakage["count"] == 1
 
 
@@ -310,13 +310,13 @@ def test_which_tables_are_written_by_forked_processes(monkeypatch):
     assert how(even, header, images=True, remote=False, workers=None, local_output=False).processes == 1  # gs://
 
 
-def test_finished_conversion_leaves_no_state_and_refuses_a_second_run(tmp_path, csv_table):
+def test_finished_conversion_leaves_no_run_state_and_refuses_a_second_run_of_other_settings(tmp_path, csv_table):
     out = tmp_path / "out"
     tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False)
-    assert ".tfrecorder" not in os.listdir(out)
-    finished = r"is not empty \(.*dataset.json.*\): it holds a finished conversion; .*overwrite=True"
+    assert ".tfrecorder" not in os.listdir(out) and ".conversion.json" in os.listdir(out)
+    finished = r"is not empty \(.*dataset.json.*\): it holds a finished conversion made with .*; .*overwrite=True"
     with pytest.raises(TFRecorderError, match=finished):
-        tfrecorder.convert(str(csv_table), str(out), num_shards=4, progress=False)
+        tfrecorder.convert(str(csv_table), str(out), num_shards=3, progress=False)
 
 
 def lock_file(out: Path, **owner) -> None:

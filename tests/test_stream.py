@@ -32,10 +32,11 @@ def streamed(monkeypatch):
 
 
 def files_of(folder: Path) -> dict[str, str]:
-    """Every file a conversion wrote, by name: its SHA-256 (dataset.json's without the runner that wrote it)."""
+    """Every file a conversion wrote, by name: its SHA-256 (dataset.json's without the runner that wrote it; not
+    .conversion.json, the record of how it was made: runner, input, parts)."""
     found = {}
     for p in folder.iterdir():
-        data = p.read_bytes() if p.is_file() else None
+        data = p.read_bytes() if p.is_file() and p.name != ".conversion.json" else None
         if p.name == "dataset.json":
             manifest = json.loads(data)
             assert manifest.pop("runner") in ("local", "DirectRunner")

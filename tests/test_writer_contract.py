@@ -219,4 +219,6 @@ def test_direct_runner_multi_processing_writes_the_same_bytes_as_local(image_tab
         a, b = (tmp_path / "local" / name).read_bytes(), (tmp_path / "multi" / name).read_bytes()
         if name == "dataset.json":  # identical but for the runner that wrote it
             a, b = ({k: v for k, v in json.loads(x).items() if k != "runner"} for x in (a, b))
+        if name == ".conversion.json":  # what each conversion was made of: its runner among them
+            continue
         assert a == b, name

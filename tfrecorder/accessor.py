@@ -15,7 +15,9 @@ class TensorflowAccessor:
         self._df = df
 
     def to_tfr(self, output_dir: str, schema: Any = None, runner: str = "local", **kwargs: Any):
-        """Convert this DataFrame to TFRecord shards; see ``tfrecorder.convert`` for every argument.
+        """Convert this DataFrame to TFRecord shards; see ``tfrecorder.convert`` for every argument. Run again
+        with the same frame and arguments (a notebook cell re-run), it returns the finished result at once,
+        ``result.reused``; other data or arguments need ``overwrite=True``.
 
         Examples:
             >>> result = df.tensorflow.to_tfr(str(tmp_path / "out"), progress=False)

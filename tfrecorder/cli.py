@@ -210,6 +210,7 @@ def _fractions(text: str | None) -> tuple[float, ...] | None:
 
 def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
     from tfrecorder.write.convert import convert
+    from tfrecorder.write.resume import reused_note
 
     beam_options = pipeline_flags(extra)
     if beam_options and args.runner not in BEAM_RUNNERS:
@@ -229,7 +230,8 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
         wait=args.wait, dataflow_options=beam_options or None,
         **({"split_fractions": fractions} if fractions else {}),  # type: ignore[arg-type]
     )
-    print(result)
+    text, note = str(result), reused_note(result.tfrecord_dir) if result.reused else ""
+    print(text if note in text else f"{note}\n{text}")  # the note once, however the result renders itself
 
 
 def _info(args: argparse.Namespace) -> None:

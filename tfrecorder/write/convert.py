@@ -52,10 +52,14 @@ from tfrecorder.write.options import (
 )
 from tfrecorder.write.result import ConvertResult
 from tfrecorder.write.resume import (
+    FinishedKey,
     Run,
     RunDigest,
     files_identity,
     files_run_identity,
+    finished_key,
+    record_finished,
+    reused_note,
     start_run,
     table_run_identity,
 )
@@ -171,7 +175,15 @@ def convert(
             image is padded (``resize_mode="pad"``).
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
-        overwrite: replace an earlier conversion in a non-empty ``output_dir``.
+        overwrite: replace an earlier conversion in a non-empty ``output_dir``. Without it, a folder holding
+            the finished conversion of the same input and settings (and tfrecorder version and runner) gives
+            its result back at once, ``reused`` (one line logged says so), writing and reading no image: the
+            table is read again to know it is the same (a file's rows, not its bytes or time, for the local
+            runner; a Beam runner knows a CSV or Parquet file by its size and time, an image folder by its
+            listing - not on Dataflow, nor after a job not waited for). Images are known by their location:
+            an image changed in place, or a shard damaged since, is not noticed (``tfrecorder.verify`` checks
+            the shards; ``overwrite=True`` writes it again). Any other input or setting is an error that says
+            what differs; an unfinished run of the same conversion resumes.
         progress: show a progress bar (None: only in terminals and notebooks).
         num_workers: threads fetching and checking images (local runner); setting it keeps the writing in this
             process. By default: one thread per core for local files, with the shards of large tables written by
@@ -188,7 +200,9 @@ def convert(
         wait: with DataflowRunner, wait for the job to finish (otherwise return once it is submitted).
 
     Returns:
-        ConvertResult with per-split counts, shard files, bytes and seconds.
+        ConvertResult with per-split counts, shard files, bytes and seconds. A ``reused`` result is the
+        earlier run's, rebuilt from its dataset.json (splits, counts, errors, errors_file, warnings), with
+        ``seconds`` 0 and no Beam job or counters.
 
     Examples:
         >>> import pandas as pd, tfrecorder
@@ -302,16 +316,28 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
         shards, finish = spill.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
                                           float_precision=float_precision)
         identity = table_run_identity(summary.run_digest, shards, finish.table)
+        key = finished_key(identity, options, schema, runner=LOCAL, num_shards=num_shards, fractions=fractions,
+                           float_precision=float_precision)
         plan = [s.spec for s in shards]
-        run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL)
+        run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL, key=key)
         with _space_left(folder), _holding(run):
+            if run.reused is not None:
+                return _read_as(_reused(folder, run.reused, LOCAL), files, schema)
             remaining = [s for s in shards if s.spec.filename not in run.resumed]
             written = write_shards(remaining, folder, options, progress=progress, workers=workers,
                                    journal=run.journal, remote=summary.remote)
             manifest = finish.write(folder, [*run.resumed.values(), *written])
+            record_finished(folder, key)
             run.journal.complete()
             result = convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
             return _read_as(result, files, schema)
+
+
+def _reused(folder: Folder, manifest: Manifest, runner: str) -> ConvertResult:
+    """The result of the same conversion, finished in ``folder`` earlier, rebuilt from its dataset.json (no
+    timings: ``seconds`` 0; no Beam job or counters), and the one line that says so, logged."""
+    logger.info("%s", reused_note(folder.url))
+    return replace(convert_result(folder, manifest, 0.0, runner), reused=True)
 
 
 def _read_as(result: ConvertResult, read: TableFiles | FrameSource | ReadNotes,
@@ -398,23 +424,44 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
     notes = beam_notes(job.files, columns)
     run_identity = files_run_identity(identity, job.schema, job.options, fractions=job.fractions,
                                       float_precision=job.float_precision, num_shards=job.num_shards)
-    run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner)
+    key = _pipeline_key(run_identity, job)
+    run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner, key=key)
     with _space_left(folder), _holding(run):
+        if run.reused is not None:
+            return _read_as(_reused(folder, run.reused, job.runner), notes, job.schema)
         if parts is not None:
             job = replace(job, files=beam.stage_frame(parts(), folder))
         try:
             build = beam.build_folder_pipeline if isinstance(job.files, ListedFolder) else beam.build_file_pipeline
             result = _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),
-                                   folder, job.runner, run, started, beam_options)
+                                   folder, job.runner, run, started, beam_options, key)
             return _read_as(result, notes, job.schema)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
             beam.forget_refused_run(folder, run.journal)
             raise
 
 
+def _pipeline_key(run_identity: str, job: spill.FileJob) -> FinishedKey | None:
+    """The FinishedKey of a pipeline's conversion. An image folder's run identity names only the folder (the
+    pipeline lists it): its key adds the listing, each image's name, size and time, made here - but for
+    Dataflow, whose submitting machine lists nothing (None: such a folder is never reused)."""
+    if isinstance(job.files, ListedFolder):
+        if job.runner == "DataflowRunner":
+            return None
+        from tfrecorder.write.sources.folders import folder_rows, label_folders
+
+        listing = hashlib.sha256(run_identity.encode("utf-8"))
+        for found in label_folders(job.files.url):
+            listing.update(folder_rows(job.files.url, found)[1].encode("ascii"))
+        run_identity = listing.hexdigest()
+    return finished_key(run_identity, job.options, job.schema, runner=job.runner, num_shards=job.num_shards,
+                        fractions=job.fractions, float_precision=job.float_precision)
+
+
 def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: float,
-                  beam_options: BeamOptions) -> ConvertResult:
-    """Run a Beam pipeline - ``build(pipeline, journal)`` adds its steps - and make its result."""
+                  beam_options: BeamOptions, key: FinishedKey | None = None) -> ConvertResult:
+    """Run a Beam pipeline - ``build(pipeline, journal)`` adds its steps - and make its result; once it
+    finished here, note ``key`` beside it (``record_finished``)."""
     from tfrecorder.write.runners import beam
 
     wait = beam_options.wait
@@ -435,6 +482,8 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
     if not outcome.finished:
         return ConvertResult(folder.url, {}, seconds, runner, **extra)
     manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+    if key is not None and not detached:
+        record_finished(folder, key)
     resumed = len(run.resumed) + outcome.counters.get("resumed", 0)
     return replace(convert_result(folder, manifest, seconds, runner, resumed=resumed), **extra)
 

@@ -2,13 +2,16 @@
 shards, or refused - and the run identity that tells a re-run of the same conversion from another.
 
 While a conversion runs, ``output_dir/.tfrecorder/`` holds its lock (``lock``), and its run and
-finished-shard records (``journal``). The folder is removed once ``dataset.json`` is written.
+finished-shard records (``journal``). Once ``dataset.json`` is written they are removed, and
+``.conversion.json`` beside it records what the conversion was made of (``FinishedKey``): the same call again
+returns its result (``reused``) instead of refusing the folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import marshal
 import re
@@ -104,25 +107,79 @@ class RunDigest:
         return self._digest.hexdigest()
 
 
+# What a finished conversion was made of (FinishedKey) and its dataset.json's digest: a dot file beside
+# dataset.json, not in STATE_DIR (to readers, a run in progress), and named so that no glob of shards
+# (*.tfrecord*) takes it in.
+FINISHED_NAME = ".conversion.json"
+
+
+def reused_note(url: str) -> str:
+    """The one line that says a call found its own finished conversion in ``url`` and wrote nothing."""
+    return (f"{url} already holds this conversion (same input and options): nothing written; overwrite=True "
+            f"writes it again")
+
+
+@dataclass(frozen=True)
+class FinishedKey:
+    """What tells a re-run of a finished conversion from another: its ``identity`` (the run identity, and for a
+    pipeline's image folder its listing) and its settings by ``convert``'s argument names, to say which differs."""
+
+    identity: str
+    settings: dict[str, str]
+
+
+def finished_key(identity: str, options: WriteOptions, schema: Schema | None, *, runner: str,
+                 num_shards: int | None, fractions: Sequence[float], float_precision: str) -> FinishedKey:
+    """The FinishedKey of a conversion of run ``identity`` with these settings (the version's among them)."""
+    images, masks = options.images, options.masks
+    settings = dict(
+        runner=runner, schema=[(n, t.__name__) for n, t in schema.items()] if schema is not None else None,
+        num_shards=num_shards, compression=options.compression, image_format=images.format,
+        image_size=images.size, resize_mode=images.resize_mode, jpeg_quality=images.jpeg_quality,
+        validate_images=images.validate, max_image_pixels=images.max_pixels, max_image_bytes=options.fetch.max_bytes,
+        on_error=options.on_error, split_fractions=tuple(fractions), float_precision=float_precision,
+        box_units=options.box_units, box_orientation=options.box_orientation, record_format=options.record_format,
+        mask_classes=masks.classes, mask_colors=masks.colors, ignore_index=masks.ignore_index,
+        tfrecorder_version=__version__)
+    return FinishedKey(identity, {name: repr(value) for name, value in settings.items()})
+
+
+def record_finished(folder: Folder, key: FinishedKey) -> None:
+    """Note in ``folder`` (whose conversion just finished: dataset.json written, lock still held) what it was
+    made of, with its dataset.json's digest: a record that no longer matches that file is ignored."""
+    record = {"identity": key.identity, "settings": key.settings,
+              "dataset_json_sha256": _digest_of(folder.read_text(MANIFEST_NAME))}
+    folder.write_text(FINISHED_NAME, json.dumps(record, indent=2, sort_keys=True))
+
+
+def _digest_of(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 @dataclass
 class Run:
-    """A conversion holding the output folder: its lock, journal and the shards an earlier run finished."""
+    """A conversion holding the output folder: its lock, journal and the shards an earlier run finished; or,
+    ``reused``, the manifest of the same conversion finished there earlier (nothing to write)."""
 
     lock: Lock
     journal: Journal
     resumed: dict[str, ShardResult]
+    reused: Manifest | None = None
 
     def remaining(self, plan: Sequence[ShardSpec]) -> list[ShardSpec]:
         return [s for s in plan if s.filename not in self.resumed]
 
 
 def start_run(folder: Folder, identity: str, plan: Sequence[ShardSpec] | None, *, overwrite: bool,
-              runner: str) -> Run:
-    """Lock ``folder`` and decide: a fresh run, a resumed one, or an error (before any shard is written).
+              runner: str, key: FinishedKey | None = None) -> Run:
+    """Lock ``folder`` and decide: a fresh run, a resumed one, the same conversion finished there (``key``
+    matches its record: ``Run.reused``), or an error (before any shard is written).
     ``plan`` None: the shards are planned by a pipeline, whose writers keep the finished ones
     (``Journal.finished``)."""
-    claim = claim_folder(folder, runner, overwrite=overwrite)
+    claim = claim_folder(folder, runner, overwrite=overwrite, key=key)
     try:
+        if claim.reused is not None:
+            return Run(claim.lock, claim.journal, {}, claim.reused)
         return Run(claim.lock, claim.journal, begin_run(claim, identity, plan))
     except BaseException:
         claim.lock.release()
@@ -137,17 +194,19 @@ class Claim:
     lock: Lock
     journal: Journal
     earlier: dict[str, Any] | None  # the unfinished run's record (run.json), None when starting afresh
+    reused: Manifest | None = None  # the same conversion, finished there: nothing to do
 
 
-def claim_folder(folder: Folder, runner: str, *, overwrite: bool) -> Claim:
-    """Lock ``folder``; tidy a finished run's leftover records, remove an earlier conversion (``overwrite``) or
-    refuse a folder holding anything but an unfinished run of ours. The first half of ``start_run``: a
-    pipeline that reads its rows before it knows its identity (``tfrecorder.beam.WriteDataset``) claims the
-    folder first and begins the run once its rows are staged."""
+def claim_folder(folder: Folder, runner: str, *, overwrite: bool, key: FinishedKey | None = None) -> Claim:
+    """Lock ``folder``; tidy a finished run's leftover records, remove an earlier conversion (``overwrite``),
+    find the same conversion finished there (``key`` matches its record: ``Claim.reused``), or refuse a folder
+    holding anything but an unfinished run of ours. The first half of ``start_run``: a pipeline that reads its
+    rows before it knows its identity (``tfrecorder.beam.WriteDataset``) claims the folder first (no ``key``)
+    and begins the run once its rows are staged."""
     lock = Lock.acquire(folder, runner)
     try:
         journal = Journal(folder)
-        names = [n for n in folder.names() if n != STATE_DIR]
+        names = [n for n in folder.names() if n not in (STATE_DIR, FINISHED_NAME)]
         earlier = journal.read_run()
         if earlier is not None and MANIFEST_NAME in names:
             # the run finished (dataset.json is there) but stopped before removing its records: tidy them
@@ -160,16 +219,54 @@ def claim_folder(folder: Folder, runner: str, *, overwrite: bool) -> Claim:
             earlier = None
             logger.info("overwrite: removed %s", removed)
         elif earlier is None and names:
-            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-            complete = ": it holds a finished conversion" if MANIFEST_NAME in names else ""
-            raise TFRecorderError(
-                f"output_dir {folder.url!r} is not empty ({shown}){complete}; choose an empty folder or pass "
-                f"overwrite=True"
-            )
+            return Claim(lock, journal, None, _finished_here(folder, names, key))
+        folder.remove(FINISHED_NAME, folder=False)  # a new run: what an earlier one was made of no longer holds
         return Claim(lock, journal, earlier)
     except BaseException:
         lock.release()
         raise
+
+
+def _finished_here(folder: Folder, names: list[str], key: FinishedKey | None) -> Manifest:
+    """The manifest of the conversion finished in ``folder`` when ``key`` is its key; otherwise the error that
+    the folder is not empty, saying, where the finished conversion's record tells, what differs."""
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    complete = ""
+    if MANIFEST_NAME in names:
+        text, record = _finished_record(folder)
+        if key is not None and record is not None and record.get("identity") == key.identity:
+            return Manifest.from_json(text, where=folder.url_of(MANIFEST_NAME))
+        differs = _what_differs(record.get("settings"), key.settings) if key and record else ""
+        complete = f": it holds a finished conversion{differs}"
+    raise TFRecorderError(
+        f"output_dir {folder.url!r} is not empty ({shown}){complete}; choose an empty folder or pass "
+        f"overwrite=True"
+    )
+
+
+def _finished_record(folder: Folder) -> tuple[str, dict[str, Any] | None]:
+    """dataset.json's text and the finished conversion's record (None: none, unreadable, or of another
+    dataset.json: an earlier version wrote none, a Dataflow job not waited for writes none)."""
+    try:
+        text = folder.read_text(MANIFEST_NAME)
+        record = json.loads(folder.read_text(FINISHED_NAME))
+    except (OSError, ValueError):
+        return "", None
+    if not isinstance(record, dict) or record.get("dataset_json_sha256") != _digest_of(text):
+        return text, None
+    return text, record
+
+
+def _what_differs(settings: Any, now: dict[str, str]) -> str:
+    """What a finished conversion's ``settings`` and this call's (``now``) differ in, as the error says it:
+    the settings by name, else the input."""
+    if not isinstance(settings, dict):
+        return ""
+    changed = [f"{name}={settings.get(name, '?')} there, {value} here" for name, value in now.items()
+               if settings.get(name) != value]
+    if changed:
+        return f" made with other settings ({'; '.join(changed)})"
+    return " of another input (its rows, files or images differ)"
 
 
 def begin_run(claim: Claim, identity: str, plan: Sequence[ShardSpec] | None) -> dict[str, ShardResult]:
