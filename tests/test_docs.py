@@ -114,3 +114,21 @@ def test_every_row_error_the_package_raises_is_in_the_list():
     assert raised and raised <= set(ROW_ERRORS), raised - set(ROW_ERRORS)
     with pytest.raises(AssertionError, match="no_such_code"):
         ImageError("no_such_code", "x")
+
+
+@pytest.mark.parametrize("number", range(1, len(blocks("README.md")) + 1))
+def test_each_readme_quick_start_runs_twice_in_a_row(number, files, tmp_path, monkeypatch):
+    """A notebook cell or a script is run again as written: the second run of each quick start into its folder
+    returns the finished conversion (no 'output_dir is not empty' error), and says so."""
+    import shutil
+
+    work = tmp_path / "work"
+    shutil.copytree(files, work)
+    monkeypatch.chdir(work)
+    code = compile(blocks("README.md")[number - 1], f"README.md block {number}", "exec")
+    namespace: dict = {"__name__": "__docs__", "model": _model()}
+    exec("import pandas as pd\nimport tfrecorder", namespace)  # noqa: S102 - what every page assumes imported
+    exec(code, namespace)  # noqa: S102 - our own docs
+    exec(code, namespace)  # noqa: S102
+    if "result" in namespace:
+        assert namespace["result"].reused, f"README block {number} wrote its conversion again"

@@ -46,7 +46,7 @@ def test_demo_runs_and_prints_what_it_did(tmp_path):
     assert proc.stderr == ""  # no TensorFlow start-up lines
     out = proc.stdout
     assert "sample table: 300 rows" in out and "['jpg', 'png']" in out
-    assert re.search(r"^TRAIN\s+240\s+240\s+0\s+0\s+1\s", out, re.M), out
+    assert re.search(r"^TRAIN\s+240\s+240\s+0\s+1\s", out, re.M), out  # rows, written, errors, shards
     assert "labels: ['circle', 'square', 'triangle']" in out
     assert re.search(r"image +uint8 +\(32, 64, 64, 3\)", out) and "image_orientation int64" in out  # aligned
 

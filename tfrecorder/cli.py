@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -51,8 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsShown)
     parser.add_argument("--verbose", action="store_true", help="log details and show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    with_defaults = functools.partial(argparse.ArgumentParser, formatter_class=DefaultsShown)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=with_defaults)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     convert = commands.add_parser(
         "convert", help="convert a CSV, Parquet, image folder or table into TFRecord shards",
@@ -154,6 +152,14 @@ class DefaultsShown(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """A command's parser: its flags' help shows their defaults, as the top parser's does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsShown)
+        super().__init__(*args, **kwargs)
+
+
 def _storage_timeout(command: argparse.ArgumentParser) -> None:
     command.add_argument("--storage-timeout", type=float, default=DEFAULT_STORAGE_TIMEOUT, metavar="SECONDS",
                          help="gs://: seconds one store operation may take, retries included; then one error, "
@@ -210,7 +216,6 @@ def _fractions(text: str | None) -> tuple[float, ...] | None:
 
 def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
     from tfrecorder.write.convert import convert
-    from tfrecorder.write.resume import reused_note
 
     beam_options = pipeline_flags(extra)
     if beam_options and args.runner not in BEAM_RUNNERS:
@@ -230,8 +235,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
         wait=args.wait, dataflow_options=beam_options or None,
         **({"split_fractions": fractions} if fractions else {}),  # type: ignore[arg-type]
     )
-    text, note = str(result), reused_note(result.tfrecord_dir) if result.reused else ""
-    print(text if note in text else f"{note}\n{text}")  # the note once, however the result renders itself
+    print(result)  # a reused conversion's table says so above it
 
 
 def _info(args: argparse.Namespace) -> None:

@@ -239,7 +239,7 @@ def load_dataset(
         num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
     options = ReadOptions(
         batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
-        image_size=image_size,
+        image_size=check_image_size(image_size),
         resize_mode=resize_mode,
         resize_method=resize_method,
         as_supervised=as_supervised, channels=channels, features=tuple(features) if features is not None else None,

@@ -50,7 +50,7 @@ from tfrecorder.write.options import (
     check_choice,
     conversion,
 )
-from tfrecorder.write.result import ConvertResult
+from tfrecorder.write.result import ConvertResult, reused_note
 from tfrecorder.write.resume import (
     FinishedKey,
     Run,
@@ -59,7 +59,6 @@ from tfrecorder.write.resume import (
     files_run_identity,
     finished_key,
     record_finished,
-    reused_note,
     start_run,
     table_run_identity,
 )

@@ -107,8 +107,7 @@ class ConvertResult(Mapping[str, Any]):
     def _notes(self) -> tuple[list[str], list[str]]:
         """The lines above the table (a reused conversion) and below it: where and how long, resumed shards,
         errors.csv and its first codes, the Dataflow job, the warnings."""
-        above = [f"{self.tfrecord_dir} already holds this conversion (same input and options): nothing written; "
-                 f"overwrite=True writes it again"] if self.reused else []
+        above = [reused_note(self.tfrecord_dir)] if self.reused else []
         below = [] if self.reused else [f"wrote {self.tfrecord_dir} in {self.seconds:.1f} s ({self.runner})"]
         if self.resumed_shards:
             total = sum(len(s.shards) for s in self.splits.values())
@@ -161,6 +160,12 @@ class ConvertResult(Mapping[str, Any]):
     def errors(self) -> int:
         """Rows that failed (listed in errors.csv)."""
         return self.rows.errors
+
+
+def reused_note(url: str) -> str:
+    """The one line that says a call found its own finished conversion in ``url`` and wrote nothing."""
+    return (f"{url} already holds this conversion (same input and options): nothing written; overwrite=True "
+            f"writes it again")
 
 
 def _first_codes(codes: dict[str, int], shown: int = 3) -> str:

@@ -113,12 +113,6 @@ class RunDigest:
 FINISHED_NAME = ".conversion.json"
 
 
-def reused_note(url: str) -> str:
-    """The one line that says a call found its own finished conversion in ``url`` and wrote nothing."""
-    return (f"{url} already holds this conversion (same input and options): nothing written; overwrite=True "
-            f"writes it again")
-
-
 @dataclass(frozen=True)
 class FinishedKey:
     """What tells a re-run of a finished conversion from another: its ``identity`` (the run identity, and for a
