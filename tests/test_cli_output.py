@@ -78,14 +78,30 @@ def test_inspect_writes_a_folder_of_its_own_and_replaces_only_its_earlier_files(
 
     folder = work / "inspect-out-train"
     assert inspect("--num-records", "3") == f"wrote 3 record(s) of TRAIN to {folder}{os.sep} (images and data.csv)\n"
-    assert sorted(p.name for p in folder.iterdir()) == ["00000.jpg", "00001.jpg", "00002.jpg", "data.csv"]
+    assert sorted(p.name for p in folder.iterdir() if p.name != ".tfrecorder-inspect") == [
+        "00000.jpg", "00001.jpg", "00002.jpg", "data.csv"]
     (folder / "notes.txt").write_text("mine")
     (folder / "00007.jpg").write_bytes(b"mine too: not in the earlier data.csv")
     assert inspect("--num-records", "9").startswith("wrote 3 record(s)")  # the split has 3: it says 3, not 9
     assert inspect().startswith(f"wrote 1 record(s) of TRAIN to {folder}")
-    assert sorted(p.name for p in folder.iterdir()) == ["00000.jpg", "00007.jpg", "data.csv", "notes.txt"]
+    assert sorted(p.name for p in folder.iterdir() if p.name != ".tfrecorder-inspect") == [
+        "00000.jpg", "00007.jpg", "data.csv", "notes.txt"]
     assert inspect("--split", "test").startswith(f"wrote 1 record(s) of TEST to {work / 'inspect-out-test'}")
     assert (folder / "00000.jpg").exists()  # another split's look has a folder of its own
+
+
+def test_inspect_never_writes_over_a_users_own_data_csv(dataset, tmp_path):
+    """--output-dir . in a folder holding the user's table: refused with one line, the table untouched (a
+    data.csv with an image_file column is not taken for an earlier inspect's list either)."""
+    table = "split,image_uri,label,image_file\nTRAIN,a.jpg,cat,00000.jpg\n"
+    (tmp_path / "data.csv").write_text(table)
+    (tmp_path / "00000.jpg").write_bytes(b"my own picture")
+    proc = subprocess.run([sys.executable, "-m", "tfrecorder", "inspect", str(dataset), "--output-dir", "."],
+                          cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().endswith("exists and was not written by inspect; choose another output folder "
+                                        "(it is never written over)"), proc.stderr
+    assert (tmp_path / "data.csv").read_text() == table and (tmp_path / "00000.jpg").read_bytes() == b"my own picture"
 
 
 def test_every_flag_says_its_default():

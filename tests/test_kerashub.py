@@ -88,16 +88,17 @@ def test_every_runner_records_the_same_count_when_an_images_boxes_are_written_in
 def test_a_keras_hub_retinanet_from_a_config_fits_one_step_with_no_glue(out):
     keras_hub = pytest.importorskip("keras_hub", reason="keras-hub is not installed (pip install keras-hub)")
     # -- the snippet of the docs: a detector built from a config (no downloaded weights) fitted on load_dataset
-    train = tfrecorder.load_dataset(out, "TRAIN", batch_size=2, image_size=(64, 64), as_supervised=True)
+    train = tfrecorder.load_dataset(out, "TRAIN", batch_size=2, image_size=(256, 256), as_supervised=True)
     encoder = keras_hub.models.ResNetBackbone(
         input_conv_filters=[64], input_conv_kernel_sizes=[3], stackwise_num_filters=[64, 16, 16],
         stackwise_num_blocks=[1, 1, 1], stackwise_num_strides=[1, 2, 2], block_type="basic_block",
-        image_shape=(64, 64, 3))
+        image_shape=(256, 256, 3))
     backbone = keras_hub.models.RetinaNetBackbone(image_encoder=encoder, min_level=3, max_level=4, use_p5=False,
-                                                  image_shape=(64, 64, 3))
+                                                  image_shape=(256, 256, 3))
     model = keras_hub.models.RetinaNetObjectDetector(backbone=backbone,
                                                      num_classes=len(tfrecorder.label_names(out)))
     model.compile(optimizer="adam")
     history = model.fit(train, epochs=1, steps_per_epoch=1, verbose=0)
     # --
-    assert np.isfinite(history.history["loss"][0])
+    # A loss above 0: the boxes reached the detector's anchors (at 64x64 none matches, and the loss is 0)
+    assert np.isfinite(history.history["loss"][0]) and history.history["loss"][0] > 0

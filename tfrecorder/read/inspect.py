@@ -24,6 +24,7 @@ from tfrecorder.dataset.features import (
     SEGMENTATION_MASK,
 )
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.info import draw_boxes, overlay_mask
 from tfrecorder.read.open import open_dataset
 from tfrecorder.read.tf_data import load_dataset
@@ -32,7 +33,9 @@ from tfrecorder.types import TRAIN
 _EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "webp": "webp"}
 # The names inspect gives the files it writes beside data.csv: the only names it ever deletes.
 _WRITTEN_NAME = re.compile(r"\d{5}(-mask|-boxes)?\.[a-z]+")
-_FILE_COLUMNS = ("image_file", "mask_file", "boxes_file")
+# The list of what inspect wrote to a folder, one name a line: what a later inspect there may replace or delete.
+# A file of the same name that is not on it (a user's own data.csv) is never written over.
+_MARKER = ".tfrecorder-inspect"
 
 
 def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_dir: str = "output",
@@ -43,7 +46,8 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
     Image files are named by record number (``00000.jpg``), never by the stored ``image_name``,
     so nothing in the data decides where files are written. ``data.csv`` has every other
     feature, the label's name, and the image file name. The files an earlier inspect wrote to ``output_dir``
-    (those its data.csv lists) are deleted first; no other file there is touched.
+    (listed in its ``.tfrecorder-inspect``) are deleted first; no other file there is touched, and a file of
+    the same name that inspect did not write (your own data.csv) is an error, never written over.
 
     Examples:
         >>> folder = tfrecorder.inspect(dataset_dir, split="TRAIN", num_records=2, output_dir=str(tmp_path / "look"))
@@ -70,6 +74,7 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
     ds: Any = load_dataset(tfrecord_dir, split=split, decode_images=False, storage_timeout=storage_timeout)
     ds = ds.take(max(0, int(num_records)))
     os.makedirs(output_dir, exist_ok=True)
+    _refuse_foreign(output_dir, "data.csv")
     _clear_earlier(output_dir)
     rows = []
     label = (manifest.label or {}).get("feature")
@@ -98,22 +103,35 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
+    written = sorted({v for r in rows for k, v in r.items() if k.endswith("_file")})
+    with open(os.path.join(output_dir, _MARKER), "w", encoding="utf-8") as f:
+        f.write("".join(f"{name}\n" for name in ["data.csv", *written]))
     return output_dir, len(rows)
 
 
-def _clear_earlier(output_dir: str) -> None:
-    """Delete the files an earlier inspect wrote to ``output_dir``: those its data.csv lists, named as inspect
-    names them. Nothing else is touched: a user's own files stay, even in the same folder."""
+def _earlier(output_dir: str) -> set[str]:
+    """The files an earlier inspect wrote to ``output_dir`` (its marker's list), named as inspect names them."""
     try:
-        with open(os.path.join(output_dir, "data.csv"), newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except (FileNotFoundError, UnicodeDecodeError, csv.Error):
-        return
-    for row in rows:
-        for name in (row.get(column) or "" for column in _FILE_COLUMNS):
-            if _WRITTEN_NAME.fullmatch(name):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(output_dir, name))
+        with open(os.path.join(output_dir, _MARKER), encoding="utf-8") as f:
+            names = {line.strip() for line in f}
+    except (FileNotFoundError, UnicodeDecodeError):
+        return set()
+    return {n for n in names if n == "data.csv" or _WRITTEN_NAME.fullmatch(n)}
+
+
+def _refuse_foreign(output_dir: str, name: str) -> None:
+    """A TFRecorderError when ``output_dir`` holds a file ``name`` that no earlier inspect wrote."""
+    if os.path.exists(os.path.join(output_dir, name)) and name not in _earlier(output_dir):
+        raise TFRecorderError(f"inspect: {os.path.join(output_dir, name)} exists and was not written by inspect; "
+                              f"choose another output folder (it is never written over)")
+
+
+def _clear_earlier(output_dir: str) -> None:
+    """Delete the files an earlier inspect wrote to ``output_dir`` (its marker lists them). Nothing else is
+    touched: a user's own files stay, even in the same folder."""
+    for name in _earlier(output_dir) - {"data.csv"}:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(output_dir, name))
 
 
 def _write_image(output_dir: str, index: int, example: dict) -> str:
@@ -127,6 +145,7 @@ def _write_image(output_dir: str, index: int, example: dict) -> str:
     else:
         data, extension = example[IMAGE.name], _EXTENSIONS.get(fmt, "bin")
     name = f"{index:05d}.{extension}"
+    _refuse_foreign(output_dir, name)
     with open(os.path.join(output_dir, name), "wb") as f:
         f.write(data)
     return name
@@ -143,6 +162,7 @@ def _write_mask(output_dir: str, index: int, example: dict, mask: bytes, masks: 
         laid.getexif()[0x0112] = orientation  # turned as viewers turn the photo
         laid = ImageOps.exif_transpose(laid)
     name = f"{index:05d}-mask.png"
+    _refuse_foreign(output_dir, name)
     laid.save(os.path.join(output_dir, name))
     return name
 
@@ -154,6 +174,7 @@ def _write_boxes(output_dir: str, index: int, example: dict, boxes: np.ndarray, 
     shown = ImageOps.exif_transpose(Image.open(io.BytesIO(example[IMAGE.name]))).convert("RGB")
     turned = turn(np.asarray(boxes, np.float64).reshape(-1, 4)[:, [1, 0, 3, 2]], orientation)[:, [1, 0, 3, 2]]
     name = f"{index:05d}-boxes.png"
+    _refuse_foreign(output_dir, name)
     draw_boxes(shown, turned, names).save(os.path.join(output_dir, name))
     return name
 

@@ -90,17 +90,19 @@ class ConvertResult(Mapping[str, Any]):
         return len(TFRECORDER2_KEYS)
 
     def _table(self) -> tuple[list[str], list[list[str]]]:
-        """The header and a row per split, for the text and the HTML alike: rows in, written, errors (discarded
-        where a split discards), a detection table's images and boxes apart from its rows, shards, bytes."""
+        """The header and a row per split, for the text and the HTML alike: rows in, written (a detection
+        table's images and boxes), errors, discarded where a split discards, shards, bytes."""
         splits = self.splits.values()
         discarded = any(s.discarded for s in splits)
         detection = any(s.images is not None for s in splits)
-        header = ["split", "rows", "written", "errors", *(["discarded"] * discarded),
-                  *(["images", "boxes"] if detection else []), "shards", "bytes"]
+        # A detection table's rows are boxes and its records images: "written" would count boxes where info
+        # counts records, so it shows the images (records) and boxes written instead.
+        written = ["images", "boxes"] if detection else ["written"]
+        header = ["split", "rows", *written, "errors", *(["discarded"] * discarded), "shards", "bytes"]
         rows = []
         for name, s in self.splits.items():
-            counts = [s.rows_in, s.written, s.errors, *([s.discarded] * discarded),
-                      *([s.images, s.boxes] if detection else []), len(s.shards)]
+            counts = [s.rows_in, *([s.images, s.boxes] if detection else [s.written]), s.errors,
+                      *([s.discarded] * discarded), len(s.shards)]
             rows.append([name, *("" if n is None else f"{n:,}" for n in counts), _size(s.bytes)])
         return header, rows
 
