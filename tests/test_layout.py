@@ -79,3 +79,16 @@ def test_no_import_dodges_a_cycle_and_the_version_has_one_home():
         text = path.read_text()
         assert "TYPE_CHECKING" not in text, path
         assert "from tfrecorder import __version__" not in text, path
+
+
+def test_only_the_record_layouts_know_which_layout_a_dataset_has():
+    # a comparison with record_format (or a layout's name) is a branch that belongs on dataset/layouts.py's
+    # RecordLayout: a new layout would have to find every one
+    branches = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Compare):
+                operands = [ast.unparse(o) for o in (node.left, *node.comparators)]
+                if any("record_format" in o.lower() or o.strip("'\"") == "tf_object_detection" for o in operands):
+                    branches.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not branches

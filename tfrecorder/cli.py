@@ -13,7 +13,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tfrecorder._version import __version__
-from tfrecorder.dataset.features import DEFAULT_RECORD_FORMAT, DEFAULT_RESIZE_MODE, RECORD_FORMATS, RESIZE_MODES
+from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, RECORD_FORMATS
 from tfrecorder.dataset.records import COMPRESSIONS
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
 from tfrecorder.errors import TFRecorderError

@@ -59,11 +59,8 @@ OBJECT_BBOX = Feature(f"{OBJECTS}/bbox", connectors.FLOAT32, Role.BOX,
 OBJECT_LABEL = Feature(f"{OBJECTS}/label", connectors.CLASS_LABEL, Role.LABEL, "each object's class id")
 
 
-# record_format="tf_object_detection": a detection record under the keys of the TF Object Detection API
-# (its using_your_own_dataset.md), read by Model Garden's TfExampleDecoder; label_map.pbtxt beside the shards.
-RECORD_FORMATS = ("tfrecorder", "tf_object_detection")
-DEFAULT_RECORD_FORMAT = RECORD_FORMATS[0]
-LABEL_MAP_NAME = "label_map.pbtxt"
+# The keys of the TF Object Detection API (its using_your_own_dataset.md), read by Model Garden's
+# TfExampleDecoder: those of layouts.OBJECT_DETECTION (record_format="tf_object_detection").
 OD_IMAGE = Feature("image/encoded", connectors.IMAGE, Role.IMAGE, "the image's encoded bytes")
 OD_FORMAT = Feature("image/format", connectors.TEXT, Role.IMAGE, "jpeg, png, gif, bmp or webp")
 OD_FILENAME = Feature("image/filename", connectors.TEXT, Role.IMAGE, "the file name at the end of image_uri")
@@ -80,12 +77,6 @@ OD_IMAGE_FEATURES = (OD_IMAGE, OD_FORMAT, OD_FILENAME, OD_SOURCE_ID, OD_HEIGHT, 
 OD_MASK = Feature("image/segmentation/class/encoded", connectors.MASK, Role.MASK,
                   "the segmentation mask: a PNG of class ids, in the stored pixels' frame")
 OD_MASK_FORMAT = Feature("image/segmentation/class/format", connectors.TEXT, Role.MASK, "png")
-OD_OBJECT_FEATURES = (*OD_BOX_EDGES.values(), OD_CLASS_TEXT, OD_CLASS_LABEL)
-
-
-def od_object_feature(column: str) -> str:
-    """The key of an extra column of a detection table in the Object Detection API's layout."""
-    return f"image/object/{column}"
 
 
 # The box formats load_dataset(as_supervised=True) gives (KerasHub's names): "rel_" ones are fractions of the

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfrecorder.dataset.connectors import TFDS_CLASS, ListOf, connector_of
-from tfrecorder.dataset.features import DEFAULT_RECORD_FORMAT, IMAGE, LABEL, OBJECT_LABEL, OBJECTS
+from tfrecorder.dataset.features import IMAGE, LABEL, OBJECT_LABEL, OBJECTS
+from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 
 DATASET_INFO_NAME = "dataset_info.json"
@@ -69,15 +70,14 @@ def tfds_metadata(
     compression: str | None,
     label: Mapping[str, Any] | None,
     image: Mapping[str, Any] | None,
-    layout: str = DEFAULT_RECORD_FORMAT,
+    layout: RecordLayout = DEFAULT,
 ) -> TfdsMetadata:
     """The TFDS files for a dataset of this name and version (``name_and_version``) with these features and
     shards (None-compressed, our layout only)."""
     if compression is not None:
         return TfdsMetadata(not_written=f"TFDS reads uncompressed TFRecord files only (these are {compression})")
-    if layout != DEFAULT_RECORD_FORMAT:
-        return TfdsMetadata(not_written=f"record_format={layout!r} keeps the Object Detection API's keys; convert "
-                                        f"with the default record_format for TFDS")
+    if "tfds" in layout.not_read_by:
+        return TfdsMetadata(not_written=layout.not_read_by["tfds"])
     name, version = name_version
     connectors: dict[str, dict[str, Any]] = {}
     objects: dict[str, dict[str, Any]] = {}  # a detection record's objects: TFDS's Sequence of a FeaturesDict
@@ -117,8 +117,7 @@ def described_files(manifest: Manifest) -> dict[str, str]:
         return {}
     return tfds_metadata((summary["name"], summary["version"]), manifest.features, manifest.splits,
                          compression=manifest.compression, label=manifest.label, image=manifest.image,
-                         layout=(manifest.objects or manifest.masks or {}).get("record_format",
-                                                                               DEFAULT_RECORD_FORMAT)).files
+                         layout=layout_of(manifest)).files
 
 
 def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None, image: Mapping[str, Any] | None,

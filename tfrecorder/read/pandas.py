@@ -16,16 +16,8 @@ from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.connectors import Connector, connector_of
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.features import (
-    IMAGE,
-    IMAGE_HEIGHT,
-    IMAGE_ORIENTATION,
-    IMAGE_WIDTH,
-    OD_CLASS_TEXT,
-    OD_HEIGHT,
-    OD_IMAGE,
-    OD_WIDTH,
-)
+from tfrecorder.dataset.features import IMAGE, OD_IMAGE
+from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_blocks
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
@@ -60,7 +52,7 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
 
 def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Sequence[str] | None) -> pd.DataFrame:
     names = [manifest.split_name(split)] if split is not None else list(manifest.splits)
-    layout = _Layout.of(manifest)
+    layout = _Columns.of(manifest)
     available = layout.columns
     if columns is not None:
         missing = [c for c in columns if c not in available]
@@ -98,9 +90,9 @@ def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Se
 
 
 @dataclass(frozen=True)
-class _Layout:
-    """How a dataset's records become read_tfr's columns: a row per record; or for a detection dataset, in our
-    layout or the Object Detection API's (``record_format``), a row per box with its edges as columns."""
+class _Columns:
+    """How a dataset's records become read_tfr's columns: a row per record; or for a detection dataset, in
+    either record layout (``records``), a row per box with its edges as columns."""
 
     columns: list[str]  # what read_tfr gives, in order
     label_column: str | None  # the label's column (names; ids beside it in "<column>_id"), for string labels
@@ -110,9 +102,10 @@ class _Layout:
     label_out: str = ""  # the objects' label column
     per_object: tuple[str, ...] = ()  # the objects' other features
     hidden: tuple[str, ...] = ()  # features read, not given (the names the Object Detection API stores by the ids)
+    records: RecordLayout = DEFAULT
 
     @classmethod
-    def of(cls, manifest: Manifest) -> _Layout:
+    def of(cls, manifest: Manifest) -> _Columns:
         label = manifest.label or {}
         vocabulary = manifest.vocabulary is not None
         available = [_column_name(f) for f in manifest.features]
@@ -122,31 +115,30 @@ class _Layout:
             if label_column in available:
                 available.append(f"{label_column}_id")
             return cls(available, label_column)
+        records = layout_of(manifest)
         label_feature = manifest.feature(objects["label"])
         column = label.get("column") or _column_name(label_feature)
-        bbox = objects["bbox"]
-        hidden: tuple[str, ...] = ()
-        if isinstance(bbox, list):  # the Object Detection API's layout: a list per edge, each its column's name
-            boxes = bbox
-            edges = tuple(_column_name(manifest.feature(b)) for b in bbox)
-            hidden = tuple(f.name for f in manifest.features if f.name == OD_CLASS_TEXT.name)
-            available = [column if c == _column_name(label_feature) else c for c in available if c not in hidden]
-        else:  # ours: the four edges in one list (objects/bbox), its column "xmin,ymin,xmax,ymax"
-            boxes = [bbox]
-            edges = tuple((manifest.feature(bbox).column or "").split(","))
-            available = [c for c in available if c != ",".join(edges)]
-            available[available.index(column):0] = edges  # the long form's order: edges first
+        # each box feature's column: ours "xmin,ymin,xmax,ymax" (the four edges in one list), or an edge's own
+        boxes = [f.name for f in records.box_features]
+        held = [_column_name(manifest.feature(b)) for b in boxes]
+        edges = tuple(edge for names, stored in zip(held, records.box_edges)
+                      for edge in names.split(",", len(stored) - 1))
+        text = records.class_text  # the class names a layout stores beside the ids: read_tfr gives the ids' names
+        hidden = tuple(f.name for f in manifest.features if text is not None and f.name == text.name)
+        available = [column if c == _column_name(label_feature) else c for c in available
+                     if c not in hidden and c not in held]
+        available[available.index(column):0] = edges  # the long form's order: edges first
         if vocabulary:
             available.append(f"{column}_id")
         return cls(available, column if vocabulary else None, boxes, edges, label_feature.name, column,
-                   tuple(objects.get("features", ())), hidden)
+                   tuple(objects.get("features", ())), hidden, records)
 
     def read(self, feature: FeatureInfo, wanted: set[str]) -> bool:
         """Whether read_tfr decodes ``feature`` to give the ``wanted`` columns."""
         return self.boxes is not None or _column_name(feature) in wanted
 
 
-def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Layout, where: str) -> pd.DataFrame:
+def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, where: str) -> pd.DataFrame:
     """A detection dataset's records (a row per image, its objects in lists) as the long form it was written
     from: a row per box, its edges in the units written (dataset.json's ``box_units``) and in the frame of
     the picture as displayed; an image without objects one row, its label and box missing."""
@@ -160,23 +152,23 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Layout, w
     rows = frame.drop(columns=[*box_names, *per_object, *hidden]).iloc[np.repeat(np.arange(len(frame)), repeat)]
     rows = rows.reset_index(drop=True)
     has = np.repeat(counts > 0, repeat)  # the rows that are objects (the others: images without any)
-    detection_api = len(box_names) == 4
-    flat = _stored_boxes(frame, box_names)  # xmin, ymin, xmax, ymax of every object, normalized
-    orientations = _orientations(frame, manifest, detection_api)
+    records = layout.records
+    flat = records.stored_boxes([_flat(frame[name]) for name in box_names])  # each object's, normalized
+    orientations = _orientations(frame, manifest, records)
     object_orientations = np.repeat(orientations, counts)
     for orientation in np.unique(object_orientations):  # into the displayed picture's frame
         mine = object_orientations == orientation
         flat[mine] = turn(flat[mine], int(orientation))
     if objects.get("box_units") == "pixels":
-        sizes = _displayed_sizes(frame, orientations, detection_api)
+        sizes = _displayed_sizes(frame, orientations, records)
         flat *= np.repeat(np.concatenate([sizes, sizes], axis=1), counts, axis=0)
     boxes = np.full((len(rows), 4), np.nan)
     boxes[has] = flat
     for i, name in enumerate(layout.box_columns):
         rows[name] = boxes[:, i]
     ids = [v for items in frame[label] for v in items]
-    if detection_api and manifest.vocabulary is not None:
-        ids = [v - 1 for v in ids]  # the Object Detection API's class ids count from 1: 0 is its background
+    if manifest.vocabulary is not None and records.first_class_id:
+        ids = [v - records.first_class_id for v in ids]  # the Object Detection API's count from 1
     values = {layout.label_out: ids, **{name: [v for items in frame[name] for v in items] for name in per_object[1:]}}
     if layout.label_column is not None:
         names = _label_names(pd.Series(ids, dtype="int64"), manifest.vocabulary or [], where).tolist()
@@ -188,26 +180,21 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Layout, w
     return rows
 
 
-def _stored_boxes(frame: pd.DataFrame, box_names: list[str]) -> np.ndarray:
-    """Every object's normalized [xmin, ymin, xmax, ymax] as stored: from objects/bbox's ymin, xmin, ymax, xmax
-    quadruples, or from the Object Detection API's list per edge (xmin, ymin, xmax, ymax)."""
-    if len(box_names) == 1:
-        flat = np.array([v for values in frame[box_names[0]] for v in values], np.float64)
-        return flat.reshape(-1, 4)[:, [1, 0, 3, 2]]
-    edges = [np.array([v for values in frame[name] for v in values], np.float64) for name in box_names]
-    return np.stack(edges, axis=1) if len(edges[0]) else np.zeros((0, 4))
+def _flat(lists: pd.Series) -> np.ndarray:
+    """Every record's values of a list feature, one after another."""
+    return np.array([v for values in lists for v in values], np.float64)
 
 
-def _orientations(frame: pd.DataFrame, manifest: Manifest, detection_api: bool) -> np.ndarray:
+def _orientations(frame: pd.DataFrame, manifest: Manifest, records: RecordLayout) -> np.ndarray:
     """Each record's EXIF orientation: stored beside the image in our layout; in the Object Detection API's,
     read from the image's own bytes (its boxes are in the stored pixels' frame) when any image was turned."""
-    if not detection_api:
-        return (frame[IMAGE_ORIENTATION.name].to_numpy() if IMAGE_ORIENTATION.name in frame
+    if records.orientation is not None:
+        return (frame[records.orientation.name].to_numpy() if records.orientation.name in frame
                 else np.ones(len(frame), np.int64))
     turned = set((manifest.image or {}).get("orientations") or [1]) != {1}
-    if not turned or OD_IMAGE.name not in frame:
+    if not turned or records.image.name not in frame:
         return np.ones(len(frame), np.int64)
-    return np.fromiter((_exif_orientation(data) for data in frame[OD_IMAGE.name]), np.int64, len(frame))
+    return np.fromiter((_exif_orientation(data) for data in frame[records.image.name]), np.int64, len(frame))
 
 
 def _exif_orientation(data: bytes) -> int:
@@ -223,12 +210,12 @@ def _exif_orientation(data: bytes) -> int:
 _EXIF_ORIENTATION = 0x0112
 
 
-def _displayed_sizes(frame: pd.DataFrame, orientations: np.ndarray, detection_api: bool) -> np.ndarray:
+def _displayed_sizes(frame: pd.DataFrame, orientations: np.ndarray, records: RecordLayout) -> np.ndarray:
     """Each record's picture's (width, height) as displayed: stored so in our layout; the Object Detection API's
     layout stores the stored pixels' size, which a quarter turn (orientations 5-8) swaps."""
-    if not detection_api:
-        return frame[[IMAGE_WIDTH.name, IMAGE_HEIGHT.name]].to_numpy(np.float64)
-    sizes = frame[[OD_WIDTH.name, OD_HEIGHT.name]].to_numpy(np.float64)
+    sizes = frame[[records.width.name, records.height.name]].to_numpy(np.float64)
+    if records.size_displayed:
+        return sizes
     quarter = np.isin(orientations, (5, 6, 7, 8))
     sizes[quarter] = sizes[quarter][:, ::-1]
     return sizes

@@ -18,12 +18,12 @@ from tfrecorder.dataset.features import (
     BOX_FORMATS,
     DECODE_FEATURES,
     DEFAULT_BOX_FORMAT,
-    DEFAULT_RECORD_FORMAT,
     DEFAULT_RESIZE_MODE,
     IMAGE,
     OBJECTS,
     RESIZE_MODES,
 )
+from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
@@ -290,11 +290,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     where = folder.url_of(MANIFEST_NAME)
     parse = _parser(manifest, spec, where)
     parse_one = _parser(manifest, spec, where, single=True)  # where images are decoded: a record parsed in that step
-    layout = (manifest.objects or manifest.masks or {}).get("record_format", DEFAULT_RECORD_FORMAT)
-    if layout != DEFAULT_RECORD_FORMAT:
-        raise TFRecorderError(f"this dataset was written with record_format={layout!r}, for TF Model Garden's "
-                              f"decoders and the Object Detection API; load_dataset reads the default "
-                              f"record_format (convert again without record_format=)")
+    layout_of(manifest).check_reader("load_dataset")
     if manifest.objects is not None:
         return _detection(manifest, records, parse_one, spec, count, o).prefetch(AUTOTUNE).with_options(_options())
     if IMAGE.name in spec and o.decode_images:

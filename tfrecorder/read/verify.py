@@ -13,7 +13,6 @@ from google.protobuf.message import DecodeError
 
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.dataset.features import (
-    DEFAULT_RECORD_FORMAT,
     IMAGE,
     IMAGE_CHANNELS,
     IMAGE_FORMAT,
@@ -22,6 +21,7 @@ from tfrecorder.dataset.features import (
     IMAGE_WIDTH,
     SEGMENTATION_MASK,
 )
+from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
@@ -270,8 +270,7 @@ def _parse_all(raw: Any, manifest: Manifest, images: bool) -> Iterator[tuple[int
     index = 0
     frames = read_frames(raw, manifest.compression)
     label = (manifest.label or {}).get("feature")
-    layout = (manifest.objects or {}).get("record_format", DEFAULT_RECORD_FORMAT)
-    first = 0 if layout == DEFAULT_RECORD_FORMAT else 1  # the Object Detection API's class ids count from 1
+    first = layout_of(manifest).first_class_id
     labels = (label, first, len(manifest.vocabulary)) if label and manifest.vocabulary is not None else None
     while True:
         try:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from tfrecorder.dataset import features
+from tfrecorder.dataset import features, layouts
 from tfrecorder.dataset.connectors import Connector, float64_bits, stored_connector
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.types import BOX_EDGES, Kind, Role
@@ -113,13 +113,15 @@ class ExampleEncoder:
 
 
 class ObjectEncoder:
-    """Serializes the records of a detection table: one per image, from its box rows (positions in the
-    table), each box moved into the stored image's frame and checked against it (``boxes.stored_boxes``).
+    """Serializes the records of a detection table in our layout: one per image, from its box rows (positions
+    in the table), each box moved into the stored image's frame and checked against it (``boxes.stored_boxes``).
     Objects are stored in the order of their rows' content keys, so box rows given in any order (or files)
-    make the same bytes.
+    make the same bytes. The keys are ``layout``'s; a layout's image keys are its subclass's (``_set_image``).
     An Example is built per record: one record per image is few, and its lists vary in length anyway."""
 
-    def __init__(self, table: Table, box_orientation: str, record_format: str = features.DEFAULT_RECORD_FORMAT):
+    layout = layouts.DEFAULT
+
+    def __init__(self, table: Table, box_orientation: str):
         edges = {c.type.edge: c for c in table.features if c.type.role is Role.BOX}
         self._edges = np.stack([np.array([np.nan if v is None else v for v in _listed(edges[e].values)], np.float64)
                                 for e in BOX_EDGES], axis=1)
@@ -129,12 +131,11 @@ class ObjectEncoder:
                             for w, h in zip(_listed(size[0].values), _listed(size[1].values))])
         self._labels = _listed(table.label.values)
         self._long_labels = long_labels(table.vocabulary)
-        self._extras = [(c.feature, stored_connector(c.kind).field, _MISSING[c.kind], _listed(c.values))
-                        for c in table.features if c.type.role is not Role.BOX]
+        self._extras = [(self.layout.object_key(c.name), stored_connector(c.kind).field, _MISSING[c.kind],
+                         _listed(c.values)) for c in table.features if c.type.role is not Role.BOX]
         self._table, self._frame = table, box_orientation
         self._split = [s.encode("ascii") for s in table.splits]
         self._keys = table.row_keys()  # objects are stored in the order of their rows' content
-        self._detection_api = record_format == "tf_object_detection"
 
     def encode(self, positions: list[int], rows: list[int], image: StoredImage) -> tuple[bytes, list[int], int]:
         """The serialized Example of the image of the rows at ``positions`` (``rows``: their row numbers, for
@@ -150,45 +151,45 @@ class ObjectEncoder:
             boxes, clipped = stored_boxes(self._edges[objects], self._table.box_units, self._frame, annotated,
                                           image.geometry, [row_of[p] for p in objects])
         labels = [self._labels[p] for p in objects]
-        if self._detection_api:
-            return self._detection_api_example(positions[0], objects, image, boxes, labels), labels, clipped
+        layout, vocabulary = self.layout, self._table.vocabulary
         example = Example()
         stored = example.features.feature
-        for feature, value in zip(features.IMAGE_FEATURES, image_values(image, self._uris(positions[0])).values()):
-            getattr(stored[feature.name], feature.field).value.append(value)
-        stored[features.SPLIT.name].bytes_list.value.append(self._split[positions[0]])
-        stored[features.OBJECT_BBOX.name].float_list.value.extend(boxes.ravel().tolist())
-        stored[features.OBJECT_LABEL.name].int64_list.value.extend(labels)
-        self._set_extras(stored, objects, lambda name: name)
+        self._set_image(stored, image, positions[0])
+        for feature, values in zip(layout.box_features, layout.box_values(boxes)):
+            stored[feature.name].float_list.value.extend(values)
+        if layout.class_text is not None:
+            texts = [(vocabulary[label] if vocabulary is not None else str(label)).encode("utf-8") for label in labels]
+            stored[layout.class_text.name].bytes_list.value.extend(texts)
+        stored[layout.object_label.name].int64_list.value.extend(layout.class_ids(labels, vocabulary is not None))
+        self._set_extras(stored, objects)
         return example.SerializeToString(deterministic=True), labels, clipped
+
+    def _set_image(self, stored: Any, image: StoredImage, position: int) -> None:
+        """Set the record's image features and split in ``stored`` (an Example's feature map)."""
+        for feature, value in zip(features.IMAGE_FEATURES, image_values(image, self._uris(position)).values()):
+            getattr(stored[feature.name], feature.field).value.append(value)
+        stored[features.SPLIT.name].bytes_list.value.append(self._split[position])
 
     def _uris(self, position: int) -> str:
         return self._table.image_uris[position]
 
-    def _detection_api_example(self, position: int, objects: list[int], image: StoredImage, boxes: np.ndarray,
-                               labels: list[int]) -> bytes:
-        """The record under the Object Detection API's keys: the stored pixels' size (its decoders apply no
-        EXIF orientation), one list per box edge, class ids from 1 with their names."""
-        example = Example()
-        stored = example.features.feature
-        detection_api_image(stored, image, self._uris(position))
-        for i, edge in enumerate(("ymin", "xmin", "ymax", "xmax")):
-            stored[features.OD_BOX_EDGES[edge].name].float_list.value.extend(boxes[:, i].tolist())
-        vocabulary = self._table.vocabulary
-        texts = [(vocabulary[label] if vocabulary is not None else str(label)).encode("utf-8") for label in labels]
-        stored[features.OD_CLASS_TEXT.name].bytes_list.value.extend(texts)
-        stored[features.OD_CLASS_LABEL.name].int64_list.value.extend(
-            [label + 1 for label in labels] if vocabulary is not None else labels)
-        self._set_extras(stored, objects, lambda name: features.od_object_feature(name.partition("/")[2]))
-        return example.SerializeToString(deterministic=True)
-
-    def _set_extras(self, stored: Any, objects: list[int], key: Any) -> None:
-        """Each extra column's value for every object, under ``key(its feature)`` (a list per column; a
-        missing value as its kind's stand-in)."""
-        for name, field, missing, values in self._extras:
-            kind_list = getattr(stored[key(name)], field)
+    def _set_extras(self, stored: Any, objects: list[int]) -> None:
+        """Each extra column's value for every object (a list per column; a missing value as its kind's
+        stand-in)."""
+        for key, field, missing, values in self._extras:
+            kind_list = getattr(stored[key], field)
             kind_list.SetInParent()
             kind_list.value.extend(missing if values[p] is None else values[p] for p in objects)
+
+
+class DetectionAPIObjectEncoder(ObjectEncoder):
+    """Serializes a detection table's records under the Object Detection API's keys (``layouts.OBJECT_DETECTION``):
+    the image's keys as ``detection_api_image`` sets them, no split."""
+
+    layout = layouts.OBJECT_DETECTION
+
+    def _set_image(self, stored: Any, image: StoredImage, position: int) -> None:
+        detection_api_image(stored, image, self._uris(position))
 
 
 def detection_api_image(stored: Any, image: StoredImage, uri: str) -> None:
@@ -208,8 +209,8 @@ def detection_api_image(stored: Any, image: StoredImage, uri: str) -> None:
 
 
 class SegmentationAPIEncoder:
-    """Serializes a segmentation table's rows in the Object Detection API's layout (``record_format``): the
-    image keys and ``image/segmentation/class/encoded``, as Model Garden's segmentation Decoder reads them."""
+    """Serializes a segmentation table's rows in the Object Detection API's layout (``layouts.OBJECT_DETECTION``):
+    the image keys and ``image/segmentation/class/encoded``, as Model Garden's segmentation Decoder reads them."""
 
     def __init__(self, table: Table):
         self._uris = table.image_uris
@@ -218,6 +219,22 @@ class SegmentationAPIEncoder:
         example = Example()
         detection_api_image(example.features.feature, image, self._uris[row])
         return example.SerializeToString(deterministic=True)
+
+
+@dataclass(frozen=True)
+class Encoders:
+    """A record layout's encoders: for a table's rows, a record each; and for a detection table's objects, a
+    record per image."""
+
+    rows: type[ExampleEncoder] | type[SegmentationAPIEncoder]
+    objects: type[ObjectEncoder]
+
+
+# Each record layout's encoders, by its name (dataset/ cannot import write/, so the layout names them here).
+ENCODERS = {
+    layouts.DEFAULT.name: Encoders(ExampleEncoder, ObjectEncoder),
+    layouts.OBJECT_DETECTION.name: Encoders(SegmentationAPIEncoder, DetectionAPIObjectEncoder),
+}
 
 
 # What an object's missing value of an extra column is stored as (a list cannot leave one out): NaN, 0, "".

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tfrecorder import types
 from tfrecorder._version import __version__
-from tfrecorder.dataset import features
+from tfrecorder.dataset import features, layouts
 from tfrecorder.dataset.connectors import stored_connector
 from tfrecorder.dataset.manifest import (
     ERRORS_COLUMNS,
@@ -67,12 +66,13 @@ class Finish:
         failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
         folder.write_text(ERRORS_NAME, errors_csv(failures))
         manifest = build_manifest(self, results, same_bytes)
-        detection_api = self.options.record_format == "tf_object_detection"
-        if detection_api and self.table.is_detection:
-            folder.write_text(features.LABEL_MAP_NAME, label_map(self.table))
+        layout = self.options.layout
+        side_files = layout.side_files(self.table.vocabulary) if self.table.is_detection else {}
+        for name, text in side_files.items():
+            folder.write_text(name, text)
         tfds = tfds_metadata(name_and_version(folder.path), manifest.features, manifest.splits,
                              compression=manifest.compression, label=manifest.label, image=manifest.image,
-                             layout=self.options.record_format)
+                             layout=layout)
         for name, text in tfds.files.items():
             folder.write_text(name, text)
         manifest = replace(manifest, tfds=tfds.summary())
@@ -80,13 +80,6 @@ class Finish:
         folder.write_text(MANIFEST_NAME, manifest.to_json())
         folder.sync()
         return manifest
-
-
-def label_map(table: Table) -> str:
-    """label_map.pbtxt: the Object Detection API's class ids (from 1) and names."""
-    names = table.vocabulary
-    items = [(i + 1, name) for i, name in enumerate(names)] if names is not None else []
-    return "".join(f"item {{\n  id: {i}\n  name: {json.dumps(name)}\n}}\n" for i, name in items)
 
 
 def manifest_warnings(manifest: Manifest) -> tuple[str, ...]:
@@ -135,9 +128,9 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
     for r in results:
         stats = stats.merge(r.images)
     label = None
-    detection_api = finish.options.record_format == "tf_object_detection"
+    layout = finish.options.layout
     if table.label is not None:
-        feature = features.OD_CLASS_LABEL.name if detection_api else table.label.feature
+        feature = layout.label_key(table.label.feature)
         label = {"column": table.label.name, "feature": feature, "type": table.label.type.__name__,
                  "vocabulary": table.vocabulary, "multi_label": table.label.type.is_list}
     image = None
@@ -153,7 +146,7 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
     return Manifest(
         leakage={"count": len(leaks), "groups": [leakage.bounded(e) for e in leaks[: leakage.MAX_REPORTED]]},
         tfrecorder_version=__version__,
-        features=_features(table, finish.options),
+        features=_FEATURES[finish.options.layout.name](table),
         splits=shards,
         rows=_row_counts(finish.rows_in, results),
         compression=finish.options.compression,
@@ -175,9 +168,8 @@ def _masks(table: Table, results: Sequence[ShardResult], options: WriteOptions) 
         pixels.setdefault(r.spec.split, Counter()).update(dict(r.mask_pixels or ()))
         strides[r.spec.split] = pixel_stride(r.spec.split_rows)
     settings = options.masks
-    detection_api = options.record_format == "tf_object_detection"
-    return {"record_format": options.record_format,
-            "feature": (features.OD_MASK if detection_api else features.SEGMENTATION_MASK).name,
+    return {"record_format": options.layout.name,
+            "feature": options.layout.masks[0].name,
             "column": table.schema.column_for(Role.MASK),
             "classes": list(settings.classes) if settings.classes is not None else None,
             "ignore_index": settings.ignore_index,
@@ -196,16 +188,15 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
     def name(label: int) -> str:
         return names[label] if names is not None else str(label)
 
-    detection_api = options.record_format == "tf_object_detection"
+    layout = options.layout
     most = [stats.most for stats in found.values()]
     return {
-        "record_format": options.record_format,
-        "bbox": [f.name for f in features.OD_BOX_EDGES.values()] if detection_api else features.OBJECT_BBOX.name,
+        "record_format": layout.name,
+        "bbox": layout.bbox_entry(),
         "bbox_format": "rel_yxyx", "frame": "stored",
-        "label": features.OD_CLASS_LABEL.name if detection_api else features.OBJECT_LABEL.name,
+        "label": layout.object_label.name,
         "box_units": table.box_units,
-        "features": [features.od_object_feature(c.name) if detection_api else c.feature
-                     for c in table.features if c.type.role is not Role.BOX],
+        "features": [layout.object_key(c.name) for c in table.features if c.type.role is not Role.BOX],
         "counts": {split: {name(label): n for label, n in stats.labels} for split, stats in found.items()},
         "clipped": sum(stats.clipped for stats in found.values()),
         # the most objects one record holds: what load_dataset(as_supervised=True) pads every image's boxes to
@@ -214,22 +205,24 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
 
 
 def _detection_api_features(table: Table) -> list[FeatureInfo]:
-    """The features of a record in the Object Detection API's layout (``record_format``)."""
-    masks = (features.OD_MASK, features.OD_MASK_FORMAT) if table.mask_uris is not None else ()
+    """The features of a record in the Object Detection API's layout (``layouts.OBJECT_DETECTION``)."""
+    layout = layouts.OBJECT_DETECTION
+    masks = layout.masks if table.mask_uris is not None else ()
     infos = [FeatureInfo(f.name, f.role.value, f.kind.value, [], source="str" if f.kind.value == "string" else None)
-             for f in (*features.OD_IMAGE_FEATURES, *masks)]
+             for f in (*layout.image_features, *masks)]
     if not table.is_detection:  # a segmentation table: the image and its mask
         return infos
     infos += [FeatureInfo(f.name, f.role.value, f.kind.value, [None], column=table.schema.boxes.get(f.name[-4:]),
                           source="float" if f.role is Role.BOX else None)
-              for f in features.OD_OBJECT_FEATURES]
-    infos += [FeatureInfo(features.od_object_feature(c.name), c.type.role.value, c.kind.value, [None], column=c.name,
+              for f in layout.object_features]
+    infos += [FeatureInfo(layout.object_key(c.name), c.type.role.value, c.kind.value, [None], column=c.name,
                           source=c.source, type=c.type.__name__, pandas=c.pandas)
               for c in table.features if c.type.role is not Role.BOX]
     return infos
 
 
-def _features(table: Table, options: WriteOptions) -> list[FeatureInfo]:
+def _features(table: Table) -> list[FeatureInfo]:
+    """The features of a record in our layout (``layouts.DEFAULT``)."""
     schema = table.schema
     role_columns = {  # the input column and type behind the derived features that come from a column
         features.IMAGE_URI: (schema.column_for(Role.IMAGE), types.ImageUri),
@@ -243,8 +236,6 @@ def _features(table: Table, options: WriteOptions) -> list[FeatureInfo]:
         column, col_type = role_columns.get(f, (None, None))
         infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], column=column,
                                  source="str" if col_type else None, type=col_type.__name__ if col_type else None))
-    if options.record_format == "tf_object_detection":
-        return _detection_api_features(table)
     if table.is_detection:
         bbox = features.OBJECT_BBOX
         infos.append(FeatureInfo(bbox.name, bbox.role.value, bbox.kind.value, [None], source="float",
@@ -266,6 +257,11 @@ def _features(table: Table, options: WriteOptions) -> list[FeatureInfo]:
             pandas=c.pandas,
         ))
     return infos
+
+
+# What dataset.json lists for each record layout's records, by the layout's name (as encode.ENCODERS).
+_FEATURES: dict[str, Callable[[Table], list[FeatureInfo]]] = {
+    layouts.DEFAULT.name: _features, layouts.OBJECT_DETECTION.name: _detection_api_features}
 
 
 def _row_counts(rows_in: dict[str, int], results: Sequence[ShardResult]) -> dict[str, RowCounts]:

@@ -10,13 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfrecorder.arguments import check_choice, check_image_size
-from tfrecorder.dataset.features import (
-    DEFAULT_IGNORE_INDEX,
-    DEFAULT_RECORD_FORMAT,
-    DEFAULT_RESIZE_MODE,
-    RECORD_FORMATS,
-    RESIZE_MODES,
-)
+from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, LAYOUTS, RECORD_FORMATS, RecordLayout
 from tfrecorder.dataset.records import check_compression
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
@@ -92,6 +87,11 @@ class WriteOptions:
         check_choice("record_format", self.record_format, RECORD_FORMATS)
         check_choice("box_units", self.box_units, BOX_UNITS)
         check_choice("box_orientation", self.box_orientation, BOX_ORIENTATIONS)
+
+    @property
+    def layout(self) -> RecordLayout:
+        """The record layout ``record_format`` names."""
+        return LAYOUTS[self.record_format]
 
 
 @dataclass(frozen=True)

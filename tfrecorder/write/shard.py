@@ -17,7 +17,7 @@ import numpy as np
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import RowError
-from tfrecorder.write.encode import ExampleEncoder, ObjectEncoder, SegmentationAPIEncoder
+from tfrecorder.write.encode import ENCODERS
 from tfrecorder.write.fetch import ImageError
 from tfrecorder.write.images import StoredImage, load_image
 from tfrecorder.write.leakage import content_key
@@ -154,15 +154,15 @@ def write_shard(
     with folder.create(spec.filename, durable) as raw, folder.create(spec.index_filename, durable) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
         writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
+        encoders = ENCODERS[options.layout.name]
         for rows, table in parts:
             detection = table.is_detection
             if detection:  # a record per image: its box rows are together, in key order
                 objects = objects or ObjectStats()
-                encoder: Any = ObjectEncoder(table, options.box_orientation, options.record_format)
+                encoder: Any = encoders.objects(table, options.box_orientation)
                 records = image_groups(table.image_locations)
             else:
-                detection_api = options.record_format == "tf_object_detection"
-                encoder = SegmentationAPIEncoder(table) if detection_api else ExampleEncoder(table)
+                encoder = encoders.rows(table)
                 records = [[local] for local in range(table.num_rows)]
             pixels_at = range((stride - (spec.start + seen) % stride) % stride, table.num_rows, stride)
             fetched = _images(table, options, image_map, [record[0] for record in records], pixels_at)

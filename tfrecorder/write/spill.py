@@ -471,7 +471,7 @@ def _check_spellings(summary: Summary, spill: Folder) -> None:
 
 def _check_detection_options(table: Table, options: Any) -> None:
     """Settings that only a detection table can take, or that would cut its boxes."""
-    if options.record_format != "tfrecorder" and not table.is_detection and table.mask_uris is None:
+    if not options.layout.plain_tables and not table.is_detection and table.mask_uris is None:
         raise TFRecorderError(f"record_format={options.record_format!r} writes detection and segmentation records: "
                               f"the table needs box columns (xmin, ymin, xmax, ymax: a row per box) or a mask "
                               f"column (mask_uri)")
