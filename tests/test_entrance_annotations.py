@@ -62,6 +62,22 @@ def test_the_dataset_root_is_images_dir_else_the_annotation_folder_or_its_parent
     assert root_of(tfrecorder.read_annotations(str(voc), images_dir="gs://b/jpegs/"))["root"] == "gs://b/jpegs"
 
 
+@pytest.mark.parametrize("layout,images", [
+    ("annotations/instances_train2017.json", "train2017"),  # COCO 2017 as downloaded
+    ("annotations/instances_train.json", "images/train"),  # Datumaro's COCO export
+    ("annotations/instances_train.json", "images"),
+    ("instances_train.json", "images"),
+])
+def test_convert_finds_the_images_of_the_usual_coco_layouts(tmp_path, layout, images):
+    """convert(json) with nothing else said reads the images where COCO and Datumaro put them, beside
+    annotations/, and writes them."""
+    data = copy.deepcopy(COCO)
+    for image in data["images"]:
+        write_image(tmp_path / images / image["file_name"], "JPEG", size=(image["width"], image["height"]))
+    result = tfrecorder.convert(coco_file(tmp_path / layout, data), str(tmp_path / "out"), progress=False)
+    assert result.errors == 0 and sum(s.images for s in result.splits.values()) == 2
+
+
 def test_names_keep_their_spelling_and_a_remote_file_never_names_a_local_one(tmp_path):
     www = tmp_path / "www"
     coco = copy.deepcopy(COCO)

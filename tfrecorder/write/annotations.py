@@ -395,10 +395,20 @@ def _coco_split(url: str) -> str:
 
 
 def _coco_images(url: str) -> str:
-    """Where a COCO file's images are: ``images/`` beside it if there is one, else its own folder."""
-    parent = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
-    fs, path = filesystem(parent)
-    return _join(parent, "images") if fs.isdir(f"{path.rstrip('/')}/images") else parent
+    """Where a COCO file's images are, the first folder that exists of: the split's folder beside
+    ``annotations/`` (COCO 2017: ``annotations/instances_train2017.json`` beside ``train2017/``), ``images/<split>/``
+    there (Datumaro's layout), ``images/`` there, ``images/`` beside the file; else the file's own folder."""
+    folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
+    root = _annotation_folder(url)
+    stem = posixpath.basename(url).rsplit(".", 1)[0]
+    name = re.sub(r"^(instances|person_keypoints)_", "", stem)
+    candidates = [*([_join(root, name), _join(root, f"images/{name}")] if root != folder else []),
+                  _join(root, "images"), _join(folder, "images")]
+    for candidate in candidates:
+        fs, path = filesystem(candidate)
+        if fs.isdir(path):
+            return candidate
+    return folder
 
 
 def _coco_id(entry: Mapping[str, Any], key: str, where: str) -> Any:
