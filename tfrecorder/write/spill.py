@@ -46,6 +46,7 @@ from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.fetch import FetchLimits, is_remote
 from tfrecorder.write.finish import Finish
+from tfrecorder.write.lock import process_alive
 from tfrecorder.write.plan import SAMPLE_ROWS, TARGET_SHARD_BYTES, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
@@ -661,16 +662,6 @@ def _remove_orphans(stem: str) -> None:
         if not name.startswith(stem):
             continue
         pid = name[len(stem):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             logger.info("removing %s, the spill of a conversion that was killed", os.path.join(root, name))
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

@@ -175,9 +175,6 @@ class ColumnFacts:
         return replace(self, floats=self.floats.settled()) if self.floats else self
 
 
-BOX_UNITS = ("auto", "pixels", "normalized")
-
-
 @dataclass(frozen=True)
 class BoxFacts:
     """The range of a detection table's given box edges: "auto" units are normalized when it lies in [0, 1];
