@@ -3,12 +3,14 @@ commit), on the tables a refactoring must keep as they were - the same bytes wri
 
     git worktree add /tmp/old <commit>
     python -m benchmarks.bench_trees --old /tmp/old
+    python -m benchmarks.bench_trees --old /tmp/old --bytes-only   # the files only, no timing rounds
 
 Each version converts in its own processes, the versions taking turns (``--rounds``), each case the best of
 ``--runs``: 2,000 JPEGs with header checks, a 100,000-row DataFrame and a 1,000-row CSV. Then each converts
 the same set of tables (images in every storage mode, tabular with float32 and float64 columns, a CSV, a
-Parquet glob, the DirectRunner) and every file written is compared (dataset.json but for the version that
-wrote it).
+Parquet glob, detection in both record layouts and resized, segmentation in both layouts, multi-label lists
+with a nullable column, the DirectRunner) and every file written is compared byte for byte (dataset.json but
+for what ``comparable`` leaves out; not .conversion.json).
 """
 
 from __future__ import annotations
@@ -75,6 +77,23 @@ else:
     big.to_csv(os.path.join(data, "big.csv"), index=False)
     for i in range(3):
         big.iloc[i * 300:(i + 1) * 300].to_parquet(os.path.join(data, f"part{i}.parquet"))
+    # Detection and segmentation (tfrecorder.sample_data is in both trees): EXIF-turned scenes, text labels, an
+    # extra per-object float column and a per-object int column with a missing value; both record layouts.
+    from tfrecorder import sample_data, types
+    scenes = sample_data.make_detection_scenes(os.path.join(data, "scenes"), n=24)
+    det = scenes[["split", "image_uri", "label", "xmin", "ymin", "xmax", "ymax"]].assign(
+        score=np.linspace(0.05, 0.95, len(scenes)),
+        difficult=pd.array([None if i % 7 == 3 else i % 2 for i in range(len(scenes))], dtype="Int64"))
+    seg = sample_data.make_segmentation_scenes(os.path.join(data, "seg"), n=12)[["split", "image_uri", "mask_uri"]]
+    masks = dict(mask_classes=list(sample_data.SEGMENT_CLASSES))
+    od = dict(record_format="tf_object_detection")
+    multilabel = (pd.DataFrame({
+        "split": ["TRAIN"] * 6 + ["VALIDATION", "TEST"],
+        "label": [["a"], ["a", "b"], ["b"], ["c", "a"], ["c"], ["b", "c"], ["a"], ["c", "b", "a"]],
+        "ids": [[1, 2], [3], [], [4, 5, 6], [7], [2**40], [9], [10, 11]],
+        "count": pd.array([1, None, 3, 4, None, 6, 7, 8], dtype="Int64")}),
+        dict(schema={"split": types.SplitKey, "label": types.StringListLabel, "ids": types.IntegerListInput,
+                     "count": types.IntegerInput}))
     cases = {
         "images": (images, {}), "images_gzip": (images, dict(compression="gzip", num_shards=2)),
         "images_jpeg_pad": (images, dict(image_format="jpeg", image_size=(16, 16), resize_mode="pad")),
@@ -87,6 +106,10 @@ else:
         "parquet_glob": (os.path.join(data, "part*.parquet"), dict(num_shards=2)),
         "images_direct": (images, dict(runner="DirectRunner", num_shards=2)),
         "csv_direct": (os.path.join(data, "big.csv"), dict(runner="DirectRunner")),
+        "det": (det, {}), "det_od": (det, od),
+        "det_pad": (det, dict(image_format="jpeg", image_size=(64, 64), resize_mode="pad")),
+        "seg": (seg, masks), "seg_od": (seg, {**masks, **od}), "multilabel": multilabel,
+        "det_direct": (det, dict(runner="DirectRunner", num_shards=2)),
     }
     shutil.rmtree(out, ignore_errors=True)
     for name, (source, options) in cases.items():
@@ -105,18 +128,35 @@ def child(tree: Path, *args: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+# dataset.json may differ between the trees only in what the refactoring of issue 43 adds: its format version, the
+# digests of its sections (which cover the connector names) and each feature's connector name. .conversion.json
+# records the run (the version's options and digests), not the data.
+UNCOMPARED_KEYS = ("runner", "format_version", "digests")
+UNCOMPARED_FILES = (".conversion.json",)
+
+
+def comparable(manifest: dict) -> dict:
+    """dataset.json but for what may differ (UNCOMPARED_KEYS, each feature's ``connector``)."""
+    kept = {k: v for k, v in manifest.items() if k not in UNCOMPARED_KEYS}
+    kept["features"] = [{k: v for k, v in f.items() if k != "connector"} for f in manifest.get("features", [])]
+    return kept
+
+
 def different(a: Path, b: Path) -> list[str]:
-    """The files that differ between two conversions' folders (dataset.json: but for its ``runner``)."""
+    """The files that differ between two conversions' folders, byte for byte (dataset.json: as ``comparable``)."""
     found = []
     for case in sorted(p.name for p in a.iterdir()):
-        names = sorted(p.name for p in (a / case).iterdir())
-        if names != sorted(p.name for p in (b / case).iterdir()):
-            found.append(f"{case}/ (other files)")
+        names = sorted(p.name for p in (a / case).iterdir() if p.name not in UNCOMPARED_FILES)
+        others = sorted(p.name for p in (b / case).iterdir() if p.name not in UNCOMPARED_FILES)
+        if names != others:
+            found.append(f"{case}/ (in one tree only: {', '.join(sorted(set(names) ^ set(others)))})")
             continue
         for name in names:
             x, y = a / case / name, b / case / name
-            if name == "dataset.json":
-                same = {**json.loads(x.read_text()), "runner": None} == {**json.loads(y.read_text()), "runner": None}
+            if x.is_dir() or y.is_dir():
+                same = x.is_dir() and y.is_dir() and not different_tree(x, y)
+            elif name == "dataset.json":
+                same = comparable(json.loads(x.read_text())) == comparable(json.loads(y.read_text()))
             else:
                 same = filecmp.cmp(x, y, shallow=False)
             if not same:
@@ -124,12 +164,25 @@ def different(a: Path, b: Path) -> list[str]:
     return found
 
 
+def different_tree(a: Path, b: Path) -> bool:
+    """Whether two folders inside a case (a TFDS folder, say) hold other names or other bytes."""
+    names = sorted(p.relative_to(a) for p in a.rglob("*"))
+    if names != sorted(p.relative_to(b) for p in b.rglob("*")):
+        return True
+    return any((a / n).is_file() and not filecmp.cmp(a / n, b / n, shallow=False) for n in names)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--old", required=True, help="the other checkout (a git worktree)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--bytes-only", action="store_true",
+                        help="skip the timing rounds; only compare the files written (a busy machine's timings "
+                             "mean nothing)")
     args = parser.parse_args(argv)
+    if args.bytes_only:
+        args.rounds = 0
     old, new, work = Path(args.old).resolve(), ROOT, work_dir("bench-trees-")
     times: dict[str, dict[str, float]] = {"old": {}, "new": {}}
     for _ in range(args.rounds):
@@ -141,9 +194,11 @@ def main(argv=None) -> None:
     rows = [(case, f"{times['new'][case]:.3f} s", f"old: {times['old'][case]:.3f} s",
              f"{times['new'][case] / times['old'][case]:.2f}x the old time") for case in times["new"]]
     diff = different(work / "bytes-old", work / "bytes-new")
-    rows.append(("files written for 13 tables", "identical" if not diff else f"DIFFERENT: {', '.join(diff)}",
+    count = sum(1 for _ in (work / "bytes-new").iterdir())
+    rows.append((f"files written for {count} tables", "identical" if not diff else f"DIFFERENT: {', '.join(diff)}",
                  f"old: {old}", "check"))
-    print_table(f"This checkout against {old} (best of {args.runs} runs x {args.rounds} rounds, taking turns)", rows)
+    timing = f"best of {args.runs} runs x {args.rounds} rounds, taking turns" if args.rounds else "files only"
+    print_table(f"This checkout against {old} ({timing})", rows)
 
 
 if __name__ == "__main__":

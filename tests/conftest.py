@@ -31,10 +31,37 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tfrecor
 def in_stored_order(df: pd.DataFrame, **validate_options) -> pd.DataFrame:
     """``df``'s rows in the order tfrecorder stores them: by the hash of each row's content (Table.row_keys),
     rows of equal content in input order - the order read_tfr and an unshuffled load_dataset give back."""
-    from tfrecorder.write.validate import validate
-
     keys = validate(df, **validate_options).row_keys()
     return df.iloc[np.lexsort((np.arange(len(df)), keys))]
+
+
+def validate(df: pd.DataFrame, schema=None, *, base_dir=None, split_fractions=None, float_precision: str = "auto",
+             arrow=None):
+    """``df`` validated as one part (the steps ``spill.summarize`` takes for each part of a table: the schema
+    checked, the part validated, its Facts checked, then finalized): the Table, or the SchemaError."""
+    from tfrecorder.write import splits
+    from tfrecorder.write.schema_check import check_schema
+    from tfrecorder.write.sources.frames import text_columns
+    from tfrecorder.write.validate import finalize, validate_part
+
+    df = text_columns(df)
+    schema = check_schema(df, schema, arrow)
+    fractions = splits.check_fractions(split_fractions or splits.DEFAULT_FRACTIONS)
+    part, facts = validate_part(df, schema, base_dir=base_dir, fractions=fractions)
+    facts.check()
+    return finalize(part, facts, float_precision)
+
+
+def convert_column(name: str, series: pd.Series, col_type):
+    """One column's values converted for ``col_type`` (``values.convert_values``); the SchemaError names the
+    values and rows that do not fit."""
+    from tfrecorder.errors import SchemaError
+    from tfrecorder.write.values import convert_values
+
+    column, problem = convert_values(name, series, col_type, 0, 0)
+    if problem is not None:
+        raise SchemaError(problem.message())
+    return column
 
 
 def default_signals() -> None:

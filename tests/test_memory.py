@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import validate
 from tfrecorder.write.encode import ExampleEncoder
 from tfrecorder.write.images import StoredImage
-from tfrecorder.write.validate import validate
 
 
 def rss_mib() -> float:

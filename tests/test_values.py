@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import convert_column
 from tfrecorder import types
 from tfrecorder.errors import SchemaError
-from tfrecorder.write.validate import convert_column
 
 
 def test_bytes_column_is_recorded_as_bytes_and_text_as_str():

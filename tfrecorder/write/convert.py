@@ -62,6 +62,7 @@ from tfrecorder.write.resume import (
     start_run,
     table_run_identity,
 )
+from tfrecorder.write.schema_check import check_schema
 from tfrecorder.write.sources import (
     BeamInput,
     FrameSource,
@@ -79,7 +80,6 @@ from tfrecorder.write.sources import (
     text_columns,
     unreadable,
 )
-from tfrecorder.write.validate import check_schema
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Labels (pure): the sorted vocabulary of TRAIN's string labels, and label ids."""
+"""Labels (pure): string labels to their ids in the vocabulary, and the error for labels TRAIN lacks."""
 
 from __future__ import annotations
 
@@ -7,16 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tfrecorder.errors import SchemaError, describe_rows
-from tfrecorder.write.splits import DISCARD, TRAIN
-
-
-def build_vocabulary(labels: Sequence[object], splits: Sequence[str]) -> list[str]:
-    """Sorted distinct labels of TRAIN rows; list labels contribute each item."""
-    seen: set[str] = set()
-    for label, split in zip(labels, splits):
-        if split == TRAIN and label is not None:
-            seen.update(label if isinstance(label, list) else [str(label)])
-    return sorted(seen)
+from tfrecorder.write.splits import DISCARD
 
 
 def to_label_ids(

@@ -63,7 +63,7 @@ class LockInfo:
         that has ended (the lock of output folder ``url``)."""
         if self.job or self.host != socket.gethostname():
             return False  # a Dataflow job, or another machine: only a person can tell
-        if not _alive(self.pid):
+        if not process_alive(self.pid):
             return True
         if self.pid == os.getpid() and self.process_start == _process_start(self.pid):
             with _HELD_LOCK:
@@ -78,12 +78,13 @@ def _user() -> str:
         return "unknown"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (one of another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # another user's process
         return True
     return True
 

@@ -160,9 +160,6 @@ class Run:
     resumed: dict[str, ShardResult]
     reused: Manifest | None = None
 
-    def remaining(self, plan: Sequence[ShardSpec]) -> list[ShardSpec]:
-        return [s for s in plan if s.filename not in self.resumed]
-
 
 def start_run(folder: Folder, identity: str, plan: Sequence[ShardSpec] | None, *, overwrite: bool,
               runner: str, key: FinishedKey | None = None) -> Run:

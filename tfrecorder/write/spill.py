@@ -11,7 +11,7 @@ DataFrame or an image folder's listing), none of them holding a table larger tha
    and key range ("bucket"): a table of one part is held as validated (``HeldPart``), the first
    MEMORY_SPILL_BYTES of a larger one's rows in memory, the rest to files in a spill folder. It keeps each
    split's SAMPLE_ROWS rows of smallest keys for the size estimate. A table with whole-table problems raises
-   the SchemaError ``validate`` gives, before any shard is written.
+   the SchemaError ``Facts.check`` gives, before any shard is written.
 3. ``plan_table`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
    ``write_spilled_shard`` writes one: its rows read from the buckets its range falls in, one bucket at a
    time. Shards are independent: the local runner writes them in processes, one per core.
@@ -44,16 +44,19 @@ from tfrecorder.schema import Schema
 from tfrecorder.types import Role
 from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
+from tfrecorder.write.facts import Facts
 from tfrecorder.write.fetch import FetchLimits, is_remote
 from tfrecorder.write.finish import Finish
+from tfrecorder.write.lock import process_alive
 from tfrecorder.write.plan import SAMPLE_ROWS, TARGET_SHARD_BYTES, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
+from tfrecorder.write.schema_check import check_schema
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
 from tfrecorder.write.spellings import Spellings
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
-from tfrecorder.write.validate import Facts, check_schema, finalize, validate_part
+from tfrecorder.write.validate import finalize, validate_part
 
 logger = logging.getLogger(__name__)
 
@@ -661,16 +664,6 @@ def _remove_orphans(stem: str) -> None:
         if not name.startswith(stem):
             continue
         pid = name[len(stem):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             logger.info("removing %s, the spill of a conversion that was killed", os.path.join(root, name))
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

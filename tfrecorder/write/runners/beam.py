@@ -53,6 +53,7 @@ from tfrecorder.write.journal import Journal
 from tfrecorder.write.lock import Lock, LockInfo
 from tfrecorder.write.options import BeamOptions, as_schema, conversion
 from tfrecorder.write.resume import Claim, begin_run, claim_folder, files_run_identity
+from tfrecorder.write.schema_check import EMPTY_TABLE
 from tfrecorder.write.shard import ShardResult, default_workers, ordered_map
 from tfrecorder.write.sources import (
     FileFacts,
@@ -67,7 +68,6 @@ from tfrecorder.write.sources import (
     no_images,
     table_files,
 )
-from tfrecorder.write.validate import EMPTY_TABLE
 
 logger = logging.getLogger(__name__)
 
