@@ -18,7 +18,6 @@ from tfrecorder.dataset.records import COMPRESSIONS
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TRAIN
-from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
 from tfrecorder.write.options import (
     BEAM_RUNNERS,
     BOX_ORIENTATIONS,
@@ -28,7 +27,9 @@ from tfrecorder.write.options import (
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IGNORE_INDEX,
     DEFAULT_IMAGE_FORMAT,
+    DEFAULT_IMAGE_TIMEOUT,
     DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
     DEFAULT_VALIDATE,

@@ -28,7 +28,6 @@ from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import spill, splits
 from tfrecorder.write.annotations import annotation_table
-from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, ROOT_ATTR, Root
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
@@ -36,15 +35,19 @@ from tfrecorder.write.options import (
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IGNORE_INDEX,
     DEFAULT_IMAGE_FORMAT,
+    DEFAULT_IMAGE_TIMEOUT,
     DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
     DEFAULT_RECORD_FORMAT,
     DEFAULT_RESIZE_MODE,
     DEFAULT_VALIDATE,
     LOCAL,
+    ROOT_ATTR,
     RUNNERS,
     BeamOptions,
+    Root,
     WriteOptions,
     as_schema,
     check_choice,
