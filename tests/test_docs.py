@@ -106,8 +106,7 @@ def test_every_row_error_the_package_raises_is_in_the_list():
     any other at run time)."""
     import re
 
-    from tfrecorder.errors import ROW_ERRORS
-    from tfrecorder.write.fetch import ImageError
+    from tfrecorder.errors import ROW_ERRORS, ImageError
 
     raised = {code for path in (ROOT / "tfrecorder").rglob("*.py")
               for code in re.findall(r'ImageError\(\s*"(\w+)"', path.read_text())}

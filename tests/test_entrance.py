@@ -13,8 +13,8 @@ import pytest
 
 import tfrecorder
 from tests.conftest import write_image
-from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.fetch import ROOT_ATTR, ImageError, Root
+from tfrecorder.errors import ImageError, TFRecorderError
+from tfrecorder.write.options import ROOT_ATTR, Root
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 

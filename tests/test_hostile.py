@@ -16,8 +16,10 @@ import tensorflow as tf
 import tfrecorder
 from tests.conftest import write_image
 from tests.servers import http_server
-from tfrecorder.write.fetch import FetchLimits, ImageError, Retry, fetch
+from tfrecorder.errors import ImageError
+from tfrecorder.write.fetch import fetch
 from tfrecorder.write.images import MemoryBudget
+from tfrecorder.write.options import FetchLimits, Retry
 
 
 def errors_of(out: Path) -> dict[int, tuple[str, str]]:

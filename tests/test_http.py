@@ -11,7 +11,9 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tests.servers import http_server
-from tfrecorder.write.fetch import DEFAULT_RETRY, FetchLimits, ImageError, Retry, fetch
+from tfrecorder.errors import ImageError
+from tfrecorder.write.fetch import fetch
+from tfrecorder.write.options import DEFAULT_RETRY, FetchLimits, Retry
 
 
 def test_http_images_with_missing_forbidden_and_flaky_urls(tmp_path):

@@ -60,7 +60,7 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
     import tfrecorder
     from tests.conftest import write_image
     from tfrecorder.write import spill
-    from tfrecorder.write.fetch import FetchLimits
+    from tfrecorder.write.options import FetchLimits
     from tfrecorder.write.sources import FrameSource
 
     rows = 640

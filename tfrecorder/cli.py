@@ -10,37 +10,14 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import Field, fields
 from typing import Any
 
 from tfrecorder._version import __version__
-from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
-from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, RECORD_FORMATS
-from tfrecorder.dataset.records import COMPRESSIONS
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
+from tfrecorder.dataset.storage import StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TRAIN
-from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES
-from tfrecorder.write.options import (
-    BEAM_RUNNERS,
-    BOX_ORIENTATIONS,
-    BOX_UNITS,
-    DEFAULT_BOX_ORIENTATION,
-    DEFAULT_BOX_UNITS,
-    DEFAULT_FLOAT_PRECISION,
-    DEFAULT_IGNORE_INDEX,
-    DEFAULT_IMAGE_FORMAT,
-    DEFAULT_JPEG_QUALITY,
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_ON_ERROR,
-    DEFAULT_VALIDATE,
-    FLOAT_PRECISIONS,
-    IMAGE_FORMATS,
-    LOCAL,
-    ON_ERROR,
-    RUNNERS,
-    VALIDATE_MODES,
-)
-from tfrecorder.write.splits import DEFAULT_FRACTIONS
+from tfrecorder.write.options import BEAM_RUNNERS, Options
 
 logger = logging.getLogger(__name__)
 
@@ -59,60 +36,9 @@ def _parser() -> argparse.ArgumentParser:
                     "Any other --flag=value is passed to Apache Beam as a pipeline option.")
     convert.add_argument("source", help="CSV or Parquet path/URL, a glob of them (quote it), or an image folder")
     convert.add_argument("output_dir", help="folder to write into (local path or gs:// URL)")
-    convert.add_argument("--runner", default=LOCAL, choices=RUNNERS,
-                         help=f"{LOCAL}: in this process; {' or '.join(BEAM_RUNNERS)}: an Apache Beam pipeline")
-    convert.add_argument("--num-shards", type=int, default=None, help="shards per split (default: ~128 MiB each)")
-    convert.add_argument("--compression", default=None, choices=[c for c in COMPRESSIONS if c],
-                         help="compress the shards; readers take it from dataset.json, TFDS reads uncompressed "
-                              "shards only (default: none)")
-    convert.add_argument("--image-format", default=DEFAULT_IMAGE_FORMAT, choices=IMAGE_FORMATS,
-                         help="keep: the original encoded bytes; jpeg, png: re-encoded; raw: decoded uint8 pixels")
-    convert.add_argument("--image-size", default=None, metavar="HxW",
-                         help="resize to HEIGHTxWIDTH, e.g. 224x224 (default: images stored at their size)")
-    convert.add_argument("--jpeg-quality", type=int, default=DEFAULT_JPEG_QUALITY, help="with --image-format jpeg")
-    convert.add_argument("--resize-mode", default=DEFAULT_RESIZE_MODE, choices=RESIZE_MODES,
-                         help="with --image-size: stretch, pad (letterbox) or crop (centre)")
-    convert.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_PIXELS,
-                         help="larger images are row errors (decompression-bomb guard)")
-    convert.add_argument("--float-precision", default=DEFAULT_FLOAT_PRECISION, choices=FLOAT_PRECISIONS,
-                         help="auto: float64 only for columns float32 would change; float32 or float64 always")
-    convert.add_argument("--max-image-bytes", type=int, default=DEFAULT_MAX_IMAGE_BYTES,
-                         help="larger image files are row errors, found without reading them whole")
-    convert.add_argument("--image-timeout", type=float, default=DEFAULT_IMAGE_TIMEOUT,
-                         help="seconds one try at reading a remote image may take, whole (4 tries, then a row error)")
-    _storage_timeout(convert)
-    convert.add_argument("--box-units", default=DEFAULT_BOX_UNITS, choices=BOX_UNITS,
-                         help="detection tables: box edges in pixels, normalized, or auto "
-                              "(normalized if all are within [0, 1])")
-    convert.add_argument("--box-orientation", default=DEFAULT_BOX_ORIENTATION, choices=BOX_ORIENTATIONS,
-                         help="detection tables: pixel boxes of EXIF-rotated photos refer to the picture displayed "
-                              "or stored (auto: displayed unless width/height columns are the stored size)")
-    convert.add_argument("--record-format", default=DEFAULT_RECORD_FORMAT, choices=RECORD_FORMATS,
-                         help="tf_object_detection: the TF Object Detection API's keys and label_map.pbtxt")
-    convert.add_argument("--mask-classes", default=None, type=lambda text: text.split(","), metavar="NAMES",
-                         help="segmentation tables: class names by id, comma-separated (background,person,...) "
-                              "(default: the ids)")
-    convert.add_argument("--ignore-index", type=int, default=DEFAULT_IGNORE_INDEX,
-                         help="segmentation tables: the class id of pixels to ignore, and of a mask's padding")
-    convert.add_argument("--validate-images", default=DEFAULT_VALIDATE, choices=VALIDATE_MODES,
-                         help="full: decode every image once, so a bad image never reaches training; "
-                              "header: read image headers only (faster)")
-    convert.add_argument("--on-error", default=DEFAULT_ON_ERROR, choices=ON_ERROR,
-                         help="a row that fails (missing or damaged image, unreadable URI): report: listed in "
-                              "errors.csv and the counts; raise: stop with the row, column, URI and cause")
-    convert.add_argument("--split-fractions", default=None, metavar="T,V,T",
-                         help="TRAIN,VALIDATION,TEST fractions for rows without a split "
-                              f"(default: {','.join(map(str, DEFAULT_FRACTIONS))})")
-    convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in OUTPUT_DIR")
-    convert.add_argument("--num-workers", type=int, default=None,
-                         help="threads fetching images (local runner; all shards written in this process) "
-                              "(default: one per core, more for remote URLs)")
-    convert.add_argument("--no-progress", action="store_true", help="no progress bar")
-    convert.add_argument("--project", help="Google Cloud project (required with DataflowRunner; default: none)")
-    convert.add_argument("--region", help="Google Cloud region (required with DataflowRunner; default: none)")
-    convert.add_argument("--job-label", help="label in the Dataflow job name (default: none)")
-    convert.add_argument("--tfrecorder-wheel", help="tfrecorder package for Dataflow workers (default: built)")
-    convert.add_argument("--wait", action="store_true", help="wait for a Dataflow job to finish")
+    for option in fields(Options):  # every keyword of convert that has a flag, in the list's order
+        if option.metadata["cli"]:
+            _add_flag(convert, option)
 
     info = commands.add_parser("info", help="splits, counts, bytes, schema and labels of a dataset")
     info.add_argument("tfrecord_dir", help="a folder tfrecorder wrote (local path or gs:// URL)")
@@ -161,10 +87,24 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def _flag(option: Field[Any]) -> str:
+    return option.metadata["flag"] or "--" + option.name.replace("_", "-")
+
+
+def _add_flag(command: argparse.ArgumentParser, option: Field[Any]) -> None:
+    """The flag of one ``Options`` field: its help, choices and default from the field. A switch (a bool, or
+    a flag named otherwise, ``--no-progress``) passes the field's ``given``; a flag with a ``parse`` is read
+    as text (default None: not given) and parsed by ``_convert``."""
+    meta, flag = option.metadata, _flag(option)
+    if option.default is False or meta["flag"]:
+        command.add_argument(flag, action="store_true", help=meta["help"])
+        return
+    command.add_argument(flag, default=None if meta["parse"] else option.default, help=meta["help"],
+                         choices=meta["choices"], type=meta["cli_type"], metavar=meta["metavar"])
+
+
 def _storage_timeout(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--storage-timeout", type=float, default=DEFAULT_STORAGE_TIMEOUT, metavar="SECONDS",
-                         help="gs://: seconds one store operation may take, retries included; then one error, "
-                              "and the same command resumes")
+    _add_flag(command, next(f for f in fields(Options) if f.name == "storage_timeout"))
 
 
 # Libraries whose own logs (retries, tracebacks of requests given up on, a Beam worker's failure) would bury the
@@ -196,23 +136,23 @@ def _value(text: str) -> Any:
         return text
 
 
-def _image_size(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
+def _option_value(args: argparse.Namespace, option: Field[Any]) -> Any:
+    """The value of ``option``'s flag as convert takes it; ``_NOT_GIVEN`` where its default stands."""
+    meta = option.metadata
+    value = getattr(args, _flag(option)[2:].replace("-", "_"))
+    if option.default is False or meta["flag"]:
+        return meta["given"] if value else _NOT_GIVEN
+    if meta["parse"] is None:
+        return value
+    if value is None:
+        return _NOT_GIVEN
     try:
-        height, width = (int(v) for v in text.lower().split("x"))
+        return meta["parse"](value)
     except ValueError as e:
-        raise TFRecorderError(f"--image-size {text!r}: write HEIGHTxWIDTH, e.g. 224x224") from e
-    return height, width
+        raise TFRecorderError(f"{_flag(option)} {value!r}: write {meta['usage']}") from e
 
 
-def _fractions(text: str | None) -> tuple[float, ...] | None:
-    if text is None:
-        return None
-    try:
-        return tuple(float(v) for v in text.split(","))
-    except ValueError as e:
-        raise TFRecorderError(f"--split-fractions {text!r}: write three numbers, e.g. 0.8,0.1,0.1") from e
+_NOT_GIVEN = object()
 
 
 def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
@@ -221,21 +161,9 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
     beam_options = pipeline_flags(extra)
     if beam_options and args.runner not in BEAM_RUNNERS:
         raise TFRecorderError(f"unrecognized arguments {' '.join(extra)} (pipeline options need a Beam --runner)")
-    fractions = _fractions(args.split_fractions)
-    result = convert(
-        args.source, args.output_dir, runner=args.runner, num_shards=args.num_shards, compression=args.compression,
-        image_format=args.image_format, image_size=_image_size(args.image_size), jpeg_quality=args.jpeg_quality,
-        resize_mode=args.resize_mode, max_image_pixels=args.max_image_pixels,
-        max_image_bytes=args.max_image_bytes, image_timeout=args.image_timeout, float_precision=args.float_precision,
-        storage_timeout=args.storage_timeout, box_units=args.box_units, box_orientation=args.box_orientation,
-        record_format=args.record_format, mask_classes=args.mask_classes, ignore_index=args.ignore_index,
-        validate_images=args.validate_images, on_error=args.on_error,
-        overwrite=args.overwrite,
-        progress=False if args.no_progress else None, num_workers=args.num_workers,
-        project=args.project, region=args.region, job_label=args.job_label, tfrecorder_wheel=args.tfrecorder_wheel,
-        wait=args.wait, dataflow_options=beam_options or None,
-        **({"split_fractions": fractions} if fractions else {}),  # type: ignore[arg-type]
-    )
+    given = {option.name: _option_value(args, option) for option in fields(Options) if option.metadata["cli"]}
+    result = convert(args.source, args.output_dir, dataflow_options=beam_options or None,
+                     **{name: value for name, value in given.items() if value is not _NOT_GIVEN})
     print(result)  # a reused conversion's table says so above it
 
 

@@ -1,4 +1,5 @@
-"""Errors: the exceptions tfrecorder raises, all subclasses of ValueError."""
+"""Errors: the exceptions tfrecorder raises, all subclasses of ValueError, and a row's failure (``ImageError``),
+which becomes a row of errors.csv or a RowError."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
+
+from tfrecorder.dataset.redact import redact
 
 _ROW_ERROR = re.compile(r"row (\d+) \(split (\w+)\), column 'image_uri' = '(.*?)': (\w+): ([^\n]*)")
 
@@ -99,6 +102,18 @@ class RowError(TFRecorderError):
             return None
         row, split, uri, error, message = found.groups()
         return cls(int(row), split, uri, error, message.strip().strip("\"'"))
+
+
+class ImageError(Exception):
+    """A row's image cannot be read or stored; ``error`` is a short class for errors.csv (not_found, ...)."""
+
+    def __init__(self, error: str, message: str):
+        if error not in ROW_ERRORS:  # every code is documented; a new one is added there first
+            raise AssertionError(f"row error code {error!r} is not in tfrecorder.errors.ROW_ERRORS")
+        message = redact(message)  # it may quote a URL with a token in it
+        super().__init__(f"{error}: {message}")
+        self.error = error
+        self.message = message
 
 
 def describe_rows(rows: Sequence[int], limit: int = 5, total: int | None = None) -> str:

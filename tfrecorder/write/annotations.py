@@ -34,7 +34,7 @@ from defusedxml import ElementTree as SafeElementTree
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
-from tfrecorder.write.fetch import ROOT_ATTR
+from tfrecorder.write.options import ROOT_ATTR
 from tfrecorder.write.splits import DEFAULT_FRACTIONS, TEST, TRAIN, UNASSIGNED, VALIDATION, hash_fraction
 
 BOX_COLUMNS = ("xmin", "ymin", "xmax", "ymax")

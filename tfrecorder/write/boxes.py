@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfrecorder.dataset.boxes import INVERSE, turn
-from tfrecorder.write.fetch import ImageError
+from tfrecorder.errors import ImageError
 
 CLIP_PIXELS = 1.0  # pixel boxes this far outside the image are clipped onto it
 CLIP_FRACTION = 0.005  # ... and normalized ones this far

@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import pandas as pd
@@ -28,7 +28,6 @@ from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import spill, splits
 from tfrecorder.write.annotations import annotation_table
-from tfrecorder.write.fetch import DEFAULT_IMAGE_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES, ROOT_ATTR, Root
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
@@ -36,19 +35,21 @@ from tfrecorder.write.options import (
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IGNORE_INDEX,
     DEFAULT_IMAGE_FORMAT,
+    DEFAULT_IMAGE_TIMEOUT,
     DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
     DEFAULT_RECORD_FORMAT,
     DEFAULT_RESIZE_MODE,
     DEFAULT_VALIDATE,
     LOCAL,
-    RUNNERS,
+    ROOT_ATTR,
     BeamOptions,
+    Options,
+    Root,
     WriteOptions,
     as_schema,
-    check_choice,
-    conversion,
 )
 from tfrecorder.write.result import ConvertResult, reused_note
 from tfrecorder.write.resume import (
@@ -93,15 +94,9 @@ def convert(
     compression: str | None = None,
     image_format: str = DEFAULT_IMAGE_FORMAT,
     image_size: tuple[int, int] | None = None,
-    validate_images: str = DEFAULT_VALIDATE,
-    on_error: str = DEFAULT_ON_ERROR,
-    overwrite: bool = False,
-    progress: bool | None = None,
-    split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
-    jpeg_quality: int = DEFAULT_JPEG_QUALITY,
     resize_mode: str = DEFAULT_RESIZE_MODE,
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY,
     max_image_pixels: int = DEFAULT_MAX_PIXELS,
-    num_workers: int | None = None,
     float_precision: str = DEFAULT_FLOAT_PRECISION,
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     image_timeout: float = DEFAULT_IMAGE_TIMEOUT,
@@ -112,6 +107,12 @@ def convert(
     mask_classes: Sequence[str] | None = None,
     mask_colors: Mapping[tuple[int, int, int], int] | None = None,
     ignore_index: int = DEFAULT_IGNORE_INDEX,
+    validate_images: str = DEFAULT_VALIDATE,
+    on_error: str = DEFAULT_ON_ERROR,
+    overwrite: bool = False,
+    progress: bool | None = None,
+    num_workers: int | None = None,
+    split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
     project: str | None = None,
     region: str | None = None,
     dataflow_options: Mapping[str, Any] | None = None,
@@ -210,16 +211,11 @@ def convert(
         >>> result.splits["TRAIN"].written
         1
     """
+    given = locals()  # the keywords as given, before any other name is bound: one Options field each
     started = time.perf_counter()
-    check_choice("runner", runner, RUNNERS)
-    how = conversion(num_shards=num_shards, compression=compression, image_format=image_format,
-                     image_size=image_size, validate_images=validate_images, on_error=on_error, overwrite=overwrite,
-                     split_fractions=split_fractions, jpeg_quality=jpeg_quality, resize_mode=resize_mode,
-                     max_image_pixels=max_image_pixels, float_precision=float_precision,
-                     max_image_bytes=max_image_bytes, image_timeout=image_timeout, storage_timeout=storage_timeout,
-                     box_units=box_units, box_orientation=box_orientation, record_format=record_format,
-                     mask_classes=mask_classes, mask_colors=mask_colors, ignore_index=ignore_index)
-    beam_options = BeamOptions(project, region, dict(dataflow_options or {}), job_label, tfrecorder_wheel, wait)
+    options = Options(**{f.name: given[f.name] for f in fields(Options)})
+    how = options.conversion()
+    beam_options = options.beam()
     beam_options.check(runner, str(output_dir))
     output = Folder.of(output_dir, how.storage_timeout)
     with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
@@ -315,8 +311,7 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
         shards, finish = spill.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
                                           float_precision=float_precision)
         identity = table_run_identity(summary.run_digest, shards, finish.table)
-        key = finished_key(identity, options, schema, runner=LOCAL, num_shards=num_shards, fractions=fractions,
-                           float_precision=float_precision)
+        key = finished_key(identity, options, schema, runner=LOCAL)
         plan = [s.spec for s in shards]
         run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL, key=key)
         with _space_left(folder), _holding(run):
@@ -421,8 +416,7 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
     from tfrecorder.write.runners import beam
 
     notes = beam_notes(job.files, columns)
-    run_identity = files_run_identity(identity, job.schema, job.options, fractions=job.fractions,
-                                      float_precision=job.float_precision, num_shards=job.num_shards)
+    run_identity = files_run_identity(identity, job.schema, job.options)
     key = _pipeline_key(run_identity, job)
     run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner, key=key)
     with _space_left(folder), _holding(run):
@@ -453,8 +447,7 @@ def _pipeline_key(run_identity: str, job: spill.FileJob) -> FinishedKey | None:
         for found in label_folders(job.files.url):
             listing.update(folder_rows(job.files.url, found)[1].encode("ascii"))
         run_identity = listing.hexdigest()
-    return finished_key(run_identity, job.options, job.schema, runner=job.runner, num_shards=job.num_shards,
-                        fractions=job.fractions, float_precision=job.float_precision)
+    return finished_key(run_identity, job.options, job.schema, runner=job.runner)
 
 
 def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: float,

@@ -8,126 +8,22 @@ a server that does not answer within ``timeout`` seconds, or one that keeps fail
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import posixpath
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
 
 from tfrecorder.dataset.redact import redact
-from tfrecorder.errors import ROW_ERRORS, TFRecorderError
+from tfrecorder.errors import ImageError
+from tfrecorder.write.options import FetchLimits, is_remote, local_path
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2  # far above any photo
-MAX_IMAGE_BYTES = 1024**3  # the most max_image_bytes may be: one record must stay under protobuf's 2 GiB
-DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds a remote image's read may take, each try (and any silence in it)
 _CHUNK = 1 << 20
-ROOT_ATTR = "tfrecorder.root"  # DataFrame.attrs key of an annotation file's table: {"root": ..., "annotations": ...}
-
-
-@dataclass(frozen=True)
-class Retry:
-    """How transient remote failures (5xx, 429, timeouts, dropped connections) are retried."""
-
-    attempts: int = 4
-    backoff_seconds: float = 0.1  # waits 0.1, 0.4, 1.6 s between the four tries
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed try number ``attempt`` (0-based)."""
-        return self.backoff_seconds * 4**attempt
-
-
-DEFAULT_RETRY = Retry()
-
-
-@dataclass(frozen=True)
-class Root:
-    """The folder every file an annotation file names must stay inside (the dataset's root): ``url`` an absolute
-    local path or a URL, ``named_by`` the annotation file or folder that names the files.
-
-    A name is outside when it is a URL under a local root (or a local path under a remote one: a remote
-    annotation file never names a local file), on another host or bucket, or resolves - ``..`` and, for local
-    files, symlinks followed - to a place out of ``url``."""
-
-    url: str
-    named_by: str
-
-    def check(self, location: str) -> None:
-        """An ImageError ``outside_folder`` naming the location, the annotation file and how to name the root,
-        when ``location`` is outside."""
-        if not self.holds(location):
-            raise ImageError("outside_folder", f"{location} is named by {self.named_by}, outside the dataset's root "
-                                               f"{self.url}: give images_dir= the folder that holds the images to "
-                                               f"read files from there")
-
-    @functools.cached_property
-    def _real_root(self) -> str:  # once per conversion, not once per image
-        return os.path.realpath(_local(self.url))
-
-    def holds(self, location: str) -> bool:
-        if is_remote(self.url):
-            if not is_remote(location):
-                return False
-            (scheme, rest), (root_scheme, root_rest) = _split_url(location), _split_url(self.url)
-            inside = posixpath.normpath("/" + rest)
-            top = posixpath.normpath("/" + root_rest)
-            return scheme == root_scheme and (inside + "/").startswith(top.rstrip("/") + "/")
-        if is_remote(location):
-            return False
-        top = self._real_root
-        path = _local(location)
-        return os.path.commonpath([os.path.realpath(path), top]) == top  # links followed: where it really is
-
-
-def _local(location: str) -> str:
-    return location[len("file://"):] if location.startswith("file://") else location
-
-
-def _split_url(url: str) -> tuple[str, str]:
-    scheme, rest = url.split("://", 1)
-    return scheme.lower(), rest
-
-
-@dataclass(frozen=True)
-class FetchLimits:
-    """What one image read may cost - bytes, seconds of silence from a server, and retries - and, for the files
-    an annotation file names, where it may read (``root``)."""
-
-    max_bytes: int = DEFAULT_MAX_IMAGE_BYTES
-    timeout: float = DEFAULT_IMAGE_TIMEOUT
-    retry: Retry = field(default_factory=Retry)
-    root: Root | None = None
-
-    def __post_init__(self) -> None:
-        if not 0 < self.max_bytes <= MAX_IMAGE_BYTES:
-            raise TFRecorderError(f"max_image_bytes={self.max_bytes}: give a size from 1 to {MAX_IMAGE_BYTES} "
-                                  f"(1 GiB: a record must stay under protobuf's 2 GiB)")
-        if not self.timeout > 0:
-            raise TFRecorderError(f"image_timeout={self.timeout}: give a number of seconds above 0")
-
-
-class ImageError(Exception):
-    """A row's image cannot be read or stored; ``error`` is a short class for errors.csv (not_found, ...)."""
-
-    def __init__(self, error: str, message: str):
-        if error not in ROW_ERRORS:  # every code is documented; a new one is added there first
-            raise AssertionError(f"row error code {error!r} is not in tfrecorder.errors.ROW_ERRORS")
-        message = redact(message)  # it may quote a URL with a token in it
-        super().__init__(f"{error}: {message}")
-        self.error = error
-        self.message = message
-
-
-def is_remote(location: str | None) -> bool:
-    """True for URLs fetched through fsspec (gs://, http(s)://, ...); False for local paths and file://."""
-    return location is not None and "://" in location and not location.startswith("file://")
 
 
 def fetch(location: str | None, limits: FetchLimits = FetchLimits()) -> bytes:
@@ -158,7 +54,7 @@ def size_of(location: str | None, limits: FetchLimits = FetchLimits()) -> int | 
         return None
     try:
         if not is_remote(location):
-            return os.stat(_local(location)).st_size
+            return os.stat(local_path(location)).st_size
         fs, path = _filesystem(location, limits.timeout)
         size = fs.size(path)
     except Exception as e:  # noqa: BLE001 - an estimate only: any failure means "unknown"
@@ -168,7 +64,7 @@ def size_of(location: str | None, limits: FetchLimits = FetchLimits()) -> int | 
 
 
 def _read_local(location: str, max_bytes: int) -> bytes:
-    path = _local(location)
+    path = local_path(location)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
     try:
         info = os.fstat(fd)

@@ -16,9 +16,10 @@ import simplejpeg
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE
+from tfrecorder.errors import ImageError
 from tfrecorder.write.boxes import Geometry
-from tfrecorder.write.fetch import FetchLimits, ImageError, fetch
-from tfrecorder.write.options import ImageSettings
+from tfrecorder.write.fetch import fetch
+from tfrecorder.write.options import FetchLimits, ImageSettings
 
 logger = logging.getLogger(__name__)
 

@@ -59,12 +59,11 @@ def table_run_identity(digest: RunDigest, shards: Sequence[Any], table: Table) -
                         columns=[(c.name, c.kind.value, c.nullable, c.source) for c in table.columns])
 
 
-def files_run_identity(identity: Any, schema: Schema | None, options: WriteOptions, **settings: Any) -> str:
+def files_run_identity(identity: Any, schema: Schema | None, options: WriteOptions) -> str:
     """A pipeline's run identity: the input's ``identity`` (``files_identity``, or the digests of a staged
-    DataFrame's or pipeline's parts), the schema given, the settings (``options`` and ``settings``: split
-    fractions, float precision, shard count) and the version - all the submitting process knows without
-    reading the table. The shards follow from these."""
-    return run_identity(RunDigest(schema, options), input=identity, settings=repr(sorted(settings.items())))
+    DataFrame's or pipeline's parts), the schema given, the options and the version - all the submitting
+    process knows without reading the table. The shards follow from these."""
+    return run_identity(RunDigest(schema, options), input=identity)
 
 
 def files_identity(files: MatchedFiles) -> list[tuple[str, Any]]:
@@ -76,16 +75,14 @@ def files_identity(files: MatchedFiles) -> list[tuple[str, Any]]:
 
 class RunDigest:
     """A SHA-256 of tagged values - numpy arrays by their bytes, lists a slice at a time - that starts with the
-    version, the table's schema (None: to be inferred) and the settings that change a byte written."""
+    version, the table's schema (None: to be inferred) and the options that change a byte written: every field
+    of ``Options`` marked ``identity`` (``options.identity``), so a new option is part of it by being one."""
 
     def __init__(self, schema: Mapping[str, type] | None, options: WriteOptions):
         self._digest = hashlib.sha256()
         self.add("version", __version__)
         self.add("schema", [(name, t.__name__) for name, t in schema.items()] if schema is not None else None)
-        # the fetch timeout and retries change no byte written: a re-run may use others
-        self.add("options", (dataclasses.astuple(options.images), options.compression, options.on_error,
-                             options.fetch.max_bytes, options.box_units, options.box_orientation,
-                             options.record_format, dataclasses.astuple(options.masks)))
+        self.add("options", options.identity)  # the fetch timeout, runner, progress...: a re-run may use others
         if options.fetch.root is not None:  # which files an annotation file's names may reach
             self.add("root", dataclasses.astuple(options.fetch.root))
 
@@ -122,19 +119,11 @@ class FinishedKey:
     settings: dict[str, str]
 
 
-def finished_key(identity: str, options: WriteOptions, schema: Schema | None, *, runner: str,
-                 num_shards: int | None, fractions: Sequence[float], float_precision: str) -> FinishedKey:
-    """The FinishedKey of a conversion of run ``identity`` with these settings (the version's among them)."""
-    images, masks = options.images, options.masks
-    settings = dict(
-        runner=runner, schema=[(n, t.__name__) for n, t in schema.items()] if schema is not None else None,
-        num_shards=num_shards, compression=options.compression, image_format=images.format,
-        image_size=images.size, resize_mode=images.resize_mode, jpeg_quality=images.jpeg_quality,
-        validate_images=images.validate, max_image_pixels=images.max_pixels, max_image_bytes=options.fetch.max_bytes,
-        on_error=options.on_error, split_fractions=tuple(fractions), float_precision=float_precision,
-        box_units=options.box_units, box_orientation=options.box_orientation, record_format=options.record_format,
-        mask_classes=masks.classes, mask_colors=masks.colors, ignore_index=masks.ignore_index,
-        tfrecorder_version=__version__)
+def finished_key(identity: str, options: WriteOptions, schema: Schema | None, *, runner: str) -> FinishedKey:
+    """The FinishedKey of a conversion of run ``identity`` with these settings: the runner, the schema, the
+    options of the run identity (``options.identity``) and the version."""
+    settings = dict(runner=runner, schema=[(n, t.__name__) for n, t in schema.items()] if schema is not None else None,
+                    **dict(options.identity), tfrecorder_version=__version__)
     return FinishedKey(identity, {name: repr(value) for name, value in settings.items()})
 
 

@@ -16,9 +16,8 @@ import numpy as np
 
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
-from tfrecorder.errors import RowError
+from tfrecorder.errors import ImageError, RowError
 from tfrecorder.write.encode import ENCODERS
-from tfrecorder.write.fetch import ImageError
 from tfrecorder.write.images import StoredImage, load_image
 from tfrecorder.write.leakage import content_key
 from tfrecorder.write.masks import load_mask, pixel_stride

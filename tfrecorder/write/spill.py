@@ -45,9 +45,9 @@ from tfrecorder.types import Role
 from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.facts import Facts
-from tfrecorder.write.fetch import FetchLimits, is_remote
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.lock import process_alive
+from tfrecorder.write.options import FetchLimits, is_remote
 from tfrecorder.write.plan import SAMPLE_ROWS, TARGET_SHARD_BYTES, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.schema_check import check_schema

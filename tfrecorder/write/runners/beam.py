@@ -51,7 +51,7 @@ from tfrecorder.write import leakage, spill
 from tfrecorder.write.finish import Finish, convert_result
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.lock import Lock, LockInfo
-from tfrecorder.write.options import BeamOptions, as_schema, conversion
+from tfrecorder.write.options import PIPELINE_SETTINGS, BeamOptions, Options, as_schema
 from tfrecorder.write.resume import Claim, begin_run, claim_folder, files_run_identity
 from tfrecorder.write.schema_check import EMPTY_TABLE
 from tfrecorder.write.shard import ShardResult, default_workers, ordered_map
@@ -430,8 +430,6 @@ def _without_content_keys(result: ShardResult) -> ShardResult:
 # The public transform -------------------------------------------------------------------------------------
 
 WRITE_DATASET = "WriteDataset"  # the runner dataset.json names for a conversion inside a user's pipeline
-_PIPELINE_SETTINGS = ("runner", "progress", "num_workers", "project", "region", "dataflow_options", "job_label",
-                      "tfrecorder_wheel", "wait")  # convert's keywords for the pipeline it runs, not for the files
 
 
 class WriteDataset(beam.PTransform):
@@ -465,12 +463,12 @@ class WriteDataset(beam.PTransform):
 
     def __init__(self, output_dir: str, schema: Any = None, **convert_options: Any):
         super().__init__()
-        misplaced = [name for name in _PIPELINE_SETTINGS if name in convert_options]
+        misplaced = [name for name in PIPELINE_SETTINGS if name in convert_options]
         if misplaced:
             raise TFRecorderError(
                 f"WriteDataset({', '.join(f'{name}=...' for name in misplaced)}): these are settings of the pipeline "
                 f"convert runs; WriteDataset runs in your pipeline: set them on it (its PipelineOptions)")
-        self._how = conversion(**convert_options)
+        self._how = Options(**convert_options).conversion()
         self._schema = as_schema(schema)
         self._url = str(output_dir)
 
@@ -722,8 +720,7 @@ def _begin(claimed: float, staged: list[tuple[int, str, int, str] | str], job: s
     refused = [reason for reason in (schema, *staged) if isinstance(reason, str)]
     journal = Journal(folder, release_lock=True)
     claim = Claim(Lock(folder, LockInfo.mine(WRITE_DATASET)), journal, journal.read_run())
-    identity = files_run_identity([digest for *_, digest in parts], job.schema, job.options, fractions=job.fractions,
-                                  float_precision=job.float_precision, num_shards=job.num_shards)
+    identity = files_run_identity([digest for *_, digest in parts], job.schema, job.options)
     try:
         if refused:
             raise _unstageable(refused[0])
