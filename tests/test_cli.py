@@ -79,7 +79,8 @@ def test_inspect_writes_images_and_csv(csv_file, tmp_path):
     proc = run("inspect", str(tmp_path / "out"), "--split", "train", "--num-records", "2",
                "--output-dir", str(tmp_path / "look"))
     assert "wrote 2 record(s) of TRAIN" in proc.stdout
-    assert sorted(p.name for p in (tmp_path / "look").iterdir()) == ["00000.jpg", "00001.jpg", "data.csv"]
+    assert sorted(p.name for p in (tmp_path / "look").iterdir()) == [
+        ".tfrecorder-inspect", "00000.jpg", "00001.jpg", "data.csv"]  # the list of what it wrote, and it
     rows = (tmp_path / "look" / "data.csv").read_text().splitlines()
     assert len(rows) == 3 and "label_name" in rows[0] and any(",a," in row for row in rows[1:])
 

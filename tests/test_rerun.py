@@ -112,14 +112,14 @@ def test_a_csv_path_again_from_the_command_line_says_so_in_one_line(tmp_path):
 
 def test_an_image_folder_again_is_reused_and_an_added_image_is_another_input(tmp_path):
     pets = tmp_path / "pets"
-    for i in range(6):
-        write_image(pets / "ab"[i % 2] / f"{i}.jpg", seed=i)
+    for i in range(6):  # in a TRAIN folder: a hash of the tmp path never leaves a label out of TRAIN
+        write_image(pets / "train" / "ab"[i % 2] / f"{i}.jpg", seed=i)
     (pets / "notes.txt").write_text("not a row")
     out = tmp_path / "out"
     first = tfrecorder.convert(str(pets), str(out), progress=False)
     assert first.skipped
     same_result(tfrecorder.convert(str(pets), str(out), progress=False), first)
-    write_image(pets / "a" / "new.jpg", seed=9)
+    write_image(pets / "train" / "a" / "new.jpg", seed=9)
     with pytest.raises(TFRecorderError, match=NOT_EMPTY + " of another input"):
         tfrecorder.convert(str(pets), str(out), progress=False)
 
@@ -163,10 +163,10 @@ def test_direct_runner_again_is_reused_for_a_csv_and_an_image_folder(image_table
     same_result(again, first)
 
     pets = tmp_path / "pets"
-    for i in range(4):
-        write_image(pets / "ab"[i % 2] / f"{i}.jpg", seed=i)
+    for i in range(4):  # in a TRAIN folder: a hash of the tmp path never leaves a label out of TRAIN
+        write_image(pets / "train" / "ab"[i % 2] / f"{i}.jpg", seed=i)
     first = tfrecorder.convert(str(pets), str(tmp_path / "pets_out"), runner="DirectRunner")
     same_result(tfrecorder.convert(str(pets), str(tmp_path / "pets_out"), runner="DirectRunner"), first)
-    write_image(pets / "b" / "new.jpg", seed=7)  # the pipeline lists the folder: the key holds the listing
+    write_image(pets / "train" / "b" / "new.jpg", seed=7)  # the pipeline lists the folder: the key holds the listing
     with pytest.raises(TFRecorderError, match=NOT_EMPTY + " of another input"):
         tfrecorder.convert(str(pets), str(tmp_path / "pets_out"), runner="DirectRunner")
