@@ -38,21 +38,20 @@ def same_result(again, first) -> None:
 
 
 @pytest.fixture
-def troubled(image_table) -> pd.DataFrame:
-    """``image_table`` with a missing image (a row in errors.csv) and one image in TRAIN and TEST (a warning)."""
+def warned(image_table) -> pd.DataFrame:
+    """``image_table`` with one image in TRAIN and TEST (a warning the reused result must give again)."""
     df = image_table.copy()
-    df.loc[3, "image_uri"] = df.loc[3, "image_uri"] + ".missing.jpg"
     df.loc[2, "image_uri"] = df.loc[0, "image_uri"]
     return df
 
 
-def test_the_same_dataframe_again_returns_the_finished_result_and_writes_nothing(troubled, tmp_path, caplog):
+def test_the_same_dataframe_again_returns_the_finished_result_and_writes_nothing(warned, tmp_path, caplog):
     out = tmp_path / "out"
-    first = troubled.tensorflow.to_tfr(str(out), progress=False)
-    assert first.errors == 1 and first.warnings
+    first = warned.tensorflow.to_tfr(str(out), progress=False)
+    assert first.errors == 0 and first.warnings
     written = stamps(out)
     with caplog.at_level("INFO", logger="tfrecorder"):
-        again = troubled.tensorflow.to_tfr(str(out), progress=False)
+        again = warned.tensorflow.to_tfr(str(out), progress=False)
     same_result(again, first)
     assert stamps(out) == written  # nothing written, not even the record
     assert f"{out} {REUSED}" in caplog.messages
@@ -170,3 +169,45 @@ def test_direct_runner_again_is_reused_for_a_csv_and_an_image_folder(image_table
     write_image(pets / "train" / "b" / "new.jpg", seed=7)  # the pipeline lists the folder: the key holds the listing
     with pytest.raises(TFRecorderError, match=NOT_EMPTY + " of another input"):
         tfrecorder.convert(str(pets), str(tmp_path / "pets_out"), runner="DirectRunner")
+
+
+def test_a_conversion_with_failed_rows_is_converted_again_so_fixed_images_are_written(image_table, tmp_path,
+                                                                                        caplog):
+    """A re-run is how a user retries the rows in errors.csv: the same call converts again (said in one line),
+    and an image put in place since is written."""
+    df = image_table.copy()
+    missing = tmp_path / "later.jpg"
+    df.loc[3, "image_uri"] = str(missing)
+    out = tmp_path / "out"
+    first = tfrecorder.convert(df, str(out), progress=False)
+    assert first.errors == 1
+    write_image(missing, seed=3)
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        again = tfrecorder.convert(df, str(out), progress=False)
+    assert not again.reused and again.errors == 0 and again.rows.written == first.rows.written + 1
+    assert any("1 of its rows failed (listed in errors.csv): converting it again" in m for m in caplog.messages)
+
+
+def test_a_missing_shard_is_written_again_not_reused(image_table, tmp_path):
+    out = tmp_path / "out"
+    first = tfrecorder.convert(image_table, str(out), progress=False)
+    shard = out / first.splits["TEST"].shards[0].rsplit("/", 1)[-1]
+    shard.unlink()
+    again = tfrecorder.convert(image_table, str(out), progress=False)
+    assert not again.reused and shard.exists()
+    assert len(tfrecorder.read_tfr(str(out), split="TEST")) == first.splits["TEST"].written
+
+
+def test_a_dataframe_of_relative_paths_from_another_working_directory_is_another_input(tmp_path, monkeypatch):
+    """The same relative names from another folder are other files: refused, not returned as the first ones."""
+    for folder in ("a", "b"):
+        for i in range(4):
+            write_image(tmp_path / folder / "img" / f"{i}.jpg", seed=i + (10 if folder == "b" else 0))
+    df = pd.DataFrame({"split": ["TRAIN"] * 4, "image_uri": [f"img/{i}.jpg" for i in range(4)],
+                       "label": ["x", "y"] * 2})
+    monkeypatch.chdir(tmp_path / "a")
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    assert tfrecorder.convert(df, str(tmp_path / "out"), progress=False).reused  # the same folder: reused
+    monkeypatch.chdir(tmp_path / "b")
+    with pytest.raises(TFRecorderError, match=NOT_EMPTY + " of another input"):
+        tfrecorder.convert(df, str(tmp_path / "out"), progress=False)

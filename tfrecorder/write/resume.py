@@ -199,7 +199,14 @@ def claim_folder(folder: Folder, runner: str, *, overwrite: bool, key: FinishedK
             earlier = None
             logger.info("overwrite: removed %s", removed)
         elif earlier is None and names:
-            return Claim(lock, journal, None, _finished_here(folder, names, key))
+            finished = _finished_here(folder, names, key)
+            stale = _not_reusable(folder, finished)
+            if stale is None:
+                return Claim(lock, journal, None, finished)
+            # the same input and options: its own output, written again as overwrite=True would
+            logger.warning("%s holds this conversion, but %s: converting it again", folder.url, stale)
+            _remove_earlier_output(folder, names, False)
+            journal.clear()
         folder.remove(FINISHED_NAME, folder=False)  # a new run: what an earlier one was made of no longer holds
         return Claim(lock, journal, earlier)
     except BaseException:
@@ -222,6 +229,27 @@ def _finished_here(folder: Folder, names: list[str], key: FinishedKey | None) ->
         f"output_dir {folder.url!r} is not empty ({shown}){complete}; choose an empty folder or pass "
         f"overwrite=True"
     )
+
+
+def _not_reusable(folder: Folder, manifest: Manifest) -> str | None:
+    """Why the same conversion finished in ``folder`` is not returned as it is (None: it is): rows of it failed
+    (their images may have been fixed since: a re-run is how a user retries them), or a shard dataset.json lists
+    is missing or of another size (a cheap listing; ``verify`` reads the bytes)."""
+    errors = sum(counts.errors for counts in manifest.rows.values())
+    if errors:
+        return f"{errors} of its rows failed (listed in {manifest.errors_file})"
+    try:
+        sizes = {entry["name"].rstrip("/").rsplit("/", 1)[-1]: entry.get("size")
+                 for entry in folder.fs.ls(folder.path, detail=True)}
+    except OSError:
+        return "its folder cannot be listed"
+    for shards in manifest.splits.values():
+        for shard in shards:
+            if shard.file not in sizes:
+                return f"its shard {shard.file} is missing"
+            if sizes[shard.file] != shard.bytes:
+                return f"its shard {shard.file} is {sizes[shard.file]} bytes, not the {shard.bytes} dataset.json says"
+    return None
 
 
 def _finished_record(folder: Folder) -> tuple[str, dict[str, Any] | None]:

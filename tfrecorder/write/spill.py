@@ -281,6 +281,9 @@ class Spiller:
         if self._digest is not None:
             self._digest.add("keys", part.row_keys() if part.is_detection else keys)
             self._digest.add("image_locations", part.image_locations)
+            if any(u and "://" not in u and not os.path.isabs(u) for u in part.image_locations or ()):
+                # a DataFrame's relative paths name other files from another working directory
+                self._digest.add("working_directory", os.getcwd())
         if part.image_uris is not None:
             self._uri_keys.append((text_hashes(part.image_uris), rows, split_codes))
             self._remote = self._remote or any(is_remote(u) for u in part.image_locations or () if u)
