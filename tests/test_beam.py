@@ -324,7 +324,7 @@ def test_write_dataset_refuses_a_bad_table_and_resumes_after_a_failure(image_tab
 def test_write_dataset_takes_convert_options_not_the_pipelines():
     from tfrecorder.beam import WriteDataset
 
-    with pytest.raises(TFRecorderError, match=r"WriteDataset\(runner=...\): .* set them on it"):
+    with pytest.raises(TFRecorderError, match=r"WriteDataset\(runner=...\): .* set the pipeline.s on it"):
         WriteDataset("out", runner="DirectRunner")
     with pytest.raises(TFRecorderError, match="image_format='gif'"):
         WriteDataset("out", image_format="gif")

@@ -290,3 +290,23 @@ def test_a_label_over_64_kib_from_a_coco_file_is_a_row_error(tmp_path):
     assert (row["row"], row["error"], row["image_uri"]) == ("1", "label_too_long", str(tmp_path / "images" / "b.jpg"))
     assert row["message"] == (f"row 1: the label {'person-' * 5 + 'perso'!r}... of image {tmp_path}/images/b.jpg "
                               f"is 70,000 bytes, over the 64 KiB a label may have: name the class in fewer words")
+
+
+def test_convert_and_the_command_take_images_dir_as_read_annotations_does(tmp_path):
+    """The outside_folder message says "give images_dir=": convert and `tfrecorder convert --images-dir` take it
+    (a COCO file whose images are elsewhere); for a table, whose image_uri names its images, it is one line."""
+    data = copy.deepcopy(COCO)
+    for image in data["images"]:
+        write_image(tmp_path / "photos" / image["file_name"], "JPEG", size=(image["width"], image["height"]))
+    coco = coco_file(tmp_path / "labels" / "instances_train.json", data)
+    result = tfrecorder.convert(coco, str(tmp_path / "out"), images_dir=str(tmp_path / "photos"), progress=False)
+    assert result.errors == 0 and sum(s.images for s in result.splits.values()) == 2
+    proc = subprocess.run([sys.executable, "-m", "tfrecorder", "convert", coco, str(tmp_path / "cli"),
+                           "--images-dir", str(tmp_path / "photos"), "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    table = tmp_path / "table.csv"
+    table.write_text(f"split,image_uri,label\nTRAIN,{tmp_path / 'photos' / 'a.jpg'},dog\n")
+    with pytest.raises(TFRecorderError, match=r"images_dir='photos': it says where the images of an annotation "
+                                              r"file .* this source is a table"):
+        tfrecorder.convert(str(table), str(tmp_path / "table"), images_dir="photos")

@@ -43,7 +43,7 @@ def test_write_dataset_takes_every_option_but_the_pipelines():
     from tfrecorder.beam import WriteDataset
 
     assert set(PIPELINE_SETTINGS) == {"runner", "progress", "num_workers", "project", "region", "dataflow_options",
-                                      "job_label", "tfrecorder_wheel", "wait"}
+                                      "job_label", "tfrecorder_wheel", "wait", "images_dir"}
     WriteDataset("out", **{f.name: f.metadata["other"] for f in OPTIONS if f.name not in PIPELINE_SETTINGS})
     for name in PIPELINE_SETTINGS:
         with pytest.raises(TFRecorderError, match=rf"WriteDataset\({name}=...\): these are settings of the pipeline"):

@@ -118,10 +118,23 @@ def _annotation_folder(url: str) -> str:
     return os.path.dirname(folder) if os.path.basename(folder).lower() == "annotations" else folder
 
 
-def annotation_table(source: Any) -> pd.DataFrame | None:
-    """``source`` read with ``read_annotations`` when it is annotations ``convert`` takes directly - a Pascal
-    VOC folder (``Annotations/``, or labelImg's XML files beside the images), a ``.json`` file (COCO), or a
-    headerless CSV of AutoML Vision's object-detection width - else None (any other table or folder)."""
+def annotation_table(source: Any, images_dir: str | None = None) -> pd.DataFrame | None:
+    """``source`` read with ``read_annotations`` (``images_dir`` as it takes it) when it is annotations
+    ``convert`` takes directly - a Pascal VOC folder (``Annotations/``, or labelImg's XML files beside the
+    images), a ``.json`` file (COCO), or a headerless CSV of AutoML Vision's object-detection width - else None
+    (any other table or folder; with ``images_dir``, a TFRecorderError: it names only annotation files' images)."""
+    found = _annotation_url(source)
+    if found is None:
+        if images_dir is not None:
+            raise TFRecorderError(f"images_dir={images_dir!r}: it says where the images of an annotation file (a VOC "
+                                  f"folder, a COCO .json, an AutoML detection CSV) are; this source is a table, "
+                                  f"whose image_uri column names its images itself")
+        return None
+    return read_annotations(found, images_dir=images_dir)
+
+
+def _annotation_url(source: Any) -> str | None:
+    """``source``'s URL when it is annotations ``convert`` reads with ``read_annotations``, else None."""
     if not isinstance(source, (str, os.PathLike)) or any(c in os.fspath(source) for c in "*?["):
         return None
     url = os.fspath(source)
@@ -132,14 +145,14 @@ def annotation_table(source: Any) -> pd.DataFrame | None:
         names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
         voc = "Annotations" in names or "SegmentationClass" in names or any(n.lower().endswith(".xml")
                                                                              for n in names)
-        return read_annotations(url) if voc else None
+        return url if voc else None
     if url.lower().endswith(".json"):
-        return read_annotations(url)
+        return url
     if url.lower().endswith(".csv"):
         with open_url(url) as f:
             first = f.read(65536).split(b"\n", 1)[0].decode("utf-8-sig", "replace").strip()
         if _automl_like(first.split(",")):
-            return read_annotations(url)
+            return url
     return None
 
 

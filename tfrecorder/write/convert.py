@@ -119,6 +119,7 @@ def convert(
     job_label: str | None = None,
     tfrecorder_wheel: str | None = None,
     wait: bool = False,
+    images_dir: str | None = None,
 ) -> ConvertResult:
     """Convert a table of images and labels (or plain columns) into TFRecord shards and ``dataset.json``.
 
@@ -198,6 +199,10 @@ def convert(
         tfrecorder_wheel: a tfrecorder wheel or sdist for Dataflow workers; by default one is built
             from the installed package.
         wait: with DataflowRunner, wait for the job to finish (otherwise return once it is submitted).
+        images_dir: for an annotation file (a VOC folder, a COCO ``.json``, an AutoML detection CSV): the folder
+            holding its images, the only one they are read from (as ``read_annotations`` takes it). By default
+            where the format keeps them (VOC's ``JPEGImages/``; COCO's split folder or ``images/`` beside
+            ``annotations/``; the file's folder).
 
     Returns:
         ConvertResult with per-split counts, shard files, bytes and seconds. A ``reused`` result is the
@@ -221,7 +226,7 @@ def convert(
     with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
         result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
                            how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite,
-                           progress=progress, num_workers=num_workers, started=started)
+                           progress=progress, num_workers=num_workers, started=started, images_dir=images_dir)
         _check_written(result, output, from_frame=isinstance(source, pd.DataFrame))
         return result
 
@@ -269,9 +274,9 @@ def _store_lost(folder: Folder, seconds: float) -> Iterator[None]:
 def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: WriteOptions,
               beam_options: BeamOptions, fractions: Sequence[float], float_precision: str, *,
               num_shards: int | None, overwrite: bool, progress: bool | None, num_workers: int | None,
-              started: float) -> ConvertResult:
+              started: float, images_dir: str | None = None) -> ConvertResult:
     """Send the conversion down the route its source and runner take."""
-    boxes = annotation_table(source)  # a VOC folder, a COCO JSON, an AutoML detection CSV: their long form
+    boxes = annotation_table(source, images_dir)  # a VOC folder, a COCO JSON, an AutoML CSV: their long form
     if boxes is not None:
         source = boxes
     options = _confined(source, options)

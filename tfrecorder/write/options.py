@@ -372,6 +372,9 @@ class Options:
     tfrecorder_wheel: str | None = option(None, "tfrecorder package for Dataflow workers (default: built)",
                                           run=True, other="w.whl")
     wait: bool = option(False, "wait for a Dataflow job to finish", run=True, other=True)
+    images_dir: str | None = option(None, "a VOC folder's, COCO file's or AutoML CSV's images: the folder they are "
+                                          "in, the only one read from (default: where the format keeps them)",
+                                    run=True, other="images")
 
     def checked(self) -> Options:
         """These options, each checked (a TFRecorderError naming its keyword) and in its one form (tuples,

@@ -467,7 +467,8 @@ class WriteDataset(beam.PTransform):
         if misplaced:
             raise TFRecorderError(
                 f"WriteDataset({', '.join(f'{name}=...' for name in misplaced)}): these are settings of the pipeline "
-                f"convert runs; WriteDataset runs in your pipeline: set them on it (its PipelineOptions)")
+                f"convert runs, or of the files it reads; WriteDataset writes your pipeline's rows: set the "
+                f"pipeline's on it (its PipelineOptions)")
         self._how = Options(**convert_options).conversion()
         self._schema = as_schema(schema)
         self._url = str(output_dir)
