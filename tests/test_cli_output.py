@@ -123,3 +123,36 @@ def test_every_flag_says_its_default():
     for flag, default in (("--validate-images {full,header}", DEFAULT_VALIDATE), ("--on-error {report,raise}",
                           DEFAULT_ON_ERROR), ("--compression {gzip,zlib}", "none"), ("--runner {local,", LOCAL)):
         assert re.search(rf"{re.escape(flag)}[^-]* \w[^-]*\(default: {default}\)", shown), flag
+
+
+def test_the_command_names_its_flags_where_the_library_names_keywords(dataset, tmp_path):
+    """A refused re-run and a reused one, as the command prints them: --overwrite and --num-shards 2, not the
+    keywords overwrite=True and num_shards=2 a shell user cannot type."""
+    from tfrecorder.cli import as_flags
+
+    assert as_flags("(num_shards=None there, 2 here); choose an empty folder or pass overwrite=True") == (
+        "(--num-shards None there, 2 here); choose an empty folder or pass --overwrite")
+    assert as_flags("give images_dir= the folder") == "give --images-dir the folder"
+    table = tmp_path / "t.csv"
+    table.write_text("split,x,label\nTRAIN,1,a\nTRAIN,2,b\n")
+
+    def convert(*args):
+        return subprocess.run([sys.executable, "-m", "tfrecorder", "convert", str(table), str(tmp_path / "o"),
+                               "--no-progress", *args], capture_output=True, text=True, env=ENV, timeout=300)
+
+    assert convert().returncode == 0
+    assert "already holds this conversion (same input and options): nothing written; --overwrite writes it again" \
+        in convert().stdout
+    refused = convert("--num-shards", "2")
+    assert refused.returncode == 1 and "(--num-shards None there, 2 here)" in refused.stderr
+    assert refused.stderr.strip().endswith("choose an empty folder or pass --overwrite")
+
+
+def test_a_reader_that_goes_away_stops_the_command_quietly(dataset):
+    """`tfrecorder info out/ | head -1`: when the reader has closed the pipe, no 'Broken pipe' error (the pipe is
+    closed here before the command, which takes a moment to start, writes a byte)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tfrecorder", "info", str(dataset)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+    proc.stdout.close()
+    _, stderr = proc.communicate(timeout=300)
+    assert stderr.decode() == "" and proc.returncode == 141  # 128 + SIGPIPE, as cat ends

@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -91,6 +92,20 @@ def _flag(option: Field[Any]) -> str:
     return option.metadata["flag"] or "--" + option.name.replace("_", "-")
 
 
+def as_flags(text: str) -> str:
+    """``text`` (a message of the library, which names convert's keywords) as the command's user reads it: a
+    switch's ``overwrite=True`` is ``--overwrite``, another keyword's ``num_shards=2`` is ``--num-shards 2``."""
+    for option in fields(Options):
+        if not option.metadata["cli"] or option.metadata["flag"]:
+            continue
+        if option.default is False:
+            text = re.sub(rf"\b{option.name}=True\b", _flag(option), text)
+        else:
+            text = re.sub(rf"\b{option.name}=(?=\S)", _flag(option) + " ", text)
+            text = re.sub(rf"\b{option.name}=", _flag(option), text)  # "give images_dir= the folder"
+    return text
+
+
 def _add_flag(command: argparse.ArgumentParser, option: Field[Any]) -> None:
     """The flag of one ``Options`` field: its help, choices and default from the field. A switch (a bool, or
     a flag named otherwise, ``--no-progress``) passes the field's ``given``; a flag with a ``parse`` is read
@@ -164,7 +179,7 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
     given = {option.name: _option_value(args, option) for option in fields(Options) if option.metadata["cli"]}
     result = convert(args.source, args.output_dir, dataflow_options=beam_options or None,
                      **{name: value for name, value in given.items() if value is not _NOT_GIVEN})
-    print(result)  # a reused conversion's table says so above it
+    print(as_flags(str(result)))  # a reused conversion's table says so above it
 
 
 def _info(args: argparse.Namespace) -> None:
@@ -270,6 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: argparse.Namespace, extra: Sequence[str]) -> int:
     try:
         return _run(args, extra)
+    except BrokenPipeError:  # the reader went away (`tfrecorder info out/ | head`): stop quietly, as cat does
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 128 + signal.SIGPIPE
     except (TFRecorderError, OSError, StoreUnreachable) as e:
         if args.verbose:
             raise
@@ -277,7 +296,7 @@ def _main(args: argparse.Namespace, extra: Sequence[str]) -> int:
         if stopped is not None:  # an error of the clean-up after Ctrl-C or SIGTERM (a call it interrupted)
             logger.debug("while stopping: %s", e)
             return _stopped(args, stopped)
-        message = " ".join(str(e).split()) or type(e).__name__
+        message = as_flags(" ".join(str(e).split())) or type(e).__name__
         print(f"tfrecorder: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
