@@ -34,6 +34,7 @@ def check_image_size(value: Any) -> tuple[int, int] | None:
     """``image_size`` as (height, width): one number is a square, None keeps each image's size."""
     if value is None:
         return None
+    given = value  # the errors show what the caller wrote
     if is_count(value):
         value = (value, value)
     usage = "give (height, width) in pixels, or one number for a square (224 is (224, 224))"
@@ -42,9 +43,9 @@ def check_image_size(value: Any) -> tuple[int, int] | None:
     except TypeError:
         parts = ()
     if len(parts) != 2:
-        raise TFRecorderError(f"image_size={value!r}: {usage}")
+        raise TFRecorderError(f"image_size={given!r}: {usage}")
     if not all(is_count(v) and v > 0 for v in parts):
-        raise TFRecorderError(f"image_size={value!r}: height and width are positive whole numbers; {usage}")
+        raise TFRecorderError(f"image_size={given!r}: height and width are positive whole numbers; {usage}")
     return int(parts[0]), int(parts[1])
 
 
