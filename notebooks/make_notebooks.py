@@ -125,9 +125,10 @@ NOTEBOOKS = {
         ("code", "result = tfrecorder.convert(voc, os.path.join(work, 'tfrecords'))\nprint(result)\n"
                  "tfrecorder.info(result.tfrecord_dir)"),
         ("md", "Each record holds its image and `objects`: boxes as `[ymin, xmin, ymax, xmax]` fractions of the "
-               "image, and labels. With `image_size` the boxes move with the picture; `max_objects` pads them "
-               "so that batches stack; `as_supervised=True` gives `(image, {'boxes', 'labels'})` in the box "
-               "format a KerasHub detector takes (`bounding_box_format=`)."),
+               "image, and labels. With `image_size` the boxes move with the picture; `as_supervised=True` "
+               "gives `(image, {'boxes', 'labels'})` as a KerasHub detector takes it: boxes padded with -1 to the "
+               "most boxes of an image, in `\"yxyx\"` pixels (`bounding_box_format=` for another format). The "
+               "small model below predicts a fixed 4 boxes, so `max_objects=4` pads to that."),
         ("code", "train = tfrecorder.load_dataset(result.tfrecord_dir, split='TRAIN', batch_size=8, shuffle=True,\n"
                  "                                  seed=0, image_size=(64, 64), max_objects=4, as_supervised=True)\n"
                  "images, targets = next(iter(train))\nimages.shape, targets['boxes'].shape, targets['labels'][0]"),

@@ -149,7 +149,7 @@ def test_a_folder_without_label_folders_says_what_it_holds(tmp_path):
     (tmp_path / "tables" / "part.csv").write_text("image_uri,label\na.jpg,cat\n")
     with pytest.raises(TFRecorderError, match=r"it holds CSV files; give one, or a glob of them \('.*/\*\.csv'\)"):
         _convert(str(tmp_path / "tables"), tmp_path / "out")
-    _images(tmp_path / "pets" / "cat", 1)
+    _images(tmp_path / "pets" / "train" / "cat", 1)  # in TRAIN: a hashed split could leave TRAIN without 'cat'
     (tmp_path / "pets" / "config.yaml").write_text("lr: 0.1\n")
     assert _convert(str(tmp_path / "pets"), tmp_path / "pets_out").skipped == ("config.yaml (not an image)",)
 

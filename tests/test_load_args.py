@@ -32,7 +32,7 @@ def test_one_number_is_a_square_image_size(out):
     ((224,), r"image_size=\(224,\): " + SIZE_USAGE),
     ((224, 224, 3), r"image_size=\(224, 224, 3\): " + SIZE_USAGE),
     ((0, 5), r"image_size=\(0, 5\): height and width are positive whole numbers"),
-    (-3, r"image_size=\(-3, -3\): height and width are positive whole numbers"),
+    (-3, r"image_size=-3: height and width are positive whole numbers"),
     ((2.5, 4), r"image_size=\(2.5, 4\): height and width are positive whole numbers"),
     ((True, 5), r"image_size=\(True, 5\): height and width are positive whole numbers"),
     (True, r"image_size=True: " + SIZE_USAGE),

@@ -39,7 +39,7 @@ def test_inspect_writes_only_inside_its_output_dir_whatever_the_records_say(tmp_
     new = files_under(tmp_path) - before
     assert new and all(out in p.parents for p in new), new
     # the stored format is unknown: no extension is taken from the data
-    assert sorted(p.name for p in new) == ["00000.bin", "00001.bin", "data.csv"]
+    assert sorted(p.name for p in new) == [".tfrecorder-inspect", "00000.bin", "00001.bin", "data.csv"]
     assert "../../../escape.jpg" in (out / "data.csv").read_text()  # shown as data, not used as a path
 
 

@@ -157,7 +157,7 @@ def test_verify_in_the_command_while_the_store_is_down_is_one_line(tabular_table
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"tfrecorder: error: cannot read {OUT}: connection refused by "
-                                                f"127.0.0.1:{relay.port} (given up at storage_timeout=2 s)"]
+                                                f"127.0.0.1:{relay.port} (given up at --storage-timeout 2 s)"]
 
 
 def test_storage_timeout_must_be_a_positive_number(tabular_table, tmp_path):

@@ -51,8 +51,8 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
 
     Examples:
         >>> folder = tfrecorder.inspect(dataset_dir, split="TRAIN", num_records=2, output_dir=str(tmp_path / "look"))
-        >>> sorted(name.split(".")[0] for name in os.listdir(folder))
-        ['00000', '00001', 'data']
+        >>> sorted(name.split(".")[0] for name in os.listdir(folder))  # 2 images, data.csv, what inspect wrote
+        ['', '00000', '00001', 'data']
     """
     return write_samples(tfrecord_dir, split, num_records, output_dir, storage_timeout)[0]
 
