@@ -59,3 +59,19 @@ def test_a_bad_image_size_is_one_line_naming_it(out, size, message):
 def test_a_bad_keyword_is_one_line_naming_it(out, keyword, value, message):
     with pytest.raises(tfrecorder.TFRecorderError, match=f"^{message}"):
         tfrecorder.load_dataset(out, **{"split": "TRAIN", keyword: value})
+
+
+def test_max_objects_below_the_most_an_image_holds_says_what_is_cut(tmp_path, caplog):
+    """Padding to fewer objects than an image holds cuts some off: a warning says how many an image holds."""
+    import tfrecorder
+    from tfrecorder.sample_data import make_detection_scenes
+
+    scenes = make_detection_scenes(str(tmp_path / "scenes"), n=8)
+    most = int(scenes.groupby("image_uri").size().max())
+    tfrecorder.convert(scenes, str(tmp_path / "out"), progress=False)
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        tfrecorder.load_dataset(str(tmp_path / "out"), "TRAIN", max_objects=1, batch_size=2)
+    assert any(f"max_objects=1: images of {tmp_path / 'out'} hold up to {most} objects" in m for m in caplog.messages)
+    caplog.clear()
+    tfrecorder.load_dataset(str(tmp_path / "out"), "TRAIN", max_objects=most, batch_size=2)
+    assert not caplog.messages

@@ -257,6 +257,10 @@ def load_dataset(
                 check_shard(folder, manifest, name, first, count_index=True)
     if manifest.objects is not None and as_supervised and max_objects is None:  # targets a detector's fit stacks
         options = dataclasses.replace(options, max_objects=_most_objects(manifest, folder))
+    most = (manifest.objects or {}).get("max_objects")
+    if max_objects is not None and isinstance(most, int) and max_objects < most:  # cut boxes are never silent
+        logger.warning("max_objects=%d: images of %s hold up to %d objects; the objects past the first %d of "
+                       "each are left out", max_objects, folder.url, most, max_objects)
     if split is None:
         return {name: _split_dataset(manifest, folder, name, options) for name in names}
     return _split_dataset(manifest, folder, names[0], options)
