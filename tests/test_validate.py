@@ -76,6 +76,14 @@ def test_non_empty_output_dir_needs_overwrite(tmp_path, tabular_table):
     ({"on_error": "ignore"}, r"on_error='ignore'"),
     ({"image_size": (0, 5)}, r"image_size=\(0, 5\): height and width are positive whole numbers"),
     ({"image_size": "224x224"}, r"image_size='224x224': give \(height, width\) in pixels, or one number"),
+    # each a one-line error before anything is read, never a raw ValueError or TypeError (or, for overwrite,
+    # a truthy "no" that deletes the earlier conversion)
+    ({"max_image_pixels": "abc"}, r"max_image_pixels='abc': give a positive whole number"),
+    ({"num_shards": "2"}, r"num_shards='2': give a positive whole number, or None"),
+    ({"num_shards": 0}, r"num_shards=0: give a positive whole number, or None"),
+    ({"jpeg_quality": 500}, r"jpeg_quality=500: give a whole number from 1 to 100"),
+    ({"overwrite": "no"}, r"overwrite='no': give True or False"),
+    ({"image_timeout": True}, r"image_timeout=True: give seconds above 0"),
     ({"split_fractions": (0.5, 0.1)}, r"split_fractions=\(0.5, 0.1\): give three"),
 ])
 def test_bad_arguments(tmp_path, tabular_table, kwargs, message):

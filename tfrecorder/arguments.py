@@ -30,6 +30,20 @@ def check_optional_count(name: str, value: Any, unset: str) -> int | None:
     return check_count(name, value, what=f"a positive whole number, or None for {unset}")
 
 
+def check_number(name: str, value: Any, what: str = "a number above 0") -> float:
+    """``value`` as a float above 0 (an int or float, not a bool or text), or a TFRecorderError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:  # numpy floats are floats
+        raise TFRecorderError(f"{name}={value!r}: give {what}")
+    return float(value)
+
+
+def check_switch(name: str, value: Any) -> bool:
+    """``value`` as a bool: True or False only (``"no"`` is true to Python, never what a caller meant)."""
+    if not isinstance(value, bool):
+        raise TFRecorderError(f"{name}={value!r}: give True or False")
+    return value
+
+
 def check_image_size(value: Any) -> tuple[int, int] | None:
     """``image_size`` as (height, width): one number is a square, None keeps each image's size."""
     if value is None:

@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from tfrecorder.arguments import check_choice, check_image_size
+from tfrecorder.arguments import (
+    check_choice,
+    check_count,
+    check_image_size,
+    check_number,
+    check_optional_count,
+    check_switch,
+)
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, LAYOUTS, RECORD_FORMATS, RecordLayout
 from tfrecorder.dataset.records import COMPRESSIONS, check_compression
@@ -163,7 +170,7 @@ class MaskSettings:
 
     classes: tuple[str, ...] | None = None
     colors: tuple[tuple[tuple[int, int, int], int], ...] | None = None
-    ignore_index: int = 255
+    ignore_index: int = DEFAULT_IGNORE_INDEX
 
 
 @dataclass(frozen=True)
@@ -282,7 +289,16 @@ def _check_ignore_index(ignore_index: Any) -> int:
     return ignore_index
 
 
+def _check_quality(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise TFRecorderError(f"jpeg_quality={value!r}: give a whole number from 1 to 100")
+    return value
+
+
 def _image_size_text(text: str) -> tuple[int, int]:
+    """``224x160`` as (224, 160); ``224`` as a square, as ``image_size=224`` is."""
+    if "x" not in text.lower():
+        return int(text), int(text)
     height, width = (int(v) for v in text.lower().split("x"))
     return height, width
 
@@ -297,6 +313,7 @@ class Options:
     runner: str = option(LOCAL, f"{LOCAL}: in this process; {' or '.join(BEAM_RUNNERS)}: an Apache Beam pipeline",
                          choices=RUNNERS, run=True, other="DirectRunner")
     num_shards: int | None = option(None, "shards per split (default: ~128 MiB each)", cli_type=int,
+                                    check=lambda v: check_optional_count("num_shards", v, "shards of ~128 MiB"),
                                     identity=True, other=2)
     compression: str | None = option(None, "compress the shards; readers take it from dataset.json, TFDS reads "
                                            "uncompressed shards only (default: none)",
@@ -307,22 +324,26 @@ class Options:
                                choices=IMAGE_FORMATS, identity=True, other="png")
     image_size: tuple[int, int] | None = option(
         None, "resize to HEIGHTxWIDTH, e.g. 224x224 (default: images stored at their size)", check=check_image_size,
-        metavar="HxW", parse=_image_size_text, usage="HEIGHTxWIDTH, e.g. 224x224", identity=True, other=(8, 8))
+        metavar="HxW", parse=_image_size_text, usage="HEIGHTxWIDTH, e.g. 224x160, or one number for a square", identity=True, other=(8, 8))
     resize_mode: str = option(DEFAULT_RESIZE_MODE, "with --image-size: stretch, pad (letterbox) or crop (centre)",
                               choices=RESIZE_MODES, identity=True, other="pad")
     jpeg_quality: int = option(DEFAULT_JPEG_QUALITY, "with --image-format jpeg", cli_type=int, identity=True,
+                               check=lambda v: _check_quality(v),
                                other=90)
     max_image_pixels: int = option(DEFAULT_MAX_PIXELS, "larger images are row errors (decompression-bomb guard)",
-                                   cli_type=int, check=int, identity=True, other=1_000_000)
+                                   cli_type=int, check=lambda v: check_count("max_image_pixels", v),
+                                   identity=True, other=1_000_000)
     float_precision: str = option(DEFAULT_FLOAT_PRECISION, "auto: float64 only for columns float32 would change; "
                                                            "float32 or float64 always",
                                   choices=FLOAT_PRECISIONS, identity=True, other="float64")
     max_image_bytes: int = option(DEFAULT_MAX_IMAGE_BYTES,
                                   "larger image files are row errors, found without reading them whole",
-                                  cli_type=int, check=int, identity=True, other=1_000_000)
+                                  cli_type=int, check=lambda v: check_count("max_image_bytes", v),
+                                  identity=True, other=1_000_000)
     image_timeout: float = option(DEFAULT_IMAGE_TIMEOUT, "seconds one try at reading a remote image may take, "
                                                          "whole (4 tries, then a row error)",
-                                  cli_type=float, check=float, other=5.0)
+                                  cli_type=float, check=lambda v: check_number("image_timeout", v, "seconds above 0"),
+                                  other=5.0)
     storage_timeout: float = option(DEFAULT_STORAGE_TIMEOUT, STORAGE_TIMEOUT_HELP, cli_type=float,
                                     metavar="SECONDS", check=check_storage_timeout, other=60.0)
     box_units: str = option(DEFAULT_BOX_UNITS, "detection tables: box edges in pixels, normalized, or auto "
@@ -351,7 +372,8 @@ class Options:
                                              "listed in errors.csv and the counts; raise: stop with the row, "
                                              "column, URI and cause",
                            choices=ON_ERROR, identity=True, other="raise")
-    overwrite: bool = option(False, "replace an earlier conversion in OUTPUT_DIR", check=bool, other=True)
+    overwrite: bool = option(False, "replace an earlier conversion in OUTPUT_DIR",
+                             check=lambda v: check_switch("overwrite", v), other=True)
     progress: bool | None = option(None, "no progress bar", flag="--no-progress", given=False, run=True,
                                    other=False)
     num_workers: int | None = option(None, "threads fetching images (local runner; all shards written in this "
