@@ -63,7 +63,7 @@ def test_converting_locally_imports_neither_beam_nor_tensorflow(tmp_path):
 
 
 def test_job_names_are_valid_and_unique():
-    from tfrecorder.write.runners.beam import job_name
+    from tfrecorder.write.runners.beam_launch import job_name
 
     names = {job_name("Pets v2!") for _ in range(5)}
     assert len(names) == 5
