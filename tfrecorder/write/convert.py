@@ -418,7 +418,7 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
     ``parts``: the Parquet parts of a DataFrame (``StagedRows``), written under output_dir once the run has
     started. A ``ListedFolder`` is listed by the pipeline (``beam.build_folder_pipeline``). What the result says
     of how the files are read (``sources.beam_notes``) is found here, before the run starts."""
-    from tfrecorder.write.runners import beam
+    from tfrecorder.write.runners import beam, beam_steps
 
     notes = beam_notes(job.files, columns)
     run_identity = files_run_identity(identity, job.schema, job.options)
@@ -435,7 +435,7 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
                                    folder, job.runner, run, started, beam_options, key)
             return _read_as(result, notes, job.schema)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
-            beam.forget_refused_run(folder, run.journal)
+            beam_steps.forget_refused_run(folder, run.journal)
             raise
 
 

@@ -26,7 +26,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from tfrecorder.dataset.storage import Folder, StoreUnreachable
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
 from tfrecorder.write.options import BeamOptions
-from tfrecorder.write.runners.beam import BEAM_DIR, COUNTERS
+from tfrecorder.write.runners.beam_steps import BEAM_DIR, COUNTERS
 
 CONSOLE_URL = "https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
 
