@@ -50,7 +50,8 @@ def test_sdist_staged_for_workers_holds_this_package(tmp_path):
     path = build_sdist(str(tmp_path))
     assert path.endswith(f"tfrecorder-{tfrecorder.__version__}.tar.gz")
     names = tarfile.open(path).getnames()
-    assert f"tfrecorder-{tfrecorder.__version__}/tfrecorder/write/runners/beam.py" in names
+    for module in ("beam", "beam_steps", "beam_launch"):  # the steps' DoFns are unpickled from beam_steps
+        assert f"tfrecorder-{tfrecorder.__version__}/tfrecorder/write/runners/{module}.py" in names
     assert not any("__pycache__" in n for n in names)
 
 
@@ -63,7 +64,7 @@ def test_converting_locally_imports_neither_beam_nor_tensorflow(tmp_path):
 
 
 def test_job_names_are_valid_and_unique():
-    from tfrecorder.write.runners.beam import job_name
+    from tfrecorder.write.runners.beam_launch import job_name
 
     names = {job_name("Pets v2!") for _ in range(5)}
     assert len(names) == 5

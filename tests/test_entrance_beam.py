@@ -26,9 +26,9 @@ def _write_dataset(rows, output, monkeypatch) -> list[str]:
     from tfrecorder.beam import WriteDataset
     from tfrecorder.write.runners import beam as beam_module
 
-    staged, real = [], beam_module._stage_part
+    staged, real = [], beam_module.stage_part
     monkeypatch.setattr(spill, "PART_ROWS", PART_ROWS)
-    monkeypatch.setattr(beam_module, "_stage_part", lambda folder, name, data: staged.append(name)
+    monkeypatch.setattr(beam_module, "stage_part", lambda folder, name, data: staged.append(name)
                         or real(folder, name, data))
     with beam.Pipeline() as pipeline:
         _ = pipeline | beam.Create(rows) | WriteDataset(str(output), num_shards=2)

@@ -220,10 +220,10 @@ def test_a_dataflow_submission_that_hangs_is_an_error_not_a_process_that_never_r
                                                                                     monkeypatch):
     """Beam takes a bucket name it finds invalid ("b") for a missing one and looks for a default bucket through
     Google's APIs, each call retried for a minute or more: offline, the submission waits and waits."""
-    from tfrecorder.write.runners import beam
+    from tfrecorder.write.runners import beam_launch
 
     fsspec.filesystem("gs").mkdir("b")
-    monkeypatch.setattr(beam, "SUBMIT_SECONDS", 3.0)
+    monkeypatch.setattr(beam_launch, "SUBMIT_SECONDS", 3.0)
     with pytest.raises(tfrecorder.TFRecorderError, match=r"submitting the Dataflow job tfrecorder-\S+ did not finish "
                                                          r"within 3 s .* look for the job in the console"):
         tfrecorder.convert(tabular_table, "gs://b/out", runner="DataflowRunner", project="my-project",

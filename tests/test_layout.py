@@ -71,7 +71,8 @@ def test_no_stage_imports_a_runner():
 
 def test_beam_is_imported_by_the_beam_runner_only():
     users = {m for m, i in _importers("apache_beam").items() if i}
-    assert users == {"tfrecorder.write.runners.beam"}
+    assert users == {"tfrecorder.write.runners.beam", "tfrecorder.write.runners.beam_steps",
+                     "tfrecorder.write.runners.beam_launch"}
 
 
 def test_no_import_dodges_a_cycle_and_the_version_has_one_home():

@@ -418,7 +418,7 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
     ``parts``: the Parquet parts of a DataFrame (``StagedRows``), written under output_dir once the run has
     started. A ``ListedFolder`` is listed by the pipeline (``beam.build_folder_pipeline``). What the result says
     of how the files are read (``sources.beam_notes``) is found here, before the run starts."""
-    from tfrecorder.write.runners import beam
+    from tfrecorder.write.runners import beam, beam_steps
 
     notes = beam_notes(job.files, columns)
     run_identity = files_run_identity(identity, job.schema, job.options)
@@ -435,7 +435,7 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
                                    folder, job.runner, run, started, beam_options, key)
             return _read_as(result, notes, job.schema)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
-            beam.forget_refused_run(folder, run.journal)
+            beam_steps.forget_refused_run(folder, run.journal)
             raise
 
 
@@ -459,10 +459,10 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
                   beam_options: BeamOptions, key: FinishedKey | None = None) -> ConvertResult:
     """Run a Beam pipeline - ``build(pipeline, journal)`` adds its steps - and make its result; once it
     finished here, note ``key`` beside it (``record_finished``)."""
-    from tfrecorder.write.runners import beam
+    from tfrecorder.write.runners import beam_launch
 
     wait = beam_options.wait
-    options = beam.pipeline_options(runner, folder, beam_options)
+    options = beam_launch.pipeline_options(runner, folder, beam_options)
     detached = runner == "DataflowRunner" and not wait and not options.get("dry_run")
     journal = replace(run.journal, release_lock=detached)
     with contextlib.ExitStack() as staged:
@@ -470,7 +470,7 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
             from tfrecorder.write.runners.dataflow_package import staged_sdist
 
             options["extra_packages"] = [staged.enter_context(staged_sdist())]  # removed once submitted
-        outcome = beam.run_beam(lambda pipeline: build(pipeline, journal), options, wait=wait)
+        outcome = beam_launch.run_beam(lambda pipeline: build(pipeline, journal), options, wait=wait)
     if detached and outcome.job_name:
         run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
     seconds = time.perf_counter() - started

@@ -1,272 +1,68 @@
-"""Beam writer: the conversion as an Apache Beam pipeline; the only module importing apache_beam.
+"""Beam writer: the pipelines a conversion runs on Beam, and ``WriteDataset``, the one users put in theirs.
 
-The pipeline moves file names, never rows or image bytes, so the job's size does not grow with the table
-(Dataflow refuses job requests over about 20 MB: with rows inside, near 1.4M rows). The steps are composite
-PTransforms, as Beam's own ``WriteToTFRecord`` is built; three ways in, one way on (``ConvertFiles``):
+Three ways in, one way on (``beam_steps.ConvertFiles``):
 
-- CSV or Parquet files (``build_file_pipeline``): the pipeline reads them itself - ``spill``'s passes as
-  steps (``SummarizeFiles``: a worker per file typing, validating and spilling it under
-  ``output_dir/_beam/rows/``; ``PlanShards``: one step merging the files' summaries and planning the shards;
-  ``WriteShards``; ``WriteMetadata``) - so the submitting process never holds the table. A DataFrame takes
-  this way too: ``convert`` writes it as Parquet parts under ``output_dir/_beam/input/`` (``stage_frame``).
-- An image folder, listed by the pipeline (``ListImageFolder``: a worker per label folder), its rows staged
-  there the same way.
+- CSV or Parquet files (``build_file_pipeline``): the pipeline reads them itself, so the submitting process
+  never holds the table. A DataFrame takes this way too: ``convert`` writes it as Parquet parts under
+  ``output_dir/_beam/input/`` (``stage_frame``).
+- An image folder (``build_folder_pipeline``), listed by the pipeline (``ListImageFolder``: a worker per label
+  folder), its rows staged there the same way.
 - Rows of a user's own pipeline (``WriteDataset``: ``ClaimFolder``, ``StageRows``), staged as Parquet parts by
   a hash of their content, every part typed as the whole PCollection is.
 
-The worker that gets a shard reads its rows, fetches the images and writes it with the local runner's shard
-writer, and a last step, inside the pipeline, writes errors.csv and dataset.json, then removes the row
-files, so a Dataflow job that outlives the submitting process still leaves a complete, self-describing
-dataset.
+``beam_launch`` runs the pipelines ``convert`` builds here; a user's pipeline runs on its own.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
-import re
-import secrets
-import shutil
-import tempfile
-import threading
 import time
-from array import array
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.metrics import Metrics
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfrecorder.dataset.manifest import Manifest
-from tfrecorder.dataset.storage import Folder, StoreUnreachable
-from tfrecorder.errors import RowError, SchemaError, TFRecorderError
-from tfrecorder.schema import Schema
-from tfrecorder.write import leakage, spill
-from tfrecorder.write.finish import Finish, convert_result
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import SchemaError, TFRecorderError
+from tfrecorder.write import spill
+from tfrecorder.write.finish import convert_result
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.lock import Lock, LockInfo
-from tfrecorder.write.options import PIPELINE_SETTINGS, BeamOptions, Options, as_schema
+from tfrecorder.write.options import PIPELINE_SETTINGS, Options, as_schema
 from tfrecorder.write.resume import Claim, begin_run, claim_folder, files_run_identity
-from tfrecorder.write.schema_check import EMPTY_TABLE
-from tfrecorder.write.shard import ShardResult, default_workers, ordered_map
-from tfrecorder.write.sources import (
-    FileFacts,
-    StagedRows,
-    TableFiles,
-    file_facts,
-    folder_rows,
-    frame_as_arrow,
-    frame_parts,
-    label_folders,
-    listing_frame,
-    no_images,
-    table_files,
+from tfrecorder.write.runners.beam_steps import (
+    INPUT_DIR,
+    ConvertFiles,
+    InputFile,
+    ListImageFolder,
+    forget_refused_run,
+    stage_part,
 )
+from tfrecorder.write.schema_check import EMPTY_TABLE
+from tfrecorder.write.sources import StagedRows, frame_as_arrow, frame_parts
 
 logger = logging.getLogger(__name__)
 
-COUNTERS = "tfrecorder"
-BEAM_DIR = "_beam"  # in output_dir: Dataflow's temp and staging folders, and the rows handed to the workers
-ROWS_DIR = f"{BEAM_DIR}/rows"
-INPUT_DIR = f"{BEAM_DIR}/input"  # a DataFrame handed to a Beam runner, as Parquet parts the pipeline reads
-CONSOLE_URL = "https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
 
-
-@dataclass(frozen=True)
-class BeamOutcome:
-    """What running the pipeline gave: whether it finished, the job, its counters and options."""
-
-    finished: bool
-    job_id: str | None = None
-    job_name: str | None = None
-    job_url: str | None = None
-    counters: dict[str, int] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-class _WriteShard(beam.DoFn):
-    """Writes one shard of a table the pipeline read (its rows from the spill files), or keeps the one an
-    earlier run of the same conversion finished; counts rows, written records, errors and bytes."""
-
-    def __init__(self, folder: Folder, options, journal: Journal | None = None):
-        self._folder = folder
-        self._options = options
-        self._journal = journal
-        self._counters = {n: Metrics.counter(COUNTERS, n) for n in ("rows", "written", "errors", "bytes", "resumed")}
-        self._pool: ThreadPoolExecutor | None = None
-
-    def setup(self) -> None:
-        workers = default_workers()
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tfrecorder")
-        self._mapper = ordered_map(self._pool, window=4 * workers)
-
-    def teardown(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-
-    def process(self, shard: spill.SpilledShard):
-        earlier = self._journal.finished([shard.spec]) if self._journal is not None else {}
-        if shard.spec.filename in earlier:
-            self._counters["resumed"].inc()
-            yield earlier[shard.spec.filename]
-            return
-        result = spill.write_spilled_shard(shard, self._folder, self._options, self._mapper)
-        if self._journal is not None:
-            self._journal.record(result)
-        self._counters["rows"].inc(shard.spec.rows)
-        self._counters["written"].inc(result.records)
-        self._counters["errors"].inc(len(result.failures))
-        self._counters["bytes"].inc(result.bytes)
-        yield result
-
-
-def _finish(results: list[ShardResult], planned: _Planned, same_bytes: list[list[dict[str, Any]]],
-            folder: Folder, journal: Journal | None) -> Manifest:
-    """The last step: errors.csv, the TFDS files and dataset.json from every shard's result (the same-bytes
-    leaks found a range of content keys at a time); then the rows handed to the workers and the run's
-    records go."""
-    manifest = planned.finish.write(folder, results, [leak for leaks in same_bytes for leak in leaks])
-    _remove_rows(folder)
-    if journal is not None:
-        journal.complete()
-    return manifest
-
-
-@dataclass(frozen=True)
-class _Planned:
-    """The plan step's output: the shards to write and what the last step needs."""
-
-    shards: tuple[spill.SpilledShard, ...]
-    finish: Finish
-
-
-@dataclass(frozen=True)
-class _File:
-    """A file of the table the pipeline reads: its place in the table's order (gaps allowed), its URL and,
-    for a listing the pipeline wrote, its size and the identity of what was listed."""
-
-    index: int
-    url: str
-    bytes: int = 0
-    identity: str | None = None
-
-
-@dataclass(frozen=True)
-class _Input:
-    """The table the pipeline reads (a side input): its files, schema and listed input's identity."""
-
-    files: TableFiles
-    schema: Schema
-    identity: str | None
-    positions: dict[str, int]  # each file's place in ``files``, by URL
-
-
-def _read_file(file: _File, job: spill.FileJob) -> tuple[_File, FileFacts]:
-    """A worker's share of the typing pass: one file's rows, columns and their kinds."""
-    return file, file_facts(file.url, job.files.parquet, job.part_rows)
-
-
-def _read_input(found: list[tuple[_File, FileFacts]], job: spill.FileJob, folder: Folder,
-                journal: Journal | None) -> _Input:
-    """The table from every file's facts, and its schema (checked against, or inferred from, its first rows)."""
-    found = sorted(found, key=lambda f: f[0].index)
-    listed = [file.identity for file, _ in found if file.identity is not None]
-    if not found:  # an image folder without images
-        forget_refused_run(folder, journal)
-        raise no_images(job.files.url)
-    matched = replace(job.files, files=tuple(file.url for file, _ in found),
-                      bytes=job.files.bytes or sum(file.bytes for file, _ in found))
-    files = table_files(matched, [facts for _, facts in found])
-    identity = hashlib.sha256("".join(listed).encode("ascii")).hexdigest() if listed else None
-    return _Input(files, spill.table_schema(files, job.schema, job.part_rows), identity,
-                  {url: position for position, url in enumerate(files.files)})
-
-
-def _summarize_file(file: _File, table: _Input, job: spill.FileJob,
-                    folder: Folder) -> tuple[int, spill.Summary, dict[int, leakage.KeyedRows]]:
-    """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR; its summary, and
-    its image rows' URI hashes by range (for ``_range_leaks``), which the summary no longer carries."""
-    rows = _spill_folder(folder)
-    rows.makedirs()
-    summary = spill.file_summary(table.files, table.positions[file.url], table.schema, rows,
-                                 fractions=job.fractions, part_rows=job.part_rows)
-    return file.index, replace(summary, uri_keys=[]), leakage.key_ranges(summary.uri_keys)
-
-
-def _range_leaks(group: tuple[int, Iterable[leakage.KeyedRows]], kind: str) -> list[dict[str, Any]]:
-    """The leaks of ``kind`` among one range of keys, the rows of that range from every file or shard."""
-    return leakage.range_leaks(kind, list(group[1]))
-
-
-def _plan(summaries: list[tuple[int, spill.Summary]], table: _Input, same_uri: list[list[dict[str, Any]]],
-          job: spill.FileJob, folder: Folder, journal: Journal | None) -> _Planned:
-    """The whole table's summary (the files' merged in file order), checked - a table with problems fails
-    the job with the SchemaError the local runner gives, before any shard - then divided into shards."""
-    ordered = [summary for _, summary in sorted(summaries, key=lambda s: s[0])]
-    summary = ordered[0]
-    for other in ordered[1:]:
-        summary = summary.merge(other)
-    try:
-        summary.facts.check()
-        shards, finish = spill.plan_table(summary, _spill_folder(folder), job.options, job.runner,
-                                          num_shards=job.num_shards, float_precision=job.float_precision,
-                                          same_uri=[leak for leaks in same_uri for leak in leaks])
-    except TFRecorderError:
-        forget_refused_run(folder, journal)  # in the job: a Dataflow job may have no one waiting for it
-        raise
-    if table.identity is not None and journal is not None:
-        journal.keep_if_same_input(table.identity)  # an image folder changed since an interrupted run
-    return _Planned(tuple(shards), finish)
-
-
-def forget_refused_run(folder: Folder, journal: Journal | None) -> None:
-    """A table refused before any shard was written: leave output_dir as it was (no spill, no run records), so
-    the run with the table fixed starts afresh."""
-    _remove_rows(folder)
-    if journal is not None:  # a lock the pipeline holds (WriteDataset, a Dataflow job not waited for) goes too
-        journal.complete() if journal.release_lock else journal.clear()
-
-
-def _remove_rows(folder: Folder) -> None:
-    """Remove the rows this conversion put in output_dir for its workers (a staged DataFrame, spill files)."""
-    folder.remove(INPUT_DIR)
-    folder.remove(ROWS_DIR)
-    folder.remove_empty_dir(BEAM_DIR)
-
+# The pipelines convert runs ------------------------------------------------------------------------------
 
 def stage_frame(parts: Iterable[Any], folder: Folder) -> StagedRows:
     """Write a DataFrame's Parquet parts (``sources.frame_parts``) under INPUT_DIR, for the pipeline to read as
     it reads any Parquet source: the files, found."""
     urls, size = [], 0
     for index, data in enumerate(parts):
-        urls.append(_stage_part(folder, f"part-{index:05d}.parquet", data))
+        urls.append(stage_part(folder, f"part-{index:05d}.parquet", data))
         size += len(data)
     return StagedRows(folder.url_of(INPUT_DIR), tuple(urls), bytes=size)
-
-
-def _stage_part(folder: Folder, name: str, data: Any) -> str:
-    """Write a Parquet part of the input under INPUT_DIR; its URL."""
-    path = f"{INPUT_DIR}/{name}"
-    with folder.create(path, durable=False) as f:  # lost in a crash, it is written again by the re-run
-        f.write(data)
-    return folder.url_of(path)
-
-
-def _spill_folder(folder: Folder) -> Folder:
-    return Folder.of(folder.url_of(ROWS_DIR))
 
 
 def build_file_pipeline(pipeline: beam.Pipeline, job: spill.FileJob, folder: Folder,
                         journal: Journal | None = None) -> None:
     """Add the steps of a conversion that reads its CSV or Parquet files itself (``ConvertFiles``). The job
     holds the files' names: its size does not grow with the table."""
-    files = [_File(index, url) for index, url in enumerate(job.files.files)]
+    files = [InputFile(index, url) for index, url in enumerate(job.files.files)]
     _ = pipeline | "Files" >> beam.Create(files, reshuffle=False) | ConvertFiles(job, folder, journal)
 
 
@@ -275,156 +71,6 @@ def build_folder_pipeline(pipeline: beam.Pipeline, job: spill.FileJob, folder: F
     """Add the steps of a conversion of the image folder ``job.files.url``, listed by the pipeline
     (``ListImageFolder``) -> ``ConvertFiles``."""
     _ = pipeline | ListImageFolder(job.files.url, folder) | ConvertFiles(job, folder, journal)
-
-
-class ListImageFolder(beam.PTransform):
-    """PBegin -> the image folder's rows as Parquet parts under INPUT_DIR (``_File``s): one step lists its label
-    folders (two levels of folders), a worker per label folder lists its images, and their rows go to a part
-    each (with a split column when any image is under a split folder, as ``sources.image_folder_table``)."""
-
-    def __init__(self, url: str, folder: Folder):
-        super().__init__()
-        self._url, self._folder = url, folder
-
-    def expand(self, pipeline: beam.pvalue.PBegin) -> beam.PCollection:
-        listed = (
-            pipeline
-            | "Folder" >> beam.Create([self._url], reshuffle=False)
-            | "LabelFolders" >> beam.FlatMap(lambda url: enumerate(label_folders(url)))
-            | "SpreadFolders" >> beam.Reshuffle()
-            | "ListImages" >> beam.Map(lambda task, url: (task[0], *folder_rows(url, task[1])), self._url)
-        )
-        with_split = (
-            listed
-            | "UnderSplits" >> beam.Map(lambda found: any(split is not None for split, _, _ in found[1]))
-            | "AnyUnderSplits" >> beam.CombineGlobally(any)
-        )
-        return listed | "StageListing" >> beam.FlatMap(_stage_listing, beam.pvalue.AsSingleton(with_split),
-                                                        self._folder)
-
-
-def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], with_split: bool,
-                   folder: Folder) -> Iterator[_File]:
-    """One label folder's rows as a Parquet part under INPUT_DIR (none for a folder without images)."""
-    index, rows, identity = found
-    if not rows:
-        return
-    (data,) = frame_parts(frame_as_arrow(listing_frame(rows, with_split)), len(rows))
-    yield _File(index, _stage_part(folder, f"folder-{index:05d}.parquet", data), len(data), identity)
-
-
-class ConvertFiles(beam.PTransform):
-    """``_File``s of CSV or Parquet -> the dataset's Manifest, once dataset.json is written: ``spill``'s passes
-    as composite steps - ``SummarizeFiles`` (type each file, a worker per file; the table and its schema;
-    validate and spill each file), ``PlanShards`` (merge the summaries, the same-URI leaks found by range of
-    URI hash, check, plan), ``WriteShards``, then ``WriteMetadata`` (errors.csv, TFDS files, dataset.json)."""
-
-    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
-        super().__init__()
-        self._job, self._folder, self._journal = job, folder, journal
-
-    def expand(self, files: beam.PCollection) -> beam.PCollection:
-        job, folder, journal = self._job, self._folder, self._journal
-        table, summarized = files | "SummarizeFiles" >> SummarizeFiles(job, folder, journal)
-        planned = summarized | "PlanShards" >> PlanShards(table, job, folder, journal)
-        written = planned | "WriteShards" >> WriteShards(job, folder, journal)
-        return written | "WriteMetadata" >> WriteMetadata(planned, folder, journal)
-
-
-class SummarizeFiles(beam.PTransform):
-    """``_File``s -> (the table: a singleton; each file's (index, Summary, URI hashes by range))."""
-
-    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
-        super().__init__()
-        self._job, self._folder, self._journal = job, folder, journal
-
-    def expand(self, files: beam.PCollection) -> tuple[beam.PCollection, beam.PCollection]:
-        table = (
-            files
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "TypeFiles" >> beam.Map(_read_file, self._job)
-            | "AllFiles" >> beam.combiners.ToList()
-            | "Table" >> beam.Map(_read_input, self._job, self._folder, self._journal)
-        )
-        summarized = (
-            files
-            | "SpreadSummaries" >> beam.Reshuffle()
-            | "Summarize" >> beam.Map(_summarize_file, beam.pvalue.AsSingleton(table), self._job, self._folder)
-        )
-        return table, summarized
-
-
-class PlanShards(beam.PTransform):
-    """The files' summaries -> one ``_Planned``: merged, checked (a table with problems fails here, before any
-    shard), divided into shards; image rows grouped by range of URI hash, so no worker holds every URI."""
-
-    def __init__(self, table: beam.PCollection, job: spill.FileJob, folder: Folder, journal: Journal | None):
-        super().__init__()
-        self._table, self._job, self._folder, self._journal = table, job, folder, journal
-
-    def expand(self, summarized: beam.PCollection) -> beam.PCollection:
-        same_uri = (
-            summarized
-            | "UriRanges" >> beam.FlatMap(lambda summarized: summarized[2].items())
-            | "GroupByUri" >> beam.GroupByKey()
-            | "SameUri" >> beam.Map(_range_leaks, "same_uri")
-        )
-        return (
-            summarized
-            | "Summaries" >> beam.Map(lambda summarized: summarized[:2])
-            | "AllSummaries" >> beam.combiners.ToList()
-            | "Plan" >> beam.Map(_plan, beam.pvalue.AsSingleton(self._table), beam.pvalue.AsList(same_uri),
-                                 self._job, self._folder, self._journal)
-        )
-
-
-class WriteShards(beam.PTransform):
-    """The plan -> a ShardResult per shard, each written by one worker (or kept from an earlier run)."""
-
-    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
-        super().__init__()
-        self._job, self._folder, self._journal = job, folder, journal
-
-    def expand(self, planned: beam.PCollection) -> beam.PCollection:
-        return (
-            planned
-            | "Shards" >> beam.FlatMap(lambda plan: plan.shards)
-            | "Spread" >> beam.Reshuffle()
-            | "Write" >> beam.ParDo(_WriteShard(self._folder, self._job.options, self._journal))
-        )
-
-
-class WriteMetadata(beam.PTransform):
-    """The shards' results -> the Manifest, once errors.csv, the TFDS files and dataset.json are written; the
-    same-bytes leaks found by grouping written images by range of content key."""
-
-    def __init__(self, planned: beam.PCollection, folder: Folder, journal: Journal | None):
-        super().__init__()
-        self._planned, self._folder, self._journal = planned, folder, journal
-
-    def expand(self, written: beam.PCollection) -> beam.PCollection:
-        same_bytes = (
-            written
-            | "ContentRanges" >> beam.FlatMap(_content_ranges)
-            | "GroupByContent" >> beam.GroupByKey()
-            | "SameBytes" >> beam.Map(_range_leaks, "same_bytes")
-        )
-        return (
-            written
-            | "WithoutContentKeys" >> beam.Map(_without_content_keys)
-            | "Collect" >> beam.combiners.ToList()
-            | "WriteManifest" >> beam.Map(_finish, beam.pvalue.AsSingleton(self._planned),
-                                          beam.pvalue.AsList(same_bytes), self._folder, self._journal)
-        )
-
-
-def _content_ranges(result: ShardResult) -> Iterator[tuple[int, leakage.KeyedRows]]:
-    """A shard's written images' content keys and rows, by range of key (``leakage.key_ranges``)."""
-    yield from leakage.key_ranges([result.keyed_content()]).items()
-
-
-def _without_content_keys(result: ShardResult) -> ShardResult:
-    return replace(result, content_keys=array("Q"), content_key_rows=array("q"))
 
 
 # The public transform -------------------------------------------------------------------------------------
@@ -504,7 +150,7 @@ class ClaimFolder(beam.PTransform):
 
 
 class StageRows(beam.PTransform):
-    """Rows -> their Parquet parts under INPUT_DIR (``_File``s), once the folder is ``claimed``: one part for
+    """Rows -> their Parquet parts under INPUT_DIR (``InputFile``s), once the folder is ``claimed``: one part for
     every PART_ROWS rows, a row's part chosen by a hash of its content (so the same rows make the same parts
     in whatever order they come), every part typed as the whole PCollection is (``_part_kinds``: the
     columns and the kinds of their values merged over every part before any part is written, as a glob of
@@ -686,7 +332,7 @@ def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], schema: Any,
     if isinstance(arrow, str):
         return arrow
     (data,) = frame_parts(arrow, len(rows))
-    url = _stage_part(folder, f"part-{index:05d}.parquet", data)
+    url = stage_part(folder, f"part-{index:05d}.parquet", data)
     return index, url, len(data), hashlib.sha256(data).hexdigest()
 
 
@@ -713,7 +359,7 @@ def _as_staged(df: Any, schema: Any) -> Any:
 
 
 def _begin(claimed: float, staged: list[tuple[int, str, int, str] | str], job: spill.FileJob, folder: Folder,
-           schema: Any) -> Iterator[_File]:
+           schema: Any) -> Iterator[InputFile]:
     """Begin (or resume) the run of the staged rows - its identity: the parts' digests and the settings, as
     convert's for a DataFrame - and hand their files to the conversion's steps; or refuse rows that Parquet
     cannot hold as they are (``schema`` or a part says what, a str)."""
@@ -736,177 +382,5 @@ def _begin(claimed: float, staged: list[tuple[int, str, int, str] | str], job: s
             claim.lock.release()
         raise
     for index, url, size, _ in parts:
-        yield _File(index, url, size)
+        yield InputFile(index, url, size)
 
-
-def job_name(label: str | None) -> str:
-    """A valid, unique Dataflow job name: ``tfrecorder-<label>-<utc time>-<random>``."""
-    stem = re.sub(r"[^a-z0-9-]+", "-", (label or "").lower()).strip("-")
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    name = "-".join(p for p in ("tfrecorder", stem[:30].strip("-"), stamp, secrets.token_hex(3)) if p)
-    return name
-
-
-def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> dict[str, Any]:
-    """The pipeline options for ``runner`` (``beam_options`` already checked by ``convert``)."""
-    options: dict[str, Any] = {"runner": runner}
-    if runner == "DataflowRunner":
-        options.update(
-            project=beam_options.project, region=beam_options.region, job_name=job_name(beam_options.job_label),
-            temp_location=folder.url_of(f"{BEAM_DIR}/temp"), staging_location=folder.url_of(f"{BEAM_DIR}/staging"),
-        )
-        if beam_options.wheel:
-            options["extra_packages"] = [beam_options.wheel]
-    options.update(beam_options.pipeline)
-    return options
-
-
-def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *, wait: bool) -> BeamOutcome:
-    """Run the pipeline ``build`` adds its steps to (``build_file_pipeline``, ``build_folder_pipeline``); wait for
-    it (DirectRunner always) or return once the job is submitted (within SUBMIT_SECONDS)."""
-    runner = options["runner"]
-    dry_run = bool(options.get("dry_run"))
-    waits = runner != "DataflowRunner" or wait and not dry_run
-
-    def run() -> Any:
-        pipeline = beam.Pipeline(runner=_runner(runner), options=PipelineOptions(flags=[], **options))
-        build(pipeline)
-        return pipeline.run()
-
-    with _temporary_folder_of_beam():
-        try:
-            result = run() if runner != "DataflowRunner" else _submitted(run, options.get("job_name"))
-            if waits:
-                result.wait_until_finish()
-        except Exception as e:  # Beam wraps worker errors; give the user ours back
-            lost = _store_lost(e)
-            if lost is not None:  # convert names the output folder and how to go on
-                raise lost from e
-            raise _our_error(e) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
-    if waits:
-        state = str(result.state)
-        if "DONE" not in state:
-            raise TFRecorderError(f"the Beam pipeline ended in state {state}")
-        return BeamOutcome(True, counters=_counters(result), options=options,
-                           **_job(result, options))
-    return BeamOutcome(False, options=options, **_job(result, options))
-
-
-# How long a Dataflow submission may take: Beam checks the options with Google's APIs, stages the files and
-# creates the job, each call with its own retries; without a network answer it could wait for ever.
-SUBMIT_SECONDS = 300.0
-
-
-def _submitted(submit: Callable[[], Any], job_name: str | None) -> Any:
-    """``submit()`` (building and submitting a Dataflow job) in a thread of its own, given SUBMIT_SECONDS: a
-    submission that hangs is an error, not a process that never returns (the thread, a daemon, is left)."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["result"] = submit()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread as it is
-            outcome["error"] = e
-
-    thread = threading.Thread(target=target, name="tfrecorder-dataflow-submit", daemon=True)
-    thread.start()
-    thread.join(SUBMIT_SECONDS)
-    if thread.is_alive():
-        raise TFRecorderError(
-            f"submitting the Dataflow job {job_name} did not finish within {SUBMIT_SECONDS:.0f} s (Beam was still "
-            f"waiting on Google Cloud: the project, the buckets, the staging upload or the job request); check the "
-            f"network and credentials, and look for the job in the console before running again: it may still "
-            f"have been created")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
-
-
-@contextlib.contextmanager
-def _temporary_folder_of_beam() -> Iterator[None]:
-    """Beam leaves local temporary folders behind: a Dataflow submission's SDK dependency list and its copy of
-    the pipeline's folder, and in IPython (notebooks) every pipeline's own /tmp/beam-pipeline-temp*. While a
-    pipeline is built and run, Python's temporary folder is one of ours, removed with all of them afterwards.
-    No runner reads them once the job has finished or been submitted; tfrecorder's own temporary files go
-    elsewhere (the Beam runners spill under output_dir)."""
-    folder = tempfile.mkdtemp(prefix="tfrecorder-beam-")
-    saved = tempfile.tempdir
-    tempfile.tempdir = folder
-    try:
-        yield
-    finally:
-        tempfile.tempdir = saved
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _runner(name: str) -> Any:
-    """The runner object for ``name``. For "DirectRunner", Beam's FnApiRunner itself: Beam's DirectRunner would
-    first try its Prism runner, which downloads a binary from the internet and leaves a /tmp/beam-temp*
-    folder behind when it cannot; FnApiRunner is what it falls back to, and honours direct_running_mode."""
-    if name == "DirectRunner":
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-        return FnApiRunner()
-    return None  # Beam picks it from the options
-
-
-_WHILE_RUNNING = re.compile(r"\s*\[while running '[^']*'\]")
-_RAISED = re.compile(r"tfrecorder\.errors\.(SchemaError|TFRecorderError): ([^\n]*)")
-
-
-def _our_error(error: BaseException) -> TFRecorderError | None:
-    """The error of ours a failed pipeline carries - a worker's RowError, or the SchemaError of a table with
-    problems - as the local runner raises it: its type and message, without Beam's step names. Found in the
-    exception's chain (Beam keeps the type when it can) or its text (a Dataflow job's log lines)."""
-    row_error = RowError.find_in(str(error))
-    if row_error is not None:
-        return row_error
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, TFRecorderError) and type(seen) in (TFRecorderError, SchemaError):
-            return type(seen)(_WHILE_RUNNING.sub("", str(seen)))
-        seen = seen.__cause__ or seen.__context__
-    found = _RAISED.search(str(error))
-    if found is None:
-        return None
-    kind = SchemaError if found.group(1) == "SchemaError" else TFRecorderError
-    return kind(_WHILE_RUNNING.sub("", found.group(2)))
-
-
-def _store_lost(error: BaseException) -> StoreUnreachable | None:
-    """The lost object store a failed pipeline's worker met (Beam keeps the exception in the chain when it runs
-    the workers in this process)."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, StoreUnreachable):
-            return StoreUnreachable(seen.cause, seen.seconds)
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def _last_line(error: Exception) -> str:
-    """The last non-blank line of an error: in Beam's wrapped worker errors, the original cause."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    return lines[-1] if lines else type(error).__name__
-
-
-def _job(result: Any, options: dict[str, Any]) -> dict[str, Any]:
-    if options["runner"] != "DataflowRunner":
-        return {}
-    job = getattr(result, "job", None)
-    job_id = getattr(job, "id", None) if job is not None and not callable(getattr(job, "id", None)) else None
-    if job_id is None and hasattr(result, "job_id"):
-        job_id = result.job_id()
-    url = CONSOLE_URL.format(region=options["region"], job_id=job_id, project=options["project"]) if job_id else None
-    return {"job_id": job_id or None, "job_name": options.get("job_name"), "job_url": url}
-
-
-def _counters(result: Any) -> dict[str, int]:
-    try:
-        found = result.metrics().query(MetricsFilter().with_namespace(COUNTERS))["counters"]
-    except (AttributeError, NotImplementedError, KeyError):
-        return {}
-    totals: dict[str, int] = {}
-    for counter in found:
-        totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + int(counter.committed or 0)
-    return totals
