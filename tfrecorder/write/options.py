@@ -324,7 +324,8 @@ class Options:
                                choices=IMAGE_FORMATS, identity=True, other="png")
     image_size: tuple[int, int] | None = option(
         None, "resize to HEIGHTxWIDTH, e.g. 224x224 (default: images stored at their size)", check=check_image_size,
-        metavar="HxW", parse=_image_size_text, usage="HEIGHTxWIDTH, e.g. 224x160, or one number for a square", identity=True, other=(8, 8))
+        metavar="HxW", parse=_image_size_text, usage="HEIGHTxWIDTH, e.g. 224x160, or one number for a square",
+        identity=True, other=(8, 8))
     resize_mode: str = option(DEFAULT_RESIZE_MODE, "with --image-size: stretch, pad (letterbox) or crop (centre)",
                               choices=RESIZE_MODES, identity=True, other="pad")
     jpeg_quality: int = option(DEFAULT_JPEG_QUALITY, "with --image-format jpeg", cli_type=int, identity=True,
