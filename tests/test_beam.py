@@ -329,5 +329,5 @@ def test_write_dataset_takes_convert_options_not_the_pipelines():
         WriteDataset("out", runner="DirectRunner")
     with pytest.raises(TFRecorderError, match="image_format='gif'"):
         WriteDataset("out", image_format="gif")
-    with pytest.raises(TypeError):
+    with pytest.raises(TFRecorderError, match=r"WriteDataset\(shards=...\): no such keyword"):
         WriteDataset("out", shards=3)

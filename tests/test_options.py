@@ -106,3 +106,10 @@ def test_a_new_option_is_part_of_the_run_identity_and_a_resumed_run_refuses_it_c
     with pytest.raises(TFRecorderError, match="holds an unfinished conversion of a different table or settings"):
         start_run(folder, second, [], overwrite=False, runner="local")
     start_run(folder, first, [], overwrite=False, runner="local").lock.release()  # the same one resumes
+
+
+def test_a_misspelt_write_dataset_keyword_is_one_line_naming_it():
+    from tfrecorder.beam import WriteDataset
+
+    with pytest.raises(TFRecorderError, match=r"WriteDataset\(num_shard=...\): no such keyword; .*: num_shards, "):
+        WriteDataset("out", num_shard=2)

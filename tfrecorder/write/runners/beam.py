@@ -19,6 +19,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import fields
 from typing import Any
 
 import apache_beam as beam
@@ -44,6 +45,7 @@ from tfrecorder.write.schema_check import EMPTY_TABLE
 from tfrecorder.write.sources import StagedRows, frame_as_arrow, frame_parts
 
 logger = logging.getLogger(__name__)
+_KEYWORDS = [f.name for f in fields(Options) if f.name not in PIPELINE_SETTINGS]  # what WriteDataset takes
 
 
 # The pipelines convert runs ------------------------------------------------------------------------------
@@ -115,6 +117,10 @@ class WriteDataset(beam.PTransform):
                 f"WriteDataset({', '.join(f'{name}=...' for name in misplaced)}): these are settings of the pipeline "
                 f"convert runs, or of the files it reads; WriteDataset writes your pipeline's rows: set the "
                 f"pipeline's on it (its PipelineOptions)")
+        unknown = sorted(set(convert_options) - {f.name for f in fields(Options)})
+        if unknown:  # a misspelt keyword: one line naming it and the ones there are, not Options' TypeError
+            raise TFRecorderError(f"WriteDataset({unknown[0]}=...): no such keyword; it takes schema= and convert's "
+                                  f"keywords but the pipeline's: {', '.join(_KEYWORDS)}")
         self._how = Options(**convert_options).conversion()
         self._schema = as_schema(schema)
         self._url = str(output_dir)
