@@ -156,3 +156,25 @@ def test_a_reader_that_goes_away_stops_the_command_quietly(dataset):
     proc.stdout.close()
     _, stderr = proc.communicate(timeout=300)
     assert stderr.decode() == "" and proc.returncode == 141  # 128 + SIGPIPE, as cat ends
+
+
+def test_an_interrupted_inspect_leaves_files_the_next_one_replaces(dataset, tmp_path, monkeypatch):
+    """Stopped after its first image (Ctrl-C), inspect has already listed it as its own: the next run into the
+    folder replaces it instead of refusing it as someone else's."""
+    import tfrecorder.read.inspect as inspect_module
+
+    real = inspect_module._write_image
+    calls = []
+
+    def stopped_after_one(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(inspect_module, "_write_image", stopped_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        inspect_module.inspect(str(dataset), num_records=3, output_dir=str(tmp_path / "look"))
+    monkeypatch.setattr(inspect_module, "_write_image", real)
+    folder = inspect_module.inspect(str(dataset), num_records=3, output_dir=str(tmp_path / "look"))
+    assert len([p for p in os.listdir(folder) if p[0].isdigit()]) == 3

@@ -76,6 +76,8 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
     os.makedirs(output_dir, exist_ok=True)
     _refuse_foreign(output_dir, "data.csv")
     _clear_earlier(output_dir)
+    with open(os.path.join(output_dir, _MARKER), "w", encoding="utf-8") as f:
+        f.write("data.csv\n")  # each file is added as it is claimed: an interrupted run's files stay ours
     rows = []
     label = (manifest.label or {}).get("feature")
     for index, example in enumerate(ds.as_numpy_iterator()):
@@ -103,9 +105,6 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    written = sorted({v for r in rows for k, v in r.items() if k.endswith("_file")})
-    with open(os.path.join(output_dir, _MARKER), "w", encoding="utf-8") as f:
-        f.write("".join(f"{name}\n" for name in ["data.csv", *written]))
     return output_dir, len(rows)
 
 
@@ -124,6 +123,13 @@ def _refuse_foreign(output_dir: str, name: str) -> None:
     if os.path.exists(os.path.join(output_dir, name)) and name not in _earlier(output_dir):
         raise TFRecorderError(f"inspect: {os.path.join(output_dir, name)} exists and was not written by inspect; "
                               f"choose another output folder (it is never written over)")
+
+
+def _claim(output_dir: str, name: str) -> None:
+    """``name`` is about to be written: refused if it is someone else's, else added to the marker's list first."""
+    _refuse_foreign(output_dir, name)
+    with open(os.path.join(output_dir, _MARKER), "a", encoding="utf-8") as f:
+        f.write(f"{name}\n")
 
 
 def _clear_earlier(output_dir: str) -> None:
@@ -145,7 +151,7 @@ def _write_image(output_dir: str, index: int, example: dict) -> str:
     else:
         data, extension = example[IMAGE.name], _EXTENSIONS.get(fmt, "bin")
     name = f"{index:05d}.{extension}"
-    _refuse_foreign(output_dir, name)
+    _claim(output_dir, name)
     with open(os.path.join(output_dir, name), "wb") as f:
         f.write(data)
     return name
@@ -162,7 +168,7 @@ def _write_mask(output_dir: str, index: int, example: dict, mask: bytes, masks: 
         laid.getexif()[0x0112] = orientation  # turned as viewers turn the photo
         laid = ImageOps.exif_transpose(laid)
     name = f"{index:05d}-mask.png"
-    _refuse_foreign(output_dir, name)
+    _claim(output_dir, name)
     laid.save(os.path.join(output_dir, name))
     return name
 
@@ -174,7 +180,7 @@ def _write_boxes(output_dir: str, index: int, example: dict, boxes: np.ndarray, 
     shown = ImageOps.exif_transpose(Image.open(io.BytesIO(example[IMAGE.name]))).convert("RGB")
     turned = turn(np.asarray(boxes, np.float64).reshape(-1, 4)[:, [1, 0, 3, 2]], orientation)[:, [1, 0, 3, 2]]
     name = f"{index:05d}-boxes.png"
-    _refuse_foreign(output_dir, name)
+    _claim(output_dir, name)
     draw_boxes(shown, turned, names).save(os.path.join(output_dir, name))
     return name
 

@@ -204,8 +204,8 @@ def claim_folder(folder: Folder, runner: str, *, overwrite: bool, key: FinishedK
             if stale is None:
                 return Claim(lock, journal, None, finished)
             # the same input and options: its own output, written again as overwrite=True would
+            _remove_earlier_output(folder, names, False, why=f"converting it again ({stale})")
             logger.warning("%s holds this conversion, but %s: converting it again", folder.url, stale)
-            _remove_earlier_output(folder, names, False)
             journal.clear()
         folder.remove(FINISHED_NAME, folder=False)  # a new run: what an earlier one was made of no longer holds
         return Claim(lock, journal, earlier)
@@ -304,7 +304,8 @@ _SHARD_NAME = re.compile(r"^(train|validation|test)-\d{5}-of-\d{5}(\.tfrecord(\.
 _METADATA_NAMES = (ERRORS_NAME, DATASET_INFO_NAME, FEATURES_NAME, labels_file(LABEL.name))
 
 
-def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: bool) -> list[str]:
+def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: bool,
+                           why: str = "overwrite=True") -> list[str]:
     """For overwrite=True: delete what an earlier conversion of ours wrote here - the files its dataset.json
     lists, or an unfinished run's shards - and nothing else; refuse if TFRecord files that no dataset.json of
     ours lists would stay beside the new dataset (a user's own data is never deleted, nor silently mixed in)."""
@@ -319,7 +320,7 @@ def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: boo
     if strangers:
         raise TFRecorderError(
             f"output_dir {folder.url!r} holds TFRecord files that no dataset.json of tfrecorder lists: "
-            f"{', '.join(strangers[:5])}{', ...' if len(strangers) > 5 else ''}; overwrite=True deletes only what "
+            f"{', '.join(strangers[:5])}{', ...' if len(strangers) > 5 else ''}; {why} deletes only what "
             f"an earlier conversion wrote. Move those files, or choose another output_dir")
     removed = sorted(n for n in names if n in ours)
     for name in removed:
