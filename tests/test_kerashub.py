@@ -102,3 +102,13 @@ def test_a_keras_hub_retinanet_from_a_config_fits_one_step_with_no_glue(out):
     # --
     # A loss above 0: the boxes reached the detector's anchors (at 64x64 none matches, and the loss is 0)
     assert np.isfinite(history.history["loss"][0]) and history.history["loss"][0] > 0
+
+
+def test_supervised_boxes_without_decoding_say_the_default_counts_pixels_and_what_to_pass(out):
+    """The default "yxyx" counts pixels of the decoded image: undecoded, one line says so and names rel_yxyx."""
+    with pytest.raises(tfrecorder.errors.TFRecorderError,
+                       match=r"bounding_box_format='yxyx' \(the default, as KerasHub's\) counts pixels of the decoded "
+                             r"image: read with decode_images=True, or pass bounding_box_format='rel_yxyx'"):
+        tfrecorder.load_dataset(out, "TRAIN", as_supervised=True, decode_images=False)
+    ds = tfrecorder.load_dataset(out, "TRAIN", as_supervised=True, decode_images=False, bounding_box_format="rel_yxyx")
+    assert ds.element_spec[1]["boxes"].shape[-1] == 4

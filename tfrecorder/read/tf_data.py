@@ -337,8 +337,10 @@ def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, spec: d
     pad = _padder(o.max_objects)
     supervised = _supervised_objects(o.bounding_box_format) if o.as_supervised else None
     if supervised is not None and decode is None and not o.bounding_box_format.startswith("rel_"):
-        raise TFRecorderError(f"bounding_box_format={o.bounding_box_format!r} counts pixels of the decoded image: "
-                              f"read with decode_images=True, or ask for a 'rel_' format")
+        default = " (the default, as KerasHub's)" if o.bounding_box_format == SUPERVISED_BOX_FORMAT else ""
+        raise TFRecorderError(f"bounding_box_format={o.bounding_box_format!r}{default} counts pixels of the decoded "
+                              f"image: read with decode_images=True, or pass bounding_box_format='rel_yxyx' (or "
+                              f"another 'rel_' format) for fractions of the image")
 
     def one(record: tf.Tensor) -> Any:  # parsed, gathered, decoded, padded and split in one step
         example = gather(parse(record))
