@@ -6,6 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from tfrecorder.write.options import LOCAL
+
 
 @pd.api.extensions.register_dataframe_accessor("tensorflow")
 class TensorflowAccessor:
@@ -14,10 +16,11 @@ class TensorflowAccessor:
     def __init__(self, df: pd.DataFrame):
         self._df = df
 
-    def to_tfr(self, output_dir: str, schema: Any = None, runner: str = "local", **kwargs: Any):
+    def to_tfr(self, output_dir: str, schema: Any = None, runner: str = LOCAL, **kwargs: Any):
         """Convert this DataFrame to TFRecord shards; see ``tfrecorder.convert`` for every argument. Run again
         with the same frame and arguments (a notebook cell re-run), it returns the finished result at once,
-        ``result.reused``; other data or arguments need ``overwrite=True``.
+        ``result.reused`` (a conversion with failed rows is converted again, retrying them); other data or
+        arguments need ``overwrite=True``.
 
         Examples:
             >>> result = df.tensorflow.to_tfr(str(tmp_path / "out"), progress=False)

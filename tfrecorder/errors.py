@@ -24,7 +24,8 @@ ROW_ERRORS: dict[str, tuple[str, str]] = {
     "not_a_file": ("a device, pipe or socket, not a regular file", "name a regular image file"),
     "permission_denied": ("the file or URL may not be read (HTTP 401/403)", "fix its permissions or credentials"),
     "fetch_error": ("reading failed after retries (I/O error, timeout, HTTP 5xx)",
-                    "re-run: a finished run resumes; raise image_timeout= for slow servers"),
+                    "re-run the same conversion: it converts again, retrying them; raise image_timeout= for slow "
+                    "servers"),
     "unsupported_uri": ("no fsspec backend for the URL's scheme (s3://, abfs://, ...)",
                         "install the backend (s3fs, adlfs, ...) or fix the scheme"),
     "outside_folder": ("an annotation file names a file outside the dataset's root (absolute, ../, a URL, a "

@@ -151,7 +151,7 @@ def convert(
         max_image_bytes: larger image files are row errors (``too_large``), found before they are read
             where the size is known, and as soon as the limit is passed while streaming where it is not.
         image_timeout: seconds one try at reading a remote image may take: to connect, any silence, and the
-            whole answer (a server that drips its bytes); 4 tries, then a ``fetch_error`` row.
+            whole answer (a server that drips its bytes); ``Retry.attempts`` tries, then a ``fetch_error`` row.
         storage_timeout: seconds one object-store operation (gs://: a listing, one 5 MiB block of an upload)
             may take, its retries included; each request may be silent for 60 s at most. A store that stops
             answering or refuses ends the run with one TFRecorderError; the same call again resumes.
@@ -178,13 +178,16 @@ def convert(
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``. Without it, a folder holding
             the finished conversion of the same input and settings (and tfrecorder version and runner) gives
-            its result back at once, ``reused`` (one line logged says so), writing and reading no image: the
-            table is read again to know it is the same (a file's rows, not its bytes or time, for the local
-            runner; a Beam runner knows a CSV or Parquet file by its size and time, an image folder by its
-            listing - not on Dataflow, nor after a job not waited for). Images are known by their location:
-            an image changed in place, or a shard damaged since, is not noticed (``tfrecorder.verify`` checks
-            the shards; ``overwrite=True`` writes it again). Any other input or setting is an error that says
-            what differs; an unfinished run of the same conversion resumes.
+            its result back at once, ``reused`` (the result's table says so, and a line is logged), writing and
+            reading no image: the table is read again to know it is the same (a file's rows, not its bytes or
+            time, for the local runner, with the working directory of a DataFrame's relative paths; a Beam
+            runner knows a CSV or Parquet file by its size and time, an image folder by its listing - not on
+            Dataflow, nor after a job not waited for). It is converted again instead (a warning says why) when
+            rows of it failed (a re-run retries them) or a shard it lists is missing or of another size. Images
+            are known by their location: an image changed in place, or a shard's bytes damaged since, is not
+            noticed (``tfrecorder.verify`` checks the shards; ``overwrite=True`` writes it again). Any other
+            input or setting is an error that says what differs; an unfinished run of the same conversion
+            resumes.
         progress: show a progress bar (None: only in terminals and notebooks).
         num_workers: threads fetching and checking images (local runner); setting it keeps the writing in this
             process. By default: one thread per core for local files, with the shards of large tables written by

@@ -64,7 +64,7 @@ class Retry:
     """How transient remote failures (5xx, 429, timeouts, dropped connections) are retried."""
 
     attempts: int = 4
-    backoff_seconds: float = 0.1  # waits 0.1, 0.4, 1.6 s between the four tries
+    backoff_seconds: float = 0.1  # waits 0.1, 0.4, 1.6 s between four tries
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed try number ``attempt`` (0-based)."""
@@ -342,7 +342,7 @@ class Options:
                                   cli_type=int, check=lambda v: check_count("max_image_bytes", v),
                                   identity=True, other=1_000_000)
     image_timeout: float = option(DEFAULT_IMAGE_TIMEOUT, "seconds one try at reading a remote image may take, "
-                                                         "whole (4 tries, then a row error)",
+                                                         f"whole ({DEFAULT_RETRY.attempts} tries, then a row error)",
                                   cli_type=float, check=lambda v: check_number("image_timeout", v, "seconds above 0"),
                                   other=5.0)
     storage_timeout: float = option(DEFAULT_STORAGE_TIMEOUT, STORAGE_TIMEOUT_HELP, cli_type=float,

@@ -122,8 +122,10 @@ class FinishedKey:
 def finished_key(identity: str, options: WriteOptions, schema: Schema | None, *, runner: str) -> FinishedKey:
     """The FinishedKey of a conversion of run ``identity`` with these settings: the runner, the schema, the
     options of the run identity (``options.identity``) and the version."""
+    root = options.fetch.root  # an annotation file's images folder (images_dir=): named when it differs
     settings = dict(runner=runner, schema=[(n, t.__name__) for n, t in schema.items()] if schema is not None else None,
-                    **dict(options.identity), tfrecorder_version=__version__)
+                    **dict(options.identity), images_dir=root.url if root is not None else None,
+                    tfrecorder_version=__version__)
     return FinishedKey(identity, {name: repr(value) for name, value in settings.items()})
 
 
