@@ -18,7 +18,8 @@ from tfrecorder.types import Kind
 FORMAT_NAME = "tfrecorder-dataset"
 _DTYPES = tuple(kind.value for kind in Kind)  # the dtypes a record's features have
 FORMAT_VERSION = 5  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason, pandas; 4: objects;
-# 5: digests (a section edited after the shards were written is named), objects.max_objects
+# 5: digests (a section edited after the shards were written is named), objects.max_objects, each feature's
+# connector (a dataset.json without them has them guessed as it is read: named_connectors)
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
