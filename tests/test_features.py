@@ -65,7 +65,7 @@ def test_each_feature_is_stored_and_read_back_as_its_connector_says(image_table,
     import numpy as np
     import tensorflow as tf
 
-    from tfrecorder.dataset.connectors import connector_of
+    from tfrecorder.dataset import connectors
 
     df = image_table.assign(stamp=[1.6e9 + i / 1000 for i in range(len(image_table))],  # float64
                             raw=[bytes([i]) for i in range(len(image_table))], flag=[i % 2 == 0 for i in range(12)])
@@ -76,7 +76,7 @@ def test_each_feature_is_stored_and_read_back_as_its_connector_says(image_table,
         records = list(read_records(f))
     kinds = set()
     for info in manifest.features:
-        connector = connector_of(info, features.IMAGE.name, manifest.label)
+        connector = connectors.of(info)  # as dataset.json names it
         kinds.add(type(connector).__name__)
         stored = {Example.FromString(r).features.feature[info.name].WhichOneof("kind") for r in records}
         assert stored == {connector.field}, info.name

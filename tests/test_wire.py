@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfrecorder
+from tfrecorder.dataset.connectors import stored_connector
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.dataset.manifest import FeatureInfo
 from tfrecorder.read import wire
@@ -41,8 +42,9 @@ def batches(draw):
     """Records of random features (each missing, empty or holding values), and the features to read."""
     features = []
     for name in draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=6, unique=True)):
-        kind = draw(st.sampled_from(list(KINDS)))
-        features.append(FeatureInfo(name, "feature", kind.value, draw(st.sampled_from([[], [None]])), nullable=True))
+        kind, shape = draw(st.sampled_from(list(KINDS))), draw(st.sampled_from([[], [None]]))
+        connector = stored_connector(kind, is_list=shape == [None]).name  # as dataset.json names it
+        features.append(FeatureInfo(name, "feature", kind.value, shape, connector=connector, nullable=True))
     records = []
     for _ in range(draw(st.integers(0, 12))):
         example = Example()
@@ -95,7 +97,7 @@ def example(*entries: bytes) -> bytes:
     return delimited(0x0A, b"".join(entries))
 
 
-INT = FeatureInfo("n", "feature", "int64", [], nullable=True)
+INT = FeatureInfo("n", "feature", "int64", [], connector="Int64", nullable=True)
 UNPACKED = example(entry("n", delimited(0x1A, b"\x08" + varint(300))))  # Int64List{value: 300} not packed
 TWICE = example(entry("n", delimited(0x1A, delimited(0x0A, varint(1)))),
                 entry("n", delimited(0x1A, delimited(0x0A, varint(2)))))  # protobuf keeps the last: 2

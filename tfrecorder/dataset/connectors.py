@@ -4,9 +4,10 @@ record holds, in the style of TFDS's ``FeatureConnector``.
 Each kind knows, in one place: how an input value is checked and converted (``check``), the tf.train.Example
 list it is stored in and the placeholder a reused Example holds (``field``, ``placeholder``), the value a
 missing one reads as (``missing``), its ``tf.io`` parse spec and decode, the numpy column ``read_tfr`` builds
-from the wire values, and its entry in TFDS's ``features.json``. Every stage asks the connector of a feature
-(``connector_of`` for a dataset.json feature, ``stored_connector`` for a column being written); adding a kind
-of value is adding a class here.
+from the wire values, and its entry in TFDS's ``features.json``. Every stage asks the connector of a feature:
+dataset.json names it (``FeatureInfo.connector``, read with ``of``), the writer picks it (``stored_connector`` for
+a column, the feature table's for a derived feature); ``connector_of`` guesses it only for a dataset.json written
+before names were (0.3 and older) or another tool's records. Adding a kind of value is adding a class here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from tfrecorder.dataset.manifest import FeatureInfo
+from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.types import Kind
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -35,6 +36,11 @@ class Connector:
     placeholder: ClassVar[Any]  # stands in an Example's slot until a row's own value is set
     missing: ClassVar[Any]  # what a missing value reads as, as dataset.json writes it ("NaN": JSON has no NaN)
     numbers: ClassVar[Any] = None  # the numpy dtype of its wire values (scalar numbers); None: bytes
+
+    @property
+    def name(self) -> str:
+        """What dataset.json calls it (``named`` gives it back): its class's name."""
+        return type(self).__name__
 
     # writing
     def check(self, value: Any, sources: set[str]) -> Any:
@@ -258,6 +264,10 @@ class ListOf(Connector):
     def numbers(self) -> Any:  # type: ignore[override]
         return None  # lists are read as objects, never as a column of numbers
 
+    @property
+    def name(self) -> str:
+        return f"ListOf({self.item.name})"
+
     def check(self, value: Any, sources: set[str]) -> list[Any]:
         return [self.item.check(v, sources) for v in value]
 
@@ -307,6 +317,32 @@ BY_KIND: dict[Kind, Connector] = {c.kind: c for c in SCALARS}
 KINDS_BY_FIELD: dict[str, Kind] = {c.field: c.kind for c in (INT64, FLOAT32, BYTES)}
 
 
+# Every connector by the name dataset.json gives it; a list's is ``ListOf(<its item's name>)``.
+NAMED: dict[str, Connector] = {c.name: c for c in (INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, MASK, CLASS_LABEL,
+                                                     BOXES)}
+_LIST_NAME = re.compile(r"ListOf\((\w+)\)")
+
+
+def named(name: str) -> Connector:
+    """The connector dataset.json calls ``name`` (KeyError: none of this tfrecorder's)."""
+    if name in NAMED:
+        return NAMED[name]
+    if name not in _LISTS:
+        match = _LIST_NAME.fullmatch(name)
+        if match is None or match[1] not in NAMED:
+            raise KeyError(name)
+        _LISTS[name] = ListOf(NAMED[match[1]])  # kept: readers ask for it per feature and batch
+    return _LISTS[name]
+
+
+_LISTS: dict[str, Connector] = {}
+
+
+def of(feature: FeatureInfo) -> Connector:
+    """The connector of a feature of a dataset.json as read (``Manifest.from_json`` names every one)."""
+    return named(feature.connector)  # type: ignore[arg-type]
+
+
 def stored_connector(kind: Kind, is_list: bool = False, source: str | None = None) -> Connector:
     """The connector of a column being written: its stored kind, whether it holds lists, its values' source."""
     scalar = BYTES if kind is Kind.BYTES and source == "bytes" else BY_KIND[kind]
@@ -314,8 +350,10 @@ def stored_connector(kind: Kind, is_list: bool = False, source: str | None = Non
 
 
 def connector_of(feature: FeatureInfo, image_feature: str, label: Mapping[str, Any] | None = None) -> Connector:
-    """The connector of a feature dataset.json lists (``image_feature``: the name the image is stored under;
-    ``label``: dataset.json's label entry, whose vocabulary makes the label a ClassLabel)."""
+    """The connector of a feature a dataset.json lists without naming it (one of 0.3 or older, or inferred from
+    another tool's records), guessed from its dtype, role and name as readers did before names were written
+    (``image_feature``: the name the image is stored under; ``label``: dataset.json's label entry, whose
+    vocabulary makes the label a ClassLabel). ``Manifest.from_json`` alone calls it."""
     kind = Kind(feature.dtype)
     if feature.role == "box" and kind is Kind.FLOAT32:
         return BOXES

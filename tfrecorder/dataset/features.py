@@ -54,7 +54,7 @@ LABEL = Feature("label", connectors.CLASS_LABEL, Role.LABEL, "class id (string l
 # A detection record's objects (a row per box of the table, grouped by image), stored as TFDS stores a
 # ``Sequence`` of them: one list per feature, an object's values at the same place in each.
 OBJECTS = "objects"
-OBJECT_BBOX = Feature(f"{OBJECTS}/bbox", connectors.FLOAT32, Role.BOX,
+OBJECT_BBOX = Feature(f"{OBJECTS}/bbox", connectors.BOXES, Role.BOX,
                       "each object's box, 4 values: ymin, xmin, ymax, xmax, normalized, in the stored pixels' frame")
 OBJECT_LABEL = Feature(f"{OBJECTS}/label", connectors.CLASS_LABEL, Role.LABEL, "each object's class id")
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from tfrecorder.dataset import connectors
+from tfrecorder.dataset.feature_info import FeatureInfo
+from tfrecorder.dataset.features import IMAGE, OD_IMAGE
 from tfrecorder.dataset.records import TF_COMPRESSION_TYPES
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Kind
@@ -15,27 +18,11 @@ from tfrecorder.types import Kind
 FORMAT_NAME = "tfrecorder-dataset"
 _DTYPES = tuple(kind.value for kind in Kind)  # the dtypes a record's features have
 FORMAT_VERSION = 5  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason, pandas; 4: objects;
-# 5: digests (a section edited after the shards were written is named), objects.max_objects
+# 5: digests (a section edited after the shards were written is named), objects.max_objects, each feature's
+# connector (a dataset.json without them has them guessed as it is read: named_connectors)
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
-
-
-@dataclass(frozen=True)
-class FeatureInfo:
-    """One feature of every record: its tf dtype, shape ([] scalar, [null] variable-length list)."""
-
-    name: str
-    role: str  # split, image, label, feature
-    dtype: str  # int64, float32, string
-    shape: list[int | None]
-    nullable: bool = False
-    column: str | None = None  # input column it came from (None for derived image features)
-    source: str | None = None  # python type of the input values: int, bool, float, str, bytes
-    type: str | None = None  # tfrecorder.types name
-    default: Any = None  # value load_dataset gives a missing nullable scalar
-    float64_reason: str | None = None  # a float column stored as float64 by float_precision="auto": why
-    pandas: dict[str, Any] | None = None  # the input column's pandas dtype (dataset.dtypes): what read_tfr gives
 
 
 @dataclass(frozen=True)
@@ -141,6 +128,7 @@ class Manifest:
             _check_name(where, "errors_file", data.get("errors_file", ERRORS_NAME))
             for feature in data["features"]:
                 _check_feature(where, feature)
+            data["features"] = named_connectors(data["features"], data.get("label"), where)
             channels = (data.get("image") or {}).get("channels") or []
             if not all(isinstance(c, int) and 1 <= c <= 4 for c in channels):
                 raise TFRecorderError(f"{where}: image channels {channels!r} are not among 1, 2, 3, 4; dataset.json "
@@ -222,6 +210,31 @@ def _check_feature(where: str, feature: FeatureInfo) -> None:
         raise TFRecorderError(
             f"{where}: feature {feature.name!r} has dtype {feature.dtype!r} and shape {feature.shape!r}; "
             f"dataset.json stores {', '.join(_DTYPES)} scalars ([]) or lists ([null]): it is damaged or was edited")
+
+
+def named_connectors(features: list[FeatureInfo], label: dict[str, Any] | None,
+                     where: str = MANIFEST_NAME) -> list[FeatureInfo]:
+    """``features`` each naming its connector: the one dataset.json names, or where it names none (a dataset.json
+    of tfrecorder 0.3 or older, or one inferred from another tool's records) the one readers guessed before
+    names were written, from dtype, role and name (``label``: dataset.json's label entry)."""
+    named = []
+    for feature in features:
+        if feature.connector is None:
+            image = OD_IMAGE.name if feature.name == OD_IMAGE.name and feature.role == "image" else IMAGE.name
+            feature = replace(feature, connector=connectors.connector_of(feature, image, label).name)
+        elif not isinstance(feature.connector, str) or not _known(feature.connector):
+            raise TFRecorderError(f"{where}: feature {feature.name!r} has connector {feature.connector!r}, which "
+                                  f"this tfrecorder does not know (a newer tfrecorder wrote it): upgrade tfrecorder")
+        named.append(feature)
+    return named
+
+
+def _known(connector: str) -> bool:
+    try:
+        connectors.named(connector)
+    except KeyError:
+        return False
+    return True
 
 
 def _edited(where: str, problem: str) -> TFRecorderError:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.connectors import TFDS_CLASS, ListOf, connector_of
+from tfrecorder.dataset.connectors import TFDS_CLASS, ListOf, named
 from tfrecorder.dataset.features import IMAGE, LABEL, OBJECT_LABEL, OBJECTS
 from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
@@ -126,7 +126,7 @@ def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None, image: Map
     or None and why TFDS cannot read it."""
     if feature.nullable:
         return None, "some records lack it (missing values), and TFDS needs every feature in every record"
-    connector = connector_of(feature, IMAGE.name, label)
+    connector = named(feature.connector)  # type: ignore[arg-type]
     if per_object and isinstance(connector, ListOf):
         connector = connector.item
     return connector.tfds(feature, {"label": label, "image": image})

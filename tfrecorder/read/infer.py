@@ -16,7 +16,7 @@ from typing import Any
 
 from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo
+from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, filesystem
 from tfrecorder.errors import TFRecorderError
@@ -103,8 +103,8 @@ def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT
         splits.setdefault(split_of(path), []).append(shard)
     features, image, label = _infer_features(samples, fs, paths)
     splits = {name: splits[name] for name in (TRAIN, VALIDATION, TEST) if name in splits}
-    return Manifest(
-        tfrecorder_version="foreign", features=features, splits=splits,
+    return Manifest(  # connectors guessed from what the records hold, as for a dataset.json naming none
+        tfrecorder_version="foreign", features=named_connectors(features, label), splits=splits,
         rows={k: RowCounts(sum(s.records for s in v), sum(s.records for s in v)) for k, v in splits.items()},
         compression=compression, label=label, image=image, runner="foreign",
     )

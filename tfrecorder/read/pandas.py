@@ -12,11 +12,10 @@ import pandas as pd
 import pyarrow as pa
 from PIL import Image
 
-from tfrecorder.dataset import dtypes
+from tfrecorder.dataset import connectors, dtypes
 from tfrecorder.dataset.boxes import turn
-from tfrecorder.dataset.connectors import Connector, connector_of
+from tfrecorder.dataset.connectors import Connector
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.features import IMAGE, OD_IMAGE
 from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_blocks
@@ -328,10 +327,9 @@ class _Collector:
 
 
 def _connector(feature: FeatureInfo) -> Connector:
-    """The feature's kind of value: scalar numbers (``numbers`` set) come from wire.decode as wire.Numbers. The
-    image is ``image``, or ``image/encoded`` in the Object Detection API's layout (``record_format``)."""
-    image = feature.name if feature.name == OD_IMAGE.name and feature.role == "image" else IMAGE.name
-    return connector_of(feature, image)
+    """The feature's kind of value, as dataset.json names it: scalar numbers (``numbers`` set) come from
+    wire.decode as wire.Numbers."""
+    return connectors.of(feature)
 
 
 def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Binary | wire.Objects:

@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfrecorder.arguments import check_choice, check_count, check_image_size, check_optional_count, is_count
-from tfrecorder.dataset.connectors import connector_of
+from tfrecorder.dataset import connectors
 from tfrecorder.dataset.features import (
     BOX_FORMATS,
     DECODE_FEATURES,
@@ -129,13 +129,13 @@ def _spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, A
 
 
 def _parse_spec(feature: FeatureInfo) -> Any:
-    return connector_of(feature, IMAGE.name).parse_spec(feature)
+    return connectors.of(feature).parse_spec(feature)
 
 
 def _parser(manifest: Manifest, spec: dict[str, Any], where: str, single: bool = False):
     """Serialized records (``single``: one record) -> parsed features, each decoded by its connector (float64
     from its bits); label ids checked against the vocabulary of dataset.json (``where``)."""
-    decoders = {name: connector_of(manifest.feature(name), IMAGE.name).decode for name in spec}
+    decoders = {name: connectors.of(manifest.feature(name)).decode for name in spec}
     label = (manifest.label or {}).get("feature")
     if label in decoders and manifest.vocabulary is not None:
         decoders[label] = _in_vocabulary(decoders[label], len(manifest.vocabulary), where)

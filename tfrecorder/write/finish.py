@@ -13,7 +13,7 @@ from typing import Any
 from tfrecorder import types
 from tfrecorder._version import __version__
 from tfrecorder.dataset import features, layouts
-from tfrecorder.dataset.connectors import stored_connector
+from tfrecorder.dataset.connectors import CLASS_LABEL, INT64, Connector, ListOf, stored_connector
 from tfrecorder.dataset.manifest import (
     ERRORS_COLUMNS,
     ERRORS_NAME,
@@ -32,7 +32,7 @@ from tfrecorder.write.masks import pixel_stride
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.result import ConvertResult, SplitResult
 from tfrecorder.write.shard import ImageStats, ObjectStats, RowFailure, ShardResult
-from tfrecorder.write.table import Table
+from tfrecorder.write.table import Column, Table
 
 logger = logging.getLogger(__name__)
 
@@ -208,15 +208,17 @@ def _detection_api_features(table: Table) -> list[FeatureInfo]:
     """The features of a record in the Object Detection API's layout (``layouts.OBJECT_DETECTION``)."""
     layout = layouts.OBJECT_DETECTION
     masks = layout.masks if table.mask_uris is not None else ()
-    infos = [FeatureInfo(f.name, f.role.value, f.kind.value, [], source="str" if f.kind.value == "string" else None)
+    infos = [FeatureInfo(f.name, f.role.value, f.kind.value, [], connector=f.connector.name,
+                         source="str" if f.kind.value == "string" else None)
              for f in (*layout.image_features, *masks)]
     if not table.is_detection:  # a segmentation table: the image and its mask
         return infos
-    infos += [FeatureInfo(f.name, f.role.value, f.kind.value, [None], column=table.schema.boxes.get(f.name[-4:]),
-                          source="float" if f.role is Role.BOX else None)
+    infos += [FeatureInfo(f.name, f.role.value, f.kind.value, [None], connector=ListOf(f.connector).name,
+                          column=table.schema.boxes.get(f.name[-4:]), source="float" if f.role is Role.BOX else None)
               for f in layout.object_features]
-    infos += [FeatureInfo(layout.object_key(c.name), c.type.role.value, c.kind.value, [None], column=c.name,
-                          source=c.source, type=c.type.__name__, pandas=c.pandas)
+    infos += [FeatureInfo(layout.object_key(c.name), c.type.role.value, c.kind.value, [None],
+                          connector=_connector(table, c, per_object=True), column=c.name, source=c.source,
+                          type=c.type.__name__, pandas=c.pandas)
               for c in table.features if c.type.role is not Role.BOX]
     return infos
 
@@ -234,29 +236,42 @@ def _features(table: Table) -> list[FeatureInfo]:
     infos: list[FeatureInfo] = []
     for f in derived:
         column, col_type = role_columns.get(f, (None, None))
-        infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], column=column,
+        infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], connector=f.connector.name, column=column,
                                  source="str" if col_type else None, type=col_type.__name__ if col_type else None))
     if table.is_detection:
         bbox = features.OBJECT_BBOX
-        infos.append(FeatureInfo(bbox.name, bbox.role.value, bbox.kind.value, [None], source="float",
-                                 column=",".join(table.schema.boxes[e] for e in types.BOX_EDGES)))
+        infos.append(FeatureInfo(bbox.name, bbox.role.value, bbox.kind.value, [None], connector=bbox.connector.name,
+                                 source="float", column=",".join(table.schema.boxes[e] for e in types.BOX_EDGES)))
     for c in table.columns:
         if c.type.role is Role.BOX:
             continue
         kind = features.LABEL.kind if c.type.role is Role.LABEL else c.kind
+        connector = _connector(table, c, per_object=table.is_detection)
         if table.is_detection:  # a value per object: a list, a missing value stored as the kind's (NaN, 0, "")
-            infos.append(FeatureInfo(c.feature, c.type.role.value, kind.value, [None], column=c.name,
-                                     source=c.source, type=c.type.__name__, float64_reason=c.float64_reason,
-                                     pandas=c.pandas))
+            infos.append(FeatureInfo(c.feature, c.type.role.value, kind.value, [None], connector=connector,
+                                     column=c.name, source=c.source, type=c.type.__name__,
+                                     float64_reason=c.float64_reason, pandas=c.pandas))
             continue
         nullable = c.nullable and not c.type.is_list
         infos.append(FeatureInfo(
-            c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], nullable=nullable,
-            column=c.name, source=c.source, type=c.type.__name__,
+            c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], connector=connector,
+            nullable=nullable, column=c.name, source=c.source, type=c.type.__name__,
             default=stored_connector(kind).missing if nullable else None, float64_reason=c.float64_reason,
             pandas=c.pandas,
         ))
     return infos
+
+
+def _connector(table: Table, column: Column, per_object: bool) -> str:
+    """The name of the connector a column's feature is written with: the label's class ids (a ClassLabel where
+    the vocabulary names them), else its stored kind; a list where it holds lists, or a value per object
+    (``per_object``: a detection table's record holds all of an image's objects)."""
+    scalar: Connector
+    if column.type.role is Role.LABEL:
+        scalar = CLASS_LABEL if table.vocabulary is not None else INT64
+    else:
+        scalar = stored_connector(column.kind, source=column.source)
+    return (ListOf(scalar) if column.type.is_list or per_object else scalar).name
 
 
 # What dataset.json lists for each record layout's records, by the layout's name (as encode.ENCODERS).
