@@ -68,8 +68,6 @@ SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
 # Spilled rows a conversion in this process keeps in memory before it writes them to its spill folder: a small
 # table never touches the disk (TFDS's Shuffler buffers the same way). Forked shard writers inherit them.
 MEMORY_SPILL_BYTES = 32 * 1024 * 1024
-_HELD: dict[str, dict[str, list[Any]]] = {}  # spill folder URL -> spill file name -> its rows, held in memory
-_HELD_PARTS: dict[str, HeldPart] = {}  # spill folder URL -> a table of one part, held as validated
 
 
 @dataclass(frozen=True)
@@ -87,6 +85,47 @@ class FileJob:
     part_rows: int  # rows read, validated and spilled at a time (PART_ROWS)
 
 
+@dataclass
+class HeldPart:
+    """A table of one part held in memory as ``validate_part`` gave it (a small table is never turned into
+    Arrow and back): shards take their rows from it, in key order."""
+
+    part: Table
+    keys: np.ndarray
+    rows: np.ndarray
+    split_codes: np.ndarray
+    _orders: dict[int, np.ndarray] = field(default_factory=dict)
+    _finalized: Table | None = None
+
+    def order(self, code: int) -> np.ndarray:
+        """The positions of split ``code``'s rows in stored order: by content key, then row."""
+        if code not in self._orders:
+            mine = np.flatnonzero(self.split_codes == code)
+            self._orders[code] = mine[np.lexsort((self.rows[mine], self.keys[mine]))]
+        return self._orders[code]
+
+    def shard(self, shard: SpilledShard) -> tuple[list[int], Table]:
+        """The shard's row numbers and validated rows."""
+        if self._finalized is None:
+            self._finalized = finalize(self.part, shard.facts, shard.float_precision)
+        order = self.order(WRITTEN_SPLITS.index(shard.spec.split))
+        start, stop = shard.spec.start, shard.spec.stop
+        if self.part.is_detection:
+            start, stop = whole_groups(self.keys[order], start, stop)
+        positions = order[start:stop]
+        return self.rows[positions].tolist(), self._finalized.take(positions.tolist())
+
+
+@dataclass
+class HeldRows:
+    """The rows a conversion keeps in this process's memory instead of in spill files (``MEMORY_SPILL_BYTES``): a
+    table of one part, as validated, or the rows of spill files never written. The summary carries them to each
+    shard of its plan (forked shard writers inherit them, none copied); Beam's workers hold none."""
+
+    part: HeldPart | None = None
+    files: dict[str, list[Any]] = field(default_factory=dict)  # spill file name -> its rows (pyarrow tables)
+
+
 @dataclass(frozen=True)
 class SpilledShard:
     """One shard of a streamed table: its spec and where its rows are - ranks ``spec.start`` to ``spec.stop`` of
@@ -100,6 +139,7 @@ class SpilledShard:
     facts: Facts  # the whole table's, without its problems and label rows: what finalize needs
     float_precision: str
     bytes_estimate: float | None = None  # its records' bytes, from the plan's sample (None: not estimated)
+    held: HeldRows = field(default_factory=HeldRows, compare=False, repr=False)  # the summary's rows in memory
 
 
 @dataclass
@@ -118,7 +158,7 @@ class Summary:
     run_digest: RunDigest | None = None
     uri_keys: list[leakage.KeyedRows] = field(default_factory=list)  # image rows' (URI hash, row, split code)
     remote: bool = False  # some images are remote URLs
-    held: HeldPart | None = None  # a table of one part, held as validated: its rows and size sample are there
+    held: HeldRows = field(default_factory=HeldRows)  # rows in memory: a table of one part has its size sample there
     # A detection table's images: split code -> (its images' keys, sorted; each one's box rows). The plan gives a
     # split no shard that would be left empty (plan.whole_image_shards).
     images: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
@@ -135,7 +175,7 @@ class Summary:
         return Summary(self.schema, self.facts.merge(other.facts),
                        self.template if self.template is not None else other.template, self.buckets,
                        self.counts + other.counts, files, sample, None, [*self.uri_keys, *other.uri_keys],
-                       self.remote or other.remote, images=images)
+                       self.remote or other.remote, HeldRows(files={**self.held.files, **other.held.files}), images)
 
 
 def _image_rows(found: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -182,8 +222,6 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     aliased = summary.facts.spellings.aliased() if summary.facts.spellings and not summary.facts.problems else {}
     if aliased:  # parts name one file in two ways: summarized again, each file under its first name in the table
         logger.info("%d image files are named in several ways in different parts; summarizing again", len(aliased))
-        _HELD.pop(spill.url, None)
-        _HELD_PARTS.pop(spill.url, None)
         summary = spilled(files.parts(part_rows or PART_ROWS), Spellings(frozenset(aliased)))
     summary.facts.check()
     return summary
@@ -209,37 +247,6 @@ def _first_part_schema(first: tuple[pd.DataFrame, Any, int] | None, schema: Sche
     a frame held in memory is judged whole (``FrameSource.schema_frame``)."""
     arrow = parquet_schema(files.files) if files.parquet and schema is None else None
     return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow)
-
-
-@dataclass
-class HeldPart:
-    """A table of one part held in memory as ``validate_part`` gave it (a small table is never turned into
-    Arrow and back): shards take their rows from it, in key order."""
-
-    part: Table
-    keys: np.ndarray
-    rows: np.ndarray
-    split_codes: np.ndarray
-    _orders: dict[int, np.ndarray] = field(default_factory=dict)
-    _finalized: Table | None = None
-
-    def order(self, code: int) -> np.ndarray:
-        """The positions of split ``code``'s rows in stored order: by content key, then row."""
-        if code not in self._orders:
-            mine = np.flatnonzero(self.split_codes == code)
-            self._orders[code] = mine[np.lexsort((self.rows[mine], self.keys[mine]))]
-        return self._orders[code]
-
-    def shard(self, shard: SpilledShard) -> tuple[list[int], Table]:
-        """The shard's row numbers and validated rows."""
-        if self._finalized is None:
-            self._finalized = finalize(self.part, shard.facts, shard.float_precision)
-        order = self.order(WRITTEN_SPLITS.index(shard.spec.split))
-        start, stop = shard.spec.start, shard.spec.stop
-        if self.part.is_detection:
-            start, stop = whole_groups(self.keys[order], start, stop)
-        positions = order[start:stop]
-        return self.rows[positions].tolist(), self._finalized.take(positions.tolist())
 
 
 class Spiller:
@@ -374,19 +381,20 @@ class Spiller:
         for sink, writer in self._writers.values():
             writer.close()
             sink.close()
+        held = HeldRows()
         if self._first is not None:
-            _HELD_PARTS[self._spill.url] = self._first
-            held = {(code, b) for code, b in zip(*np.nonzero(self._counts.T))}
+            held.part = self._first
+            counted = {(code, b) for code, b in zip(*np.nonzero(self._counts.T))}
             files: dict[tuple[int, int], tuple[str, ...]] = {
-                (int(code), int(b)): (self._name(int(code), int(b)),) for code, b in held}
+                (int(code), int(b)): (self._name(int(code), int(b)),) for code, b in counted}
         elif self._held is not None:
-            _HELD.setdefault(self._spill.url, {}).update({self._name(*key): rows for key, rows in self._held.items()})
+            held.files = {self._name(*key): rows for key, rows in self._held.items()}
             files = {key: (self._name(*key),) for key in self._held}
         else:
             files = {key: (self._name(*key),) for key in self._writers}
         images = {code: _image_rows(found) for code, found in self._images.items()}
         return Summary(self._schema, self._facts, self._template, self._buckets, self._counts, files,
-                       self._sample, self._digest, self._uri_keys, self._remote, self._first, images)
+                       self._sample, self._digest, self._uri_keys, self._remote, held, images)
 
 
 def slim(facts: Facts) -> Facts:
@@ -401,7 +409,7 @@ def bytes_per_row(summary: Summary, float_precision: str, limits: FetchLimits) -
     import pyarrow.compute as pc
 
     estimate = {}
-    held = summary.held
+    held = summary.held.part
     if held is not None:  # the SAMPLE_ROWS rows of smallest keys of each split, straight from the held part
         for code, split in enumerate(WRITTEN_SPLITS):
             sample = np.sort(held.order(code)[:SAMPLE_ROWS])
@@ -429,11 +437,11 @@ def spilled_shards(summary: Summary, *, num_shards: int | None, compression: str
         code = WRITTEN_SPLITS.index(spec.split)
         counts = summary.counts[:, code]
         first_ranks = np.concatenate([[0], np.cumsum(counts)])
-        held = [(summary.files[(code, b)], int(first_ranks[b])) for b in range(summary.buckets)
-                if counts[b] and first_ranks[b] < spec.stop and first_ranks[b + 1] > spec.start]
+        buckets = [(summary.files[(code, b)], int(first_ranks[b])) for b in range(summary.buckets)
+                   if counts[b] and first_ranks[b] < spec.stop and first_ranks[b + 1] > spec.start]
         estimate = bytes_per_row[spec.split] * spec.rows if spec.split in bytes_per_row else None
-        shards.append(SpilledShard(spec, tuple(held), spill.url, summary.template, facts, float_precision,
-                                   estimate))
+        shards.append(SpilledShard(spec, tuple(buckets), spill.url, summary.template, facts, float_precision,
+                                   estimate, summary.held))
     return shards
 
 
@@ -502,13 +510,12 @@ def shard_parts(shard: SpilledShard) -> Iterator[tuple[list[int], Table]]:
     """The shard's rows, a bucket at a time: (row numbers, their validated table), in key order."""
     import pyarrow.compute as pc
 
-    held = _HELD_PARTS.get(shard.spill)
-    if held is not None:
-        yield held.shard(shard)
+    if shard.held.part is not None:
+        yield shard.held.part.shard(shard)
         return
     spill = Folder.of(shard.spill)
     for names, first_rank in shard.buckets:
-        rows = _read_bucket(spill, names)
+        rows = _read_bucket(spill, names, shard.held)
         rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("row", "ascending")]))
         low, high = max(0, shard.spec.start - first_rank), min(rows.num_rows, shard.spec.stop - first_rank)
         if shard.template.is_detection:
@@ -575,27 +582,28 @@ def _uris_of(summary: Summary, spill: Folder, rows: set[int]) -> dict[int, str]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    held = _HELD_PARTS.get(spill.url)
+    held = summary.held.part
     if held is not None:  # its rows are numbered from 0
         return {row: held.part.image_uris[row] for row in rows}
     found: dict[int, str] = {}
     wanted = pa.array(sorted(rows), pa.int64())
     for code in range(len(WRITTEN_SPLITS)):
         for b in np.flatnonzero(summary.counts[:, code]).tolist():
-            table = _read_bucket(spill, summary.files[(code, b)]).select(["row", "image_uri"])
+            table = _read_bucket(spill, summary.files[(code, b)], summary.held).select(["row", "image_uri"])
             table = table.filter(pc.is_in(table["row"], value_set=wanted))
             found.update(zip(table["row"].to_pylist(), table["image_uri"].to_pylist()))
     return found
 
 
-def _read_bucket(spill: Folder, names: Sequence[str]) -> Any:
-    """The rows of one (split, bucket): its spill files (one per writer), as one pyarrow table."""
+def _read_bucket(spill: Folder, names: Sequence[str], held: HeldRows) -> Any:
+    """The rows of one (split, bucket): its spill files (one per writer; those ``held`` in memory from there), as
+    one pyarrow table."""
     import pyarrow as pa
 
-    tables, held = [], _HELD.get(spill.url, {})
+    tables = []
     for name in names:
-        if name in held:
-            tables.extend(held[name])
+        if name in held.files:
+            tables.extend(held.files[name])
             continue
         with spill.fs.open(spill.join(name), "rb") as f:
             tables.append(pa.ipc.open_stream(f).read_all())
@@ -627,8 +635,6 @@ def spill_folder(output_url: str, files: Source) -> Iterator[Folder]:
         with _room_in(path, need):
             yield folder
     finally:
-        _HELD.pop(folder.url, None)
-        _HELD_PARTS.pop(folder.url, None)
         shutil.rmtree(path, ignore_errors=True)
 
 
