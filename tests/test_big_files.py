@@ -18,7 +18,7 @@ import pytest
 
 import tfrecorder
 from tests.conftest import default_signals
-from tfrecorder.write import spill
+from tfrecorder.write import spill, spill_folder
 
 BIG = 64 * 1024 * 1024  # several parts, and more than the spill keeps in memory
 
@@ -62,7 +62,7 @@ def as_large(monkeypatch):
 
 
 def spills(tmp: Path) -> list[str]:
-    return [name for name in os.listdir(tmp) if name.startswith(spill.SPILL_PREFIX)]
+    return [name for name in os.listdir(tmp) if name.startswith(spill_folder.SPILL_PREFIX)]
 
 
 # The child runs the command; where BLOCK says, it stops and waits to be signalled: in the summary pass once

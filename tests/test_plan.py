@@ -62,6 +62,7 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
     from tfrecorder.write import spill
     from tfrecorder.write.options import FetchLimits
     from tfrecorder.write.sources import FrameSource
+    from tfrecorder.write.spill_folder import spill_folder
 
     rows = 640
     if kind == "tabular":
@@ -72,7 +73,7 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
         df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(f) for f in files],
                            "label": [f"class {i % 7}" for i in range(rows)], "weight": 0.5})
         assert files[1].stat().st_size > 2 * files[0].stat().st_size
-    with spill.spill_folder(str(tmp_path / "out"), FrameSource(df)) as rows:
+    with spill_folder(str(tmp_path / "out"), FrameSource(df)) as rows:
         summary = spill.summarize(FrameSource(df), None, rows, fractions=(0.8, 0.1, 0.1))
         estimate = spill.bytes_per_row(summary, "auto", FetchLimits())["TRAIN"]
     tfrecorder.convert(df, str(tmp_path / "out"), progress=False)

@@ -15,7 +15,7 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.write import spill, validate
+from tfrecorder.write import spill, spill_folder, validate
 
 
 @pytest.fixture
@@ -301,7 +301,7 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
     assert files_of(tmp_path / "segments") == files_of(tmp_path / "one")
     assert tfrecorder.verify(str(tmp_path / "segments")).ok
     stem = hashlib.sha256(str(tmp_path / "segments").encode()).hexdigest()[:12]  # its spill folder's name
-    assert not list(Path(tempfile.gettempdir()).glob(f"{spill.SPILL_PREFIX}{stem}-*"))
+    assert not list(Path(tempfile.gettempdir()).glob(f"{spill_folder.SPILL_PREFIX}{stem}-*"))
     if kind == "columns":  # a shard larger than SEGMENT_MAX_BYTES (one a user asked for) is written whole
         monkeypatch.setattr(local, "SEGMENT_MAX_BYTES", 1000)
         joined.clear()

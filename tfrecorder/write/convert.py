@@ -81,6 +81,7 @@ from tfrecorder.write.sources import (
     text_columns,
     unreadable,
 )
+from tfrecorder.write.spill_folder import spill_folder
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +314,7 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
     spill's small tables are held whole, in memory (``spill.MEMORY_SPILL_BYTES``)."""
     from tfrecorder.write.runners.local import write_shards
 
-    with spill.spill_folder(folder.url, files) as rows:
+    with spill_folder(folder.url, files, spill.SEGMENT_MAX_BYTES) as rows:
         summary = spill.summarize(files, schema, rows, fractions=fractions,
                                   run_digest=lambda template: RunDigest(template.schema, options))
         shards, finish = spill.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,

@@ -24,13 +24,9 @@ the files' summaries merge (``Summary.merge``) into the one ``plan_table`` divid
 from __future__ import annotations
 
 import contextlib
-import errno
-import hashlib
 import itertools
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -46,7 +42,6 @@ from tfrecorder.write import leakage
 from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.facts import Facts
 from tfrecorder.write.finish import Finish
-from tfrecorder.write.lock import process_alive
 from tfrecorder.write.options import FetchLimits, is_remote
 from tfrecorder.write.plan import SAMPLE_ROWS, TARGET_SHARD_BYTES, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
@@ -54,6 +49,7 @@ from tfrecorder.write.schema_check import check_schema
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
 from tfrecorder.write.spellings import Spellings
+from tfrecorder.write.spill_folder import room_in
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import finalize, validate_part
@@ -610,69 +606,11 @@ def _read_bucket(spill: Folder, names: Sequence[str], held: HeldRows) -> Any:
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
-SPILL_PREFIX = "tfrecorder-spill-"
-# Spill bytes per source byte (the rows compressed with LZ4): for the messages that say how much room it needs.
-SPILL_PER_CSV_BYTE, SPILL_PER_PARQUET_BYTE = 0.5, 2.0
-
-
-@contextlib.contextmanager
-def spill_folder(output_url: str, files: Source) -> Iterator[Folder]:
-    """A folder in the system's temporary folder (TMPDIR) for the spill files of the conversion of ``files``
-    into ``output_url``, removed on the way out. Its name holds a digest of ``output_url`` and this process's
-    id, so the next conversion into the same folder removes what a killed one (SIGKILL, the OOM killer) left.
-    A full temporary folder is a TFRecorderError that says how much room the spill needs and how to move it."""
-    stem = f"{SPILL_PREFIX}{hashlib.sha256(output_url.encode()).hexdigest()[:12]}-"
-    _remove_orphans(stem)
-    needed = files.bytes * (SPILL_PER_PARQUET_BYTE if files.parquet else SPILL_PER_CSV_BYTE)
-    what = "Parquet" if files.parquet else "CSV" if isinstance(files, TableFiles) else "a DataFrame"
-    need = (f"the spill files of this conversion: this table ({files.bytes / 2**20:.0f} MiB of {what}) needs about "
-            f"{needed / 2**20:.0f} MiB there while it is converted (up to {SEGMENT_MAX_BYTES / 2**20:.0f} MiB more "
-            f"for a shard written in segments)")
-    with _room_in(tempfile.gettempdir(), need):  # a full one may not take even the folder
-        path = tempfile.mkdtemp(prefix=f"{stem}{os.getpid()}-")
-    folder = Folder.of(path)
-    try:
-        with _room_in(path, need):
-            yield folder
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 @contextlib.contextmanager
 def segment_room(shard: SpilledShard) -> Iterator[None]:
     """Writing a segment of ``shard`` into its spill folder (TMPDIR; the local runner's forked writers): a full disk
     there is the TFRecorderError that names the temporary folder and how to move it, not output_dir's."""
-    with _room_in(shard.spill, f"the segments of {shard.spec.filename}, written there by several processes and "
+    with room_in(shard.spill, f"the segments of {shard.spec.filename}, written there by several processes and "
                                f"then joined into output_dir (up to {SEGMENT_MAX_BYTES / 2**20:.0f} MiB a shard), "
                                f"beside the spill files", resumes=True):
         yield
-
-
-@contextlib.contextmanager
-def _room_in(path: str, need: str, resumes: bool = False) -> Iterator[None]:
-    """A full disk while writing under ``path`` (in the temporary folder) as a TFRecorderError that names the
-    temporary folder, what ``need``s room there, and how to move it: TMPDIR, read once by Python's tempfile
-    (or ``tempfile.tempdir``, which a program may set at any time). ``resumes``: shards are being written,
-    and a re-run keeps those already in place."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno != errno.ENOSPC or (e.filename and not str(e.filename).startswith(path)):
-            raise
-        kept = ": it keeps the shards already written" if resumes else ""
-        raise TFRecorderError(
-            f"no space left in the temporary folder {tempfile.gettempdir()} for {need}; set TMPDIR to a folder with "
-            f"more room (TMPDIR=/bigger/disk tfrecorder convert ..., or in Python tempfile.tempdir = "
-            f"'/bigger/disk' before converting), then run the same conversion again{kept}") from e
-
-
-def _remove_orphans(stem: str) -> None:
-    """Remove the spill folders of earlier conversions into the same output folder whose process is gone."""
-    root = tempfile.gettempdir()
-    for name in os.listdir(root):
-        if not name.startswith(stem):
-            continue
-        pid = name[len(stem):].split("-", 1)[0]
-        if pid.isdigit() and not process_alive(int(pid)):
-            logger.info("removing %s, the spill of a conversion that was killed", os.path.join(root, name))
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
