@@ -87,14 +87,14 @@ def tfrecorder2_format(paths, out: Path) -> None:
 
 def whole_shards(run) -> None:
     """``run()`` with every shard written by one writer: the local runner's segments turned off."""
-    from tfrecorder.write.runners import local
+    from tfrecorder.write.runners import segments
 
-    kept = local.SEGMENT_MIN_ROWS
-    local.SEGMENT_MIN_ROWS = 2**62
+    kept = segments.SEGMENT_MIN_ROWS
+    segments.SEGMENT_MIN_ROWS = 2**62
     try:
         run()
     finally:
-        local.SEGMENT_MIN_ROWS = kept
+        segments.SEGMENT_MIN_ROWS = kept
 
 
 def speedup(ratio: float) -> str:

@@ -171,7 +171,7 @@ def test_a_full_temporary_folder_while_writing_segments_names_tmpdir_not_output_
     import errno
     import tempfile
 
-    from tfrecorder.write.runners import local
+    from tfrecorder.write.runners import local, segments
 
     real = local.write_spilled_shard
 
@@ -180,7 +180,7 @@ def test_a_full_temporary_folder_while_writing_segments_names_tmpdir_not_output_
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), folder.join(shard.spec.filename))
         return real(shard, folder, *args, **kwargs)
 
-    monkeypatch.setattr(local, "SEGMENT_MIN_ROWS", 4)
+    monkeypatch.setattr(segments, "SEGMENT_MIN_ROWS", 4)
     monkeypatch.setattr(local, "write_spilled_shard", full_tmpdir)
     with pytest.raises(TFRecorderError) as caught:
         tfrecorder.convert(_segments_table(), str(tmp_path / "out"), progress=False)
@@ -224,9 +224,9 @@ def small_tmpdir(tmp_path, monkeypatch):
 
 def test_a_real_full_temporary_folder_while_writing_segments_names_tmpdir(tmp_path, forked, monkeypatch,
                                                                         small_tmpdir):
-    from tfrecorder.write.runners import local
+    from tfrecorder.write.runners import segments
 
-    monkeypatch.setattr(local, "SEGMENT_MIN_ROWS", 4)
+    monkeypatch.setattr(segments, "SEGMENT_MIN_ROWS", 4)
     with pytest.raises(TFRecorderError, match=rf"^no space left in the temporary folder {small_tmpdir} for the "
                                               rf"segments of train-00000-of-00001\.tfrecord, .*{MOVE_TMPDIR}"):
         tfrecorder.convert(_segments_table(), str(tmp_path / "out"), progress=False)

@@ -273,7 +273,7 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
     import tempfile
 
     from tfrecorder import sample_data
-    from tfrecorder.write.runners import local
+    from tfrecorder.write.runners import segments
 
     options = {}
     if kind == "columns":
@@ -292,10 +292,10 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
         (tmp_path / "img" / "13.jpg").write_bytes(b"\xff\xd8 not a jpeg")
         options = {"validate_images": "full"}
     tfrecorder.convert(source, str(tmp_path / "one"), progress=False, num_workers=1, **options)  # whole shards
-    monkeypatch.setattr(local, "SEGMENT_MIN_ROWS", 4)
+    monkeypatch.setattr(segments, "SEGMENT_MIN_ROWS", 4)
     joined = []
-    real_join = local._join
-    monkeypatch.setattr(local, "_join", lambda *args: joined.append(len(args[0])) or real_join(*args))
+    real_join = segments._join
+    monkeypatch.setattr(segments, "_join", lambda *args: joined.append(len(args[0])) or real_join(*args))
     tfrecorder.convert(source, str(tmp_path / "segments"), progress=False, **options)
     assert joined and min(joined) >= 2  # TRAIN's shard, at least, in segments
     assert files_of(tmp_path / "segments") == files_of(tmp_path / "one")
@@ -303,7 +303,7 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
     stem = hashlib.sha256(str(tmp_path / "segments").encode()).hexdigest()[:12]  # its spill folder's name
     assert not list(Path(tempfile.gettempdir()).glob(f"{spill_folder.SPILL_PREFIX}{stem}-*"))
     if kind == "columns":  # a shard larger than SEGMENT_MAX_BYTES (one a user asked for) is written whole
-        monkeypatch.setattr(local, "SEGMENT_MAX_BYTES", 1000)
+        monkeypatch.setattr(segments, "SEGMENT_MAX_BYTES", 1000)
         joined.clear()
         tfrecorder.convert(source, str(tmp_path / "whole"), progress=False)
         assert not joined and files_of(tmp_path / "whole") == files_of(tmp_path / "one")

@@ -313,8 +313,9 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
     spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
     spill's small tables are held whole, in memory (``spill.MEMORY_SPILL_BYTES``)."""
     from tfrecorder.write.runners.local import write_shards
+    from tfrecorder.write.runners.segments import SEGMENT_MAX_BYTES
 
-    with spill_folder(folder.url, files, spill.SEGMENT_MAX_BYTES) as rows:
+    with spill_folder(folder.url, files, SEGMENT_MAX_BYTES) as rows:
         summary = spill.summarize(files, schema, rows, fractions=fractions,
                                   run_digest=lambda template: RunDigest(template.schema, options))
         shards, finish = spill.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,

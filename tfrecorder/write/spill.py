@@ -23,7 +23,6 @@ the files' summaries merge (``Summary.merge``) into the one ``plan_table`` divid
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import os
@@ -43,13 +42,12 @@ from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.facts import Facts
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.options import FetchLimits, is_remote
-from tfrecorder.write.plan import SAMPLE_ROWS, TARGET_SHARD_BYTES, ShardSpec, estimates_sizes, plan_shards
+from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, plan_shards
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.schema_check import check_schema
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
 from tfrecorder.write.spellings import Spellings
-from tfrecorder.write.spill_folder import room_in
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table, text_hashes
 from tfrecorder.write.validate import finalize, validate_part
@@ -538,27 +536,6 @@ def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any, image
     return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row, durable)
 
 
-# A shard is written in segments (by the local runner) only if the plan estimates it at most this many bytes:
-# joining copies the segments, which for the default shards (plan.TARGET_SHARD_BYTES) costs a fraction of writing
-# them, but would double the disk writes of one huge shard that a user asked for (num_shards=1).
-SEGMENT_MAX_BYTES = 2 * TARGET_SHARD_BYTES
-
-
-def segments(shard: SpilledShard, count: int) -> list[SpilledShard]:
-    """``shard`` as ``count`` consecutive ranges of its rows, each with the buckets its rows are in. Written
-    one after another they give the shard's records (a detection table's ranges move to whole images in
-    ``shard_parts``, as the shard's own do)."""
-    spec = shard.spec
-    bounds = [spec.start + spec.rows * k // count for k in range(count + 1)]
-    firsts = [first for _, first in shard.buckets]
-    out = []
-    for start, stop in zip(bounds, bounds[1:]):  # bucket b holds ranks firsts[b] up to the next bucket's first
-        kept = tuple(bucket for b, bucket in enumerate(shard.buckets)
-                     if firsts[b] < stop and (b + 1 == len(firsts) or firsts[b + 1] > start))
-        out.append(replace(shard, spec=replace(spec, start=start, stop=stop), buckets=kept))
-    return out
-
-
 def uri_leaks(summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:
     """Rows of one image URI in TRAIN and in VALIDATION/TEST (``Finish``'s same-URI leaks), found from the
     URIs' 64-bit hashes; the URI of each leak read back from the spill."""
@@ -604,13 +581,3 @@ def _read_bucket(spill: Folder, names: Sequence[str], held: HeldRows) -> Any:
         with spill.fs.open(spill.join(name), "rb") as f:
             tables.append(pa.ipc.open_stream(f).read_all())
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-
-
-@contextlib.contextmanager
-def segment_room(shard: SpilledShard) -> Iterator[None]:
-    """Writing a segment of ``shard`` into its spill folder (TMPDIR; the local runner's forked writers): a full disk
-    there is the TFRecorderError that names the temporary folder and how to move it, not output_dir's."""
-    with room_in(shard.spill, f"the segments of {shard.spec.filename}, written there by several processes and "
-                               f"then joined into output_dir (up to {SEGMENT_MAX_BYTES / 2**20:.0f} MiB a shard), "
-                               f"beside the spill files", resumes=True):
-        yield

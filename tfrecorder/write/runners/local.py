@@ -3,7 +3,6 @@ this process, images fetched and checked by a thread pool."""
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
 import functools
@@ -14,23 +13,22 @@ import signal
 import sys
 import threading
 import warnings
-from array import array
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tfrecorder._notebook import in_notebook, progress_bar
-from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.shard import ImageMapper, ImageStats, ShardResult, default_workers, ordered_map, serial_map
-from tfrecorder.write.spill import SEGMENT_MAX_BYTES, SpilledShard, segment_room, segments, write_spilled_shard
+from tfrecorder.write.runners.segments import Unit, joined, plan_units, segment_folder, segment_room
+from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map
+from tfrecorder.write.spill import SpilledShard, write_spilled_shard
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,11 +45,6 @@ FORK_MIN_ROWS = {"images": 1_000, "columns": 10_000}
 # Where images would be decoded on a thread per core in this process, forked writers (one core each) are used
 # only if the largest shard holds at most this many even shares of the rows: a writer has one core.
 FORK_BALANCE = 4 / 3
-# A shard of more than an even share of the rows over the cores is written in segments of at least this many rows
-# (``_plan_units``), so that one large TRAIN shard does not leave the other cores idle.
-SEGMENT_MIN_ROWS = 250
-# ... and only a shard the plan estimates at most spill.SEGMENT_MAX_BYTES.
-SEGMENT_COPY_BYTES = 8 * 1024 * 1024  # joining segments: read and written this much at a time
 PROGRESS_SECONDS = 0.2  # how often the bar shows the rows written by forked writers
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
@@ -136,111 +129,22 @@ def write_shards(
     # the segments saved (benchmarks/CONSTANTS.md). Heavier rows - decoded images, columns encoded in Python -
     # are written in segments when one shard would hold a core's work alone.
     disk_bound = images and image_threads(options, remote, workers) == 1
-    units = None if disk_bound else _plan_units(shards, options, decide)
-    if units is not None:
-        how = decide([unit.shard.spec.rows for unit in units])
+    units = None if disk_bound else plan_units(shards, options)
+    if units is not None and (how := decide([unit.shard.spec.rows for unit in units])).processes > 1:
 
-        def write_unit(unit: _Unit, mapper: ImageMapper, on_row: Callable[[], None]) -> ShardResult:
+        def write_unit(unit: Unit, mapper: ImageMapper, on_row: Callable[[], None]) -> ShardResult:
             if unit.segment is None:
                 return write_spilled_shard(unit.shard, folder, options, mapper, on_row)
-            target = _segment_folder(unit.shard, unit.segment)
+            target = segment_folder(unit.shard, unit.segment)
             with segment_room(unit.shard):  # a full TMPDIR, not output_dir
                 target.makedirs()
                 return write_spilled_shard(unit.shard, target, options, mapper, on_row, durable=False)
 
         return _write_all(units, how, write_unit, sizes, progress, journal,
-                          lambda written: _joined(units, written, folder))
+                          lambda written: joined(units, written, folder))
     how = decide(sizes)
     return _write_all(shards, how, lambda shard, mapper, on_row: write_spilled_shard(
         shard, folder, options, mapper, on_row), sizes, progress, journal)
-
-
-@dataclass(frozen=True)
-class _Unit:
-    """A writer's piece of work: a whole shard, written in place, or segment ``segment`` of a shard (its rows
-    ``shard.spec.start`` to ``stop``), written to the spill folder and joined into place by this process."""
-
-    shard: SpilledShard
-    segment: int | None = None
-    last: bool = True  # the shard's last segment: once written, the shard is joined
-
-    @property
-    def spec(self) -> Any:  # what _writer_died names
-        return self.shard.spec
-
-
-def _plan_units(shards: Sequence[SpilledShard], options: WriteOptions,
-                decide: Callable[[Sequence[int]], Parallelism]) -> list[_Unit] | None:
-    """The shards as pieces of work of near-even size when a shard holds more than an even share of the rows over
-    the cores and the pieces would be written by forked writers; None to write whole shards.
-
-    Records are self-delimiting: segments written one after another are the shard's bytes, so a shard's
-    segments are written by different writers and joined in order (``_join``) into the file one writer would
-    have written. Not for compressed shards (a gzip stream cannot be joined byte for byte)."""
-    cores = os.cpu_count() or 1
-    if options.compression is not None or cores < 2 or len(shards) == 0:
-        return None
-    share = max(SEGMENT_MIN_ROWS, -(-sum(s.spec.rows for s in shards) // cores))
-    counts = [max(1, min(s.spec.rows // SEGMENT_MIN_ROWS, -(-s.spec.rows // share)))
-              if s.bytes_estimate is not None and s.bytes_estimate <= SEGMENT_MAX_BYTES else 1 for s in shards]
-    if max(counts) == 1:
-        return None
-    units = [_Unit(part, k if count > 1 else None, k == count - 1) for shard, count in zip(shards, counts)
-             for k, part in enumerate(segments(shard, count) if count > 1 else [shard])]
-    return units if decide([unit.shard.spec.rows for unit in units]).processes > 1 else None
-
-
-def _segment_folder(segment: SpilledShard, index: int) -> Folder:
-    return Folder.of(f"{segment.spill}/segments/{segment.spec.filename}.{index:04d}")
-
-
-def _joined(units: Sequence[_Unit], written: Iterator[ShardResult], folder: Folder
-            ) -> Generator[ShardResult, None, None]:
-    """The shards' results, in plan order, from the units' (``written``, in the same order): a shard written in
-    segments is joined into place once its last segment is written."""
-    pending: list[tuple[_Unit, ShardResult]] = []
-    with closing(written):  # type: ignore[type-var]
-        for unit, result in zip(units, written):
-            if unit.segment is None:
-                yield result
-                continue
-            pending.append((unit, result))
-            if unit.last:
-                yield _join(pending, folder)
-                pending = []
-
-
-def _join(segments: Sequence[tuple[_Unit, ShardResult]], folder: Folder) -> ShardResult:
-    """A shard's segments joined in order into its file and index in place, with one ShardResult: the bytes, the
-    index (each segment's offsets moved by its start) and the checksums one writer would have written."""
-    spec = replace(segments[0][1].spec, stop=segments[-1][1].spec.stop)
-    with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
-        data, index = ChecksumFile(raw), ChecksumFile(index_raw)
-        for unit, _ in segments:
-            part = _segment_folder(unit.shard, unit.segment or 0)
-            offset = data.bytes
-            with part.open(spec.filename) as f:
-                while chunk := f.read(SEGMENT_COPY_BYTES):
-                    data.write(chunk)
-            lines = part.read_text(spec.index_filename).splitlines()
-            index.write("".join(f"{int(at) + offset} {length}\n" for at, length in
-                                (line.split() for line in lines)).encode("ascii"))
-            part.remove("", folder=True)
-    results = [result for _, result in segments]
-    images, objects = ImageStats(), None
-    keys, key_rows, masks = array("Q"), array("q"), collections.Counter[int]()
-    for result in results:
-        images = images.merge(result.images)
-        if result.objects is not None:
-            objects = result.objects if objects is None else objects.merge(result.objects)
-        keys.extend(result.content_keys)
-        key_rows.extend(result.content_key_rows)
-        masks.update(dict(result.mask_pixels or ()))
-    any_masks = any(result.mask_pixels is not None for result in results)
-    return ShardResult(spec, sum(r.records for r in results), data.bytes, data.crc32c,
-                       tuple(f for r in results for f in r.failures), images, keys, key_rows, index.bytes,
-                       index.crc32c, next((r.first_crc for r in results if r.first_crc is not None), None), objects,
-                       tuple(sorted(masks.items())) if any_masks else None)
 
 
 def _write_all(plan: Sequence[T], how: Parallelism, write: ShardWriter, sizes: Sequence[int],
