@@ -59,7 +59,7 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
 
     import tfrecorder
     from tests.conftest import write_image
-    from tfrecorder.write import spill
+    from tfrecorder.write import planning, spill
     from tfrecorder.write.options import FetchLimits
     from tfrecorder.write.sources import FrameSource
     from tfrecorder.write.spill_folder import spill_folder
@@ -75,7 +75,7 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
         assert files[1].stat().st_size > 2 * files[0].stat().st_size
     with spill_folder(str(tmp_path / "out"), FrameSource(df)) as rows:
         summary = spill.summarize(FrameSource(df), None, rows, fractions=(0.8, 0.1, 0.1))
-        estimate = spill.bytes_per_row(summary, "auto", FetchLimits())["TRAIN"]
+        estimate = planning.bytes_per_row(summary, "auto", FetchLimits())["TRAIN"]
     tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
     shards = tfrecorder.read_manifest(str(tmp_path / "out")).splits["TRAIN"]
     actual = sum(s.bytes for s in shards) / sum(s.records for s in shards)

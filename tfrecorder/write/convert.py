@@ -26,7 +26,7 @@ from tfrecorder.dataset.storage import (
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
-from tfrecorder.write import spill, splits
+from tfrecorder.write import planning, spill, splits
 from tfrecorder.write.annotations import annotation_table
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
@@ -318,8 +318,8 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
     with spill_folder(folder.url, files, SEGMENT_MAX_BYTES) as rows:
         summary = spill.summarize(files, schema, rows, fractions=fractions,
                                   run_digest=lambda template: RunDigest(template.schema, options))
-        shards, finish = spill.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
-                                          float_precision=float_precision)
+        shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
+                                             float_precision=float_precision)
         identity = table_run_identity(summary.run_digest, shards, finish.table)
         key = finished_key(identity, options, schema, runner=LOCAL)
         plan = [s.spec for s in shards]

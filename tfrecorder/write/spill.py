@@ -12,13 +12,13 @@ DataFrame or an image folder's listing), none of them holding a table larger tha
    MEMORY_SPILL_BYTES of a larger one's rows in memory, the rest to files in a spill folder. It keeps each
    split's SAMPLE_ROWS rows of smallest keys for the size estimate. A table with whole-table problems raises
    the SchemaError ``Facts.check`` gives, before any shard is written.
-3. ``plan_table`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
+3. ``planning.plan_table`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
    ``write_spilled_shard`` writes one: its rows read from the buckets its range falls in, one bucket at a
    time. Shards are independent: the local runner writes them in processes, one per core.
 
 The Beam runners run the same passes as pipeline steps (``runners.beam``): a worker per file types it
 (``sources.file_facts``) and summarizes it (``file_summary``, spilling under ``output_dir/_beam/rows/``);
-the files' summaries merge (``Summary.merge``) into the one ``plan_table`` divides into shards.
+the files' summaries merge (``Summary.merge``) into the one ``planning.plan_table`` divides into shards.
 """
 
 from __future__ import annotations
@@ -27,22 +27,18 @@ import itertools
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.storage import Folder
-from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.types import Role
 from tfrecorder.write import leakage
-from tfrecorder.write.encode import mean_record_bytes
 from tfrecorder.write.facts import Facts
-from tfrecorder.write.finish import Finish
-from tfrecorder.write.options import FetchLimits, is_remote
-from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec, estimates_sizes, plan_shards
+from tfrecorder.write.options import is_remote
+from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec
 from tfrecorder.write.resume import RunDigest
 from tfrecorder.write.schema_check import check_schema
 from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
@@ -305,7 +301,7 @@ class Spiller:
 
     def _count(self, held: HeldPart) -> None:
         """Count the held part's rows by split and bucket (its size sample is its rows of smallest keys:
-        ``bytes_per_row`` takes them from it)."""
+        ``planning.bytes_per_row`` takes them from it)."""
         bucket = leakage.key_range(held.keys, self._buckets)
         for code in range(len(WRITTEN_SPLITS)):
             stored = held.order(code)
@@ -391,115 +387,6 @@ class Spiller:
                        self._sample, self._digest, self._uri_keys, self._remote, held, images)
 
 
-def slim(facts: Facts) -> Facts:
-    """``facts`` as the shard writers need them (finalize): without the problems, the labels' rows and the
-    float columns' distinct values."""
-    return replace(facts, problems={}, other_labels={}, spellings=None,
-                   columns={name: column.settled() for name, column in facts.columns.items()})
-
-
-def bytes_per_row(summary: Summary, float_precision: str, limits: FetchLimits) -> dict[str, float]:
-    """Each split's mean record size from its SAMPLE_ROWS rows of smallest keys: ``convert``'s estimate."""
-    import pyarrow.compute as pc
-
-    estimate = {}
-    held = summary.held.part
-    if held is not None:  # the SAMPLE_ROWS rows of smallest keys of each split, straight from the held part
-        for code, split in enumerate(WRITTEN_SPLITS):
-            sample = np.sort(held.order(code)[:SAMPLE_ROWS])
-            if len(sample):
-                rows = finalize(held.part.take(sample.tolist()), summary.facts, float_precision)
-                estimate[split] = mean_record_bytes(rows, limits)
-        return estimate
-    for split, sample in summary.sample.items():
-        by_row = sample.take(pc.sort_indices(sample, [("row", "ascending")]))
-        rows = finalize(summary.template.with_values(by_row), summary.facts, float_precision)
-        estimate[split] = mean_record_bytes(rows, limits)
-    return estimate
-
-
-def spilled_shards(summary: Summary, *, num_shards: int | None, compression: str | None,
-                   bytes_per_row: dict[str, float], spill: Folder, float_precision: str) -> list[SpilledShard]:
-    """The shards of every written split, as ``plan_shards`` divides them: near-equal ranges of its rows in
-    key order."""
-    facts = slim(summary.facts)
-    rows = {split: int(summary.counts[:, code].sum()) for code, split in enumerate(WRITTEN_SPLITS)}
-    images = {WRITTEN_SPLITS[code]: boxes for code, (_, boxes) in summary.images.items()}
-    shards = []
-    for spec in plan_shards(rows, num_shards=num_shards, bytes_per_row=bytes_per_row, compression=compression,
-                            images=images):
-        code = WRITTEN_SPLITS.index(spec.split)
-        counts = summary.counts[:, code]
-        first_ranks = np.concatenate([[0], np.cumsum(counts)])
-        buckets = [(summary.files[(code, b)], int(first_ranks[b])) for b in range(summary.buckets)
-                   if counts[b] and first_ranks[b] < spec.stop and first_ranks[b + 1] > spec.start]
-        estimate = bytes_per_row[spec.split] * spec.rows if spec.split in bytes_per_row else None
-        shards.append(SpilledShard(spec, tuple(buckets), spill.url, summary.template, facts, float_precision,
-                                   estimate, summary.held))
-    return shards
-
-
-def plan_table(summary: Summary, spill: Folder, options: Any, runner: str, *, num_shards: int | None,
-               float_precision: str, same_uri: Sequence[dict[str, Any]] | None = None
-               ) -> tuple[list[SpilledShard], Finish]:
-    """The shards of a summarized table (``spilled_shards``, with its size estimate) and what its last step needs.
-    ``same_uri``: the same-URI leaks a pipeline found a range of URI hashes at a time (``range_leaks``);
-    None: found here, from the summary's URI hashes."""
-    summary.facts = replace(summary.facts, box_units=options.box_units)  # what finalize decides "auto" by
-    _check_spellings(summary, spill)
-    images = summary.template is not None and summary.template.image_locations is not None
-    estimate = estimates_sizes(num_shards, images, summary.facts.rows)
-    shards = spilled_shards(summary, num_shards=num_shards, compression=options.compression, spill=spill,
-                  bytes_per_row=bytes_per_row(summary, float_precision, options.fetch) if estimate else {},
-                  float_precision=float_precision)
-    template = finalize(summary.template, summary.facts, float_precision)
-    leaks = uri_leaks(summary, spill) if same_uri is None else name_leaks(same_uri, summary, spill)
-    _check_detection_options(template, options)
-    if template.is_detection and leaks:
-        raise SchemaError(image_splits_message(template.schema.column_for(Role.IMAGE), leaks))
-    finish = Finish(template, dict(summary.facts.split_counts), options, runner, tuple(leakage.across_train(leaks)))
-    return shards, finish
-
-
-def _check_spellings(summary: Summary, spill: Folder) -> None:
-    """A SchemaError when parts summarized on their own (by a Beam runner's workers: ``summarize`` makes them
-    one) name one local image file in several ways: its boxes would make a record for each name."""
-    aliased = summary.facts.spellings.aliased() if summary.facts.spellings else {}
-    if not aliased:
-        return
-    rows = min(aliased.values())
-    uris = _uris_of(summary, spill, set(rows))
-    names = " and ".join(f"{uris[row]!r} (row {row})" for row in rows)
-    more = f"; {len(aliased)} files in all" if len(aliased) > 1 else ""
-    raise SchemaError(f"column {summary.schema.column_for(Role.IMAGE)!r}: {names} are one image file{more}, named "
-                      f"in parts of the table that were read apart (a Beam runner reads each file, and each "
-                      f"{PART_ROWS:,} rows, on its own), so its boxes would make a record for each name: name each "
-                      f"image one way, or convert with runner='local', which makes them one image")
-
-
-def _check_detection_options(table: Table, options: Any) -> None:
-    """Settings that only a detection table can take, or that would cut its boxes."""
-    if not options.layout.plain_tables and not table.is_detection and table.mask_uris is None:
-        raise TFRecorderError(f"record_format={options.record_format!r} writes detection and segmentation records: "
-                              f"the table needs box columns (xmin, ymin, xmax, ymax: a row per box) or a mask "
-                              f"column (mask_uri)")
-    if table.is_detection and options.images.size is not None and options.images.resize_mode == "crop":
-        raise TFRecorderError("resize_mode='crop' with image_size would cut boxes off when writing: store with "
-                              "'pad' or 'stretch' (boxes move with the picture), or crop when reading "
-                              "(load_dataset(image_size=..., resize_mode='crop') clips boxes and drops those cut off)")
-
-
-def image_splits_message(column: str | None, leaks: Sequence[dict[str, Any]]) -> str:
-    """The error for a detection table that puts boxes of one image in two splits (``leaks``: each image's
-    rows, in row order)."""
-    first = leaks[0]
-    rows = ", ".join(map(str, first["rows"][:6])) + (", ..." if len(first["rows"]) > 6 else "")
-    more = f"; {len(leaks)} images in all" if len(leaks) > 1 else ""
-    return (f"column {column!r}: image {first['image_uri']!r} has boxes in {' and '.join(first['splits'])} "
-            f"(rows {rows}){more}. All boxes of one image go in one split: give its rows one split value, "
-            f"or leave them UNASSIGNED to split by image")
-
-
 def shard_parts(shard: SpilledShard) -> Iterator[tuple[list[int], Table]]:
     """The shard's rows, a bucket at a time: (row numbers, their validated table), in key order."""
     import pyarrow.compute as pc
@@ -536,22 +423,8 @@ def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any, image
     return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row, durable)
 
 
-def uri_leaks(summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:
-    """Rows of one image URI in TRAIN and in VALIDATION/TEST (``Finish``'s same-URI leaks), found from the
-    URIs' 64-bit hashes; the URI of each leak read back from the spill."""
-    return name_leaks(leakage.range_leaks("same_uri", summary.uri_keys), summary, spill)
-
-
-def name_leaks(leaks: Sequence[dict[str, Any]], summary: Summary, spill: Folder) -> tuple[dict[str, Any], ...]:
-    """The same-URI ``leaks`` (of any ranges), in row order, each with its URI read back from the spill files."""
-    if not leaks:
-        return ()
-    leaks = sorted(leaks, key=lambda entry: entry["rows"][0])
-    uris = _uris_of(summary, spill, {entry["rows"][0] for entry in leaks})
-    return tuple({**entry, "image_uri": uris[entry["rows"][0]]} for entry in leaks)
-
-
-def _uris_of(summary: Summary, spill: Folder, rows: set[int]) -> dict[int, str]:
+def image_uris(summary: Summary, spill: Folder, rows: set[int]) -> dict[int, str]:
+    """The image URIs of these ``rows`` (row numbers of the table), read back from the spill."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -28,7 +28,7 @@ from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write import leakage, spill
+from tfrecorder.write import leakage, planning, spill
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.shard import ShardResult, default_workers, ordered_map
@@ -175,9 +175,9 @@ def _plan(summaries: list[tuple[int, spill.Summary]], table: _Input, same_uri: l
         summary = summary.merge(other)
     try:
         summary.facts.check()
-        shards, finish = spill.plan_table(summary, _spill_folder(folder), job.options, job.runner,
-                                          num_shards=job.num_shards, float_precision=job.float_precision,
-                                          same_uri=[leak for leaks in same_uri for leak in leaks])
+        shards, finish = planning.plan_table(summary, _spill_folder(folder), job.options, job.runner,
+                                             num_shards=job.num_shards, float_precision=job.float_precision,
+                                             same_uri=[leak for leaks in same_uri for leak in leaks])
     except TFRecorderError:
         forget_refused_run(folder, journal)  # in the job: a Dataflow job may have no one waiting for it
         raise

@@ -119,7 +119,7 @@ def write_shards(
     journal: Journal | None = None,
     remote: bool = False,
 ) -> list[ShardResult]:
-    """Write every shard of ``shards`` (``spill.spilled_shards``), each recorded in ``journal`` once in place
+    """Write every shard of ``shards`` (``planning.spilled_shards``), each recorded in ``journal`` once in place
     (``remote``: whether some images are remote URLs); one ShardResult each, in plan order."""
     images = bool(shards) and shards[0].template.image_locations is not None
     sizes = [s.spec.rows for s in shards]
