@@ -14,6 +14,8 @@ from tfrecorder.write.sources.csv_text import csv_layout, csv_separator, separat
 from tfrecorder.write.sources.files import BeamInput, ListedFolder, StagedRows, parquet_schema
 from tfrecorder.write.sources.folders import skipped_files, skipped_note
 
+SNIFFED_FILES = 20  # a glob's CSV files whose separator the submitting process reads to say it in the result
+
 
 @dataclass(frozen=True)
 class ReadNotes:
@@ -27,8 +29,9 @@ class ReadNotes:
 
 def beam_notes(files: BeamInput, columns: Iterable[Any] | None = None) -> ReadNotes:
     """What a Beam runner's result says of how ``files`` were read, found here, by listing and sniffing: each
-    CSV read with another separator than a comma (its first line), an image folder's files that are not rows,
-    and the table's columns (a CSV's header, a Parquet file's footer; ``columns``: a DataFrame's)."""
+    CSV read with another separator than a comma (its first line; the first SNIFFED_FILES of a glob), an image
+    folder's files that are not rows, and the table's columns (a CSV's header, a Parquet file's footer;
+    ``columns``: a DataFrame's)."""
     if isinstance(files, ListedFolder):
         skipped = skipped_files(files.url)
         return ReadNotes((skipped_note(files.url, skipped),) if skipped else (), skipped)
@@ -36,7 +39,9 @@ def beam_notes(files: BeamInput, columns: Iterable[Any] | None = None) -> ReadNo
         names = columns if columns is not None else parquet_schema(files.files).names if files.files else None
         return ReadNotes(columns=None if names is None else tuple(str(c) for c in names))
     warnings, header = [], None
-    for index, url in enumerate(files.files):
+    # A glob's parts are one export, written alike: a sample is sniffed here (one round trip each), not
+    # thousands of them before a job starts; the pipeline's workers sniff every file they read.
+    for index, url in enumerate(files.files[:SNIFFED_FILES]):
         with open_url(url) as f:
             sep = csv_separator(f, url)
             layout = csv_layout(f, sep) if index == 0 else None
