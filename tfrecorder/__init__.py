@@ -26,7 +26,7 @@ _LAZY = {
     "feature_spec": "tfrecorder.read.tf_data",
     "read_manifest": "tfrecorder.read.open",
     "create_image_csv": "tfrecorder.write.sources",
-    "read_annotations": "tfrecorder.write.annotations",
+    "read_annotations": "tfrecorder.write.sources.annotations",
     "inspect": "tfrecorder.read.inspect",
     "read_tfr": "tfrecorder.read.pandas",
     "info": "tfrecorder.read.info",

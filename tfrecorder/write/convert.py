@@ -27,7 +27,6 @@ from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import planning, spill, splits
-from tfrecorder.write.annotations import annotation_table
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
@@ -48,6 +47,7 @@ from tfrecorder.write.options import (
     BeamOptions,
     Options,
     Root,
+    RunDigest,
     WriteOptions,
     as_schema,
 )
@@ -55,7 +55,6 @@ from tfrecorder.write.result import ConvertResult, reused_note
 from tfrecorder.write.resume import (
     FinishedKey,
     Run,
-    RunDigest,
     files_identity,
     files_run_identity,
     finished_key,
@@ -81,6 +80,7 @@ from tfrecorder.write.sources import (
     text_columns,
     unreadable,
 )
+from tfrecorder.write.sources.annotations import annotation_table
 from tfrecorder.write.spill_folder import spill_folder
 
 logger = logging.getLogger(__name__)

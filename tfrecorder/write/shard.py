@@ -1,5 +1,6 @@
-"""Shard: ``write_shard``, the one shard writer every runner uses, what it returns (ShardResult, RowFailure), and
-how it maps images over threads (``ordered_map``, ``default_workers``)."""
+"""Shard: ``write_shard``, the one shard writer every runner uses (``write_spilled_shard``: a spilled shard's rows read
+back and written), what it returns (ShardResult, RowFailure), and how it maps images over threads
+(``ordered_map``, ``default_workers``)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tfrecorder.write.leakage import content_key
 from tfrecorder.write.masks import load_mask, pixel_stride
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.plan import ShardSpec
+from tfrecorder.write.spill import SpilledShard, shard_parts
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import Table
 
@@ -208,6 +210,12 @@ def image_groups(locations: Sequence[str | None]) -> list[list[int]]:
         else:
             groups.append([position])
     return groups
+
+
+def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any, image_map: ImageMapper = serial_map,
+                        on_row: Any = None, durable: bool = True) -> ShardResult:
+    """Write one shard of a streamed table (``write_shard`` for the rows ``shard_parts`` reads back)."""
+    return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row, durable)
 
 
 def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positions: Sequence[int],

@@ -31,7 +31,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.write import leakage, planning, spill
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.journal import Journal
-from tfrecorder.write.shard import ShardResult, default_workers, ordered_map
+from tfrecorder.write.shard import ShardResult, default_workers, ordered_map, write_spilled_shard
 from tfrecorder.write.sources import (
     FileFacts,
     TableFiles,
@@ -77,7 +77,7 @@ class _WriteShard(beam.DoFn):
             self._counters["resumed"].inc()
             yield earlier[shard.spec.filename]
             return
-        result = spill.write_spilled_shard(shard, self._folder, self._options, self._mapper)
+        result = write_spilled_shard(shard, self._folder, self._options, self._mapper)
         if self._journal is not None:
             self._journal.record(result)
         self._counters["rows"].inc(shard.spec.rows)

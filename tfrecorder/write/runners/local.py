@@ -27,8 +27,15 @@ from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.runners.segments import Unit, joined, plan_units, segment_folder, segment_room
-from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map
-from tfrecorder.write.spill import SpilledShard, write_spilled_shard
+from tfrecorder.write.shard import (
+    ImageMapper,
+    ShardResult,
+    default_workers,
+    ordered_map,
+    serial_map,
+    write_spilled_shard,
+)
+from tfrecorder.write.spill import SpilledShard
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
