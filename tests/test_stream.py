@@ -1,4 +1,4 @@
-"""Tables larger than memory: sources converted in many parts, spilled to files (write/spill.py), give the files
+"""Tables larger than memory: sources converted in many parts, spilled to files (write/table/spill.py), give the files
 a small table held in memory gives, and the same errors, without ever holding the table."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.write import spill, spill_folder, validate
+from tfrecorder.write import spill_folder
+from tfrecorder.write.table import spill, validate
 
 
 @pytest.fixture

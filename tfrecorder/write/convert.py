@@ -26,7 +26,7 @@ from tfrecorder.dataset.storage import (
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
-from tfrecorder.write import planning, spill, splits
+from tfrecorder.write import planning, splits
 from tfrecorder.write.finish import convert_result
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
@@ -62,7 +62,6 @@ from tfrecorder.write.resume import (
     start_run,
     table_run_identity,
 )
-from tfrecorder.write.schema_check import check_schema
 from tfrecorder.write.sources import (
     BeamInput,
     FrameSource,
@@ -82,6 +81,8 @@ from tfrecorder.write.sources import (
 )
 from tfrecorder.write.sources.annotations import annotation_table
 from tfrecorder.write.spill_folder import spill_folder
+from tfrecorder.write.table import spill
+from tfrecorder.write.table.schema_check import check_schema
 
 logger = logging.getLogger(__name__)
 

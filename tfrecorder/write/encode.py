@@ -14,7 +14,7 @@ from tfrecorder.dataset.example_proto import Example
 from tfrecorder.types import BOX_EDGES, Kind, Role
 from tfrecorder.write.boxes import check_labels, long_labels, stored_boxes
 from tfrecorder.write.images import StoredImage
-from tfrecorder.write.table import Table
+from tfrecorder.write.table.table import Table
 
 
 def image_name(uri: str) -> str:

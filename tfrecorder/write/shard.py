@@ -20,13 +20,13 @@ from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import ImageError, RowError
 from tfrecorder.write.encode import ENCODERS
 from tfrecorder.write.images import StoredImage, load_image
-from tfrecorder.write.leakage import content_key
 from tfrecorder.write.masks import load_mask, pixel_stride
 from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.plan import ShardSpec
-from tfrecorder.write.spill import SpilledShard, shard_parts
 from tfrecorder.write.splits import WRITTEN_SPLITS
-from tfrecorder.write.table import Table
+from tfrecorder.write.table.leakage import content_key
+from tfrecorder.write.table.plan import ShardSpec
+from tfrecorder.write.table.spill import SpilledShard, shard_parts
+from tfrecorder.write.table.table import Table
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -28,7 +28,7 @@ from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write import leakage, planning, spill
+from tfrecorder.write import planning
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.shard import ShardResult, default_workers, ordered_map, write_spilled_shard
@@ -44,6 +44,7 @@ from tfrecorder.write.sources import (
     no_images,
     table_files,
 )
+from tfrecorder.write.table import leakage, spill
 
 COUNTERS = "tfrecorder"
 BEAM_DIR = "_beam"  # in output_dir: Dataflow's temp and staging folders, and the rows handed to the workers

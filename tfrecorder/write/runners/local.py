@@ -35,7 +35,7 @@ from tfrecorder.write.shard import (
     serial_map,
     write_spilled_shard,
 )
-from tfrecorder.write.spill import SpilledShard
+from tfrecorder.write.table.spill import SpilledShard
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -35,16 +35,16 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
-from tfrecorder.write import leakage
-from tfrecorder.write.facts import Facts
 from tfrecorder.write.options import RunDigest, is_remote
-from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec
-from tfrecorder.write.schema_check import check_schema
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
-from tfrecorder.write.spellings import Spellings
 from tfrecorder.write.splits import WRITTEN_SPLITS
-from tfrecorder.write.table import Table, text_hashes
-from tfrecorder.write.validate import finalize, validate_part
+from tfrecorder.write.table import leakage
+from tfrecorder.write.table.facts import Facts
+from tfrecorder.write.table.plan import SAMPLE_ROWS, ShardSpec
+from tfrecorder.write.table.schema_check import check_schema
+from tfrecorder.write.table.spellings import Spellings
+from tfrecorder.write.table.table import Table, text_hashes
+from tfrecorder.write.table.validate import finalize, validate_part
 
 logger = logging.getLogger(__name__)
 
