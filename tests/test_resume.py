@@ -22,7 +22,7 @@ from tfrecorder.write.lock import OutputLocked
 # third image it loads, says so on stdout, and waits there to be killed (SIGKILL, no clean-up).
 CHILD = """
 import os, sys, threading
-import tfrecorder, tfrecorder.write.shard as shard
+import tfrecorder, tfrecorder.write.record.shard as shard
 csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if runner == "local, streamed":  # spilled to files in parts, as a table larger than memory
     import tfrecorder.write.table.spill as spill

@@ -283,7 +283,7 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
         source = sample_data.make_detection_scenes(str(tmp_path / "scenes"), n=30)
     elif kind == "segmentation":
         source = sample_data.make_segmentation_scenes(str(tmp_path / "scenes"), n=30)
-        from tfrecorder.write import masks
+        from tfrecorder.write.record import masks
 
         monkeypatch.setattr(masks, "MASK_PIXELS_SAMPLE", 5)  # pixels counted in 1 mask of 5: segments start
         # between counted ranks, and count the same masks as one writer does

@@ -28,7 +28,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.lock import Lock
 from tfrecorder.write.options import RunDigest, WriteOptions
-from tfrecorder.write.shard import ShardResult
+from tfrecorder.write.record.shard import ShardResult
 from tfrecorder.write.sources import MatchedFiles
 from tfrecorder.write.table.plan import ShardSpec
 from tfrecorder.write.table.table import Table

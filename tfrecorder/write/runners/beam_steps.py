@@ -31,7 +31,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.write import planning
 from tfrecorder.write.finish import Finish
 from tfrecorder.write.journal import Journal
-from tfrecorder.write.shard import ShardResult, default_workers, ordered_map, write_spilled_shard
+from tfrecorder.write.record.shard import ShardResult, default_workers, ordered_map, write_spilled_shard
 from tfrecorder.write.sources import (
     FileFacts,
     TableFiles,

@@ -23,11 +23,10 @@ from typing import Any, TypeVar
 from tfrecorder._notebook import in_notebook, progress_bar
 from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.images import DECODE_MEMORY
 from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.runners.segments import Unit, joined, plan_units, segment_folder, segment_room
-from tfrecorder.write.shard import (
+from tfrecorder.write.record.images import DECODE_MEMORY
+from tfrecorder.write.record.shard import (
     ImageMapper,
     ShardResult,
     default_workers,
@@ -35,6 +34,7 @@ from tfrecorder.write.shard import (
     serial_map,
     write_spilled_shard,
 )
+from tfrecorder.write.runners.segments import Unit, joined, plan_units, segment_folder, segment_room
 from tfrecorder.write.table.spill import SpilledShard
 
 logger = logging.getLogger(__name__)
