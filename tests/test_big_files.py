@@ -18,7 +18,7 @@ import pytest
 
 import tfrecorder
 from tests.conftest import default_signals
-from tfrecorder.write import spill_folder
+from tfrecorder.write.run import spill_folder
 from tfrecorder.write.table import spill
 
 BIG = 64 * 1024 * 1024  # several parts, and more than the spill keeps in memory

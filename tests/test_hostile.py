@@ -325,7 +325,7 @@ def test_a_full_disk_names_the_file_and_a_rerun_after_freeing_space_resumes(smal
 
 def test_of_many_simultaneous_starts_exactly_one_takes_the_lock(tmp_path):
     from tfrecorder.dataset.storage import Folder
-    from tfrecorder.write.lock import Lock, OutputLocked
+    from tfrecorder.write.run.lock import Lock, OutputLocked
 
     folder = Folder.of(str(tmp_path / "out"))
     start = threading.Barrier(16)

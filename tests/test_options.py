@@ -18,7 +18,7 @@ from tfrecorder.errors import TFRecorderError
 from tfrecorder.sample_data import make_detection_scenes
 from tfrecorder.write.convert import convert
 from tfrecorder.write.options import PIPELINE_SETTINGS, Options, RunDigest, option
-from tfrecorder.write.resume import _what_differs, finished_key, start_run
+from tfrecorder.write.run.resume import _what_differs, finished_key, start_run
 
 OPTIONS = fields(Options)
 IDENTITY = [f for f in OPTIONS if f.metadata["identity"]]

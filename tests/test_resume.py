@@ -16,7 +16,7 @@ import pytest
 import tfrecorder
 from tests.conftest import in_stored_order, write_image
 from tfrecorder.errors import RowError, TFRecorderError
-from tfrecorder.write.lock import OutputLocked
+from tfrecorder.write.run.lock import OutputLocked
 
 # The child converts the CSV; once `done_before_block` shards are finished it blocks on the
 # third image it loads, says so on stdout, and waits there to be killed (SIGKILL, no clean-up).

@@ -15,7 +15,7 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.write import spill_folder
+from tfrecorder.write.run import spill_folder
 from tfrecorder.write.table import spill, validate
 
 

@@ -19,7 +19,7 @@ from tfrecorder.schema import IMAGE_CSV_SCHEMA, Schema  # noqa: E402
 _LAZY = {
     "convert": "tfrecorder.write.convert",
     "convert_and_load": "tfrecorder.write.convert",
-    "ConvertResult": "tfrecorder.write.result",
+    "ConvertResult": "tfrecorder.write.run.result",
     "load_dataset": "tfrecorder.read.tf_data",
     "load": "tfrecorder.read.tf_data",
     "label_names": "tfrecorder.read.tf_data",

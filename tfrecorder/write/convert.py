@@ -26,8 +26,7 @@ from tfrecorder.dataset.storage import (
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
-from tfrecorder.write import planning, splits
-from tfrecorder.write.finish import convert_result
+from tfrecorder.write import splits
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
@@ -51,8 +50,10 @@ from tfrecorder.write.options import (
     WriteOptions,
     as_schema,
 )
-from tfrecorder.write.result import ConvertResult, reused_note
-from tfrecorder.write.resume import (
+from tfrecorder.write.run import planning
+from tfrecorder.write.run.finish import convert_result
+from tfrecorder.write.run.result import ConvertResult, reused_note
+from tfrecorder.write.run.resume import (
     FinishedKey,
     Run,
     files_identity,
@@ -62,6 +63,7 @@ from tfrecorder.write.resume import (
     start_run,
     table_run_identity,
 )
+from tfrecorder.write.run.spill_folder import spill_folder
 from tfrecorder.write.sources import (
     BeamInput,
     FrameSource,
@@ -80,7 +82,6 @@ from tfrecorder.write.sources import (
     unreadable,
 )
 from tfrecorder.write.sources.annotations import annotation_table
-from tfrecorder.write.spill_folder import spill_folder
 from tfrecorder.write.table import spill
 from tfrecorder.write.table.schema_check import check_schema
 

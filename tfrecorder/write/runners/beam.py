@@ -27,11 +27,11 @@ import numpy as np
 
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.write.finish import convert_result
-from tfrecorder.write.journal import Journal
-from tfrecorder.write.lock import Lock, LockInfo
 from tfrecorder.write.options import PIPELINE_SETTINGS, Options, as_schema
-from tfrecorder.write.resume import Claim, begin_run, claim_folder, files_run_identity
+from tfrecorder.write.run.finish import convert_result
+from tfrecorder.write.run.journal import Journal
+from tfrecorder.write.run.lock import Lock, LockInfo
+from tfrecorder.write.run.resume import Claim, begin_run, claim_folder, files_run_identity
 from tfrecorder.write.runners.beam_steps import (
     INPUT_DIR,
     ConvertFiles,

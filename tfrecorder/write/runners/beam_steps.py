@@ -28,10 +28,10 @@ from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write import planning
-from tfrecorder.write.finish import Finish
-from tfrecorder.write.journal import Journal
 from tfrecorder.write.record.shard import ShardResult, default_workers, ordered_map, write_spilled_shard
+from tfrecorder.write.run import planning
+from tfrecorder.write.run.finish import Finish
+from tfrecorder.write.run.journal import Journal
 from tfrecorder.write.sources import (
     FileFacts,
     TableFiles,

@@ -31,7 +31,7 @@ from tfrecorder.write import splits
 from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.record.masks import pixel_stride
 from tfrecorder.write.record.shard import ImageStats, ObjectStats, RowFailure, ShardResult
-from tfrecorder.write.result import ConvertResult, SplitResult
+from tfrecorder.write.run.result import ConvertResult, SplitResult
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.table import Column, Table
 
