@@ -47,7 +47,7 @@ def coco_json(path: str, mib: float, seed: int = 0) -> int:
 
 
 def _child(path: str) -> None:
-    import tfrecorder.write.annotations as annotations
+    import tfrecorder.write.sources.annotations as annotations
 
     tiny = f"{path}.tiny.json"
     coco_json(tiny, 0.01)

@@ -40,9 +40,9 @@ def validate(df: pd.DataFrame, schema=None, *, base_dir=None, split_fractions=No
     """``df`` validated as one part (the steps ``spill.summarize`` takes for each part of a table: the schema
     checked, the part validated, its Facts checked, then finalized): the Table, or the SchemaError."""
     from tfrecorder.write import splits
-    from tfrecorder.write.schema_check import check_schema
     from tfrecorder.write.sources.frames import text_columns
-    from tfrecorder.write.validate import finalize, validate_part
+    from tfrecorder.write.table.schema_check import check_schema
+    from tfrecorder.write.table.validate import finalize, validate_part
 
     df = text_columns(df)
     schema = check_schema(df, schema, arrow)
@@ -56,7 +56,7 @@ def convert_column(name: str, series: pd.Series, col_type):
     """One column's values converted for ``col_type`` (``values.convert_values``); the SchemaError names the
     values and rows that do not fit."""
     from tfrecorder.errors import SchemaError
-    from tfrecorder.write.values import convert_values
+    from tfrecorder.write.table.values import convert_values
 
     column, problem = convert_values(name, series, col_type, 0, 0)
     if problem is not None:

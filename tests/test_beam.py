@@ -165,7 +165,7 @@ def test_a_dataframe_is_read_and_validated_by_the_pipeline_from_parquet(image_ta
     import numpy as np
     import pandas as pd
 
-    from tfrecorder.write import spill
+    from tfrecorder.write.table import spill
 
     df = image_table.copy()
     monkeypatch.chdir(tmp_path)

@@ -18,7 +18,8 @@ import pytest
 
 import tfrecorder
 from tests.conftest import default_signals
-from tfrecorder.write import spill, spill_folder
+from tfrecorder.write.run import spill_folder
+from tfrecorder.write.table import spill
 
 BIG = 64 * 1024 * 1024  # several parts, and more than the spill keeps in memory
 
@@ -71,7 +72,7 @@ def spills(tmp: Path) -> list[str]:
 # and to itself (the command's stop reaching a writer that has not yet set its signal handlers).
 CHILD = """
 import os, signal, sys, threading
-import tfrecorder.write.runners.local as local, tfrecorder.write.spill as spill
+import tfrecorder.write.runners.local as local, tfrecorder.write.table.spill as spill
 from tfrecorder.cli import main
 block = os.environ["BLOCK"]
 spill.PART_ROWS, spill.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # as_large

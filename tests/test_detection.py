@@ -435,7 +435,7 @@ def test_box_orientation_says_which_frame_pixel_boxes_are_in(scenes, tmp_path):
 def test_an_image_split_over_streamed_parts_gives_the_same_bytes(scenes, tmp_path, monkeypatch):
     """A CSV read a few rows at a time and spilled to files: an image's box rows in different parts still make
     one record, byte for byte the one of the table converted in memory."""
-    from tfrecorder.write import spill
+    from tfrecorder.write.table import spill
 
     table = scenes[["split", "image_uri", "label", *EDGES]].sample(frac=1.0, random_state=5)
     table.to_csv(tmp_path / "boxes.csv", index=False)

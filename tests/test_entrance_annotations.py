@@ -246,7 +246,7 @@ def test_each_bad_automl_row_is_one_line_naming_the_line(tmp_path, text, error, 
 
 PEAK = """
 import sys
-import tfrecorder.write.annotations as annotations
+import tfrecorder.write.sources.annotations as annotations
 
 def peak():
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) * 1024

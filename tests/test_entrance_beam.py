@@ -14,7 +14,7 @@ import pytest
 import tfrecorder
 from tests.test_beam import _same_files
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write import spill
+from tfrecorder.write.table import spill
 
 PART_ROWS = 4  # WriteDataset stages a part for every PART_ROWS rows: 12 rows make 3 parts
 
@@ -131,7 +131,7 @@ def _boxes(tmp_path, images: int, boxes: int) -> pd.DataFrame:
 def test_a_detection_table_of_few_images_writes_no_empty_shard(tmp_path, monkeypatch, how, images):
     """One image with 300 boxes (or two) gets one shard per image at most and no empty shard file: the plan's
     ranges of box rows moved to whole images left 4 of 5 shards empty."""
-    from tfrecorder.write import plan
+    from tfrecorder.write.table import plan
 
     how = dict(how)
     if how.pop("target", None):

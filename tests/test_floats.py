@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import tfrecorder
-from tfrecorder.write.floats import FloatFacts
+from tfrecorder.write.table.floats import FloatFacts
 
 ROWS = 200
 

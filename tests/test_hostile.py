@@ -17,9 +17,9 @@ import tfrecorder
 from tests.conftest import write_image
 from tests.servers import http_server
 from tfrecorder.errors import ImageError
-from tfrecorder.write.fetch import fetch
-from tfrecorder.write.images import MemoryBudget
 from tfrecorder.write.options import FetchLimits, Retry
+from tfrecorder.write.record.fetch import fetch
+from tfrecorder.write.record.images import MemoryBudget
 
 
 def errors_of(out: Path) -> dict[int, tuple[str, str]]:
@@ -325,7 +325,7 @@ def test_a_full_disk_names_the_file_and_a_rerun_after_freeing_space_resumes(smal
 
 def test_of_many_simultaneous_starts_exactly_one_takes_the_lock(tmp_path):
     from tfrecorder.dataset.storage import Folder
-    from tfrecorder.write.lock import Lock, OutputLocked
+    from tfrecorder.write.run.lock import Lock, OutputLocked
 
     folder = Folder.of(str(tmp_path / "out"))
     start = threading.Barrier(16)

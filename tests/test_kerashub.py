@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import tfrecorder
 from tests.conftest import write_image
-from tfrecorder.write import spill
+from tfrecorder.write.table import spill
 
 BOXES_PER_IMAGE = (1, 4, 2)  # the most objects in one image: 4
 

@@ -1,5 +1,6 @@
-"""The package's shape holds: the read side never imports the write side, dataset/ imports neither, no
-import runs back up from a stage to the runners, and Beam is imported in one module only.
+"""The package's shape holds: the read side never imports the write side, dataset/ imports neither, write/'s
+folders follow the flow and no import runs back up it, the rest of the package enters write/ by its entry points
+only, and Beam is imported in one module only.
 
 Imports are read from the source (every ``import`` statement, those inside functions included), so a
 lazy import cannot dodge the rules.
@@ -39,9 +40,68 @@ def _importers(prefix: str) -> dict[str, list[str]]:
             for m, imports in MODULES.items()}
 
 
+# write/'s stages in the order a conversion runs them: a source's parts (sources/), checked, spilled and planned
+# (table/), a shard's records written (record/), the run's life in its folder (run/), the runners that carry out
+# the stages (runners/), and convert.py, the one module that knows every stage.
+FLOW = ("sources", "table", "record", "run", "runners", "convert")
+# write/'s shared ground, below every stage: the one list of options (options.py) and the split names
+# (splits.py). They import no other module of write/ than each other.
+GROUND = ("options", "splits")
+
+
 def test_the_layout_is_there():
-    for folder in ("dataset", "write", "write.runners", "read"):
+    for folder in ("dataset", "write", *(f"write.{stage}" for stage in FLOW[:-1]), "read"):
         assert f"tfrecorder.{folder}" in MODULES, folder
+
+
+def _stage(module: str) -> str:
+    """The stage (or ground module) of a module of write/: the folder or top-level module under write/."""
+    return module.split(".")[2]
+
+
+def _write_modules(imports: set[str]) -> set[str]:
+    """The modules of write/ among ``imports`` (``from pkg import name`` gives pkg.name: a module or not)."""
+    return {i for i in imports if i in MODULES and i.startswith("tfrecorder.write.")}
+
+
+def test_no_import_runs_back_up_the_flow():
+    """A module of write/ imports only modules of its own stage, of earlier stages (FLOW), and the ground
+    (options.py, splits.py); the ground imports only itself. So a stage can be read, tested and changed knowing
+    only what comes before it, and nothing earlier in the flow depends on how a later stage does its job."""
+    stages = {_stage(m) for m in MODULES if m.startswith("tfrecorder.write.")}
+    assert stages == {*FLOW, *GROUND}  # every module of write/ is in a stage or the ground
+    back = []
+    for module, imports in MODULES.items():
+        if not module.startswith("tfrecorder.write."):
+            continue
+        here = _stage(module)
+        for target in _write_modules(imports):
+            there = _stage(target)
+            if here in GROUND:
+                ok = there in GROUND
+            else:
+                ok = there in GROUND or FLOW.index(there) <= FLOW.index(here)
+            if not ok:
+                back.append(f"{module} -> {target}")
+    assert not back
+
+
+def test_the_rest_of_the_package_enters_write_by_its_entry_points_only():
+    """Outside write/, a module imports only these modules of it: convert (convert, convert_and_load), options
+    (the keywords: the CLI's flags, to_tfr's runner), sources (create_image_csv) and the Beam transform
+    (tfrecorder.beam.WriteDataset); the package's lazy public names add ConvertResult and read_annotations.
+    Every other module of write/ can move or change without a user's import breaking."""
+    import tfrecorder
+
+    users = {m: sorted(_write_modules(i)) for m, i in MODULES.items() if not m.startswith("tfrecorder.write")}
+    assert {m: i for m, i in users.items() if i} == {
+        "tfrecorder.accessor": ["tfrecorder.write.convert", "tfrecorder.write.options"],
+        "tfrecorder.beam": ["tfrecorder.write.runners.beam"],
+        "tfrecorder.cli": ["tfrecorder.write.convert", "tfrecorder.write.options", "tfrecorder.write.sources"],
+    }
+    lazy = {module for module in tfrecorder._LAZY.values() if module.startswith("tfrecorder.write")}
+    assert lazy == {"tfrecorder.write.convert", "tfrecorder.write.run.result", "tfrecorder.write.sources",
+                    "tfrecorder.write.sources.annotations"}
 
 
 @pytest.mark.parametrize("side", ["tfrecorder.read", "tfrecorder.dataset"])

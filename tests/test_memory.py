@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from tests.conftest import validate
-from tfrecorder.write.encode import ExampleEncoder
-from tfrecorder.write.images import StoredImage
+from tfrecorder.write.record.encode import ExampleEncoder
+from tfrecorder.write.record.images import StoredImage
 
 
 def rss_mib() -> float:
@@ -39,7 +39,7 @@ def test_image_fetches_run_at_most_a_window_ahead_of_the_writer():
     """However long the table, only ``window`` fetched images wait to be written (bytes in flight are bounded)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tfrecorder.write.shard import ordered_map
+    from tfrecorder.write.record.shard import ordered_map
 
     started: list[int] = []
     ahead = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.plan import TARGET_SHARD_BYTES, plan_shards
+from tfrecorder.write.table.plan import TARGET_SHARD_BYTES, plan_shards
 
 
 def test_rows_split_in_order_into_near_equal_contiguous_shards():
@@ -59,10 +59,11 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
 
     import tfrecorder
     from tests.conftest import write_image
-    from tfrecorder.write import planning, spill
     from tfrecorder.write.options import FetchLimits
+    from tfrecorder.write.run import planning
+    from tfrecorder.write.run.spill_folder import spill_folder
     from tfrecorder.write.sources import FrameSource
-    from tfrecorder.write.spill_folder import spill_folder
+    from tfrecorder.write.table import spill
 
     rows = 640
     if kind == "tabular":

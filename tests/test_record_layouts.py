@@ -10,7 +10,7 @@ import pytest
 
 from tfrecorder.dataset.layouts import DEFAULT, LAYOUTS, OBJECT_DETECTION, RECORD_FORMATS, layout_of
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.encode import ENCODERS
+from tfrecorder.write.record.encode import ENCODERS
 
 
 def test_the_choices_are_the_layouts_and_each_has_its_encoders():

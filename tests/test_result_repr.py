@@ -46,7 +46,7 @@ def test_repr_is_the_short_table_with_errors_csv_and_its_codes(failed_rows, tmp_
 def test_ipython_prints_the_table():
     from IPython.lib.pretty import pretty
 
-    from tfrecorder.write.result import ConvertResult, SplitResult
+    from tfrecorder.write.run.result import ConvertResult, SplitResult
 
     result = ConvertResult("out", {"TRAIN": SplitResult(3000, 2990, 0, 10, ("a", "b"), 3 * 2**20),
                                    "DISCARD": SplitResult(10, 0, 0, 10, (), 0)}, 1.25, errors_file="out/errors.csv")

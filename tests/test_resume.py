@@ -16,16 +16,16 @@ import pytest
 import tfrecorder
 from tests.conftest import in_stored_order, write_image
 from tfrecorder.errors import RowError, TFRecorderError
-from tfrecorder.write.lock import OutputLocked
+from tfrecorder.write.run.lock import OutputLocked
 
 # The child converts the CSV; once `done_before_block` shards are finished it blocks on the
 # third image it loads, says so on stdout, and waits there to be killed (SIGKILL, no clean-up).
 CHILD = """
 import os, sys, threading
-import tfrecorder, tfrecorder.write.shard as shard
+import tfrecorder, tfrecorder.write.record.shard as shard
 csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if runner == "local, streamed":  # spilled to files in parts, as a table larger than memory
-    import tfrecorder.write.spill as spill
+    import tfrecorder.write.table.spill as spill
     spill.MEMORY_SPILL_BYTES, spill.PART_ROWS, runner = 0, 7, "local"
 if runner == "local, forked":  # shards written by forked processes, as for large tables
     import tfrecorder.write.runners.local as local
@@ -101,7 +101,7 @@ def files(folder: Path) -> dict[str, bytes]:
                                     "DirectRunner, DataFrame"])
 def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog, monkeypatch, request):
     if runner == "local, streamed":
-        import tfrecorder.write.spill as spill
+        import tfrecorder.write.table.spill as spill
 
         monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
         monkeypatch.setattr(spill, "PART_ROWS", 7)

@@ -145,7 +145,7 @@ def test_dataset_json_and_info_count_pixels_per_class(converted, scenes):
 def test_a_large_split_counts_the_pixels_of_a_sample_of_its_masks(scenes, tmp_path, monkeypatch):
     """Over ``MASK_PIXELS_SAMPLE`` masks a split counts the pixels of one mask in ``pixel_stride``, by rank in
     stored order: the same masks however the split is cut into shards, and said in dataset.json and by info."""
-    from tfrecorder.write import masks
+    from tfrecorder.write.record import masks
 
     monkeypatch.setattr(masks, "MASK_PIXELS_SAMPLE", 4)  # 20 TRAIN masks: one in 5 counted
     counted = {}
@@ -240,7 +240,7 @@ def test_class_ids_of_every_mask_are_checked_whether_or_not_its_pixels_are_count
                                                                                    sample):
     """Unknown ids are a row error in every mask: those whose pixels are counted, and the others (checked by
     their highest id, or, with VOC's 255 border, id by id)."""
-    from tfrecorder.write import masks
+    from tfrecorder.write.record import masks
 
     monkeypatch.setattr(masks, "MASK_PIXELS_SAMPLE", sample)
     rows = []
@@ -376,7 +376,7 @@ def test_header_validation_keeps_grey_masks_as_they_are(few, tmp_path):
 def test_local_and_direct_runner_write_the_same_masks(scenes, tmp_path, monkeypatch):
     """The same shards, and the pixels of the same sample of masks counted (1 in 3 of TRAIN's 12, in 2 shards)."""
     pytest.importorskip("apache_beam")
-    from tfrecorder.write import masks
+    from tfrecorder.write.record import masks
 
     monkeypatch.setattr(masks, "MASK_PIXELS_SAMPLE", 4)
     table = scenes[COLUMNS].iloc[:14]

@@ -1,4 +1,4 @@
-"""Tables larger than memory: sources converted in many parts, spilled to files (write/spill.py), give the files
+"""Tables larger than memory: sources converted in many parts, spilled to files (write/table/spill.py), give the files
 a small table held in memory gives, and the same errors, without ever holding the table."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.write import spill, spill_folder, validate
+from tfrecorder.write.run import spill_folder
+from tfrecorder.write.table import spill, validate
 
 
 @pytest.fixture
@@ -282,7 +283,7 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
         source = sample_data.make_detection_scenes(str(tmp_path / "scenes"), n=30)
     elif kind == "segmentation":
         source = sample_data.make_segmentation_scenes(str(tmp_path / "scenes"), n=30)
-        from tfrecorder.write import masks
+        from tfrecorder.write.record import masks
 
         monkeypatch.setattr(masks, "MASK_PIXELS_SAMPLE", 5)  # pixels counted in 1 mask of 5: segments start
         # between counted ranks, and count the same masks as one writer does

@@ -1,7 +1,7 @@
 """Record layouts: which keys a record keeps its values under - ours, or the TF Object Detection API's - one
 object each, chosen once from ``record_format``.
 
-A layout owns its key names, the name its encoder goes by (``write/encode.py``'s ``ENCODERS``), what it puts
+A layout owns its key names, the name its encoder goes by (``write/record/encode.py``'s ``ENCODERS``), what it puts
 in dataset.json, whether TFDS files are written for it, and which readers read it. Nothing else asks which
 layout a dataset has: a new layout (ArrayRecord's, another API's keys) is one more instance here and its
 encoder.

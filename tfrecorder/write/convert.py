@@ -26,9 +26,7 @@ from tfrecorder.dataset.storage import (
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
-from tfrecorder.write import planning, spill, splits
-from tfrecorder.write.annotations import annotation_table
-from tfrecorder.write.finish import convert_result
+from tfrecorder.write import splits
 from tfrecorder.write.options import (
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
@@ -48,14 +46,16 @@ from tfrecorder.write.options import (
     BeamOptions,
     Options,
     Root,
+    RunDigest,
     WriteOptions,
     as_schema,
 )
-from tfrecorder.write.result import ConvertResult, reused_note
-from tfrecorder.write.resume import (
+from tfrecorder.write.run import planning
+from tfrecorder.write.run.finish import convert_result
+from tfrecorder.write.run.result import ConvertResult, reused_note
+from tfrecorder.write.run.resume import (
     FinishedKey,
     Run,
-    RunDigest,
     files_identity,
     files_run_identity,
     finished_key,
@@ -63,7 +63,7 @@ from tfrecorder.write.resume import (
     start_run,
     table_run_identity,
 )
-from tfrecorder.write.schema_check import check_schema
+from tfrecorder.write.run.spill_folder import spill_folder
 from tfrecorder.write.sources import (
     BeamInput,
     FrameSource,
@@ -81,7 +81,9 @@ from tfrecorder.write.sources import (
     text_columns,
     unreadable,
 )
-from tfrecorder.write.spill_folder import spill_folder
+from tfrecorder.write.sources.annotations import annotation_table
+from tfrecorder.write.table import spill
+from tfrecorder.write.table.schema_check import check_schema
 
 logger = logging.getLogger(__name__)
 

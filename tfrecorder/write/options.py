@@ -6,13 +6,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import marshal
 import os
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import numpy as np
+
+from tfrecorder._version import __version__
 from tfrecorder.arguments import (
     check_choice,
     check_count,
@@ -441,3 +447,34 @@ def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema 
     if schema is None or isinstance(schema, Schema):
         return schema
     return Schema(schema)
+
+
+class RunDigest:
+    """A SHA-256 of tagged values - numpy arrays by their bytes, lists a slice at a time - that starts with the
+    version, the table's schema (None: to be inferred) and the options that change a byte written: every field
+    of ``Options`` marked ``identity`` (``options.identity``), so a new option is part of it by being one."""
+
+    def __init__(self, schema: Mapping[str, type] | None, options: WriteOptions):
+        self._digest = hashlib.sha256()
+        self.add("version", __version__)
+        self.add("schema", [(name, t.__name__) for name, t in schema.items()] if schema is not None else None)
+        self.add("options", options.identity)  # the fetch timeout, runner, progress...: a re-run may use others
+        if options.fetch.root is not None:  # which files an annotation file's names may reach
+            self.add("root", dataclasses.astuple(options.fetch.root))
+
+    def add(self, tag: str, value: Any) -> None:
+        self._digest.update(tag.encode("utf-8"))
+        if isinstance(value, np.ndarray):
+            self._digest.update(value.dtype.str.encode("ascii") + len(value).to_bytes(8, "little"))
+            self._digest.update(np.ascontiguousarray(value).data)
+            return
+        parts = [value[i:i + 4096] for i in range(0, len(value), 4096)] if isinstance(value, list) else [value]
+        for part in parts:  # in slices: a few MiB at a time whatever the table size
+            try:
+                data = marshal.dumps(part, 4)  # C speed for lists of int/float/bytes/None; parsed by no one
+            except ValueError:
+                data = repr(part).encode("utf-8")
+            self._digest.update(len(data).to_bytes(8, "little") + data)
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()

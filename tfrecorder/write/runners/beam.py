@@ -27,12 +27,11 @@ import numpy as np
 
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.write import spill
-from tfrecorder.write.finish import convert_result
-from tfrecorder.write.journal import Journal
-from tfrecorder.write.lock import Lock, LockInfo
 from tfrecorder.write.options import PIPELINE_SETTINGS, Options, as_schema
-from tfrecorder.write.resume import Claim, begin_run, claim_folder, files_run_identity
+from tfrecorder.write.run.finish import convert_result
+from tfrecorder.write.run.journal import Journal
+from tfrecorder.write.run.lock import Lock, LockInfo
+from tfrecorder.write.run.resume import Claim, begin_run, claim_folder, files_run_identity
 from tfrecorder.write.runners.beam_steps import (
     INPUT_DIR,
     ConvertFiles,
@@ -41,8 +40,9 @@ from tfrecorder.write.runners.beam_steps import (
     forget_refused_run,
     stage_part,
 )
-from tfrecorder.write.schema_check import EMPTY_TABLE
 from tfrecorder.write.sources import StagedRows, frame_as_arrow, frame_parts
+from tfrecorder.write.table import spill
+from tfrecorder.write.table.schema_check import EMPTY_TABLE
 
 logger = logging.getLogger(__name__)
 _KEYWORDS = [f.name for f in fields(Options) if f.name not in PIPELINE_SETTINGS]  # what WriteDataset takes

@@ -28,10 +28,10 @@ from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write import leakage, planning, spill
-from tfrecorder.write.finish import Finish
-from tfrecorder.write.journal import Journal
-from tfrecorder.write.shard import ShardResult, default_workers, ordered_map
+from tfrecorder.write.record.shard import ShardResult, default_workers, ordered_map, write_spilled_shard
+from tfrecorder.write.run import planning
+from tfrecorder.write.run.finish import Finish
+from tfrecorder.write.run.journal import Journal
 from tfrecorder.write.sources import (
     FileFacts,
     TableFiles,
@@ -44,6 +44,7 @@ from tfrecorder.write.sources import (
     no_images,
     table_files,
 )
+from tfrecorder.write.table import leakage, spill
 
 COUNTERS = "tfrecorder"
 BEAM_DIR = "_beam"  # in output_dir: Dataflow's temp and staging folders, and the rows handed to the workers
@@ -77,7 +78,7 @@ class _WriteShard(beam.DoFn):
             self._counters["resumed"].inc()
             yield earlier[shard.spec.filename]
             return
-        result = spill.write_spilled_shard(shard, self._folder, self._options, self._mapper)
+        result = write_spilled_shard(shard, self._folder, self._options, self._mapper)
         if self._journal is not None:
             self._journal.record(result)
         self._counters["rows"].inc(shard.spec.rows)

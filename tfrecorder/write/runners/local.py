@@ -23,12 +23,19 @@ from typing import Any, TypeVar
 from tfrecorder._notebook import in_notebook, progress_bar
 from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.images import DECODE_MEMORY
-from tfrecorder.write.journal import Journal
 from tfrecorder.write.options import WriteOptions
+from tfrecorder.write.record.images import DECODE_MEMORY
+from tfrecorder.write.record.shard import (
+    ImageMapper,
+    ShardResult,
+    default_workers,
+    ordered_map,
+    serial_map,
+    write_spilled_shard,
+)
+from tfrecorder.write.run.journal import Journal
 from tfrecorder.write.runners.segments import Unit, joined, plan_units, segment_folder, segment_room
-from tfrecorder.write.shard import ImageMapper, ShardResult, default_workers, ordered_map, serial_map
-from tfrecorder.write.spill import SpilledShard, write_spilled_shard
+from tfrecorder.write.table.spill import SpilledShard
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.plan import TARGET_SHARD_BYTES, ShardSpec
-from tfrecorder.write.shard import ImageStats, ShardResult
-from tfrecorder.write.spill import SpilledShard
-from tfrecorder.write.spill_folder import room_in
+from tfrecorder.write.record.shard import ImageStats, ShardResult
+from tfrecorder.write.run.spill_folder import room_in
+from tfrecorder.write.table.plan import TARGET_SHARD_BYTES, ShardSpec
+from tfrecorder.write.table.spill import SpilledShard
 
 # A shard of more than an even share of the rows over the cores is written in segments of at least this many rows
 # (``plan_units``), so that one large TRAIN shard does not leave the other cores idle.

@@ -27,12 +27,13 @@ from tfrecorder.dataset.storage import Folder
 from tfrecorder.dataset.tfds import name_and_version, tfds_metadata
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
-from tfrecorder.write import leakage, splits
-from tfrecorder.write.masks import pixel_stride
+from tfrecorder.write import splits
 from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.result import ConvertResult, SplitResult
-from tfrecorder.write.shard import ImageStats, ObjectStats, RowFailure, ShardResult
-from tfrecorder.write.table import Column, Table
+from tfrecorder.write.record.masks import pixel_stride
+from tfrecorder.write.record.shard import ImageStats, ObjectStats, RowFailure, ShardResult
+from tfrecorder.write.run.result import ConvertResult, SplitResult
+from tfrecorder.write.table import leakage
+from tfrecorder.write.table.table import Column, Table
 
 logger = logging.getLogger(__name__)
 

@@ -17,13 +17,14 @@ from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample
 from tfrecorder.schema import Schema, is_missing
 from tfrecorder.types import BOX_EDGES, Kind, Role
-from tfrecorder.write import labels, splits
-from tfrecorder.write.facts import BoxFacts, ColumnFacts, Facts, Problem
-from tfrecorder.write.floats import FloatFacts
-from tfrecorder.write.spellings import Spellings, one_spelling
-from tfrecorder.write.table import Column, Table
-from tfrecorder.write.uris import locations, uri_column
-from tfrecorder.write.values import convert_values, float_array, store_floats
+from tfrecorder.write import splits
+from tfrecorder.write.table import labels
+from tfrecorder.write.table.facts import BoxFacts, ColumnFacts, Facts, Problem
+from tfrecorder.write.table.floats import FloatFacts
+from tfrecorder.write.table.spellings import Spellings, one_spelling
+from tfrecorder.write.table.table import Column, Table
+from tfrecorder.write.table.uris import locations, uri_column
+from tfrecorder.write.table.values import convert_values, float_array, store_floats
 
 
 def validate_part(

@@ -13,16 +13,16 @@ import numpy as np
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.types import Role
-from tfrecorder.write import leakage, spill
-from tfrecorder.write.encode import mean_record_bytes
-from tfrecorder.write.facts import Facts
-from tfrecorder.write.finish import Finish
 from tfrecorder.write.options import FetchLimits
-from tfrecorder.write.plan import SAMPLE_ROWS, estimates_sizes, plan_shards
-from tfrecorder.write.spill import SpilledShard, Summary
+from tfrecorder.write.record.encode import mean_record_bytes
+from tfrecorder.write.run.finish import Finish
 from tfrecorder.write.splits import WRITTEN_SPLITS
-from tfrecorder.write.table import Table
-from tfrecorder.write.validate import finalize
+from tfrecorder.write.table import leakage, spill
+from tfrecorder.write.table.facts import Facts
+from tfrecorder.write.table.plan import SAMPLE_ROWS, estimates_sizes, plan_shards
+from tfrecorder.write.table.spill import SpilledShard, Summary
+from tfrecorder.write.table.table import Table
+from tfrecorder.write.table.validate import finalize
 
 
 def slim(facts: Facts) -> Facts:

@@ -9,17 +9,13 @@ returns its result (``reused``) instead of refusing the folder.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
-import marshal
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from tfrecorder._version import __version__
 from tfrecorder.dataset.features import LABEL
@@ -29,13 +25,13 @@ from tfrecorder.dataset.storage import STATE_DIR, Folder, filesystem
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write.journal import Journal
-from tfrecorder.write.lock import Lock
-from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.plan import ShardSpec
-from tfrecorder.write.shard import ShardResult
+from tfrecorder.write.options import RunDigest, WriteOptions
+from tfrecorder.write.record.shard import ShardResult
+from tfrecorder.write.run.journal import Journal
+from tfrecorder.write.run.lock import Lock
 from tfrecorder.write.sources import MatchedFiles
-from tfrecorder.write.table import Table
+from tfrecorder.write.table.plan import ShardSpec
+from tfrecorder.write.table.table import Table
 
 logger = logging.getLogger(__name__)
 
@@ -71,37 +67,6 @@ def files_identity(files: MatchedFiles) -> list[tuple[str, Any]]:
     generation): a changed file is another input."""
     fs = filesystem(files.url)[0]
     return [(url, fs.ukey(filesystem(url)[1])) for url in files.files]
-
-
-class RunDigest:
-    """A SHA-256 of tagged values - numpy arrays by their bytes, lists a slice at a time - that starts with the
-    version, the table's schema (None: to be inferred) and the options that change a byte written: every field
-    of ``Options`` marked ``identity`` (``options.identity``), so a new option is part of it by being one."""
-
-    def __init__(self, schema: Mapping[str, type] | None, options: WriteOptions):
-        self._digest = hashlib.sha256()
-        self.add("version", __version__)
-        self.add("schema", [(name, t.__name__) for name, t in schema.items()] if schema is not None else None)
-        self.add("options", options.identity)  # the fetch timeout, runner, progress...: a re-run may use others
-        if options.fetch.root is not None:  # which files an annotation file's names may reach
-            self.add("root", dataclasses.astuple(options.fetch.root))
-
-    def add(self, tag: str, value: Any) -> None:
-        self._digest.update(tag.encode("utf-8"))
-        if isinstance(value, np.ndarray):
-            self._digest.update(value.dtype.str.encode("ascii") + len(value).to_bytes(8, "little"))
-            self._digest.update(np.ascontiguousarray(value).data)
-            return
-        parts = [value[i:i + 4096] for i in range(0, len(value), 4096)] if isinstance(value, list) else [value]
-        for part in parts:  # in slices: a few MiB at a time whatever the table size
-            try:
-                data = marshal.dumps(part, 4)  # C speed for lists of int/float/bytes/None; parsed by no one
-            except ValueError:
-                data = repr(part).encode("utf-8")
-            self._digest.update(len(data).to_bytes(8, "little") + data)
-
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()
 
 
 # What a finished conversion was made of (FinishedKey) and its dataset.json's digest: a dot file beside

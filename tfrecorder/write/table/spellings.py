@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tfrecorder.write.table import text_hashes
+from tfrecorder.write.table.table import text_hashes
 
 
 @dataclass

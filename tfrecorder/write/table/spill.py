@@ -13,7 +13,7 @@ DataFrame or an image folder's listing), none of them holding a table larger tha
    split's SAMPLE_ROWS rows of smallest keys for the size estimate. A table with whole-table problems raises
    the SchemaError ``Facts.check`` gives, before any shard is written.
 3. ``planning.plan_table`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
-   ``write_spilled_shard`` writes one: its rows read from the buckets its range falls in, one bucket at a
+   ``shard.write_spilled_shard`` writes one: its rows read from the buckets its range falls in, one bucket at a
    time. Shards are independent: the local runner writes them in processes, one per core.
 
 The Beam runners run the same passes as pipeline steps (``runners.beam``): a worker per file types it
@@ -35,18 +35,16 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
-from tfrecorder.write import leakage
-from tfrecorder.write.facts import Facts
-from tfrecorder.write.options import is_remote
-from tfrecorder.write.plan import SAMPLE_ROWS, ShardSpec
-from tfrecorder.write.resume import RunDigest
-from tfrecorder.write.schema_check import check_schema
-from tfrecorder.write.shard import ImageMapper, ShardResult, serial_map, write_shard
+from tfrecorder.write.options import RunDigest, is_remote
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
-from tfrecorder.write.spellings import Spellings
 from tfrecorder.write.splits import WRITTEN_SPLITS
-from tfrecorder.write.table import Table, text_hashes
-from tfrecorder.write.validate import finalize, validate_part
+from tfrecorder.write.table import leakage
+from tfrecorder.write.table.facts import Facts
+from tfrecorder.write.table.plan import SAMPLE_ROWS, ShardSpec
+from tfrecorder.write.table.schema_check import check_schema
+from tfrecorder.write.table.spellings import Spellings
+from tfrecorder.write.table.table import Table, text_hashes
+from tfrecorder.write.table.validate import finalize, validate_part
 
 logger = logging.getLogger(__name__)
 
@@ -415,12 +413,6 @@ def whole_groups(keys: np.ndarray, start: int, stop: int) -> tuple[int, int]:
     while 0 < stop < len(keys) and keys[stop] == keys[stop - 1]:
         stop += 1
     return start, max(start, stop)
-
-
-def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any, image_map: ImageMapper = serial_map,
-                        on_row: Any = None, durable: bool = True) -> ShardResult:
-    """Write one shard of a streamed table (``write_shard`` for the rows ``shard_parts`` reads back)."""
-    return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row, durable)
 
 
 def image_uris(summary: Summary, spill: Folder, rows: set[int]) -> dict[int, str]:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.lock import process_alive
+from tfrecorder.write.run.lock import process_alive
 from tfrecorder.write.sources import Source, TableFiles
 
 logger = logging.getLogger(__name__)

@@ -13,10 +13,11 @@ from tfrecorder.dataset import dtypes
 from tfrecorder.errors import RowSample, SchemaError
 from tfrecorder.schema import flat_message
 from tfrecorder.types import Kind
-from tfrecorder.write import labels, splits
-from tfrecorder.write.floats import FloatFacts
-from tfrecorder.write.schema_check import EMPTY_TABLE
-from tfrecorder.write.spellings import SpellingFacts
+from tfrecorder.write import splits
+from tfrecorder.write.table import labels
+from tfrecorder.write.table.floats import FloatFacts
+from tfrecorder.write.table.schema_check import EMPTY_TABLE
+from tfrecorder.write.table.spellings import SpellingFacts
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Shard: ``write_shard``, the one shard writer every runner uses, what it returns (ShardResult, RowFailure), and
-how it maps images over threads (``ordered_map``, ``default_workers``)."""
+"""Shard: ``write_shard``, the one shard writer every runner uses (``write_spilled_shard``: a spilled shard's rows read
+back and written), what it returns (ShardResult, RowFailure), and how it maps images over threads
+(``ordered_map``, ``default_workers``)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ import numpy as np
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import ImageError, RowError
-from tfrecorder.write.encode import ENCODERS
-from tfrecorder.write.images import StoredImage, load_image
-from tfrecorder.write.leakage import content_key
-from tfrecorder.write.masks import load_mask, pixel_stride
 from tfrecorder.write.options import WriteOptions
-from tfrecorder.write.plan import ShardSpec
+from tfrecorder.write.record.encode import ENCODERS
+from tfrecorder.write.record.images import StoredImage, load_image
+from tfrecorder.write.record.masks import load_mask, pixel_stride
 from tfrecorder.write.splits import WRITTEN_SPLITS
-from tfrecorder.write.table import Table
+from tfrecorder.write.table.leakage import content_key
+from tfrecorder.write.table.plan import ShardSpec
+from tfrecorder.write.table.spill import SpilledShard, shard_parts
+from tfrecorder.write.table.table import Table
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -208,6 +210,12 @@ def image_groups(locations: Sequence[str | None]) -> list[list[int]]:
         else:
             groups.append([position])
     return groups
+
+
+def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any, image_map: ImageMapper = serial_map,
+                        on_row: Any = None, durable: bool = True) -> ShardResult:
+    """Write one shard of a streamed table (``write_shard`` for the rows ``shard_parts`` reads back)."""
+    return write_shard(shard.spec, shard_parts(shard), folder, options, image_map, on_row, durable)
 
 
 def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positions: Sequence[int],

@@ -18,9 +18,9 @@ from typing import Any
 from tfrecorder._version import __version__
 from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import STATE_DIR, Folder
-from tfrecorder.write.lock import LOCK_NAME
-from tfrecorder.write.plan import ShardSpec
-from tfrecorder.write.shard import ImageStats, ObjectStats, RowFailure, ShardResult
+from tfrecorder.write.record.shard import ImageStats, ObjectStats, RowFailure, ShardResult
+from tfrecorder.write.run.lock import LOCK_NAME
+from tfrecorder.write.table.plan import ShardSpec
 
 logger = logging.getLogger(__name__)
 

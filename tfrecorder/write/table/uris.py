@@ -11,7 +11,7 @@ import pandas as pd
 
 from tfrecorder.errors import RowSample
 from tfrecorder.schema import is_missing
-from tfrecorder.write.facts import Problem
+from tfrecorder.write.table.facts import Problem
 
 
 def uri_column(name: str, series: pd.Series, first_row: int) -> tuple[list[str | None], Problem | None]:

@@ -12,9 +12,9 @@ from tfrecorder.dataset import features, layouts
 from tfrecorder.dataset.connectors import Connector, float64_bits, stored_connector
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.types import BOX_EDGES, Kind, Role
-from tfrecorder.write.boxes import check_labels, long_labels, stored_boxes
-from tfrecorder.write.images import StoredImage
-from tfrecorder.write.table import Table
+from tfrecorder.write.record.boxes import check_labels, long_labels, stored_boxes
+from tfrecorder.write.record.images import StoredImage
+from tfrecorder.write.table.table import Table
 
 
 def image_name(uri: str) -> str:
@@ -253,7 +253,7 @@ _BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 b
 def mean_record_bytes(sample: Table, limits: Any) -> float:
     """The mean size of ``sample``'s records as stored: every feature and the framing, each image counted by
     its file's size (``limits``: the FetchLimits to ask for it with)."""
-    from tfrecorder.write.fetch import size_of
+    from tfrecorder.write.record.fetch import size_of
 
     if sample.is_detection:
         return _mean_detection_row_bytes(sample, limits)
@@ -280,7 +280,7 @@ _IMAGE_FEATURE_BYTES = 256  # a record's features beside its image bytes and obj
 def _mean_detection_row_bytes(sample: Table, limits: Any) -> float:
     """A detection table's stored bytes per input row (a row per box): its images' files, counted once per
     image, and its objects, spread over the rows (the plan divides rows into shards)."""
-    from tfrecorder.write.fetch import size_of
+    from tfrecorder.write.record.fetch import size_of
 
     groups: dict[str | None, int] = {}
     for location in sample.image_locations:

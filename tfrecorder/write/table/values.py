@@ -15,10 +15,10 @@ from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN
 from tfrecorder.errors import RowSample, SchemaError
 from tfrecorder.schema import ListLike, is_missing
 from tfrecorder.types import ColumnType, Kind, Role
-from tfrecorder.write.facts import Problem, source_name
-from tfrecorder.write.floats import FloatFacts
-from tfrecorder.write.schema_check import feature_name
-from tfrecorder.write.table import Column
+from tfrecorder.write.table.facts import Problem, source_name
+from tfrecorder.write.table.floats import FloatFacts
+from tfrecorder.write.table.schema_check import feature_name
+from tfrecorder.write.table.table import Column
 
 
 def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], order: int,
