@@ -1,0 +1,225 @@
+"""COCO (IO edge): a COCO ``instances_*.json`` read into the long form, a row per box - parsed keeping only the
+keys it reads (``COCO_KEYS``), each entry checked, read a column at a time - and the folder its images are in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from tfrecorder.dataset.storage import filesystem, open_url
+from tfrecorder.errors import SchemaError, TFRecorderError
+from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.write.sources.long_form import (
+    BOX_COLUMNS,
+    SIZE_COLUMNS,
+    add_row,
+    annotation_folder,
+    empty_columns,
+    finite_number,
+    join_name,
+    long_frame,
+    quoted,
+    utf8_text,
+)
+from tfrecorder.write.splits import TEST, TRAIN, UNASSIGNED, VALIDATION
+
+COCO_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # instances_<name>2017.json
+# The keys read from a COCO file. Every other key is dropped as its object is parsed: the segmentation polygons,
+# most of a COCO file's bytes and ~4x their size as Python floats, never stay (the read peaks under 3x the file)
+COCO_KEYS = frozenset({"images", "annotations", "categories", "id", "file_name", "width", "height", "image_id",
+                       "bbox", "category_id", "iscrowd", "area", "name"})
+
+
+def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
+    data = _coco_json(url)
+    if not isinstance(data, Mapping) or "images" not in data:
+        raise TFRecorderError(f"{url!r} is not COCO instances JSON: it has no 'images' list")
+    images, annotations, categories = (_coco_section(url, data, name)
+                                       for name in ("images", "annotations", "categories"))
+    labels = _coco_categories(url, categories)
+    files = _coco_image_files(url, images)
+    by_image = _coco_by_image(url, annotations, files)
+    annotations.clear()  # each image's annotations are freed once its rows are added (by_image.pop)
+    split = _coco_split(url)
+    folder = images_dir if images_dir is not None else _coco_images(url)
+    columns = empty_columns(("is_crowd", "area", *SIZE_COLUMNS))
+    for image in images:
+        base = {SPLIT_COLUMN: split, IMAGE_COLUMN: join_name(folder, image["file_name"]),
+                "width": image.get("width"), "height": image.get("height")}
+        boxes = by_image.pop(image["id"], [])
+        for annotation in boxes:
+            where = f"{url}: annotation {annotation.get('id', '?')} of image {image['file_name']!r}"
+            category = annotation.get("category_id")
+            if not _is_id(category) or category not in labels:
+                raise TFRecorderError(f"{where}: category_id {quoted(category)} is not in 'categories'")
+            x, y, w, h = (finite_number(v, where, "bbox") for v in _four(annotation.get("bbox"), where))
+            area = annotation.get("area")
+            add_row(columns, {**base, LABEL_COLUMN: labels[category], "xmin": x, "ymin": y, "xmax": x + w,
+                           "ymax": y + h, "is_crowd": _flag(annotation.get("iscrowd", 0), where, "iscrowd"),
+                           "area": None if area is None else finite_number(area, where, "area")})
+        if not boxes:
+            add_row(columns, {**base, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS), "is_crowd": None,
+                           "area": None})
+    return long_frame(columns, ("is_crowd", "area", *SIZE_COLUMNS))
+
+
+def _coco_json(url: str) -> Any:
+    """A COCO file parsed, keeping only ``COCO_KEYS`` of each object (dropped as each object is parsed)."""
+    with open_url(url) as f:
+        text = utf8_text(f.read(), f"COCO annotations {url!r}")  # the bytes are freed once decoded
+    try:
+        return json.loads(text, object_pairs_hook=_coco_kept)
+    except ValueError as e:
+        raise TFRecorderError(f"COCO annotations {url!r} are not JSON: {e}") from e
+    except RecursionError:  # json's parser recurses per level: arrays in arrays 100,000 deep
+        raise TFRecorderError(f"COCO annotations {url!r} nest arrays or objects too deep to parse: not COCO "
+                              f"instances JSON") from None
+
+
+def _coco_kept(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {key: value for key, value in pairs if key in COCO_KEYS}
+
+
+def _coco_section(url: str, data: Mapping[str, Any], name: str) -> list[Any]:
+    entries = data.get(name, [])
+    if not isinstance(entries, list):
+        raise TFRecorderError(f"{url!r} is not COCO instances JSON: its '{name}' is {_json_kind(entries)}, not a "
+                              f"list of entries")
+    return entries
+
+
+def _coco_categories(url: str, categories: list[Any]) -> dict[Any, str]:
+    """Category id -> name; a category without an id or a name, or two names under one id, refused."""
+    names: dict[Any, str] = {}
+    for i, category in enumerate(categories):
+        where = f"COCO annotations {url!r}: categories[{i}]"
+        category_id = _coco_id(_entry(category, where), "id", where)
+        name = category.get("name")
+        if name is not None and not isinstance(name, str):
+            raise TFRecorderError(f"{where} (id {category_id!r}): name {quoted(name)} is not text")
+        if name is None or not name.strip():  # its boxes would have no label to learn them as
+            raise SchemaError(f"COCO annotations {url!r}: category {category_id!r} has "
+                              f"{'no' if name is None else 'a blank'} name: every box needs its label; name it "
+                              f"in 'categories'")
+        if names.get(category_id, name) != name:
+            raise SchemaError(f"COCO annotations {url!r}: categories {quoted(names[category_id])} and "
+                              f"{quoted(name)} share the id {category_id!r}: their boxes would all take one "
+                              f"name; give each category its own id")
+        names[category_id] = name
+    return names
+
+
+def _coco_image_files(url: str, images: list[Any]) -> dict[Any, str]:
+    """Image id -> file name, each image entry checked: an id, a file name, whole-number sizes, ids unique."""
+    files: dict[Any, str] = {}
+    for i, image in enumerate(images):
+        where = f"COCO annotations {url!r}: images[{i}]"
+        file_name = _entry(image, where).get("file_name")
+        image_id = _coco_id(image, "id", f"{where} (file_name {quoted(file_name)})")
+        if not isinstance(file_name, str) or not file_name.strip():
+            raise TFRecorderError(f"{where} (id {image_id!r}): " + (
+                "has no 'file_name'" if file_name is None else f"file_name {quoted(file_name)} is not a file name"))
+        for size in SIZE_COLUMNS:
+            _size(image.get(size), f"{where} ({file_name!r})", size)
+        if image_id in files:  # annotations name their image by id: one image would take the other's boxes
+            raise SchemaError(f"COCO annotations {url!r}: images {quoted(files[image_id])} and {quoted(file_name)} "
+                              f"share the id {image_id!r}: each image needs its own id, the one its annotations "
+                              f"give as image_id")
+        files[image_id] = file_name
+    return files
+
+
+def _coco_by_image(url: str, annotations: list[Any], files: Mapping[Any, str]) -> dict[Any, list[Mapping]]:
+    """Image id -> its annotations, in the file's order; annotations whose image_id no image has, refused."""
+    by_image: dict[Any, list[Mapping[str, Any]]] = {}
+    dangling: list[str] = []
+    for i, annotation in enumerate(annotations):
+        where = f"COCO annotations {url!r}: annotations[{i}]"
+        label = f"{where} (id {quoted(_entry(annotation, where).get('id'))})"
+        image_id = _coco_id(annotation, "image_id", label)
+        if image_id in files:
+            by_image.setdefault(image_id, []).append(annotation)
+        else:
+            dangling.append(f"{quoted(annotation.get('id', f'[{i}]'))} (image_id {image_id!r})")
+    if dangling:  # their boxes would be lost without a word
+        raise SchemaError(f"COCO annotations {url!r}: {len(dangling)} annotations name an image_id that no entry "
+                          f"of 'images' has: {', '.join(dangling[:5])}{', ...' if len(dangling) > 5 else ''}; add "
+                          f"their images to 'images', or remove them")
+    return by_image
+
+
+def _coco_split(url: str) -> str:
+    """The split a COCO file's name says: instances_train2017.json is TRAIN; UNASSIGNED when it says none."""
+    stem = posixpath.basename(url).lower().removesuffix(".json")
+    for word, split in COCO_SPLITS.items():
+        if f"_{word}" in stem or stem.startswith(word):
+            return split
+    return UNASSIGNED
+
+
+def _coco_images(url: str) -> str:
+    """Where a COCO file's images are, the first folder that exists of: the split's folder beside
+    ``annotations/`` (COCO 2017: ``annotations/instances_train2017.json`` beside ``train2017/``), ``images/<split>/``
+    there (Datumaro's layout), ``images/`` there, ``images/`` beside the file; else the file's own folder."""
+    folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
+    root = annotation_folder(url)
+    stem = posixpath.basename(url).rsplit(".", 1)[0]
+    name = re.sub(r"^(instances|person_keypoints)_", "", stem)
+    candidates = [*([join_name(root, name), join_name(root, f"images/{name}")] if root != folder else []),
+                  join_name(root, "images"), join_name(folder, "images")]
+    for candidate in candidates:
+        fs, path = filesystem(candidate)
+        if fs.isdir(path):
+            return candidate
+    return folder
+
+
+def _coco_id(entry: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in entry:
+        raise TFRecorderError(f"{where} has no '{key}'")
+    if not _is_id(entry[key]):
+        raise TFRecorderError(f"{where}: {key} {quoted(entry[key])} is not an id (a number or text)")
+    return entry[key]
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, (int, str)) or isinstance(value, float) and math.isfinite(value)
+
+
+def _entry(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TFRecorderError(f"{where} is {_json_kind(value)} ({quoted(value)}), not an object")
+    return value
+
+
+def _size(value: Any, where: str, name: str) -> None:
+    """A COCO image's width or height: absent, or a whole number."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value) or value != int(value)):
+        raise TFRecorderError(f"{where}: {name} {quoted(value)} is not a whole number of pixels")
+
+
+def _flag(value: Any, where: str, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise TFRecorderError(f"{where}: {name} {quoted(value)} is not 0 or 1") from None
+
+
+def _four(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list) or len(value) != 4:
+        raise TFRecorderError(f"{where}: bbox {quoted(value)} is not [x, y, width, height]")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}
+    return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)

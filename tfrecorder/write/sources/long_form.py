@@ -1,0 +1,101 @@
+"""The long form (IO edge): what the annotation readers (``voc``, ``coco``, ``automl``) share - the columns
+they build, a value per column (``LONG_FORM``: a row per box), the frame they end in, and the checks and
+wording of what they read: text as UTF-8, finite numbers, a bad value quoted short, a name joined to its folder.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+
+BOX_COLUMNS = ("xmin", "ymin", "xmax", "ymax")
+LONG_FORM = (SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN, *BOX_COLUMNS)
+SIZE_COLUMNS = ("width", "height")  # the image the boxes were drawn on, as the annotation says
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a name that is a URL (http://, gs://, file://...)
+SHOWN = 60  # characters of a bad value a message quotes
+
+
+def empty_columns(extra: tuple[str, ...]) -> dict[str, list[Any]]:
+    """The long form's columns, empty: rows are added a value per column (a dict per row would hold each
+    key again, several times the boxes' own size)."""
+    return {name: [] for name in (*LONG_FORM, *extra)}
+
+
+def add_row(columns: dict[str, list[Any]], row: Mapping[str, Any]) -> None:
+    for name, values in columns.items():
+        values.append(row[name])
+
+
+def long_frame(columns: dict[str, list[Any]], extra: tuple[str, ...]) -> pd.DataFrame:
+    """The long form: its columns in order, the box edges float, the format's counts nullable integers."""
+    names = [*LONG_FORM, *extra]
+    df = pd.DataFrame(columns, columns=names) if columns[SPLIT_COLUMN] else pd.DataFrame(columns=names)  # object
+    df[list(BOX_COLUMNS)] = df[list(BOX_COLUMNS)].astype("float64")
+    for column in extra:
+        if column != "area":
+            df[column] = df[column].astype("Int64")
+    if "area" in extra:
+        df["area"] = df["area"].astype("float64")
+    return df
+
+
+def utf8_text(data: bytes, what: str, encoding: str = "utf-8") -> str:
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise TFRecorderError(f"{what} is not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}; save it as "
+                              f"UTF-8") from None
+
+
+def finite_number(value: Any, where: str, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TFRecorderError(f"{where}: {name} {quoted(value)} is not a number") from None
+    if not math.isfinite(number):
+        raise TFRecorderError(f"{where}: {name} {quoted(value)} is not a finite number")
+    return number
+
+
+def quoted(value: Any) -> str:
+    """``value`` as a message quotes it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text)} characters)"
+
+
+def path_url(url: str, fs: Any, path: str) -> str:
+    return fs.unstrip_protocol(path) if "://" in url else path
+
+
+def join_name(folder: str, name: str) -> str:
+    """A name from an annotation file in ``folder``, joined as given (``..`` kept: the fetch's root check sees
+    it). A URL name is kept as it is, as is an absolute name under a local folder; under a remote folder an
+    absolute name is on that store: a remote annotation file never names a local file."""
+    if URL.match(name):
+        return name
+    if "://" in folder:
+        if name.startswith("/"):
+            scheme, rest = folder.split("://", 1)
+            return f"{scheme}://{rest.split('/', 1)[0]}{name}"
+        return posixpath.join(folder, name)
+    return os.path.join(folder, name)
+
+
+def annotation_folder(url: str) -> str:
+    """The folder of an annotation file, or its parent when that folder is named ``annotations`` (COCO's and
+    Datumaro's layout: ``annotations/instances_train.json`` beside ``images/``)."""
+    if "://" in url:
+        folder = posixpath.dirname(url)
+        return posixpath.dirname(folder) if posixpath.basename(folder).lower() == "annotations" else folder
+    folder = os.path.dirname(os.path.abspath(url))
+    return os.path.dirname(folder) if os.path.basename(folder).lower() == "annotations" else folder
