@@ -6,7 +6,8 @@ commit), on the tables a refactoring must keep as they were - the same bytes wri
     python -m benchmarks.bench_trees --old /tmp/old --bytes-only   # the files only, no timing rounds
 
 Each version converts in its own processes, the versions taking turns (``--rounds``), each case the best of
-``--runs``: 2,000 JPEGs with header checks, a 100,000-row DataFrame and a 1,000-row CSV. Then each converts
+``--runs``: 2,000 JPEGs with header and with full checks, a 100,000-row DataFrame, a 1,000-row CSV, 300
+detection scenes with the defaults, and reading a segmentation dataset with load_dataset. Then each converts
 the same set of tables (images in every storage mode, tabular with float32 and float64 columns, a CSV, a
 Parquet glob, detection in both record layouts and resized, segmentation in both layouts, multi-label lists
 with a nullable column, the DirectRunner) and every file written is compared byte for byte (dataset.json but
@@ -47,15 +48,39 @@ if mode == "times":
                           "t": [f"w{i}" for i in range(n)], "l": [[1.0, 2.0]] * n})
     small = os.path.join(data, "small.csv")
     frame.iloc[:1000].drop(columns="l").to_csv(small, index=False)
-    cases = {"2,000 JPEGs, header checks": (jpeg_table(2000), dict(validate_images="header")),
-             "100,000-row DataFrame": (frame, {}), "1,000-row CSV": (small, {})}
+    from tfrecorder import sample_data
+    jpegs = jpeg_table(2000)
+    scenes = sample_data.make_detection_scenes(os.path.join(data, "scenes"), n=300)
+    seg = sample_data.make_segmentation_scenes(os.path.join(data, "seg"), n=200)[["split", "image_uri", "mask_uri"]]
+    seg_out = os.path.join(work, "seg_out")  # written once, untimed: the case reads it
+    shutil.rmtree(seg_out, ignore_errors=True)
+    tfrecorder.convert(seg, seg_out, progress=False, mask_classes=list(sample_data.SEGMENT_CLASSES))
     out, times = os.path.join(work, "out"), {}
-    for name, (source, options) in cases.items():
+
+    def converting(source, **options):
+        def run():
+            shutil.rmtree(out, ignore_errors=True)
+            tfrecorder.convert(source, out, progress=False, **options)
+        return run
+
+    def reading_segmentation():
+        ds = tfrecorder.load_dataset(seg_out, "TRAIN", batch_size=16, image_size=(128, 128), as_supervised=True)
+        for _ in ds:
+            pass
+
+    # The defaults a user gets but where a case says otherwise (the list: header and full checks, a
+    # DataFrame, detection defaults, a segmentation read).
+    cases = {"2,000 JPEGs, header checks": converting(jpegs, validate_images="header"),
+             "2,000 JPEGs, full checks (the default)": converting(jpegs),
+             "100,000-row DataFrame": converting(frame), "1,000-row CSV": converting(small),
+             "300 detection scenes, defaults": converting(scenes[["split", "image_uri", "label", "xmin", "ymin",
+                                                                  "xmax", "ymax"]]),
+             "segmentation read (200 scenes, load_dataset 128x128)": reading_segmentation}
+    for name, run in cases.items():
         best = []
         for _ in range(runs):
-            shutil.rmtree(out, ignore_errors=True)
             start = time.perf_counter()
-            tfrecorder.convert(source, out, progress=False, **options)
+            run()
             best.append(time.perf_counter() - start)
         times[name] = min(best)
     print(json.dumps(times))
