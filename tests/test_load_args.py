@@ -9,6 +9,7 @@ import pytest
 
 import tfrecorder
 from tests.conftest import image_table_at
+from tfrecorder.errors import TFRecorderError
 
 SIZE_USAGE = r"give \(height, width\) in pixels, or one number for a square \(224 is \(224, 224\)\)"
 
@@ -75,3 +76,20 @@ def test_max_objects_below_the_most_an_image_holds_says_what_is_cut(tmp_path, ca
     caplog.clear()
     tfrecorder.load_dataset(str(tmp_path / "out"), "TRAIN", max_objects=most, batch_size=2)
     assert not caplog.messages
+
+
+def test_keywords_that_would_do_nothing_are_one_line(tmp_path):
+    """resize_mode= without image_size=, and the box keywords on a dataset without boxes, are said at once
+    instead of being ignored."""
+    import pandas as pd
+
+    import tfrecorder
+
+    out = str(tmp_path / "out")
+    tfrecorder.convert(pd.DataFrame({"split": ["TRAIN"] * 2, "x": [1, 2], "label": ["a", "b"]}), out, progress=False)
+    with pytest.raises(TFRecorderError, match=r"resize_mode='pad' says how image_size= resizes: give image_size="):
+        tfrecorder.load_dataset(out, "TRAIN", resize_mode="pad")
+    for keyword in (dict(max_objects=5), dict(bounding_box_format="xyxy")):
+        with pytest.raises(TFRecorderError, match=rf"{next(iter(keyword))}= is for a dataset of boxes; .* holds no "
+                                                  r"objects"):
+            tfrecorder.load_dataset(out, "TRAIN", **keyword)

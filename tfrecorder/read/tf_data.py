@@ -247,9 +247,16 @@ def load_dataset(
         deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
         max_objects=max_objects, bounding_box_format=bounding_box_format,
     )
+    if resize_mode != DEFAULT_RESIZE_MODE and image_size is None:  # a keyword that would do nothing: said now
+        raise TFRecorderError(f"resize_mode={resize_mode!r} says how image_size= resizes: give image_size=(height, "
+                              f"width) too (without it images keep their own size)")
     with reading(tfrecord_dir, storage_timeout):
         manifest, folder = open_dataset(tfrecord_dir, storage_timeout)
         names = list(manifest.splits) if split is None else [manifest.split_name(split)]
+        if manifest.objects is None and (max_objects is not None or bounding_box_format != SUPERVISED_BOX_FORMAT):
+            given = "max_objects=" if max_objects is not None else "bounding_box_format="
+            raise TFRecorderError(f"{given} is for a dataset of boxes; {folder.url} holds no objects (a detection "
+                                  f"table's rows are boxes: split, image_uri, label, xmin, ymin, xmax, ymax)")
         check_shards(manifest, folder, names)
         for name in names:  # a dataset.json that does not describe the records: one line now, not a TF error later
             first = next((shard for shard in manifest.splits[name] if shard.records), None)
