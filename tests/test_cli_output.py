@@ -109,7 +109,8 @@ def test_every_flag_says_its_default():
     import argparse
 
     from tfrecorder.cli import _parser
-    from tfrecorder.write.options import DEFAULT_ON_ERROR, DEFAULT_VALIDATE, LOCAL
+    from tfrecorder.write.options import LOCAL
+    from tfrecorder.write.settings import DEFAULT_ON_ERROR, DEFAULT_VALIDATE
 
     parser = _parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

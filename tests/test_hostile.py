@@ -17,9 +17,9 @@ import tfrecorder
 from tests.conftest import write_image
 from tests.servers import http_server
 from tfrecorder.errors import ImageError
-from tfrecorder.write.options import FetchLimits, Retry
 from tfrecorder.write.record.fetch import fetch
 from tfrecorder.write.record.images import MemoryBudget
+from tfrecorder.write.settings import FetchLimits, Retry
 
 
 def errors_of(out: Path) -> dict[int, tuple[str, str]]:

@@ -12,8 +12,8 @@ import tfrecorder
 from tests.conftest import write_image
 from tests.servers import http_server
 from tfrecorder.errors import ImageError
-from tfrecorder.write.options import DEFAULT_RETRY, FetchLimits, Retry
 from tfrecorder.write.record.fetch import fetch
+from tfrecorder.write.settings import DEFAULT_RETRY, FetchLimits, Retry
 
 
 def test_http_images_with_missing_forbidden_and_flaky_urls(tmp_path):

@@ -17,8 +17,9 @@ from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.sample_data import make_detection_scenes
 from tfrecorder.write.convert import convert
-from tfrecorder.write.options import PIPELINE_SETTINGS, Options, RunDigest, option
+from tfrecorder.write.options import PIPELINE_SETTINGS, Options, option
 from tfrecorder.write.run.resume import _what_differs, finished_key, start_run
+from tfrecorder.write.settings import RunDigest
 
 OPTIONS = fields(Options)
 IDENTITY = [f for f in OPTIONS if f.metadata["identity"]]

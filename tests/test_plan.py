@@ -59,9 +59,9 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
 
     import tfrecorder
     from tests.conftest import write_image
-    from tfrecorder.write.options import FetchLimits
     from tfrecorder.write.run import planning
     from tfrecorder.write.run.spill_folder import spill_folder
+    from tfrecorder.write.settings import FetchLimits
     from tfrecorder.write.sources import FrameSource
     from tfrecorder.write.table import spill
 

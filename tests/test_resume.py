@@ -293,7 +293,7 @@ def test_which_tables_are_written_by_forked_processes(monkeypatch):
     num_workers and a TRAIN shard too large to share out (where this process would decode on every core anyway)
     in this process."""
     import tfrecorder.write.runners.local as local
-    from tfrecorder.write.options import ImageSettings, WriteOptions
+    from tfrecorder.write.settings import ImageSettings, WriteOptions
 
     monkeypatch.setattr(local.os, "cpu_count", lambda: 2)
     header, full = (WriteOptions(ImageSettings(validate=v), None, "report") for v in ("header", "full"))

@@ -28,26 +28,11 @@ from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import splits
 from tfrecorder.write.options import (
-    DEFAULT_BOX_ORIENTATION,
-    DEFAULT_BOX_UNITS,
-    DEFAULT_FLOAT_PRECISION,
     DEFAULT_IGNORE_INDEX,
-    DEFAULT_IMAGE_FORMAT,
-    DEFAULT_IMAGE_TIMEOUT,
-    DEFAULT_JPEG_QUALITY,
-    DEFAULT_MAX_IMAGE_BYTES,
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_ON_ERROR,
     DEFAULT_RECORD_FORMAT,
     DEFAULT_RESIZE_MODE,
-    DEFAULT_VALIDATE,
     LOCAL,
-    ROOT_ATTR,
-    BeamOptions,
     Options,
-    Root,
-    RunDigest,
-    WriteOptions,
     as_schema,
 )
 from tfrecorder.write.run import planning
@@ -64,6 +49,23 @@ from tfrecorder.write.run.resume import (
     table_run_identity,
 )
 from tfrecorder.write.run.spill_folder import spill_folder
+from tfrecorder.write.settings import (
+    DEFAULT_BOX_ORIENTATION,
+    DEFAULT_BOX_UNITS,
+    DEFAULT_FLOAT_PRECISION,
+    DEFAULT_IMAGE_FORMAT,
+    DEFAULT_IMAGE_TIMEOUT,
+    DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_ON_ERROR,
+    DEFAULT_VALIDATE,
+    ROOT_ATTR,
+    BeamOptions,
+    Root,
+    RunDigest,
+    WriteOptions,
+)
 from tfrecorder.write.sources import (
     BeamInput,
     FrameSource,

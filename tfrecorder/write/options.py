@@ -1,24 +1,16 @@
-"""Options: the choices, defaults and limits of ``convert``/``to_tfr``, and the frozen objects carrying them.
+"""Options: convert's keywords - their choices, defaults, checks and CLI help - and ``option``, what each is for.
 
 ``Options`` is the one list of convert's keywords: convert's signature (held to it by a test), ``to_tfr``,
 ``WriteDataset``, the CLI's flags and a run's identity are made from its fields, so they cannot drift apart.
+``Options.conversion`` checks them into the objects a conversion carries (settings.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import hashlib
-import marshal
-import os
-import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import numpy as np
-
-from tfrecorder._version import __version__
 from tfrecorder.arguments import (
     check_choice,
     check_count,
@@ -28,221 +20,42 @@ from tfrecorder.arguments import (
     check_switch,
 )
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
-from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, LAYOUTS, RECORD_FORMATS, RecordLayout
+from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, RECORD_FORMATS
 from tfrecorder.dataset.records import COMPRESSIONS, check_compression
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
-from tfrecorder.errors import ImageError, TFRecorderError
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import splits
+from tfrecorder.write.settings import (
+    BOX_ORIENTATIONS,
+    BOX_UNITS,
+    DEFAULT_BOX_ORIENTATION,
+    DEFAULT_BOX_UNITS,
+    DEFAULT_FLOAT_PRECISION,
+    DEFAULT_IMAGE_FORMAT,
+    DEFAULT_IMAGE_TIMEOUT,
+    DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_ON_ERROR,
+    DEFAULT_RETRY,
+    DEFAULT_VALIDATE,
+    FLOAT_PRECISIONS,
+    IMAGE_FORMATS,
+    ON_ERROR,
+    VALIDATE_MODES,
+    BeamOptions,
+    Conversion,
+    FetchLimits,
+    ImageSettings,
+    MaskSettings,
+    WriteOptions,
+)
 
 LOCAL = "local"
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")
 RUNNERS = (LOCAL, *BEAM_RUNNERS)
-IMAGE_FORMATS = ("keep", "jpeg", "png", "raw")
-VALIDATE_MODES = ("full", "header")
-ON_ERROR = ("report", "raise")
-FLOAT_PRECISIONS = ("auto", "float32", "float64")
-DEFAULT_IMAGE_FORMAT = "keep"
-DEFAULT_VALIDATE = "full"
-DEFAULT_ON_ERROR = "report"
-DEFAULT_FLOAT_PRECISION = "auto"
-DEFAULT_JPEG_QUALITY = 95
-# Detection tables: the units of box edges ("auto": normalized when every edge is within [0, 1]), and the
-# frame pixel boxes of an EXIF-rotated photo refer to ("auto": as displayed, unless the annotation's own
-# width and height are the stored pixels').
-BOX_UNITS = ("auto", "pixels", "normalized")
-BOX_ORIENTATIONS = ("auto", "displayed", "stored")
-DEFAULT_BOX_UNITS = "auto"
-DEFAULT_BOX_ORIENTATION = "auto"
-DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb (2 x MAX_IMAGE_PIXELS)
-
-
-# What one image read may cost, and where an annotation file's names may reach (``FetchLimits``).
-DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2  # far above any photo
-MAX_IMAGE_BYTES = 1024**3  # the most max_image_bytes may be: one record must stay under protobuf's 2 GiB
-DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds a remote image's read may take, each try (and any silence in it)
-ROOT_ATTR = "tfrecorder.root"  # DataFrame.attrs key of an annotation file's table: {"root": ..., "annotations": ...}
-
-
-@dataclass(frozen=True)
-class Retry:
-    """How transient remote failures (5xx, 429, timeouts, dropped connections) are retried."""
-
-    attempts: int = 4
-    backoff_seconds: float = 0.1  # waits 0.1, 0.4, 1.6 s between four tries
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed try number ``attempt`` (0-based)."""
-        return self.backoff_seconds * 4**attempt
-
-
-DEFAULT_RETRY = Retry()
-
-
-@dataclass(frozen=True)
-class Root:
-    """The folder every file an annotation file names must stay inside (the dataset's root): ``url`` an absolute
-    local path or a URL, ``named_by`` the annotation file or folder that names the files.
-
-    A name is outside when it is a URL under a local root (or a local path under a remote one: a remote
-    annotation file never names a local file), on another host or bucket, or resolves - ``..`` and, for local
-    files, symlinks followed - to a place out of ``url``."""
-
-    url: str
-    named_by: str
-
-    def check(self, location: str) -> None:
-        """An ImageError ``outside_folder`` naming the location, the annotation file and how to name the root,
-        when ``location`` is outside."""
-        if not self.holds(location):
-            raise ImageError("outside_folder", f"{location} is named by {self.named_by}, outside the dataset's root "
-                                               f"{self.url}: give images_dir= the folder that holds the images to "
-                                               f"read files from there")
-
-    @functools.cached_property
-    def _real_root(self) -> str:  # once per conversion, not once per image
-        return os.path.realpath(local_path(self.url))
-
-    def holds(self, location: str) -> bool:
-        if is_remote(self.url):
-            if not is_remote(location):
-                return False
-            (scheme, rest), (root_scheme, root_rest) = _split_url(location), _split_url(self.url)
-            inside = posixpath.normpath("/" + rest)
-            top = posixpath.normpath("/" + root_rest)
-            return scheme == root_scheme and (inside + "/").startswith(top.rstrip("/") + "/")
-        if is_remote(location):
-            return False
-        top = self._real_root
-        path = local_path(location)
-        return os.path.commonpath([os.path.realpath(path), top]) == top  # links followed: where it really is
-
-
-def local_path(location: str) -> str:
-    """A local path or file:// URL as a path."""
-    return location[len("file://"):] if location.startswith("file://") else location
-
-
-def _split_url(url: str) -> tuple[str, str]:
-    scheme, rest = url.split("://", 1)
-    return scheme.lower(), rest
-
-
-@dataclass(frozen=True)
-class FetchLimits:
-    """What one image read may cost - bytes, seconds of silence from a server, and retries - and, for the files
-    an annotation file names, where it may read (``root``)."""
-
-    max_bytes: int = DEFAULT_MAX_IMAGE_BYTES
-    timeout: float = DEFAULT_IMAGE_TIMEOUT
-    retry: Retry = field(default_factory=Retry)
-    root: Root | None = None
-
-    def __post_init__(self) -> None:
-        if not 0 < self.max_bytes <= MAX_IMAGE_BYTES:
-            raise TFRecorderError(f"max_image_bytes={self.max_bytes}: give a size from 1 to {MAX_IMAGE_BYTES} "
-                                  f"(1 GiB: a record must stay under protobuf's 2 GiB)")
-        if not self.timeout > 0:
-            raise TFRecorderError(f"image_timeout={self.timeout}: give a number of seconds above 0")
-
-
-def is_remote(location: str | None) -> bool:
-    """True for URLs fetched through fsspec (gs://, http(s)://, ...); False for local paths and file://."""
-    return location is not None and "://" in location and not location.startswith("file://")
-
-
-@dataclass(frozen=True)
-class ImageSettings:
-    """How images are checked and stored (to_tfr's image_* arguments)."""
-
-    format: str = DEFAULT_IMAGE_FORMAT
-    size: tuple[int, int] | None = None  # (height, width)
-    validate: str = DEFAULT_VALIDATE
-    jpeg_quality: int = DEFAULT_JPEG_QUALITY
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    resize_mode: str = DEFAULT_RESIZE_MODE
-
-    def __post_init__(self) -> None:
-        check_choice("image_format", self.format, IMAGE_FORMATS)
-        check_choice("validate_images", self.validate, VALIDATE_MODES)
-        check_choice("resize_mode", self.resize_mode, RESIZE_MODES)
-
-
-@dataclass(frozen=True)
-class MaskSettings:
-    """A segmentation table's settings (convert's ``mask_*`` arguments): class names by id, the colours of an
-    RGB mask's classes, and the id of pixels to ignore (VOC's 255 border; what a pad fills with)."""
-
-    classes: tuple[str, ...] | None = None
-    colors: tuple[tuple[tuple[int, int, int], int], ...] | None = None
-    ignore_index: int = DEFAULT_IGNORE_INDEX
-
-
-@dataclass(frozen=True)
-class WriteOptions:
-    """Settings every shard writer needs."""
-
-    images: ImageSettings
-    compression: str | None
-    on_error: str
-    fetch: FetchLimits = field(default_factory=FetchLimits)  # max_image_bytes, image_timeout
-    box_units: str = DEFAULT_BOX_UNITS
-    box_orientation: str = DEFAULT_BOX_ORIENTATION
-    record_format: str = DEFAULT_RECORD_FORMAT
-    masks: MaskSettings = field(default_factory=MaskSettings)
-    # convert's keywords that change a byte written, checked, by name (``Options.identity``): a run's identity
-    identity: tuple[tuple[str, Any], ...] = ()
-
-    def __post_init__(self) -> None:
-        check_choice("on_error", self.on_error, ON_ERROR)
-        check_choice("record_format", self.record_format, RECORD_FORMATS)
-        check_choice("box_units", self.box_units, BOX_UNITS)
-        check_choice("box_orientation", self.box_orientation, BOX_ORIENTATIONS)
-
-    @property
-    def layout(self) -> RecordLayout:
-        """The record layout ``record_format`` names."""
-        return LAYOUTS[self.record_format]
-
-
-@dataclass(frozen=True)
-class BeamOptions:
-    """The Beam and Dataflow settings of a conversion (TFRecorder 2.0's keyword names)."""
-
-    project: str | None = None
-    region: str | None = None
-    pipeline: Mapping[str, Any] = field(default_factory=dict)  # ``dataflow_options``: any Beam pipeline option
-    job_label: str | None = None
-    wheel: str | None = None  # ``tfrecorder_wheel``
-    wait: bool = False
-
-    def check(self, runner: str, output_dir: str) -> None:
-        """What Dataflow needs that the arguments lack, as a TFRecorderError naming the argument."""
-        if runner != "DataflowRunner":
-            return
-        missing = [n for n, v in (("project", self.project), ("region", self.region)) if not v]
-        if missing:
-            raise TFRecorderError(f"runner='DataflowRunner' needs {' and '.join(missing)}: pass "
-                                  f"{', '.join(f'{m}=...' for m in missing)}")
-        if not output_dir.startswith("gs://"):
-            raise TFRecorderError(f"runner='DataflowRunner' writes to Cloud Storage: output_dir must be a gs:// "
-                                  f"URL, not {output_dir!r}")
-
-
-@dataclass(frozen=True)
-class Conversion:
-    """What decides the files a conversion writes - convert's keywords but for the runner and how it runs -
-    checked once (``Options.conversion``): ``convert`` and the Beam transform ``tfrecorder.beam.WriteDataset`` take
-    the same keywords and give the same bytes."""
-
-    options: WriteOptions
-    fractions: tuple[float, float, float]
-    float_precision: str
-    num_shards: int | None
-    overwrite: bool
-    storage_timeout: float
-
 
 STORAGE_TIMEOUT_HELP = ("gs://: seconds one store operation may take, retries included; then one error, and the same "
                         "command resumes")  # the flag of every command that reads or writes a store
@@ -447,34 +260,3 @@ def as_schema(schema: Schema | Mapping[str, type[ColumnType]] | None) -> Schema 
     if schema is None or isinstance(schema, Schema):
         return schema
     return Schema(schema)
-
-
-class RunDigest:
-    """A SHA-256 of tagged values - numpy arrays by their bytes, lists a slice at a time - that starts with the
-    version, the table's schema (None: to be inferred) and the options that change a byte written: every field
-    of ``Options`` marked ``identity`` (``options.identity``), so a new option is part of it by being one."""
-
-    def __init__(self, schema: Mapping[str, type] | None, options: WriteOptions):
-        self._digest = hashlib.sha256()
-        self.add("version", __version__)
-        self.add("schema", [(name, t.__name__) for name, t in schema.items()] if schema is not None else None)
-        self.add("options", options.identity)  # the fetch timeout, runner, progress...: a re-run may use others
-        if options.fetch.root is not None:  # which files an annotation file's names may reach
-            self.add("root", dataclasses.astuple(options.fetch.root))
-
-    def add(self, tag: str, value: Any) -> None:
-        self._digest.update(tag.encode("utf-8"))
-        if isinstance(value, np.ndarray):
-            self._digest.update(value.dtype.str.encode("ascii") + len(value).to_bytes(8, "little"))
-            self._digest.update(np.ascontiguousarray(value).data)
-            return
-        parts = [value[i:i + 4096] for i in range(0, len(value), 4096)] if isinstance(value, list) else [value]
-        for part in parts:  # in slices: a few MiB at a time whatever the table size
-            try:
-                data = marshal.dumps(part, 4)  # C speed for lists of int/float/bytes/None; parsed by no one
-            except ValueError:
-                data = repr(part).encode("utf-8")
-            self._digest.update(len(data).to_bytes(8, "little") + data)
-
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()

@@ -19,7 +19,7 @@ import fsspec
 
 from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import ImageError
-from tfrecorder.write.options import FetchLimits, is_remote, local_path
+from tfrecorder.write.settings import FetchLimits, is_remote, local_path
 
 logger = logging.getLogger(__name__)
 

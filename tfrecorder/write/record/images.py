@@ -17,9 +17,9 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE
 from tfrecorder.errors import ImageError
-from tfrecorder.write.options import FetchLimits, ImageSettings
 from tfrecorder.write.record.boxes import Geometry
 from tfrecorder.write.record.fetch import fetch
+from tfrecorder.write.settings import FetchLimits, ImageSettings
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from tfrecorder.dataset.boxes import INVERSE
 from tfrecorder.errors import ImageError
-from tfrecorder.write.options import FetchLimits, MaskSettings
 from tfrecorder.write.record.fetch import fetch
 from tfrecorder.write.record.images import StoredImage
+from tfrecorder.write.settings import FetchLimits, MaskSettings
 
 # What Pillow does to pixels for each EXIF orientation (as ImageOps.exif_transpose): stored -> displayed.
 _SHOW = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,

@@ -18,10 +18,10 @@ import numpy as np
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import ImageError, RowError
-from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.record.encode import ENCODERS
 from tfrecorder.write.record.images import StoredImage, load_image
 from tfrecorder.write.record.masks import load_mask, pixel_stride
+from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table.leakage import content_key
 from tfrecorder.write.table.plan import ShardSpec

@@ -28,10 +28,10 @@ from tfrecorder.dataset.tfds import name_and_version, tfds_metadata
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
 from tfrecorder.write import splits
-from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.record.masks import pixel_stride
 from tfrecorder.write.record.shard import ImageStats, ObjectStats, RowFailure, ShardResult
 from tfrecorder.write.run.result import ConvertResult, SplitResult
+from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.table import Column, Table
 

@@ -13,9 +13,9 @@ import numpy as np
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.types import Role
-from tfrecorder.write.options import FetchLimits
 from tfrecorder.write.record.encode import mean_record_bytes
 from tfrecorder.write.run.finish import Finish
+from tfrecorder.write.settings import FetchLimits
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage, spill
 from tfrecorder.write.table.facts import Facts

@@ -25,10 +25,10 @@ from tfrecorder.dataset.storage import STATE_DIR, Folder, filesystem
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.write.options import RunDigest, WriteOptions
 from tfrecorder.write.record.shard import ShardResult
 from tfrecorder.write.run.journal import Journal
 from tfrecorder.write.run.lock import Lock
+from tfrecorder.write.settings import RunDigest, WriteOptions
 from tfrecorder.write.sources import MatchedFiles
 from tfrecorder.write.table.plan import ShardSpec
 from tfrecorder.write.table.table import Table

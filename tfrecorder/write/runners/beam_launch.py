@@ -25,8 +25,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfrecorder.dataset.storage import Folder, StoreUnreachable
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
-from tfrecorder.write.options import BeamOptions
 from tfrecorder.write.runners.beam_steps import BEAM_DIR, COUNTERS
+from tfrecorder.write.settings import BeamOptions
 
 CONSOLE_URL = "https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
 

@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 from tfrecorder._notebook import in_notebook, progress_bar
 from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.record.images import DECODE_MEMORY
 from tfrecorder.write.record.shard import (
     ImageMapper,
@@ -35,6 +34,7 @@ from tfrecorder.write.record.shard import (
 )
 from tfrecorder.write.run.journal import Journal
 from tfrecorder.write.runners.segments import Unit, joined, plan_units, segment_folder, segment_room
+from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.table.spill import SpilledShard
 
 logger = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder
-from tfrecorder.write.options import WriteOptions
 from tfrecorder.write.record.shard import ImageStats, ShardResult
 from tfrecorder.write.run.spill_folder import room_in
+from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.table.plan import TARGET_SHARD_BYTES, ShardSpec
 from tfrecorder.write.table.spill import SpilledShard
 

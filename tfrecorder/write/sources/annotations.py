@@ -28,7 +28,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.options import ROOT_ATTR
+from tfrecorder.write.settings import ROOT_ATTR
 from tfrecorder.write.sources.automl import automl_like, read_automl
 from tfrecorder.write.sources.coco import read_coco
 from tfrecorder.write.sources.long_form import annotation_folder, path_url

@@ -35,7 +35,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
-from tfrecorder.write.options import RunDigest, is_remote
+from tfrecorder.write.settings import RunDigest, is_remote
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage
