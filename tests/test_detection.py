@@ -373,7 +373,7 @@ def test_box_formats_are_keras_own(long_form_out):
     from keras.utils import bounding_boxes
 
     from tfrecorder.dataset.features import BOX_FORMATS
-    from tfrecorder.read.tf_data import box_format_of
+    from tfrecorder.read.tf_objects import box_format_of
 
     def batch(box_format: str):
         return next(iter(tfrecorder.load_dataset(long_form_out, "TRAIN", batch_size=6, image_size=(48, 80),

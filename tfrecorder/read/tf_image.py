@@ -290,7 +290,7 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
             image = to_channels(image, want)
         if turned:
             image = apply_orientation(image, example[IMAGE_ORIENTATION.name])
-        objects = example.get(OBJECTS)  # a detection record's (tf_data.objects_gatherer): boxes follow the pixels
+        objects = example.get(OBJECTS)  # a detection record's (tf_objects.objects_gatherer): boxes follow the pixels
         if objects is not None and "bbox" in objects:
             objects = dict(objects)
             if turned:

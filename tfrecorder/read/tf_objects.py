@@ -1,0 +1,106 @@
+"""A detection dataset's targets: a record's ``objects/`` lists gathered under ``objects``, padded to
+``max_objects``, split into ``(image, {"boxes", "labels"})`` with boxes in the format a detector asks for, and
+the most objects one record holds (what ``as_supervised=True`` pads to). ``tf_data.load_dataset`` chains them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import tensorflow as tf
+
+from tfrecorder.dataset.features import DEFAULT_BOX_FORMAT, IMAGE, OBJECTS
+from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
+from tfrecorder.dataset.storage import Folder
+
+logger = logging.getLogger(__name__)
+
+# KerasHub's detectors' own default (RetinaNetObjectDetector(bounding_box_format="yxyx")): pixels of the image as
+# given, which their fit turns into its anchors' format without being told the image's height and width.
+SUPERVISED_BOX_FORMAT = "yxyx"
+_COUNT_BATCH = 256  # records whose label lists are counted together (tf_data parses as many per step)
+
+
+def most_objects(manifest: Manifest, folder: Folder) -> int:
+    """The most objects one record of the dataset holds (at least 1): what dataset.json records, or, for a
+    dataset written before it did, counted from the records' labels (read once, images not decoded)."""
+    recorded = manifest.objects.get("max_objects") if manifest.objects else None
+    if recorded is not None:
+        return max(int(recorded), 1)
+    label = (manifest.objects or {}).get("label", OBJECTS + "/label")
+    files = [folder.url_of(s.file) for shards in manifest.splits.values() for s in shards if s.records]
+    most = 0
+    if files:
+        spec = {label: tf.io.RaggedFeature(tf.int64)}
+        records = tf.data.TFRecordDataset(files, compression_type=manifest.tf_compression_type)
+        counts = records.batch(_COUNT_BATCH).map(
+            lambda r: tf.cast(tf.io.parse_example(r, spec)[label].row_lengths(), tf.int64))
+        most = int(counts.reduce(tf.constant(0, tf.int64), lambda m, c: tf.maximum(m, tf.reduce_max(c))))
+    logger.warning("%s does not record the most objects in an image (written before tfrecorder recorded it): "
+                   "counted %d in the records, which as_supervised=True pads boxes to; pass max_objects= to "
+                   "choose, or convert again to record it", folder.url_of(MANIFEST_NAME), most)
+    return max(most, 1)
+
+
+def objects_gatherer(manifest: Manifest):
+    """A function from a parsed detection record to the same with its ``objects/`` lists gathered under
+    ``objects`` (``{"bbox": [N, 4], "label": [N], ...}``)."""
+    prefix = f"{OBJECTS}/"
+
+    def gather(example: dict[str, tf.Tensor]) -> dict[str, Any]:
+        out = {k: v for k, v in example.items() if not k.startswith(prefix)}
+        objects = {k[len(prefix):]: v for k, v in example.items() if k.startswith(prefix)}
+        if "bbox" in objects:
+            objects["bbox"] = tf.reshape(objects["bbox"], [-1, 4])
+        out[OBJECTS] = objects
+        return out
+
+    return gather
+
+
+def padder(max_objects: int | None):
+    """Pads (or cuts) each record's objects to ``max_objects``, with -1 (text: empty): batches then stack."""
+    if max_objects is None:
+        return None
+
+    def pad_one(values: tf.Tensor) -> tf.Tensor:
+        values = values[:max_objects]
+        fill = tf.constant("", values.dtype) if values.dtype == tf.string else tf.constant(-1, values.dtype)
+        padding = [[0, max_objects - tf.shape(values)[0]]] + [[0, 0]] * (values.shape.rank - 1)
+        padded = tf.pad(values, padding, constant_values=fill)
+        return tf.ensure_shape(padded, [max_objects, *values.shape[1:]])
+
+    def pad(example: dict[str, Any]) -> dict[str, Any]:
+        return {**example, OBJECTS: {k: pad_one(v) for k, v in example[OBJECTS].items()}}
+
+    return pad
+
+
+def supervised_objects(box_format: str):
+    """(image, {"boxes", "labels"}) from a detection example, boxes in ``box_format`` (padding stays -1)."""
+
+    def split(example: dict[str, Any]) -> Any:
+        objects = example[OBJECTS]
+        boxes, labels = objects["bbox"], objects["label"]
+        if box_format != DEFAULT_BOX_FORMAT:  # the stored one
+            size = tf.cast(tf.shape(example[IMAGE.name])[:2], tf.float32) if IMAGE.name in example else None
+            padding = tf.reduce_all(tf.equal(boxes, -1.0), axis=-1, keepdims=True)
+            boxes = tf.where(padding, -1.0, box_format_of(boxes, box_format, size))
+        return example.get(IMAGE.name, example), {"boxes": boxes, "labels": labels}
+
+    return split
+
+
+def box_format_of(boxes: tf.Tensor, box_format: str, size: tf.Tensor | None) -> tf.Tensor:
+    """Normalized ``[ymin, xmin, ymax, xmax]`` boxes in ``box_format`` (``BOX_FORMATS``); ``size``: the
+    image's (height, width), for the pixel formats."""
+    y0, x0, y1, x1 = tf.unstack(boxes, 4, axis=-1)
+    if not box_format.startswith("rel_"):
+        assert size is not None, "a pixel box format needs the image's size"
+        height, width = size[0], size[1]
+        y0, y1, x0, x1 = y0 * height, y1 * height, x0 * width, x1 * width
+    name = box_format.removeprefix("rel_")
+    parts = {"yxyx": (y0, x0, y1, x1), "xyxy": (x0, y0, x1, y1), "xywh": (x0, y0, x1 - x0, y1 - y0),
+             "center_xywh": ((x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0),
+             "center_yxhw": ((y0 + y1) / 2, (x0 + x1) / 2, y1 - y0, x1 - x0)}[name]
+    return tf.stack(parts, axis=-1)
