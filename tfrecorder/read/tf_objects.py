@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 # KerasHub's detectors' own default (RetinaNetObjectDetector(bounding_box_format="yxyx")): pixels of the image as
 # given, which their fit turns into its anchors' format without being told the image's height and width.
 SUPERVISED_BOX_FORMAT = "yxyx"
-_COUNT_BATCH = 256  # records whose label lists are counted together (tf_data parses as many per step)
+_COUNT_BATCH = 256  # records whose label lists are counted in one step: the per-step cost spread over many
 
 
 def most_objects(manifest: Manifest, folder: Folder) -> int:
