@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from tfrecorder.write.options import LOCAL
+from tfrecorder.types import LOCAL
 
 
 @pd.api.extensions.register_dataframe_accessor("tensorflow")

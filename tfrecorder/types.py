@@ -34,6 +34,12 @@ class Kind(enum.StrEnum):
 # Split values: the three a dataset is written in, DISCARD (counted, not written) and UNASSIGNED (assigned by hash).
 TRAIN, VALIDATION, TEST, DISCARD, UNASSIGNED = "TRAIN", "VALIDATION", "TEST", "DISCARD", "UNASSIGNED"
 
+# Runner names (convert's runner=): here, beside the split names, because the DataFrame accessor names the default
+# at `import tfrecorder` time, before the write side (and fsspec behind it) is imported.
+LOCAL = "local"
+BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")
+RUNNERS = (LOCAL, *BEAM_RUNNERS)
+
 
 class ColumnType:
     """Base of every column type. Subclasses set ``role``, ``kind`` and ``is_list``."""

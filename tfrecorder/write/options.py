@@ -25,7 +25,7 @@ from tfrecorder.dataset.records import COMPRESSIONS, check_compression
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.types import ColumnType
+from tfrecorder.types import BEAM_RUNNERS, LOCAL, RUNNERS, ColumnType
 from tfrecorder.write import splits
 from tfrecorder.write.settings import (
     BOX_ORIENTATIONS,
@@ -52,10 +52,6 @@ from tfrecorder.write.settings import (
     MaskSettings,
     WriteOptions,
 )
-
-LOCAL = "local"
-BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")
-RUNNERS = (LOCAL, *BEAM_RUNNERS)
 
 STORAGE_TIMEOUT_HELP = ("gs://: seconds one store operation may take, retries included; then one error, and the same "
                         "command resumes")  # the flag of every command that reads or writes a store
