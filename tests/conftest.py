@@ -64,6 +64,20 @@ def convert_column(name: str, series: pd.Series, col_type):
     return column
 
 
+def edited_dataset(written: Path, tmp_path: Path, edit, indent: int = 2) -> str:
+    """A copy of the dataset folder ``written`` whose dataset.json ``edit`` (a function of the parsed JSON)
+    changed, written back with ``indent`` as a person's editor would."""
+    import json
+    import shutil
+
+    out = tmp_path / "edited"
+    shutil.copytree(written, out)
+    manifest = json.loads((out / "dataset.json").read_text())
+    edit(manifest)
+    (out / "dataset.json").write_text(json.dumps(manifest, indent=indent))
+    return str(out)
+
+
 def default_signals() -> None:
     """``preexec_fn`` of a child a test signals: SIGINT and SIGTERM as a terminal gives them. A background job of
     a non-interactive shell (``make test &``) starts with SIGINT ignored, and its children inherit that."""

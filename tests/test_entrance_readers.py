@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
+from tests.conftest import edited_dataset
 from tfrecorder.sample_data import make_detection_scenes, make_segmentation_scenes
 
 EDGES = ["xmin", "ymin", "xmax", "ymax"]
@@ -81,12 +81,7 @@ def written(tmp_path_factory) -> Path:
 
 def edited(written: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> str:
     """A copy of ``written`` whose dataset.json ``edit`` changed."""
-    out = tmp_path / "edited"
-    shutil.copytree(written, out)
-    manifest = json.loads((out / "dataset.json").read_text())
-    edit(manifest)
-    (out / "dataset.json").write_text(json.dumps(manifest, indent=2))
-    return str(out)
+    return edited_dataset(written, tmp_path, edit)
 
 
 def feature(manifest: dict[str, Any], name: str) -> dict[str, Any]:

@@ -6,9 +6,7 @@ it among its problems. A dataset.json written before digests keeps loading."""
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
+from tests.conftest import edited_dataset
 from tfrecorder.dataset.manifest import Manifest
 
 EDITED = r"dataset.json: edited after the shards were written: the {} changed \(its digests no longer match\); " \
@@ -35,13 +34,8 @@ def written(tmp_path_factory) -> Path:
 
 
 def edited(written: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> str:
-    """A copy of ``written`` whose dataset.json ``edit`` changed (and wrote back as a person's editor would)."""
-    out = tmp_path / "edited"
-    shutil.copytree(written, out)
-    manifest = json.loads((out / "dataset.json").read_text())
-    edit(manifest)
-    (out / "dataset.json").write_text(json.dumps(manifest, indent=4))
-    return str(out)
+    """A copy of ``written`` whose dataset.json ``edit`` changed, indented by 4 as a person's editor would."""
+    return edited_dataset(written, tmp_path, edit, indent=4)
 
 
 def refused_by_every_reader(out: str, message: str) -> None:
