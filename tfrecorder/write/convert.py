@@ -86,6 +86,7 @@ from tfrecorder.write.sources import (
 from tfrecorder.write.sources.annotations import annotation_table
 from tfrecorder.write.table import spill
 from tfrecorder.write.table.schema_check import check_schema
+from tfrecorder.write.table.uris import is_relative
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +257,7 @@ def _check_written(result: ConvertResult, folder: Folder, *, from_frame: bool) -
     sample = f" (in the first {_CAUSE_ROWS} rows)" if totals.errors > _CAUSE_ROWS else ""
     causes = "; ".join(f"{code}: {count} rows, e.g. {message}"
                        for code, (count, _, message) in sorted(codes.items(), key=lambda c: -c[1][0]))
-    relative = from_frame and any(uri and "://" not in uri and not os.path.isabs(uri) for _, uri, _ in codes.values())
+    relative = from_frame and any(is_relative(uri) for _, uri, _ in codes.values())
     where = (f". A DataFrame's relative image paths are read from the working directory, {os.getcwd()}: make them "
              f"absolute, or run from the folder they are relative to") if relative else ""
     raise TFRecorderError(f"no row was written: the {totals.errors} rows not discarded all failed, listed in "

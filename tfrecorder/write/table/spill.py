@@ -44,6 +44,7 @@ from tfrecorder.write.table.plan import SAMPLE_ROWS, ShardSpec
 from tfrecorder.write.table.schema_check import check_schema
 from tfrecorder.write.table.spellings import Spellings
 from tfrecorder.write.table.table import Table, text_hashes
+from tfrecorder.write.table.uris import is_relative
 from tfrecorder.write.table.validate import finalize, validate_part
 
 logger = logging.getLogger(__name__)
@@ -276,7 +277,7 @@ class Spiller:
         if self._digest is not None:
             self._digest.add("keys", part.row_keys() if part.is_detection else keys)
             self._digest.add("image_locations", part.image_locations)
-            if any(u and "://" not in u and not os.path.isabs(u) for u in part.image_locations or ()):
+            if any(is_relative(u) for u in part.image_locations or ()):
                 # a DataFrame's relative paths name other files from another working directory
                 self._digest.add("working_directory", os.getcwd())
         if part.image_uris is not None:

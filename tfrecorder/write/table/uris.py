@@ -34,9 +34,14 @@ def locations(uris: list[str | None], base_dir: str | Sequence[str | None] | Non
     return [resolve_uri(u, base) for u, base in zip(uris, base_dir)]
 
 
+def is_relative(uri: str | None) -> bool:
+    """A relative local path: read from a CSV's folder, or from the working directory for a DataFrame."""
+    return uri is not None and uri != "" and "://" not in uri and not os.path.isabs(uri)
+
+
 def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
     """Join a relative path to ``base_dir`` (the CSV's folder); URLs and absolute paths stay."""
-    if uri is None or base_dir is None or "://" in uri or uri.startswith("/"):
+    if base_dir is None or not is_relative(uri):
         return uri
     if "://" in base_dir:
         return posixpath.join(base_dir, uri)
