@@ -209,6 +209,8 @@ def main(argv=None) -> None:
     if args.bytes_only:
         args.rounds = 0
     old, new, work = Path(args.old).resolve(), ROOT, work_dir("bench-trees-")
+    if not (old / "tfrecorder" / "__init__.py").is_file():  # else the child would import the venv's tfrecorder
+        parser.error(f"--old {args.old}: no tfrecorder checkout there (git worktree add --detach <dir> <commit>)")
     times: dict[str, dict[str, float]] = {"old": {}, "new": {}}
     for _ in range(args.rounds):
         for label, tree in (("old", old), ("new", new)):

@@ -72,11 +72,11 @@ NAMED = {
                 "scores": "ListOf(Float32)", "tags": "ListOf(Text)", "when": "Int64", "raw": "Bytes",
                 "stamp": "Float64"},
     "multilabel": {"label": "ListOf(ClassLabel)", "ids": "ListOf(Int64)"},
-    "detection": {"image": "Image", "objects/bbox": "BoundingBoxes", "objects/label": "ListOf(ClassLabel)",
-                  "objects/score": "ListOf(Float32)", "objects/difficult": "ListOf(Int64)"},
-    "detection_od": {"image/encoded": "Image", "image/height": "Int64", "image/object/bbox/ymin": "ListOf(Float32)",
-                     "image/object/class/text": "ListOf(Text)", "image/object/class/label": "ListOf(Int64)",
-                     "image/object/score": "ListOf(Float32)"},
+    "detection": {"image": "Image", "objects/bbox": "Objects(BoundingBoxes)", "objects/label": "Objects(ClassLabel)",
+                  "objects/score": "Objects(Float32)", "objects/difficult": "Objects(Int64)"},
+    "detection_od": {"image/encoded": "Image", "image/height": "Int64", "image/object/bbox/ymin": "Objects(Float32)",
+                     "image/object/class/text": "Objects(Text)", "image/object/class/label": "Objects(Int64)",
+                     "image/object/score": "Objects(Float32)"},
     "segmentation": {"image": "Image", "segmentation_mask": "Mask"},
     "segmentation_od": {"image/encoded": "Image", "image/segmentation/class/encoded": "Mask",
                         "image/segmentation/class/format": "Text"},
@@ -155,7 +155,7 @@ def test_a_dataset_json_without_connector_names_reads_as_before(converted, tmp_p
     assert all(f.connector is not None for f in guessed)
 
 
-@pytest.mark.parametrize("unknown", ["Keypoints", "ListOf(Keypoints)", "ListOf(ListOf(Text))", 7])
+@pytest.mark.parametrize("unknown", ["Polygons", "Objects(Polygons)", "ListOf(ListOf(Text))", 7])
 def test_a_connector_this_tfrecorder_does_not_know_is_one_line(converted, tmp_path, unknown):
     def newer(manifest: dict[str, Any]) -> None:  # a newer tfrecorder's: its digests cover the name it wrote
         next(f for f in manifest["features"] if f["name"] == "x")["connector"] = unknown

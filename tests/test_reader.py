@@ -191,7 +191,7 @@ def test_the_largest_jpeg_ratio_that_still_covers_the_target_is_chosen(height, w
 def test_our_nearest_neighbour_resize_is_tensorflows_pixel_for_pixel(have, want):
     """Masks are resized by gathers, with the source indices worked out in the graph or, when every shape is
     known, once in numpy: both give exactly what ``tf.image.resize(method="nearest")`` gives."""
-    from tfrecorder.read.tf_image import nearest
+    from tfrecorder.dataset.connectors.tf_geometry import nearest
 
     values = tf.reshape(tf.range(have[0] * have[1]) % 251, [*have, 1])
     expected = tf.image.resize(values, want, method="nearest").numpy()

@@ -37,6 +37,8 @@ ROW_ERRORS: dict[str, tuple[str, str]] = {
     "decode_error": ("a corrupt or truncated image", "replace the file; validate_images=\"full\" finds these"),
     "box_outside_image": ("a box lies outside its image by more than the tolerance",
                           "fix the box; check its units (pixels or 0-1) and the image's EXIF rotation"),
+    "keypoint_outside_image": ("a labelled keypoint lies outside its image by more than the tolerance",
+                               "fix the point, or mark it unlabelled (0, 0, 0)"),
     "label_too_long": ("a label from an annotation file is over 64 KiB", "fix the annotation file"),
     "mask_size": ("the mask's size differs from its image's as displayed", "save the mask at the image's size"),
     "mask_decode": ("the mask cannot be decoded", "replace the mask file"),

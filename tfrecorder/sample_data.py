@@ -185,6 +185,79 @@ def write_voc(scenes: pd.DataFrame, directory: Any) -> str:
     return str(root)
 
 
+# The keypoint scenes' points: each a coloured dot, so a point on its dot holds that colour; the skeleton joins the
+# head to each hand (COCO's pairs, counted from 1).
+KEYPOINT_COLORS = {"head": (230, 210, 30), "left_hand": (30, 190, 40), "right_hand": (30, 40, 220)}
+KEYPOINT_SKELETON = [[1, 2], [1, 3]]
+_DOT = 4  # a dot's half size, in pixels
+
+
+def make_keypoint_scenes(directory: str, n: int = 12, size: tuple[int, int] = (96, 128), seed: int = 0,
+                         orientations: tuple[int, ...] = SCENE_ORIENTATIONS) -> str:
+    """Draw ``n`` JPEG scenes of 1-2 grey "person" boxes, each with a dot of its keypoint's colour
+    (``KEYPOINT_COLORS``) at each of its 3 keypoints (one left unlabelled in some: v 0, not drawn), on noise, and
+    write COCO person keypoints annotations of them; return the JSON file's path
+    (``<directory>/annotations/person_keypoints_train.json``, images in ``<directory>/train``). Scenes cycle
+    through ``orientations``, stored turned with the EXIF tag that shows them upright; boxes and points (x, y at
+    the dot's centre) are pixels of the stored picture, with its stored width and height, as an annotation tool
+    that ignores EXIF draws them.
+
+    Examples:
+        >>> path = make_keypoint_scenes(str(tmp_path / "people"), n=2)
+        >>> os.path.basename(path)
+        'person_keypoints_train.json'
+    """
+    import json
+
+    rng = np.random.default_rng(seed)
+    height, width = size
+    images_dir, notes_dir = os.path.join(directory, "train"), os.path.join(directory, "annotations")
+    os.makedirs(images_dir, exist_ok=True)
+    os.makedirs(notes_dir, exist_ok=True)
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    for i in range(n):
+        picture = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        for half in range(1 + i % 2):  # a person in the left half, and in some the right one
+            left = half * width // 2
+            x0, y0 = left + 4 + int(rng.integers(0, 6)), 4 + int(rng.integers(0, 6))
+            x1, y1 = left + width // 2 - 4 - int(rng.integers(0, 6)), height - 4 - int(rng.integers(0, 6))
+            picture[y0:y1, x0:x1] = (128, 128, 128)
+            spots = [((x0 + x1) // 2, y0 + 3 * _DOT), (x0 + 2 * _DOT, (y0 + y1) // 2),
+                     (x1 - 2 * _DOT, (y0 + y1) // 2 + int(rng.integers(-6, 7)))]
+            orientation = orientations[i % len(orientations)]
+            points: list[float] = []
+            for k, ((x, y), color) in enumerate(zip(spots, KEYPOINT_COLORS.values())):
+                if (i + k) % 5 == 4:  # not labelled: COCO's 0, 0, 0
+                    points += [0, 0, 0]
+                    continue
+                picture[y - _DOT:y + _DOT, x - _DOT:x + _DOT] = color
+                points += [*_stored_box((x, y, x, y), size, orientation)[:2], 2]
+            sx0, sy0, sx1, sy1 = _stored_box((x0, y0, x1, y1), size, orientation)
+            annotations.append({"id": len(annotations) + 1, "image_id": i + 1, "category_id": 1, "iscrowd": 0,
+                                "bbox": [sx0, sy0, sx1 - sx0, sy1 - sy0], "area": float((x1 - x0) * (y1 - y0)),
+                                "keypoints": points, "num_keypoints": sum(1 for v in points[2::3] if v)})
+        name = f"scene-{i:04d}.jpg"
+        orientation = orientations[i % len(orientations)]
+        stored_image = _save_turned(Image.fromarray(picture), orientation, os.path.join(images_dir, name))
+        images.append({"id": i + 1, "file_name": name, "width": stored_image.width, "height": stored_image.height})
+    categories = [{"id": 1, "name": "person", "supercategory": "person", "keypoints": list(KEYPOINT_COLORS),
+                   "skeleton": KEYPOINT_SKELETON}]
+    path = os.path.join(notes_dir, "person_keypoints_train.json")
+    with open(path, "w") as f:
+        json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
+    return path
+
+
+def _stored_box(box: tuple[float, float, float, float], size: tuple[int, int], orientation: int) -> list[float]:
+    """A box (x0, y0, x1, y1; a point is a box of no size) in pixels of a picture of ``size`` as displayed, in
+    pixels of its stored pixels, which ``orientation`` turns to show it."""
+    height, width = size
+    stored_w, stored_h = (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+    turned = turn(np.array([box]) / [width, height, width, height], INVERSE[orientation])
+    return (turned[0] * [stored_w, stored_h, stored_w, stored_h]).round(3).tolist()
+
+
 SEGMENT_CLASSES = ("background", *OBJECT_COLORS)  # a segmentation scene's class ids: 0 background, then colours
 
 

@@ -36,6 +36,12 @@ def _check_image_roles(columns: Mapping[str, type[ColumnType]]) -> None:
     for name, col_type in columns.items():
         if col_type.role is Role.BOX:
             edges.setdefault(col_type.edge, []).append(name)
+    keypoints = [n for n, t in columns.items() if t is types.Keypoints]
+    if keypoints and not edges:
+        raise SchemaError(f"column {keypoints[0]!r} holds keypoints, an object's: the table needs box columns too "
+                          f"(xmin, ymin, xmax, ymax: a row per object)")
+    if len(keypoints) > 1:
+        raise SchemaError(f"columns {keypoints} all hold keypoints; an object has one set: give one column")
     if not edges:
         return
     twice = {edge: names for edge, names in edges.items() if len(names) > 1}
@@ -140,6 +146,7 @@ class Schema(Mapping[str, type[ColumnType]]):
         names = [str(name) for name in df.columns]
         boxes = set(types.BOX_EDGES) <= set(names)  # the four edges by their names: a detection table
         return cls({name: types.BOX_TYPES[name] if boxes and name in types.BOX_TYPES else
+                    types.Keypoints if boxes and name == types.KEYPOINTS_COLUMN else
                     infer_column_type(name, df[name], kinds.get(name)) for name in names})
 
 

@@ -49,6 +49,9 @@ class ColumnType:
     is_list: ClassVar[bool] = False
     allowed_values: ClassVar[tuple[str, ...]] = ()  # TFRecorder 2.0's name: the values a column may take, if fixed
     edge: ClassVar[str] = ""  # Role.BOX types: the box edge (or annotated size) the column holds
+    # The connector (dataset/connectors: its name) a type's values are stored with when its kind and shape alone
+    # do not say it (keypoints: a list of floats that follows the picture); "": the kind's own.
+    connector: ClassVar[str] = ""
 
     def __init__(self) -> None:  # pragma: no cover - types are used as classes
         raise TypeError(f"{type(self).__name__} is a column type: use the class itself")
@@ -195,18 +198,30 @@ class AnnotatedHeight(ColumnType):
     edge = "height"
 
 
+class Keypoints(ColumnType):
+    """An object's keypoints in a detection table (a row per box): COCO's ``[x, y, v] * K``, x and y in the box
+    columns' units and frame, ``v`` 0 (not labelled), 1 (labelled, hidden) or 2 (visible); every object the same
+    ``K`` (or none: missing). Stored as ``objects/keypoints`` and ``objects/keypoint_visibility``."""
+
+    role = Role.FEATURE
+    kind = Kind.FLOAT32
+    is_list = True
+    connector = "Keypoints"
+
+
 ALL_TYPES: tuple[type[ColumnType], ...] = (
     SplitKey, ImageUri, MaskUri, IntegerLabel, StringLabel, IntegerListLabel, StringListLabel,
     IntegerInput, FloatInput, StringInput, IntegerListInput, FloatListInput, StringListInput,
-    BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight,
+    BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight, Keypoints,
 )
 # A detection table's box columns by the edge each holds: the four edges are all given or none is.
 BOX_TYPES: dict[str, type[ColumnType]] = {t.edge: t for t in ALL_TYPES if t.role is Role.BOX}
 BOX_EDGES: tuple[str, ...] = ("xmin", "ymin", "xmax", "ymax")
 
 FEATURE_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
-    (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.FEATURE
+    (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.FEATURE and not t.connector
 }
+KEYPOINTS_COLUMN = "keypoints"  # a detection table's column of this name is inferred as Keypoints
 LABEL_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
     (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.LABEL
 }

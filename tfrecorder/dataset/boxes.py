@@ -8,7 +8,7 @@ import numpy as np
 
 def turn(boxes: np.ndarray, orientation: int) -> np.ndarray:
     """Normalized ``[xmin, ymin, xmax, ymax]`` boxes of stored pixels as the picture displays them after
-    EXIF ``orientation`` (1-8), as ``tf_image.apply_orientation`` turns the pixels."""
+    EXIF ``orientation`` (1-8), as ``connectors.tf_geometry.apply_orientation`` turns the pixels."""
     if orientation == 1:
         return boxes
     x0, y0, x1, y1 = boxes.T

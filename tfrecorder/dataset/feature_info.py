@@ -9,7 +9,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class FeatureInfo:
-    """One feature of every record: its tf dtype, shape ([] scalar, [null] variable-length list) and connector."""
+    """One feature of every record: its tf dtype, shape (``[]`` scalar, ``[null]`` variable-length list,
+    ``[null, K, ...]`` a value of that shape for each object of a detection record) and connector."""
 
     name: str
     role: str  # split, image, label, feature
@@ -23,3 +24,8 @@ class FeatureInfo:
     default: Any = None  # value load_dataset gives a missing nullable scalar
     float64_reason: str | None = None  # a float column stored as float64 by float_precision="auto": why
     pandas: dict[str, Any] | None = None  # the input column's pandas dtype (dataset.dtypes): what read_tfr gives
+
+    @property
+    def is_list(self) -> bool:
+        """Whether a record holds a list of its values (of any length), not one value."""
+        return self.shape[:1] == [None]

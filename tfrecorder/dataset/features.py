@@ -54,9 +54,15 @@ LABEL = Feature("label", connectors.CLASS_LABEL, Role.LABEL, "class id (string l
 # A detection record's objects (a row per box of the table, grouped by image), stored as TFDS stores a
 # ``Sequence`` of them: one list per feature, an object's values at the same place in each.
 OBJECTS = "objects"
-OBJECT_BBOX = Feature(f"{OBJECTS}/bbox", connectors.BOXES, Role.BOX,
+OBJECT_BBOX = Feature(f"{OBJECTS}/bbox", connectors.objects_of(connectors.BOX), Role.BOX,
                       "each object's box, 4 values: ymin, xmin, ymax, xmax, normalized, in the stored pixels' frame")
-OBJECT_LABEL = Feature(f"{OBJECTS}/label", connectors.CLASS_LABEL, Role.LABEL, "each object's class id")
+OBJECT_LABEL = Feature(f"{OBJECTS}/label", connectors.objects_of(connectors.CLASS_LABEL), Role.LABEL,
+                       "each object's class id")
+OBJECT_KEYPOINTS = Feature(f"{OBJECTS}/keypoints", connectors.objects_of(connectors.KEYPOINTS), Role.FEATURE,
+                           "each object's K keypoints, (y, x) each, normalized, in the stored pixels' frame")
+OBJECT_KEYPOINT_VISIBILITY = Feature(f"{OBJECTS}/{connectors.VISIBILITY}",
+                                     connectors.objects_of(connectors.KEYPOINT_VISIBILITY), Role.FEATURE,
+                                     "each object's K keypoints' visibility: 0 not labelled, 1 hidden, 2 visible")
 
 
 # The keys of the TF Object Detection API (its using_your_own_dataset.md), read by Model Garden's
@@ -67,12 +73,21 @@ OD_FILENAME = Feature("image/filename", connectors.TEXT, Role.IMAGE, "the file n
 OD_SOURCE_ID = Feature("image/source_id", connectors.TEXT, Role.IMAGE, "the image's file name without extension")
 OD_HEIGHT = Feature("image/height", connectors.INT64, Role.IMAGE, "height of the stored pixels (before EXIF)")
 OD_WIDTH = Feature("image/width", connectors.INT64, Role.IMAGE, "width of the stored pixels (before EXIF)")
-OD_BOX_EDGES = {edge: Feature(f"image/object/bbox/{edge}", connectors.FLOAT32, Role.BOX,
+OD_BOX_EDGES = {edge: Feature(f"image/object/bbox/{edge}", connectors.objects_of(connectors.FLOAT32), Role.BOX,
                               f"each object's {edge}, normalized, in the stored pixels' frame")
                 for edge in ("xmin", "ymin", "xmax", "ymax")}
-OD_CLASS_TEXT = Feature("image/object/class/text", connectors.TEXT, Role.LABEL, "each object's class name")
-OD_CLASS_LABEL = Feature("image/object/class/label", connectors.INT64, Role.LABEL,
+OD_CLASS_TEXT = Feature("image/object/class/text", connectors.objects_of(connectors.TEXT), Role.LABEL,
+                        "each object's class name")
+OD_CLASS_LABEL = Feature("image/object/class/label", connectors.objects_of(connectors.INT64), Role.LABEL,
                          "each object's class id, from 1 (label_map.pbtxt)")
+OD_KEYPOINTS = (
+    Feature("image/object/keypoint/y", connectors.objects_of(connectors.FLOAT32), Role.FEATURE,
+            "each object's K keypoints' y, normalized, in the stored pixels' frame"),
+    Feature("image/object/keypoint/x", connectors.objects_of(connectors.FLOAT32), Role.FEATURE,
+            "each object's K keypoints' x, normalized, in the stored pixels' frame"),
+    Feature("image/object/keypoint/visibility", connectors.objects_of(connectors.INT64), Role.FEATURE,
+            "each object's K keypoints' visibility: 0 not labelled, 1 hidden, 2 visible"),
+)
 OD_IMAGE_FEATURES = (OD_IMAGE, OD_FORMAT, OD_FILENAME, OD_SOURCE_ID, OD_HEIGHT, OD_WIDTH)
 OD_MASK = Feature("image/segmentation/class/encoded", connectors.MASK, Role.MASK,
                   "the segmentation mask: a PNG of class ids, in the stored pixels' frame")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class RecordLayout:
     box_features: tuple[Feature, ...]
     box_edges: tuple[tuple[str, ...], ...]
     object_label: Feature  # each object's class id
+    keypoints: tuple[Feature, ...]  # each object's keypoints and their visibility (``keypoint_values``)
     class_text: Feature | None  # each object's class name beside its id
     object_prefix: str
     label: Feature | None = None
@@ -70,9 +72,30 @@ class RecordLayout:
         """The key an extra column of a detection table is stored under: a value per object."""
         return f"{self.object_prefix}{column}"
 
+    def member(self, key: str) -> str:
+        """An object's feature's name among its object's features (``objects/bbox``: ``bbox``)."""
+        return key.removeprefix(self.object_prefix)
+
     def label_key(self, feature: str) -> str:
         """The key a table's label is stored under (``feature``: our layout's, ``label`` or ``objects/label``)."""
         return self.label.name if self.label is not None else feature
+
+    def keypoint_values(self, points: np.ndarray, visibility: np.ndarray) -> list[list[Any]]:
+        """Each keypoint feature's flat values for ``points`` (``[N, K, 2]``: normalized y, x) and their
+        ``visibility`` (``[N, K]``): ours keeps (y, x) pairs and the visibility; the Object Detection API's y, x
+        and visibility apart."""
+        if len(self.keypoints) == 2:
+            return [points.ravel().tolist(), visibility.ravel().tolist()]
+        return [points[..., 0].ravel().tolist(), points[..., 1].ravel().tolist(), visibility.ravel().tolist()]
+
+    def stored_keypoints(self, values: Sequence[np.ndarray], count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every object's ``[K, 2]`` normalized (y, x) and ``[K]`` visibility from the flat values of each keypoint
+        feature (``keypoints``' order), ``count`` (K) an object: ``keypoint_values`` undone."""
+        if len(self.keypoints) == 2:
+            points = np.asarray(values[0], np.float64).reshape(-1, count, 2)
+        else:
+            points = np.stack([np.asarray(v, np.float64).reshape(-1, count) for v in values[:2]], axis=-1)
+        return points, np.asarray(values[-1], np.int64).reshape(-1, count)
 
     def bbox_entry(self) -> str | list[str]:
         """dataset.json's ``objects.bbox``: the one box feature's name, or the list of them."""
@@ -117,6 +140,7 @@ DEFAULT = RecordLayout(
     masks=(features.SEGMENTATION_MASK,),
     box_features=(features.OBJECT_BBOX,), box_edges=(("ymin", "xmin", "ymax", "xmax"),),
     object_label=features.OBJECT_LABEL, class_text=None, object_prefix=f"{features.OBJECTS}/",
+    keypoints=(features.OBJECT_KEYPOINTS, features.OBJECT_KEYPOINT_VISIBILITY),
 )
 
 # record_format="tf_object_detection": a detection record under the keys of the TF Object Detection API
@@ -131,6 +155,7 @@ OBJECT_DETECTION = RecordLayout(
     masks=(features.OD_MASK, features.OD_MASK_FORMAT),
     box_features=tuple(features.OD_BOX_EDGES.values()), box_edges=tuple((e,) for e in features.OD_BOX_EDGES),
     object_label=features.OD_CLASS_LABEL, class_text=features.OD_CLASS_TEXT, object_prefix="image/object/",
+    keypoints=features.OD_KEYPOINTS,
     label=features.OD_CLASS_LABEL, first_class_id=1, label_map="label_map.pbtxt", plain_tables=False,
     not_read_by={
         "load_dataset": f"this dataset was written with record_format={_OD!r}, for TF Model Garden's decoders and "

@@ -128,7 +128,7 @@ class Manifest:
             _check_name(where, "errors_file", data.get("errors_file", ERRORS_NAME))
             for feature in data["features"]:
                 _check_feature(where, feature)
-            data["features"] = named_connectors(data["features"], data.get("label"), where)
+            data["features"] = named_connectors(data["features"], data.get("label"), where, data.get("objects"))
             channels = (data.get("image") or {}).get("channels") or []
             if not all(isinstance(c, int) and 1 <= c <= 4 for c in channels):
                 raise TFRecorderError(f"{where}: image channels {channels!r} are not among 1, 2, 3, 4; dataset.json "
@@ -206,22 +206,29 @@ def _check_name(where: str, what: str, name: object) -> None:
 
 
 def _check_feature(where: str, feature: FeatureInfo) -> None:
-    if feature.dtype not in _DTYPES or feature.shape not in ([], [None]):
+    shape = feature.shape
+    per_object = (isinstance(shape, list) and len(shape) > 1 and shape[0] is None
+                  and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape[1:]))
+    if feature.dtype not in _DTYPES or (shape not in ([], [None]) and not per_object):
         raise TFRecorderError(
             f"{where}: feature {feature.name!r} has dtype {feature.dtype!r} and shape {feature.shape!r}; "
-            f"dataset.json stores {', '.join(_DTYPES)} scalars ([]) or lists ([null]): it is damaged or was edited")
+            f"dataset.json stores {', '.join(_DTYPES)} scalars ([]), lists ([null]) or a shaped value an object "
+            f"([null, K, ...]): it is damaged or was edited")
 
 
-def named_connectors(features: list[FeatureInfo], label: dict[str, Any] | None,
-                     where: str = MANIFEST_NAME) -> list[FeatureInfo]:
+def named_connectors(features: list[FeatureInfo], label: dict[str, Any] | None, where: str = MANIFEST_NAME,
+                     objects: dict[str, Any] | None = None) -> list[FeatureInfo]:
     """``features`` each naming its connector: the one dataset.json names, or where it names none (a dataset.json
     of tfrecorder 0.3 or older, or one inferred from another tool's records) the one readers guessed before
-    names were written, from dtype, role and name (``label``: dataset.json's label entry)."""
+    names were written, from dtype, role and name (``label``: dataset.json's label entry; ``objects``: its objects
+entry, a detection dataset's)."""
     named = []
     for feature in features:
         if feature.connector is None:
             image = OD_IMAGE.name if feature.name == OD_IMAGE.name and feature.role == "image" else IMAGE.name
-            feature = replace(feature, connector=connectors.connector_of(feature, image, label).name)
+            # a detection dataset's lists are its objects' values (its records hold no other lists)
+            per_object = objects is not None and feature.shape == [None]
+            feature = replace(feature, connector=connectors.connector_of(feature, image, label, per_object).name)
         elif not isinstance(feature.connector, str) or not _known(feature.connector):
             raise TFRecorderError(f"{where}: feature {feature.name!r} has connector {feature.connector!r}, which "
                                   f"this tfrecorder does not know (a newer tfrecorder wrote it): upgrade tfrecorder")

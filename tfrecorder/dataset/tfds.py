@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.connectors import TFDS_CLASS, ListOf, named
+from tfrecorder.dataset.connectors import TFDS_CLASS, Objects, named
 from tfrecorder.dataset.features import IMAGE, LABEL, OBJECT_LABEL, OBJECTS
 from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
@@ -83,12 +83,11 @@ def tfds_metadata(
     objects: dict[str, dict[str, Any]] = {}  # a detection record's objects: TFDS's Sequence of a FeaturesDict
     left_out: dict[str, str] = {}
     for feature in features:
-        parent, _, child = feature.name.partition("/")
-        connector, why = _connector(feature, label, image, per_object=parent == OBJECTS and bool(child))
+        connector, why = _connector(feature, label, image)
         if connector is None:
             left_out[feature.name] = why
-        elif parent == OBJECTS and child:
-            objects[child] = connector
+        elif isinstance(named(feature.connector), Objects):  # type: ignore[arg-type]
+            objects[layout.member(feature.name)] = connector
         else:
             connectors[feature.name] = connector
     if objects:
@@ -103,7 +102,7 @@ def tfds_metadata(
     vocabulary = (label or {}).get("vocabulary")
     if vocabulary is not None and LABEL.name in connectors:
         files[labels_file(LABEL.name)] = "".join(f"{v}\n" for v in vocabulary)
-    label_child = OBJECT_LABEL.name.partition("/")[2]
+    label_child = layout.member(OBJECT_LABEL.name)
     if vocabulary is not None and label_child in objects:  # TFDS names a nested feature's file parent-child
         files[labels_file(f"{OBJECTS}-{label_child}")] = "".join(f"{v}\n" for v in vocabulary)
     return TfdsMetadata(name, version, files, left_out)
@@ -120,16 +119,13 @@ def described_files(manifest: Manifest) -> dict[str, str]:
                          layout=layout_of(manifest)).files
 
 
-def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None, image: Mapping[str, Any] | None,
-               per_object: bool = False) -> tuple[dict[str, Any] | None, str]:
-    """The feature's features.json entry (``per_object``: one object's value, inside the objects' Sequence),
-    or None and why TFDS cannot read it."""
+def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None, image: Mapping[str, Any] | None
+               ) -> tuple[dict[str, Any] | None, str]:
+    """The feature's features.json entry (an object's value: its entry inside the objects' Sequence), or None
+    and why TFDS cannot read it."""
     if feature.nullable:
         return None, "some records lack it (missing values), and TFDS needs every feature in every record"
-    connector = named(feature.connector)  # type: ignore[arg-type]
-    if per_object and isinstance(connector, ListOf):
-        connector = connector.item
-    return connector.tfds(feature, {"label": label, "image": image})
+    return named(feature.connector).tfds(feature, {"label": label, "image": image})  # type: ignore[arg-type]
 
 
 def _dataset_info(name: str, version: str, shards: Mapping[str, Sequence[ShardInfo]],

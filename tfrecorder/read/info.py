@@ -40,7 +40,7 @@ class DatasetInfo:
             "splits": {k: {"records": m.records(k), "shards": len(v), "bytes": sum(s.bytes for s in v)}
                        for k, v in m.splits.items()},
             "rows": {k: vars(v) for k, v in m.rows.items()},
-            "features": {f.name: f"{f.dtype}{'[]' if f.shape == [None] else ''}{'?' if f.nullable else ''}"
+            "features": {f.name: f"{f.dtype}{'[]' if f.is_list else ''}{'?' if f.nullable else ''}"
                          for f in m.features},
             "labels": m.vocabulary,
             "label_counts": self.label_counts,

@@ -93,7 +93,7 @@ def record_problem(example: Any, features: list[FeatureInfo]) -> str | None:
         return f"the records hold feature {unlisted[0]!r}, which dataset.json does not list"
     for f in features:
         if f.name not in stored:
-            if not (f.nullable or f.shape == [None]):
+            if not (f.nullable or f.is_list):
                 return f"dataset.json lists feature {f.name!r}, which the records do not hold"
             continue
         kind = stored[f.name].WhichOneof("kind")

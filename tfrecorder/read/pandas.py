@@ -101,6 +101,9 @@ class _Columns:
     label_out: str = ""  # the objects' label column
     per_object: tuple[str, ...] = ()  # the objects' other features
     hidden: tuple[str, ...] = ()  # features read, not given (the names the Object Detection API stores by the ids)
+    keypoints: tuple[str, ...] = ()  # the objects' keypoint features (objects.keypoints), given as one column
+    keypoint_column: str = ""  # ... their input column: [x, y, v] * K an object, as the table gave them
+    keypoint_count: int = 0
     records: RecordLayout = DEFAULT
 
     @classmethod
@@ -124,13 +127,18 @@ class _Columns:
                       for edge in names.split(",", len(stored) - 1))
         text = records.class_text  # the class names a layout stores beside the ids: read_tfr gives the ids' names
         hidden = tuple(f.name for f in manifest.features if text is not None and f.name == text.name)
+        keypoints = objects.get("keypoints") or {}
+        points = tuple(keypoints.get("features", ()))
         available = [column if c == _column_name(label_feature) else c for c in available
-                     if c not in hidden and c not in held]
+                     if c not in hidden and c not in held and c not in points]
         available[available.index(column):0] = edges  # the long form's order: edges first
+        if points:
+            available.append(keypoints["column"])
         if vocabulary:
             available.append(f"{column}_id")
         return cls(available, column if vocabulary else None, boxes, edges, label_feature.name, column,
-                   tuple(objects.get("features", ())), hidden, records)
+                   tuple(objects.get("features", ())), hidden, points, keypoints.get("column", ""),
+                   int(keypoints.get("count") or 0), records)
 
     def read(self, feature: FeatureInfo, wanted: set[str]) -> bool:
         """Whether read_tfr decodes ``feature`` to give the ``wanted`` columns."""
@@ -148,7 +156,8 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, 
     counts = np.fromiter(map(len, frame[label]), np.int64, len(frame))
     repeat = np.maximum(counts, 1)
     hidden = [_column_name(manifest.feature(h)) for h in layout.hidden]
-    rows = frame.drop(columns=[*box_names, *per_object, *hidden]).iloc[np.repeat(np.arange(len(frame)), repeat)]
+    rows = frame.drop(columns=[*box_names, *per_object, *hidden, *layout.keypoints]).iloc[
+        np.repeat(np.arange(len(frame)), repeat)]
     rows = rows.reset_index(drop=True)
     has = np.repeat(counts > 0, repeat)  # the rows that are objects (the others: images without any)
     records = layout.records
@@ -158,8 +167,8 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, 
     for orientation in np.unique(object_orientations):  # into the displayed picture's frame
         mine = object_orientations == orientation
         flat[mine] = turn(flat[mine], int(orientation))
-    if objects.get("box_units") == "pixels":
-        sizes = _displayed_sizes(frame, orientations, records)
+    sizes = _displayed_sizes(frame, orientations, records) if objects.get("box_units") == "pixels" else None
+    if sizes is not None:
         flat *= np.repeat(np.concatenate([sizes, sizes], axis=1), counts, axis=0)
     boxes = np.full((len(rows), 4), np.nan)
     boxes[has] = flat
@@ -176,7 +185,31 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, 
         column = pd.Series([pd.NA] * len(rows), dtype=object)
         column[has] = found
         rows[name] = column if not found or isinstance(found[0], str) else pd.array(column.tolist())
+    if layout.keypoints:  # a list an object; None for an image without objects
+        lists = np.full(len(rows), None, dtype=object)
+        for at, given in zip(np.flatnonzero(has), _given_keypoints(frame, layout, object_orientations, sizes, counts)):
+            lists[at] = given
+        rows[layout.keypoint_column] = lists
     return rows
+
+
+def _given_keypoints(frame: pd.DataFrame, layout: _Columns, orientations: np.ndarray, sizes: np.ndarray | None,
+                     counts: np.ndarray) -> list[list[float]]:
+    """Each object's keypoints as the table gave them: ``[x, y, v] * K`` in the units written and the frame of
+    the picture as displayed (``orientations``: each object's; ``sizes``: each record's displayed (width,
+    height) where the units are pixels); an unlabelled point (v 0) as 0, 0, 0."""
+    count = layout.keypoint_count
+    points, visibility = layout.records.stored_keypoints([_flat(frame[name]) for name in layout.keypoints], count)
+    xy = np.concatenate([points[..., ::-1], points[..., ::-1]], axis=-1)  # each point a box of no size: x, y, x, y
+    for orientation in np.unique(orientations):  # into the displayed picture's frame
+        mine = orientations == orientation
+        xy[mine] = turn(xy[mine].reshape(-1, 4), int(orientation)).reshape(-1, count, 4)
+    xy = xy[..., :2]
+    if sizes is not None:
+        xy = xy * np.repeat(sizes, counts, axis=0)[:, None, :]
+    given = np.concatenate([xy, visibility[..., None].astype(np.float64)], axis=-1)
+    given[visibility == 0] = 0.0
+    return [v.ravel().tolist() for v in given]
 
 
 def _flat(lists: pd.Series) -> np.ndarray:
@@ -311,7 +344,7 @@ class _Collector:
     def array(self) -> Any:
         """The feature as an array pandas takes as a column; what was collected is let go (the frame is built a
         column at a time)."""
-        if self.feature.shape == [None]:
+        if self.feature.is_list:
             objects, self._objects = self._objects, []
             array = np.empty(len(objects), dtype=object)
             array[:] = objects
@@ -335,7 +368,7 @@ def _connector(feature: FeatureInfo) -> Connector:
 def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Binary | wire.Objects:
     """One feature over parsed Examples, as wire.decode gives it."""
     connector = _connector(feature)
-    field, name, is_list = connector.field, feature.name, feature.shape == [None]
+    field, name, is_list = connector.field, feature.name, feature.is_list
     values: list[Any] = []
     for example in examples:
         fmap = example.features.feature

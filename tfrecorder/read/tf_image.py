@@ -7,6 +7,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfrecorder.dataset import connectors
+from tfrecorder.dataset.connectors.tf_geometry import Frame, apply_orientation
 from tfrecorder.dataset.features import (
     DEFAULT_RESIZE_MODE,
     IMAGE,
@@ -16,65 +18,11 @@ from tfrecorder.dataset.features import (
     IMAGE_ORIENTATION,
     IMAGE_WIDTH,
     OBJECTS,
-    SEGMENTATION_MASK,
 )
+from tfrecorder.dataset.layouts import DEFAULT
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import TFRECORDER2_FORMAT
-
-
-def apply_orientation(image: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
-    """Turn decoded pixels as EXIF ``orientation`` (1-8) says, as viewers and ``ImageOps.exif_transpose`` do."""
-    transposed = lambda: tf.image.transpose(image)  # noqa: E731
-    branches = [
-        lambda: image,                                       # 1: as stored
-        lambda: tf.image.flip_left_right(image),             # 2: mirrored
-        lambda: tf.image.rot90(image, 2),                    # 3: upside down
-        lambda: tf.image.flip_up_down(image),                # 4: mirrored upside down
-        transposed,                                          # 5: mirrored, quarter turn
-        lambda: tf.image.rot90(image, 3),                    # 6: quarter turn clockwise
-        lambda: tf.image.rot90(tf.image.transpose(image), 2),  # 7: transverse
-        lambda: tf.image.rot90(image, 1),                    # 8: quarter turn counter-clockwise
-    ]
-    index = tf.clip_by_value(tf.cast(orientation, tf.int32) - 1, 0, 7)
-    return tf.switch_case(index, branches)
-
-
-def orient_boxes(boxes: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
-    """Normalized ``[N, 4]`` ``[ymin, xmin, ymax, xmax]`` boxes of stored pixels as ``apply_orientation``
-    shows the picture (the rule of ``dataset.boxes.turn``)."""
-    y0, x0, y1, x1 = tf.unstack(boxes, 4, axis=-1)
-    branches = [(y0, x0, y1, x1), (y0, 1 - x1, y1, 1 - x0), (1 - y1, 1 - x1, 1 - y0, 1 - x0),
-                (1 - y1, x0, 1 - y0, x1), (x0, y0, x1, y1), (x0, 1 - y1, x1, 1 - y0),
-                (1 - x1, 1 - y1, 1 - x0, 1 - y0), (1 - x1, y0, 1 - x0, y1)]
-    index = tf.clip_by_value(tf.cast(orientation, tf.int32) - 1, 0, 7)
-    return tf.switch_case(index, [lambda b=b: tf.stack(b, axis=-1) for b in branches])
-
-
-def resize_boxes(boxes: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE
-                 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """Normalized ``[ymin, xmin, ymax, xmax]`` boxes of an image of ``shape`` (height, width) where ``resize``
-    puts them: ``stretch`` leaves them, ``pad`` shrinks and centres them, ``crop`` moves them and clips them to
-    the picture. Returns the boxes and which still have an area (``crop`` may cut one off)."""
-    height, width = (float(v) for v in size)
-    if mode == "stretch":
-        return boxes, tf.ones(tf.shape(boxes)[:1], tf.bool)
-    shape = tf.cast(shape, tf.float32)
-    if mode == "pad":  # as resize: the picture fitted inside, rounded, at an offset of half the rest
-        scale = tf.minimum(height / shape[0], width / shape[1])
-        placed = tf.math.round(shape * scale)
-        offset = tf.math.floordiv(tf.constant([height, width]) - placed, 2.0)
-    else:  # crop: the picture covering the target, its centre kept
-        scale = tf.maximum(height / shape[0], width / shape[1])
-        placed = tf.math.ceil(shape * scale)
-        offset = -tf.math.floordiv(placed - tf.constant([height, width]), 2.0)
-    target = tf.constant([height, width, height, width])
-    moved = (boxes * tf.tile(placed, [2]) + tf.tile(offset, [2])) / target
-    if mode == "pad":
-        return moved, tf.ones(tf.shape(boxes)[:1], tf.bool)
-    moved = tf.clip_by_value(moved, 0.0, 1.0)
-    kept = tf.logical_and(moved[:, 2] > moved[:, 0], moved[:, 3] > moved[:, 1])
-    return moved, kept
 
 
 def decode_bytes(data: tf.Tensor, fmt: tf.Tensor | None, formats: Sequence[str], channels: int = 0,
@@ -188,50 +136,6 @@ def resize(image: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
     return tf.cast(resized + 0.5, tf.uint8)
 
 
-def resize_mask(mask: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
-                fill: int = 0) -> tf.Tensor:
-    """A uint8 (H, W, 1) mask of class ids fitted to ``size`` as ``resize`` fits its image of ``shape`` (the
-    decoded picture's, which a reduced-scale JPEG decode makes smaller than the mask), with nearest-neighbour:
-    no id blends into another. A pad is ``fill``."""
-    height, width = (int(v) for v in size)
-    if mode == "stretch":
-        return nearest(mask, (height, width))
-    shape = tf.cast(shape, tf.float32)
-    if mode == "pad":
-        scale = tf.minimum(height / shape[0], width / shape[1])
-        fit = tf.cast(tf.math.round(shape * scale), tf.int32)
-        fitted = tf.cast(nearest(mask, fit), tf.int32) - fill
-        padded = tf.image.pad_to_bounding_box(fitted, (height - fit[0]) // 2, (width - fit[1]) // 2, height, width)
-        return tf.cast(padded + fill, tf.uint8)
-    scale = tf.maximum(height / shape[0], width / shape[1])
-    cover = tf.cast(tf.math.ceil(shape * scale), tf.int32)
-    return tf.image.resize_with_crop_or_pad(nearest(mask, cover), height, width)
-
-
-def nearest(image: tf.Tensor, size: Any) -> tf.Tensor:
-    """``tf.image.resize(image, size, method="nearest")``, pixel for pixel, as two gathers: whole rows, then
-    columns. TensorFlow's kernel finds its source pixel one output value at a time, which costs more than
-    decoding the mask (benchmarks/CONSTANTS.md)."""
-    shape = tf.shape(image)
-    rows = _nearest_sources(image.shape[0] or shape[0], size[0])
-    return tf.gather(tf.gather(image, rows, axis=0), _nearest_sources(image.shape[1] or shape[1], size[1]), axis=1)
-
-
-def _nearest_sources(have: Any, want: Any) -> Any:
-    """The source index of each of ``want`` outputs along an axis of ``have``: the rule of TensorFlow's
-    nearest-neighbour kernel with half-pixel centres, ``min(floor((i + 0.5) * have / want), have - 1)``, in
-    float32 as it computes it; worked out once, eagerly, when both are known (every image of one size)."""
-    def rule() -> tf.Tensor:
-        scale = tf.cast(have, tf.float32) / tf.cast(want, tf.float32)
-        sources = tf.cast(tf.floor((tf.range(want, dtype=tf.float32) + 0.5) * scale), tf.int32)
-        return tf.minimum(sources, have - 1)
-
-    if isinstance(have, int) and isinstance(want, int):
-        with tf.init_scope():  # out of the graph being traced: a constant in it
-            return rule().numpy()
-    return rule()
-
-
 def _resized(image: tf.Tensor, size: tf.Tensor, method: str) -> tf.Tensor:
     if method == "bilinear":
         return tf.image.resize(image, size, method="bilinear")  # TensorFlow's default, exactly
@@ -269,6 +173,12 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
     if uniform and formats == ["jpeg"] and not turned and image_size is not None and resize_method == "auto":
         static_scale = int(jpeg_scale(tf.constant(uniform[0]), tf.constant(uniform[1]), image_size, resize_mode))
 
+    # The features that follow the picture's geometry, by name: a record's own, and its objects' (by member name).
+    placed = {f.name: c for f in manifest.features if (c := connectors.of(f)).in_picture
+              and not isinstance(c, connectors.Objects)}
+    objects_placed = {DEFAULT.member(f.name): c for f in manifest.features if (c := connectors.of(f)).in_picture
+                      and isinstance(c, connectors.Objects)}
+
     def decode(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         out = dict(example)
         if raw:
@@ -290,25 +200,21 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
             image = to_channels(image, want)
         if turned:
             image = apply_orientation(image, example[IMAGE_ORIENTATION.name])
-        objects = example.get(OBJECTS)  # a detection record's (tf_objects.objects_gatherer): boxes follow the pixels
-        if objects is not None and "bbox" in objects:
-            objects = dict(objects)
-            if turned:
-                objects["bbox"] = orient_boxes(objects["bbox"], example[IMAGE_ORIENTATION.name])
-            if image_size is not None:
-                objects["bbox"], kept = resize_boxes(objects["bbox"], tf.shape(image)[:2], image_size, resize_mode)
-                if resize_mode == "crop":
-                    objects = {k: tf.boolean_mask(v, kept) for k, v in objects.items()}
-            out[OBJECTS] = objects
-        if SEGMENTATION_MASK.name in example:  # the mask: turned with the picture, resized by its geometry
-            mask = tf.io.decode_png(example[SEGMENTATION_MASK.name], channels=1)
-            if uniform and not turned:  # the mask is stored as its picture is (the writer's rule); shape is as shown
-                mask = tf.ensure_shape(mask, [*uniform, 1])
-            if turned:
-                mask = apply_orientation(mask, example[IMAGE_ORIENTATION.name])
-            if image_size is not None:
-                mask = resize_mask(mask, tf.shape(image)[:2], image_size, resize_mode, mask_fill)
-            out[SEGMENTATION_MASK.name] = tf.ensure_shape(mask, [None, None, 1])
+        # Every feature with a place in the picture follows its pixels (its connector says how); a detection
+        # record's objects are gathered under OBJECTS (tf_objects.objects_gatherer), and those a crop cuts off go.
+        frame = Frame(example[IMAGE_ORIENTATION.name] if turned else None, tf.shape(image)[:2], image_size,
+                      resize_mode, mask_fill, uniform)
+        for name, connector in placed.items():
+            if name in out:
+                out, _ = connector.follow(out, name, frame)
+        if OBJECTS in example:
+            objects, kept = dict(example[OBJECTS]), None
+            for name in objects_placed:
+                if name in objects:
+                    objects, cut = objects_placed[name].follow(objects, name, frame)
+                    if cut is not None:
+                        kept = cut if kept is None else kept & cut
+            out[OBJECTS] = objects if kept is None else {k: tf.boolean_mask(v, kept) for k, v in objects.items()}
         if image_size is not None:
             image = resize(image, image_size, resize_mode, resize_method)
         elif uniform:

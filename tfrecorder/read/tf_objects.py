@@ -9,7 +9,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfrecorder.dataset.features import DEFAULT_BOX_FORMAT, IMAGE, OBJECTS
+from tfrecorder.dataset import connectors
+from tfrecorder.dataset.features import DEFAULT_BOX_FORMAT, IMAGE, OBJECT_LABEL, OBJECTS
+from tfrecorder.dataset.layouts import DEFAULT
 from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import Folder
 
@@ -27,7 +29,7 @@ def most_objects(manifest: Manifest, folder: Folder) -> int:
     recorded = manifest.objects.get("max_objects") if manifest.objects else None
     if recorded is not None:
         return max(int(recorded), 1)
-    label = (manifest.objects or {}).get("label", OBJECTS + "/label")
+    label = (manifest.objects or {}).get("label", OBJECT_LABEL.name)
     files = [folder.url_of(s.file) for shards in manifest.splits.values() for s in shards if s.records]
     most = 0
     if files:
@@ -43,16 +45,16 @@ def most_objects(manifest: Manifest, folder: Folder) -> int:
 
 
 def objects_gatherer(manifest: Manifest):
-    """A function from a parsed detection record to the same with its ``objects/`` lists gathered under
-    ``objects`` (``{"bbox": [N, 4], "label": [N], ...}``)."""
-    prefix = f"{OBJECTS}/"
+    """A function from a parsed detection record to the same with its objects' features (those of an ``Objects``
+    connector) gathered under ``objects``, each by its member name, a value per object (``{"bbox": [N, 4],
+    "label": [N], ...}``)."""
+    members = {f.name: (DEFAULT.member(f.name), c, f) for f in manifest.features
+               if isinstance(c := connectors.of(f), connectors.Objects)}
 
     def gather(example: dict[str, tf.Tensor]) -> dict[str, Any]:
-        out = {k: v for k, v in example.items() if not k.startswith(prefix)}
-        objects = {k[len(prefix):]: v for k, v in example.items() if k.startswith(prefix)}
-        if "bbox" in objects:
-            objects["bbox"] = tf.reshape(objects["bbox"], [-1, 4])
-        out[OBJECTS] = objects
+        out = {k: v for k, v in example.items() if k not in members}
+        out[OBJECTS] = {members[k][0]: members[k][1].gathered(v, members[k][2])
+                        for k, v in example.items() if k in members}
         return out
 
     return gather

@@ -60,8 +60,10 @@ from tfrecorder.write.settings import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
     DEFAULT_VALIDATE,
+    KEYPOINTS_ATTR,
     ROOT_ATTR,
     BeamOptions,
+    KeypointNames,
     Root,
     RunDigest,
     WriteOptions,
@@ -288,7 +290,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     boxes = annotation_table(source, images_dir)  # a VOC folder, a COCO JSON, an AutoML CSV: their long form
     if boxes is not None:
         source = boxes
-    options = _confined(source, options)
+    options = _keypoint_names(source, _confined(source, options))
 
     def beam_files(files: BeamInput, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
         job = spill.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
@@ -390,6 +392,18 @@ def _confined(source: Any, options: WriteOptions) -> WriteOptions:
     if not root:
         return options
     return replace(options, fetch=replace(options.fetch, root=Root(str(root["root"]), str(root["annotations"]))))
+
+
+def _keypoint_names(source: Any, options: WriteOptions) -> WriteOptions:
+    """``options`` with the keypoint names and skeleton an annotation file's table carries in its ``attrs``
+    (``read_annotations`` of a COCO person keypoints file), for dataset.json."""
+    given = source.attrs.get(KEYPOINTS_ATTR) if isinstance(source, pd.DataFrame) else None
+    if not given:
+        return options
+    skeleton = given.get("skeleton")
+    return replace(options, keypoints=KeypointNames(
+        tuple(str(n) for n in given["names"]) if given.get("names") else None,
+        tuple((int(a), int(b)) for a, b in skeleton) if skeleton else None))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb 
 DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2  # far above any photo
 MAX_IMAGE_BYTES = 1024**3  # the most max_image_bytes may be: one record must stay under protobuf's 2 GiB
 DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds a remote image's read may take, each try (and any silence in it)
+KEYPOINTS_ATTR = "tfrecorder.keypoints"  # DataFrame.attrs key of a table's keypoint names: {"names", "skeleton"}
 ROOT_ATTR = "tfrecorder.root"  # DataFrame.attrs key of an annotation file's table: {"root": ..., "annotations": ...}
 
 
@@ -165,6 +166,16 @@ class MaskSettings:
 
 
 @dataclass(frozen=True)
+class KeypointNames:
+    """What an annotation file says of a detection table's keypoints (COCO's category ``keypoints`` and
+    ``skeleton``): their names in order, and the pairs of them (indices) a skeleton joins. Recorded in
+    dataset.json; a table of a number of keypoints other than its names' is refused."""
+
+    names: tuple[str, ...] | None = None
+    skeleton: tuple[tuple[int, int], ...] | None = None
+
+
+@dataclass(frozen=True)
 class WriteOptions:
     """Settings every shard writer needs."""
 
@@ -176,6 +187,7 @@ class WriteOptions:
     box_orientation: str = DEFAULT_BOX_ORIENTATION
     record_format: str = DEFAULT_RECORD_FORMAT
     masks: MaskSettings = field(default_factory=MaskSettings)
+    keypoints: KeypointNames = field(default_factory=KeypointNames)  # from the annotation file (KEYPOINTS_ATTR)
     # convert's keywords that change a byte written, checked, by name (``Options.identity``): a run's identity
     identity: tuple[tuple[str, Any], ...] = ()
 

@@ -44,13 +44,14 @@ class Geometry:
 
 
 def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[float, float] | None,
-                 geometry: Geometry, rows: list[int]) -> tuple[np.ndarray, int]:
+                 geometry: Geometry, rows: list[int], what: str = "box") -> tuple[np.ndarray, int]:
     """The record's boxes (float32 ``[N, 4]`` as ``[ymin, xmin, ymax, xmax]``, normalized, stored frame) from
     one image's box rows (``edges``: ``[N, 4]`` as ``[xmin, ymin, xmax, ymax]``) and how many were clipped.
 
     ``frame``: box_orientation ("auto", "displayed", "stored"); ``annotated``: the (width, height) the
     annotation was drawn on, if the table says. Raises ImageError("box_outside_image") naming the row of
-    the first box beyond the image."""
+    the first box beyond the image (``what``: what a message calls one, "keypoint" for points as boxes of no
+    size)."""
     turned = geometry.source_orientation in (5, 6, 7, 8)
     stored_size = (geometry.height, geometry.width) if not turned else (geometry.width, geometry.height)
     if frame == "auto":
@@ -66,10 +67,10 @@ def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[flo
     outside = (boxes < -slack).any(axis=1) | (boxes > 1 + slack).any(axis=1)
     if outside.any():
         i = int(np.flatnonzero(outside)[0])
-        shown = ", ".join(f"{v:g}" for v in edges[i])
+        shown = ", ".join(f"{v:g}" for v in (edges[i] if what == "box" else edges[i][:2]))
         size = f"{width}x{height}" + (" (as stored, before its EXIF orientation)" if frame == "stored" else "")
-        raise ImageError("box_outside_image",
-                         f"row {rows[i]}: box ({shown}) lies outside the {size} image by more than "
+        raise ImageError(f"{what}_outside_image",
+                         f"row {rows[i]}: {what} ({shown}) lies outside the {size} image by more than "
                          f"{'1 pixel' if units == 'pixels' else f'{CLIP_FRACTION:g} of its size'}")
     clipped = int(((boxes < 0) | (boxes > 1)).any(axis=1).sum())
     boxes = np.clip(boxes, 0.0, 1.0)
@@ -79,6 +80,29 @@ def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[flo
     boxes = boxes * np.array([scale_x, scale_y, scale_x, scale_y]) + np.array([offset_x, offset_y] * 2)
     boxes = turn(boxes, INVERSE[geometry.orientation])  # kept bytes: back into their stored pixels
     return boxes[:, [1, 0, 3, 2]].astype(np.float32), clipped
+
+
+def stored_keypoints(given: Sequence[Sequence[float] | None], count: int, units: str, frame: str,
+                     annotated: tuple[float, float] | None, geometry: Geometry, rows: list[int]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The record's keypoints (float32 ``[N, K, 2]`` normalized (y, x), stored frame) and their visibility
+    (int64 ``[N, K]``) from one image's objects' ``[x, y, v] * K`` (None: an object without keypoints, all
+    0). Each labelled point (v > 0) goes where ``stored_boxes`` takes a box of no size, clipped by its rule;
+    unlabelled ones are (0, 0). Raises ImageError("keypoint_outside_image") as boxes do."""
+    values = np.zeros((len(given), count, 3), np.float64)
+    for i, value in enumerate(given):
+        if value is not None:
+            values[i] = np.asarray(value, np.float64).reshape(count, 3)
+    visibility = values[..., 2].astype(np.int64)
+    labelled = visibility > 0
+    points = np.zeros((len(given), count, 2), np.float32)
+    if labelled.any():
+        xy = values[labelled][:, :2]
+        point_rows = [rows[i] for i in np.nonzero(labelled)[0]]
+        stored, _ = stored_boxes(np.concatenate([xy, xy], axis=1), units, frame, annotated, geometry, point_rows,
+                                 what="keypoint")
+        points[labelled] = stored[:, :2]  # [ymin, xmin, ...] of a box of no size: its (y, x)
+    return points, visibility
 
 
 def long_labels(vocabulary: Sequence[str] | None) -> dict[int, int]:

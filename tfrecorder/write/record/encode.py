@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.dataset import features, layouts
-from tfrecorder.dataset.connectors import Connector, float64_bits, stored_connector
+from tfrecorder.dataset.connectors import KEYPOINTS, Connector, stored_connector
 from tfrecorder.dataset.example_proto import Example
-from tfrecorder.types import BOX_EDGES, Kind, Role
-from tfrecorder.write.record.boxes import check_labels, long_labels, stored_boxes
+from tfrecorder.types import BOX_EDGES, Role
+from tfrecorder.write.record.boxes import check_labels, long_labels, stored_boxes, stored_keypoints
 from tfrecorder.write.record.images import StoredImage
 from tfrecorder.write.table.table import Table
 
@@ -131,8 +131,11 @@ class ObjectEncoder:
                             for w, h in zip(_listed(size[0].values), _listed(size[1].values))])
         self._labels = _listed(table.label.values)
         self._long_labels = long_labels(table.vocabulary)
-        self._extras = [(self.layout.object_key(c.name), stored_connector(c.kind).field, _MISSING[c.kind],
-                         _listed(c.values)) for c in table.features if c.type.role is not Role.BOX]
+        self._extras = [(self.layout.object_key(c.name), c.connector.field, c.connector.object_missing,
+                         _listed(c.values)) for c in table.features
+                        if c.type.role is not Role.BOX and c.type.connector != KEYPOINTS.name]
+        given = [_listed(c.values) for c in table.features if c.type.connector == KEYPOINTS.name]
+        self._keypoints = given[0] if given and table.keypoint_count else None
         self._table, self._frame = table, box_orientation
         self._split = [s.encode("ascii") for s in table.splits]
         self._keys = table.row_keys()  # objects are stored in the order of their rows' content
@@ -142,6 +145,8 @@ class ObjectEncoder:
         errors), the label of each object written, and how many boxes were clipped onto the image."""
         objects = sorted((p for p in positions if self._labels[p] is not None), key=lambda p: (self._keys[p], p))
         boxes, clipped = np.zeros((0, 4), np.float32), 0
+        count = self._table.keypoint_count or 0
+        points = np.zeros((0, count, 2), np.float32), np.zeros((0, count), np.int64)
         if objects:
             annotated = self._annotated[objects[0]] if self._annotated is not None else None
             row_of = dict(zip(positions, rows))
@@ -150,6 +155,10 @@ class ObjectEncoder:
                              self._table.vocabulary, self._uris(positions[0]))
             boxes, clipped = stored_boxes(self._edges[objects], self._table.box_units, self._frame, annotated,
                                           image.geometry, [row_of[p] for p in objects])
+            if self._keypoints is not None:
+                points = stored_keypoints([self._keypoints[p] for p in objects], self._table.keypoint_count,
+                                          self._table.box_units, self._frame, annotated, image.geometry,
+                                          [row_of[p] for p in objects])
         labels = [self._labels[p] for p in objects]
         layout, vocabulary = self.layout, self._table.vocabulary
         example = Example()
@@ -161,6 +170,11 @@ class ObjectEncoder:
             texts = [(vocabulary[label] if vocabulary is not None else str(label)).encode("utf-8") for label in labels]
             stored[layout.class_text.name].bytes_list.value.extend(texts)
         stored[layout.object_label.name].int64_list.value.extend(layout.class_ids(labels, vocabulary is not None))
+        if self._keypoints is not None:
+            for feature, values in zip(layout.keypoints, layout.keypoint_values(*points)):
+                kind_list = getattr(stored[feature.name], feature.field)
+                kind_list.SetInParent()
+                kind_list.value.extend(values)
         self._set_extras(stored, objects)
         return example.SerializeToString(deterministic=True), labels, clipped
 
@@ -235,10 +249,6 @@ ENCODERS = {
     layouts.DEFAULT.name: Encoders(ExampleEncoder, ObjectEncoder),
     layouts.OBJECT_DETECTION.name: Encoders(SegmentationAPIEncoder, DetectionAPIObjectEncoder),
 }
-
-
-# What an object's missing value of an extra column is stored as (a list cannot leave one out): NaN, 0, "".
-_MISSING = {Kind.FLOAT32: float("nan"), Kind.FLOAT64: float64_bits(float("nan")), Kind.INT64: 0, Kind.BYTES: b""}
 
 
 def _listed(values: Any) -> list[Any]:

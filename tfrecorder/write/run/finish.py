@@ -13,7 +13,15 @@ from typing import Any
 from tfrecorder import types
 from tfrecorder._version import __version__
 from tfrecorder.dataset import features, layouts
-from tfrecorder.dataset.connectors import CLASS_LABEL, INT64, Connector, ListOf, stored_connector
+from tfrecorder.dataset.connectors import (
+    CLASS_LABEL,
+    INT64,
+    KEYPOINTS,
+    Connector,
+    list_of,
+    objects_of,
+    stored_connector,
+)
 from tfrecorder.dataset.manifest import (
     ERRORS_COLUMNS,
     ERRORS_NAME,
@@ -197,7 +205,8 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
         "bbox_format": "rel_yxyx", "frame": "stored",
         "label": layout.object_label.name,
         "box_units": table.box_units,
-        "features": [layout.object_key(c.name) for c in table.features if c.type.role is not Role.BOX],
+        "features": [layout.object_key(c.name) for c in _extras(table)],
+        **({"keypoints": _keypoints_entry(table, options)} if _keypoint_infos(table, layout) else {}),
         "counts": {split: {name(label): n for label, n in stats.labels} for split, stats in found.items()},
         "clipped": sum(stats.clipped for stats in found.values()),
         # the most objects one record holds: what load_dataset(as_supervised=True) pads every image's boxes to
@@ -214,14 +223,42 @@ def _detection_api_features(table: Table) -> list[FeatureInfo]:
              for f in (*layout.image_features, *masks)]
     if not table.is_detection:  # a segmentation table: the image and its mask
         return infos
-    infos += [FeatureInfo(f.name, f.role.value, f.kind.value, [None], connector=ListOf(f.connector).name,
+    infos += [FeatureInfo(f.name, f.role.value, f.kind.value, [None], connector=f.connector.name,
                           column=table.schema.boxes.get(f.name[-4:]), source="float" if f.role is Role.BOX else None)
               for f in layout.object_features]
     infos += [FeatureInfo(layout.object_key(c.name), c.type.role.value, c.kind.value, [None],
                           connector=_connector(table, c, per_object=True), column=c.name, source=c.source,
                           type=c.type.__name__, pandas=c.pandas)
-              for c in table.features if c.type.role is not Role.BOX]
-    return infos
+              for c in _extras(table)]
+    return infos + _keypoint_infos(table, layout)
+
+
+def _extras(table: Table) -> list[Column]:
+    """A detection table's columns stored as a value per object beside its box and label (the keypoints apart)."""
+    return [c for c in table.features if c.type.role is not Role.BOX and c.type.connector != KEYPOINTS.name]
+
+
+def _keypoint_infos(table: Table, layout: layouts.RecordLayout) -> list[FeatureInfo]:
+    """The features of a detection table's keypoints in ``layout`` (none when no object gives any): shaped
+    ``[None, K, 2]`` for (y, x) pairs, ``[None, K]`` for one value a point."""
+    column = next((c for c in table.features if c.type.connector == KEYPOINTS.name), None)
+    count = table.keypoint_count
+    if column is None or not count:
+        return []
+    return [FeatureInfo(f.name, f.role.value, f.kind.value,
+                        [None, count, 2] if f.connector == objects_of(KEYPOINTS) else [None, count],
+                        connector=f.connector.name, source="float", type=column.type.__name__)
+            for f in layout.keypoints]  # one input column, several features: objects.keypoints names the column
+
+
+def _keypoints_entry(table: Table, options: WriteOptions) -> dict[str, Any]:
+    """dataset.json's ``objects.keypoints``: their features, how many an object has, and their names and
+    skeleton (pairs of indices into the names) where the annotations give them."""
+    names = options.keypoints
+    column = next(c.name for c in table.features if c.type.connector == KEYPOINTS.name)
+    return {"column": column, "features": [f.name for f in options.layout.keypoints], "count": table.keypoint_count,
+            "names": list(names.names) if names.names else None,
+            "skeleton": [list(pair) for pair in names.skeleton] if names.skeleton else None}
 
 
 def _features(table: Table) -> list[FeatureInfo]:
@@ -243,8 +280,9 @@ def _features(table: Table) -> list[FeatureInfo]:
         bbox = features.OBJECT_BBOX
         infos.append(FeatureInfo(bbox.name, bbox.role.value, bbox.kind.value, [None], connector=bbox.connector.name,
                                  source="float", column=",".join(table.schema.boxes[e] for e in types.BOX_EDGES)))
+        infos += _keypoint_infos(table, layouts.DEFAULT)
     for c in table.columns:
-        if c.type.role is Role.BOX:
+        if c.type.role is Role.BOX or c.type.connector == KEYPOINTS.name:
             continue
         kind = features.LABEL.kind if c.type.role is Role.LABEL else c.kind
         connector = _connector(table, c, per_object=table.is_detection)
@@ -272,7 +310,7 @@ def _connector(table: Table, column: Column, per_object: bool) -> str:
         scalar = CLASS_LABEL if table.vocabulary is not None else INT64
     else:
         scalar = stored_connector(column.kind, source=column.source)
-    return (ListOf(scalar) if column.type.is_list or per_object else scalar).name
+    return (objects_of(scalar) if per_object else list_of(scalar) if column.type.is_list else scalar).name
 
 
 # What dataset.json lists for each record layout's records, by the layout's name (as encode.ENCODERS).

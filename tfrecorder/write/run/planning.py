@@ -121,6 +121,11 @@ def _check_detection_options(table: Table, options: Any) -> None:
         raise TFRecorderError("resize_mode='crop' with image_size would cut boxes off when writing: store with "
                               "'pad' or 'stretch' (boxes move with the picture), or crop when reading "
                               "(load_dataset(image_size=..., resize_mode='crop') clips boxes and drops those cut off)")
+    names = options.keypoints.names
+    if names and table.keypoint_count and len(names) != table.keypoint_count:
+        raise SchemaError(f"keypoints: the table's objects give {table.keypoint_count} keypoints each, and their "
+                          f"names are {len(names)} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): "
+                          f"give one name for each keypoint")
 
 
 def image_splits_message(column: str | None, leaks: Sequence[dict[str, Any]]) -> str:

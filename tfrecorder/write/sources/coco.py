@@ -17,6 +17,8 @@ import pandas as pd
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.types import KEYPOINTS_COLUMN
+from tfrecorder.write.settings import KEYPOINTS_ATTR
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     SIZE_COLUMNS,
@@ -35,7 +37,7 @@ COCO_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # instances_<na
 # The keys read from a COCO file. Every other key is dropped as its object is parsed: the segmentation polygons,
 # most of a COCO file's bytes and ~4x their size as Python floats, never stay (the read peaks under 3x the file)
 COCO_KEYS = frozenset({"images", "annotations", "categories", "id", "file_name", "width", "height", "image_id",
-                       "bbox", "category_id", "iscrowd", "area", "name"})
+                       "bbox", "category_id", "iscrowd", "area", "name", "keypoints", "skeleton"})
 
 
 def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
@@ -45,12 +47,15 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     images, annotations, categories = (_coco_section(url, data, name)
                                        for name in ("images", "annotations", "categories"))
     labels = _coco_categories(url, categories)
+    names, skeleton = _coco_keypoint_names(url, categories)
+    keypointed = names is not None or any(isinstance(a, Mapping) and a.get("keypoints") for a in annotations)
+    extra = ("is_crowd", "area", *SIZE_COLUMNS, *((KEYPOINTS_COLUMN,) if keypointed else ()))
     files = _coco_image_files(url, images)
     by_image = _coco_by_image(url, annotations, files)
     annotations.clear()  # each image's annotations are freed once its rows are added (by_image.pop)
     split = _coco_split(url)
     folder = images_dir if images_dir is not None else _coco_images(url)
-    columns = empty_columns(("is_crowd", "area", *SIZE_COLUMNS))
+    columns = empty_columns(extra)
     for image in images:
         base = {SPLIT_COLUMN: split, IMAGE_COLUMN: join_name(folder, image["file_name"]),
                 "width": image.get("width"), "height": image.get("height")}
@@ -64,11 +69,56 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
             area = annotation.get("area")
             add_row(columns, {**base, LABEL_COLUMN: labels[category], "xmin": x, "ymin": y, "xmax": x + w,
                            "ymax": y + h, "is_crowd": _flag(annotation.get("iscrowd", 0), where, "iscrowd"),
-                           "area": None if area is None else finite_number(area, where, "area")})
+                           "area": None if area is None else finite_number(area, where, "area"),
+                           KEYPOINTS_COLUMN: _keypoints(annotation.get("keypoints"), names, where)})
         if not boxes:
             add_row(columns, {**base, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS), "is_crowd": None,
-                           "area": None})
-    return long_frame(columns, ("is_crowd", "area", *SIZE_COLUMNS))
+                           "area": None, KEYPOINTS_COLUMN: None})
+    frame = long_frame(columns, extra)
+    if names is not None:
+        frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
+    return frame
+
+
+def _coco_keypoint_names(url: str, categories: list[Any]) -> tuple[list[str] | None, list[list[int]] | None]:
+    """The keypoints' names and skeleton (pairs of indices from 0; COCO counts from 1) that the categories give
+    (COCO person keypoints: the person category's); None where none gives any. Categories that name different
+    keypoints are refused: a dataset stores one set."""
+    found = [c for c in categories if isinstance(c, Mapping) and c.get("keypoints")]
+    if not found:
+        return None, None
+    names, skeleton = found[0]["keypoints"], found[0].get("skeleton") or []
+    where = f"COCO annotations {url!r}: category {quoted(found[0].get('name'))}"
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise TFRecorderError(f"{where}: keypoints {quoted(names)} is not a list of names")
+    for other in found[1:]:
+        if other["keypoints"] != names:
+            raise TFRecorderError(f"COCO annotations {url!r}: categories {quoted(found[0].get('name'))} and "
+                                  f"{quoted(other.get('name'))} name different keypoints; a dataset stores one set "
+                                  f"of keypoints an object: convert them apart")
+    pairs = []
+    for pair in skeleton if isinstance(skeleton, list) else [skeleton]:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(_is_index(v, len(names)) for v in pair)):
+            raise TFRecorderError(f"{where}: skeleton pair {quoted(pair)} is not two keypoint numbers from 1 to "
+                                  f"{len(names)}")
+        pairs.append([int(pair[0]) - 1, int(pair[1]) - 1])
+    return names, pairs
+
+
+def _is_index(value: Any, count: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= count
+
+
+def _keypoints(value: Any, names: list[str] | None, where: str) -> list[float] | None:
+    """An annotation's ``keypoints``: ``[x, y, v] * K`` (K: its category's names), as numbers; None for an
+    annotation without them (COCO writes ``num_keypoints`` 0 and zeros; a category without keypoints none)."""
+    if value is None or value == []:
+        return None
+    count = len(names) if names is not None else None
+    if not isinstance(value, list) or len(value) % 3 or (count is not None and len(value) != 3 * count):
+        wanted = f"[x, y, v] for each of its category's {count} keypoints" if count else "[x, y, v] for each keypoint"
+        raise TFRecorderError(f"{where}: keypoints {quoted(value)} are not {wanted}")
+    return [finite_number(v, where, "keypoints") for v in value]
 
 
 def _coco_json(url: str) -> Any:

@@ -49,7 +49,7 @@ class Problem:
                     f"the label files TFDS reads hold one class name a line: remove the line breaks")
         if self.kind == "value_shape":
             return flat_message(self.column, self.detail, rows)
-        if self.kind.startswith("box_") or self.kind == "mask_missing":
+        if self.kind.startswith(("box_", "keypoints_")) or self.kind == "mask_missing":
             return f"{self.detail}: {self.rows.count} rows ({rows}), e.g. {example}"
         return f"column {self.column!r}: {self.rows.count} values do not fit {self.detail}, e.g. {example} ({rows})"
 
@@ -127,6 +127,7 @@ class Facts:
     boxes: BoxFacts | None = None  # a detection table's: the range of its box edges
     box_units: str = "auto"  # convert's box_units: "auto" is decided by ``boxes`` (``BoxFacts.units``)
     spellings: SpellingFacts | None = None  # a detection table's: which local files it named how
+    keypoints: Mapping[int, RowSample] | None = None  # a keypoints column's rows by the keypoints they give (K)
 
     def merge(self, other: Facts) -> Facts:
         boxes = self.boxes.merge(other.boxes) if self.boxes and other.boxes else self.boxes or other.boxes
@@ -144,7 +145,15 @@ class Facts:
             boxes,
             self.box_units,
             spellings,
+            _merge_maps(self.keypoints or {}, other.keypoints or {}, RowSample.merge)
+            if self.keypoints is not None or other.keypoints is not None else None,
         )
+
+    @property
+    def keypoint_count(self) -> int | None:
+        """K, the keypoints every object gives (checked: one number); None: no keypoints column, or no object
+        gives keypoints."""
+        return next(iter(self.keypoints), None) if self.keypoints else None
 
     @property
     def vocabulary(self) -> list[str]:
@@ -158,6 +167,10 @@ class Facts:
         if self.problems:
             messages = [p.message() for _, p in sorted(self.problems.items())]
             raise SchemaError("; ".join(messages))
+        if self.keypoints and len(self.keypoints) > 1:
+            found = ", ".join(f"{count} ({rows.describe()})" for count, rows in sorted(self.keypoints.items()))
+            raise SchemaError(f"keypoints: objects give different numbers of keypoints: {found}; every object of "
+                              f"a dataset has the same K keypoints (an unlabelled one as 0, 0, 0)")
         if self.label_missing.count:
             raise SchemaError(
                 f"column {self.label!r}: {self.label_missing.count} rows have no label "

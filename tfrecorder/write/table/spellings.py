@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tfrecorder.write.table.table import text_hashes
+from tfrecorder.dataset.connectors import BYTES
 
 
 @dataclass
@@ -76,7 +76,7 @@ def one_spelling(locations: list[str | None], uris: list[str | None], first_row:
             rows.setdefault(path, pos)
         out_locations[pos], out_keys[pos] = first.setdefault(path, (location, uri))
     paths = list(rows)
-    hashes = text_hashes(paths) if paths else np.zeros(0, np.uint64)
+    hashes = BYTES.hashes(paths) if paths else np.zeros(0, np.uint64)
     if spellings is not None and spellings.wanted:
         _table_first(spellings, paths, hashes, first)
         for pos, location in enumerate(locations):
@@ -85,7 +85,7 @@ def one_spelling(locations: list[str | None], uris: list[str | None], first_row:
                 out_locations[pos], out_keys[pos] = spellings.first[path]
     chosen = spellings.first if spellings is not None else {}
     names = [chosen.get(p, first[p])[0] for p in paths]
-    facts = SpellingFacts(((hashes, text_hashes(names) if names else np.zeros(0, np.uint64),
+    facts = SpellingFacts(((hashes, BYTES.hashes(names) if names else np.zeros(0, np.uint64),
                             np.array([first_row + rows[p] for p in paths], np.int64)),))
     return out_locations, out_keys, facts
 

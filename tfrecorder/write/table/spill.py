@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfrecorder.dataset.connectors import BYTES
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
 from tfrecorder.write.settings import RunDigest, is_remote
@@ -43,7 +44,7 @@ from tfrecorder.write.table.facts import Facts
 from tfrecorder.write.table.plan import SAMPLE_ROWS, ShardSpec
 from tfrecorder.write.table.schema_check import check_schema
 from tfrecorder.write.table.spellings import Spellings
-from tfrecorder.write.table.table import Table, text_hashes
+from tfrecorder.write.table.table import Table
 from tfrecorder.write.table.uris import is_relative
 from tfrecorder.write.table.validate import finalize, validate_part
 
@@ -281,7 +282,7 @@ class Spiller:
                 # a DataFrame's relative paths name other files from another working directory
                 self._digest.add("working_directory", os.getcwd())
         if part.image_uris is not None:
-            self._uri_keys.append((text_hashes(part.image_uris), rows, split_codes))
+            self._uri_keys.append((BYTES.hashes(part.image_uris), rows, split_codes))
             self._remote = self._remote or any(is_remote(u) for u in part.image_locations or () if u)
         if part.is_detection:
             for code in np.unique(split_codes[split_codes >= 0]).tolist():

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tfrecorder.dataset.connectors import BYTES, Connector, stored_connector
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType, Kind
 
@@ -35,6 +36,11 @@ class Column:
         """The kind its values are written as."""
         return self.stored_as or self.type.kind
 
+    @property
+    def connector(self) -> Connector:
+        """The connector of its values as held (a label's: its text, or the ids ``label_ids`` made of it)."""
+        return stored_connector(self.kind, self.type.is_list, self.source)
+
 
 @dataclass(frozen=True)
 class Table:
@@ -51,6 +57,7 @@ class Table:
     box_units: str | None = None  # a detection table's: "pixels" or "normalized" (finalize decides)
     mask_uris: list[str | None] | None = None  # a segmentation table's masks, as written (credentials redacted)
     mask_locations: list[str | None] | None = None  # ... and what to fetch
+    keypoint_count: int | None = None  # a detection table's keypoints an object (K; finalize decides)
 
     @property
     def is_detection(self) -> bool:
@@ -62,7 +69,7 @@ class Table:
         table the image's URI, so that every box row of an image meets the others in one bucket whatever
         file or part it came from, and box rows given in another order make the same shards."""
         if self.is_detection:
-            return text_hashes(self.image_locations)
+            return BYTES.hashes(self.image_locations)
         return self.row_keys()
 
     @property
@@ -80,12 +87,12 @@ class Table:
         label = self.label
         if label is not None and self.vocabulary is not None:  # label ids: hashed as the text they stand for
             label = replace(label, values=_texts(label.values, self.vocabulary), stored_as=Kind.BYTES)
-        parts = [(self.splits, Kind.BYTES, False), (self.image_uris, Kind.BYTES, False),
-                 *([(self.mask_uris, Kind.BYTES, False)] if self.mask_uris is not None else []),
-                 *((c.values, c.kind, c.type.is_list) for c in ((label,) if label else ()) + self.features)]
-        for values, kind, is_list in parts:
+        parts = [(self.splits, BYTES), (self.image_uris, BYTES),
+                 *([(self.mask_uris, BYTES)] if self.mask_uris is not None else []),
+                 *((c.values, c.connector) for c in ((label,) if label else ()) + self.features)]
+        for values, connector in parts:
             if values is not None:
-                keys = (keys * np.uint64(0x100000001B3)) ^ _hashes(values, kind, is_list)  # column order counts
+                keys = (keys * np.uint64(0x100000001B3)) ^ connector.hashes(values)  # column order counts
         return keys
 
     def to_arrow(self) -> Any:
@@ -102,8 +109,11 @@ class Table:
             columns["mask_uri"] = pa.array(self.mask_uris, pa.string())
             columns["mask_location"] = pa.array(self.mask_locations, pa.string())
         for i, column in enumerate(self.columns):
-            label = column is self.label  # text labels: ids, or in a part (validate_part) still the text
-            columns[f"column_{i}"] = pa.array(column.values, _arrow_type(column, label, self.vocabulary is None))
+            arrow = column.connector.arrow_type()
+            if column is self.label and column.type.kind is Kind.BYTES:  # text labels: their ids, or in a part
+                held = pa.string() if self.vocabulary is None else pa.int64()  # (validate_part) still the text
+                arrow = pa.list_(held) if column.type.is_list else held
+            columns[f"column_{i}"] = pa.array(column.values, arrow)
         return pa.table(columns)
 
     def with_values(self, arrow: Any) -> Table:
@@ -140,73 +150,7 @@ class Table:
         )
 
 
-def _arrow_type(column: Column, label: bool, text: bool) -> Any:
-    """The Arrow type of a column's values: the same for every part of a table, whatever values it holds."""
-    import pyarrow as pa
-
-    bytes_type = (pa.string() if text else pa.int64()) if label else pa.binary()
-    base = {Kind.BYTES: bytes_type, Kind.INT64: pa.int64(), Kind.FLOAT32: pa.float64(),
-            Kind.FLOAT64: pa.int64()}[column.kind]
-    return pa.list_(base) if column.type.is_list else base
-
-
-def _hashes(values: list[Any] | np.ndarray, kind: Kind, is_list: bool) -> np.ndarray:
-    """pandas' stable 64-bit hash of each value as it is stored: numbers by their value as the kind stores
-    them (an int held as 1 or 1.0, in an array or a list, hashes alike), text and bytes by their contents,
-    lists by the repr of their stored values; a missing value by itself."""
-    from pandas.util import hash_array
-
-    if is_list:
-        cast = {Kind.FLOAT32: float, Kind.INT64: int, Kind.FLOAT64: int}.get(kind)
-        return hash_array(_objects([None if v is None else repr([cast(x) for x in v] if cast else list(v))
-                                    for v in values]))
-    if kind is Kind.BYTES:
-        return text_hashes(values)
-    if kind in (Kind.FLOAT32, Kind.FLOAT64):
-        # By the value's float32, however the whole column is stored: the key must not wait for that decision
-        # (a part of a table has the keys of the whole), and 0.1 given as float32 (Parquet, a DataFrame) or as
-        # text (CSV) is the same value stored. Rows that differ only beyond float32 share a key.
-        floats = _float64(values, kind)
-        missing = np.isnan(floats)
-        with np.errstate(over="ignore"):  # values beyond float32's range hash as its infinity
-            rounded = np.where(missing, 0.0, floats).astype(np.float32)
-        return np.where(missing, _MISSING, hash_array(rounded))
-    if isinstance(values, np.ndarray):
-        return hash_array(values.astype(np.int64))
-    missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-    ints = np.array([0 if v is None else v for v in values], dtype=np.int64)
-    return np.where(missing, _MISSING, hash_array(ints))
-
-
-_MISSING = np.uint64(0x9E3779B97F4A7C15)  # the hash of a missing number
-
-
-def _float64(values: list[Any] | np.ndarray, kind: Kind) -> np.ndarray:
-    """A float column's values as float64 (NaN where missing): float64-stored ones are held as their bits."""
-    if kind is Kind.FLOAT32:
-        return values if isinstance(values, np.ndarray) else np.array(
-            [np.nan if v is None else v for v in values], dtype=np.float64)
-    if isinstance(values, np.ndarray):
-        return values.view(np.float64)
-    bits = np.array([0 if v is None else v for v in values], dtype=np.int64).view(np.float64)
-    return np.where(np.fromiter((v is None for v in values), bool, len(values)), np.nan, bits)
-
-
 def _texts(ids: list[Any] | np.ndarray, vocabulary: Sequence[str]) -> list[Any]:
     """Label ids (or lists of them, None where missing) as the vocabulary's text."""
     return [None if v is None else [vocabulary[i] for i in v] if isinstance(v, list) else vocabulary[v]
             for v in ids]
-
-
-def text_hashes(values: Sequence[Any] | np.ndarray) -> np.ndarray:
-    """pandas' stable 64-bit hash of each text or bytes value (None by itself)."""
-    from pandas.util import hash_array
-
-    return hash_array(_objects(values))
-
-
-def _objects(values: Sequence[Any] | np.ndarray) -> np.ndarray:
-    """``values`` as a 1-D object array (``np.array`` would make a list of lists 2-D)."""
-    array = np.empty(len(values), dtype=object)
-    array[:] = list(values)
-    return array

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfrecorder.dataset.connectors import KEYPOINTS
 from tfrecorder.dataset.features import OBJECT_LABEL, object_feature
 from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample
@@ -89,8 +90,14 @@ def validate_part(
     if schema.boxes and len(boxes) == len(schema.boxes) and label is not None:
         empty, box_facts, box_problems = _box_facts(boxes, label.values, label.name, first_row)
         problems.update(((p.order, p.kind), p) for p in box_problems)
+    keypoints = None
+    for column in features:
+        if column is not None and column.type.connector == KEYPOINTS.name:
+            keypoints, problem = _keypoint_facts(column, first_row)
+            if problem is not None:
+                problems[(problem.order, problem.kind)] = problem
     facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col,
-                  boxes=box_facts, spellings=named)
+                  boxes=box_facts, spellings=named, keypoints=keypoints)
     if label is not None and row_splits is not None:
         label, facts = _label_facts(label, row_splits, first_row, facts, empty)
     part = Table(
@@ -195,6 +202,20 @@ def _box_facts(boxes: Mapping[str, Column], labels: Any, label_name: str, first_
     return none & ~labelled, bounds, [p for p in found if p is not None]
 
 
+def _keypoint_facts(column: Column, first_row: int) -> tuple[dict[int, RowSample], Problem | None]:
+    """The rows of a keypoints column giving each number of keypoints (the table must give one), and the problem
+    of the rows that do not give ``[x, y, v] * K``."""
+    counts, bad = KEYPOINTS.counts(column.values)
+    found = {count: RowSample.of(rows, first_row) for count, rows in counts.items()}
+    if not bad:
+        return found, None
+    rows = [position for position, _ in bad]
+    position, reason = bad[0]
+    return found, Problem(_BOX_ORDER + 10, column.name, "keypoints_shape", RowSample.of(rows, first_row),
+                          ((first_row + position, f"row {first_row + position}: {reason}"),),
+                          f"column {column.name!r}: keypoints are [x, y, v] for each point, v 0, 1 or 2")
+
+
 def _edge_text(value: float) -> str:
     return "empty" if np.isnan(value) else f"{value:g}"
 
@@ -220,7 +241,8 @@ def finalize(part: Table, facts: Facts, float_precision: str = "auto") -> Table:
         units = (facts.boxes or BoxFacts()).units(facts.box_units)
         label = replace(label, feature=OBJECT_LABEL.name) if label is not None else None
         features = [c if c.type.role is Role.BOX else replace(c, feature=object_feature(c.name)) for c in features]
-    return replace(part, label=label, vocabulary=vocabulary, features=tuple(features), box_units=units)
+    return replace(part, label=label, vocabulary=vocabulary, features=tuple(features), box_units=units,
+                   keypoint_count=facts.keypoint_count)
 
 
 def _row_splits(df: pd.DataFrame, split_col: str | None, image_uris, fractions,

@@ -28,18 +28,19 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
     the table's."""
     feature = feature_name(name, col_type)
     pandas = dtypes.describe(series.dtype) if col_type.role is Role.FEATURE and not col_type.is_list else None
-    fast = _fast_numeric(series, col_type)
+    connector = BY_KIND[col_type.kind]
+    fast = None if col_type.is_list else connector.whole_column(series)
     if fast is not None:
         given, source = fast
         nullable = not isinstance(given, np.ndarray) and any(v is None for v in given)
         return Column(name, feature, col_type, nullable, source, given, pandas=pandas), None
     if series.dtype == object and (shaped := _shaped(name, series, order, first_row)) is not None:
         return Column(name, feature, col_type, True, "int", [None] * len(series), pandas=pandas), shaped
-    convert = BY_KIND[col_type.kind].check
+    convert = connector.check
     values: list[Any] = []
     bad: list[int] = []
     sources: set[str] = set()
-    common = None if col_type.is_list else _COMMON_TYPES[col_type.kind]
+    common = None if col_type.is_list else connector.quick_type
     quick = 0
     for pos, raw in enumerate(series.tolist()):
         # The usual values take a short path; anything else (None, NaN, numpy scalars, out of range) the checked one.
@@ -80,36 +81,6 @@ def _shaped(name: str, series: pd.Series, order: int, first_row: int) -> Problem
                    ((first_row + shaped[0], str(shape)),), str(shape))
 
 
-def _fast_numeric(series: pd.Series, col_type: type[ColumnType]) -> tuple[list[Any] | np.ndarray, str] | None:
-    """Whole-column conversion for plain numeric dtypes and all-str text columns (no per-value checks)."""
-    dtype = series.dtype
-    if col_type.is_list:
-        return None
-    textual = isinstance(dtype, pd.StringDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "O")
-    if col_type.kind is Kind.BYTES and textual:
-        values = series.tolist()
-        try:  # every value a str (the usual text column): encode in one pass, no per-value checks
-            return [v.encode("utf-8") for v in values], "str"
-        except AttributeError:  # missing values, bytes or other types: the checked path
-            return None
-    if col_type.kind is Kind.INT64 and (times := dtypes.as_int64(series)) is not None:
-        counts, missing = times
-        return (counts, "int") if not missing.any() else (
-            [None if m else c for c, m in zip(counts.tolist(), missing.tolist())], "int")
-    if not isinstance(dtype, np.dtype):
-        return None
-    if col_type.kind is Kind.INT64 and dtype.kind in "bi":
-        return series.to_numpy(dtype=np.int64), "bool" if dtype.kind == "b" else "int"
-    if col_type.kind is Kind.FLOAT32 and dtype.kind in "iu":  # whole numbers in a float column (pixel edges)
-        return series.to_numpy(dtype=np.float64), "float"
-    if col_type.kind is Kind.FLOAT32 and dtype.kind == "f":
-        arr = series.to_numpy(dtype=np.float64)
-        if not np.isnan(arr).any():
-            return arr, "float"
-        return [None if v != v else v for v in arr.tolist()], "float"
-    return None
-
-
 def _convert_value(raw: Any, is_list: bool, convert: Callable[[Any, set[str]], Any], sources: set[str]) -> Any:
     if is_list:
         if isinstance(raw, ListLike):
@@ -121,10 +92,6 @@ def _convert_value(raw: Any, is_list: bool, convert: Callable[[Any, set[str]], A
     if isinstance(raw, ListLike):
         raise TypeError("a list where one value was expected")
     return None if is_missing(raw) else convert(raw, sources)
-
-
-# The exact Python type most values of a kind have.
-_COMMON_TYPES: dict[Kind, type] = {Kind.INT64: int, Kind.FLOAT32: float, Kind.BYTES: str}
 
 
 def store_floats(column: Column, precision: str, floats: FloatFacts | None = None) -> Column:

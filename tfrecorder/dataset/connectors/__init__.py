@@ -1,0 +1,116 @@
+"""Feature connectors (pure; TensorFlow, pyarrow and PIL imported by the methods that need them): one class per
+kind of value a record holds, in the style of TFDS's ``FeatureConnector``.
+
+Each kind knows, in one place (``base.Connector`` lists what it answers): how an input value is checked and a
+plain column converted at once, its content hash and Arrow type, the Example list it is stored in, what a
+missing value is stored and read as, its ``tf.io`` parse spec and decode, where the picture's geometry takes it,
+the numpy column ``read_tfr`` builds from the wire values, and its entry in TFDS's ``features.json``.
+``ListOf(item)`` is a list of values a record, ``Objects(item)`` a value for each object of a detection record.
+
+Every stage asks the connector of a feature: dataset.json names it (``FeatureInfo.connector``, read with ``of``),
+the writer picks it (``stored_connector`` for a column, the feature table's for a derived feature);
+``connector_of`` guesses it only for a dataset.json written before names were (0.3 and older) or another tool's
+records. This module is the registry: every connector by its name. Adding a kind of value is a class in one of
+the modules beside it and its instance here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector
+from tfrecorder.dataset.connectors.images import Image, Mask
+from tfrecorder.dataset.connectors.nested import ListOf, Objects
+from tfrecorder.dataset.connectors.places import VISIBILITY, BoundingBoxes, Keypoints, KeypointVisibility
+from tfrecorder.dataset.connectors.scalars import (
+    INT64_MAX,
+    INT64_MIN,
+    Bytes,
+    ClassLabel,
+    Float32,
+    Float64,
+    Int64,
+    Text,
+    float64_bits,
+)
+from tfrecorder.dataset.feature_info import FeatureInfo
+from tfrecorder.types import Kind
+
+__all__ = ["INT64_MAX", "INT64_MIN", "TFDS_CLASS", "VISIBILITY", "BoundingBoxes", "Bytes", "ClassLabel", "Connector",
+           "Float32", "Float64", "Image", "Int64", "KeypointVisibility", "Keypoints", "ListOf", "Mask", "Objects",
+           "Text", "float64_bits"]
+
+INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, CLASS_LABEL = (Int64(), Float32(), Float64(), Bytes(), Text(), Image(),
+                                                           ClassLabel())
+BOX = BoundingBoxes()
+KEYPOINTS, KEYPOINT_VISIBILITY = Keypoints(), KeypointVisibility()
+MASK = Mask()
+SCALARS: tuple[Connector, ...] = (INT64, FLOAT32, FLOAT64, TEXT)  # a connector of each stored kind
+BY_KIND: dict[Kind, Connector] = {c.kind: c for c in SCALARS}
+# What a list read from another tool's record holds: each list's own kind (float64 is ours alone).
+KINDS_BY_FIELD: dict[str, Kind] = {c.field: c.kind for c in (INT64, FLOAT32, BYTES)}
+
+# Every connector by the name dataset.json gives it; a nesting one's is ``ListOf(<item>)`` or ``Objects(<item>)``.
+NAMED: dict[str, Connector] = {c.name: c for c in (INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, MASK, CLASS_LABEL,
+                                                     BOX, KEYPOINTS, KEYPOINT_VISIBILITY)}
+_NESTING = {"ListOf": ListOf, "Objects": Objects}
+_NESTED_NAME = re.compile(r"(ListOf|Objects)\((\w+)\)")
+_NESTED: dict[str, Connector] = {}  # kept: readers ask for them per feature and batch
+
+
+def named(name: str) -> Connector:
+    """The connector dataset.json calls ``name`` (KeyError: none of this tfrecorder's)."""
+    if name in NAMED:
+        return NAMED[name]
+    if name not in _NESTED:
+        match = _NESTED_NAME.fullmatch(name)
+        if match is None or match[2] not in NAMED:
+            raise KeyError(name)
+        _NESTED[name] = _NESTING[match[1]](NAMED[match[2]])
+    return _NESTED[name]
+
+
+def of(feature: FeatureInfo) -> Connector:
+    """The connector of a feature of a dataset.json as read (``Manifest.from_json`` names every one)."""
+    return named(feature.connector)  # type: ignore[arg-type]
+
+
+def list_of(item: Connector) -> Connector:
+    return named(f"ListOf({item.name})")
+
+
+def objects_of(item: Connector) -> Connector:
+    return named(f"Objects({item.name})")
+
+
+def stored_connector(kind: Kind, is_list: bool = False, source: str | None = None) -> Connector:
+    """The connector of a column being written: its stored kind, whether it holds lists, its values' source."""
+    scalar = BYTES if kind is Kind.BYTES and source == "bytes" else BY_KIND[kind]
+    return list_of(scalar) if is_list else scalar
+
+
+def connector_of(feature: FeatureInfo, image_feature: str, label: Mapping[str, Any] | None = None,
+                 per_object: bool = False) -> Connector:
+    """The connector of a feature a dataset.json lists without naming it (one of 0.3 or older, or inferred from
+    another tool's records), guessed from its dtype, role and name as readers did before names were written
+    (``image_feature``: the name the image is stored under; ``label``: dataset.json's label entry, whose
+    vocabulary makes the label a ClassLabel; ``per_object``: a value per object of a detection record).
+    ``Manifest.from_json`` alone calls it."""
+    kind = Kind(feature.dtype)
+    if feature.role == "box" and kind is Kind.FLOAT32 and per_object:
+        return objects_of(BOX)
+    if feature.role == "mask" and kind is Kind.BYTES and feature.shape == []:
+        return MASK if feature.name.endswith(("mask", "encoded")) else TEXT
+    if feature.name == image_feature and kind is Kind.BYTES:
+        scalar: Connector = IMAGE
+    elif feature.role == "label" and kind is Kind.INT64 and (label or {}).get("vocabulary") is not None:
+        scalar = CLASS_LABEL
+    elif kind is Kind.BYTES:
+        scalar = BYTES if feature.source == "bytes" else TEXT
+    else:
+        scalar = BY_KIND[kind]
+    if per_object:
+        return objects_of(scalar)
+    return list_of(scalar) if feature.shape == [None] else scalar

@@ -1,0 +1,136 @@
+"""The connector base (pure; TensorFlow, pyarrow and pandas' hashing imported by the methods that need them): what
+every kind of value answers, in the style of TFDS's ``FeatureConnector``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from tfrecorder.dataset.feature_info import FeatureInfo
+from tfrecorder.types import Kind
+
+TFDS_CLASS = "tensorflow_datasets.core.features."
+MISSING_HASH = np.uint64(0x9E3779B97F4A7C15)  # the content hash of a missing number
+
+
+class Connector:
+    """A scalar kind of value: one value per record (or none, where the feature is nullable).
+
+    Writing: ``check`` (one value), ``whole_column`` (a plain column at once), ``stored`` (as its Example list
+    holds it), ``hashes`` (the content key of each value), ``arrow_type`` (how a spilled part holds them),
+    ``object_missing`` (what a missing value of one object is stored as: a list cannot leave it out).
+    Reading: ``parse_spec`` and ``decode`` (tf.io), ``follow`` (where the image's geometry takes it),
+    ``column`` and ``text`` (read_tfr's numpy and pandas), ``tfds`` (features.json). ``shape`` and ``missing``
+    are dataset.json's."""
+
+    kind: ClassVar[Kind]
+    field: ClassVar[str]  # the tf.train.Example list that holds it (the Feature's oneof ``kind``)
+    tf_dtype: ClassVar[str]  # what tf.io reads that list as
+    placeholder: ClassVar[Any]  # stands in an Example's slot until a row's own value is set
+    missing: ClassVar[Any]  # what a missing value reads as, as dataset.json writes it ("NaN": JSON has no NaN)
+    object_missing: ClassVar[Any]  # what an object's missing value is stored as in its record's list
+    numbers: ClassVar[Any] = None  # the numpy dtype of its wire values (scalar numbers); None: bytes
+    quick_type: ClassVar[type | None] = None  # the exact Python type most input values have (the short path)
+    in_picture: ClassVar[bool] = False  # whether it has a place in the picture: ``follow`` moves it with it
+    item_cast: ClassVar[Any] = None  # what a list's item is made before its repr is hashed (1 and 1.0 alike)
+
+    @property
+    def name(self) -> str:
+        """What dataset.json calls it (``connectors.named`` gives it back): its class's name."""
+        return type(self).__name__
+
+    @property
+    def shape(self) -> list[Any]:
+        """dataset.json's ``shape``: ``[]`` a value a record, ``[None]`` a list of them."""
+        return []
+
+    def object_shape(self, feature: FeatureInfo) -> list[int]:
+        """The shape of one object's value inside ``Objects`` (``[]``: one value; a box ``[4]``)."""
+        return []
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Connector) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    # writing
+    def check(self, value: Any, sources: set[str]) -> Any:
+        """An input value as stored (TypeError, ValueError or OverflowError when it is not one of this kind);
+        ``sources`` collects the Python type it was given as (dataset.json's ``source``)."""
+        raise NotImplementedError
+
+    def whole_column(self, series: pd.Series) -> tuple[list[Any] | np.ndarray, str] | None:
+        """A plain column's values converted at once, with their source, where its dtype allows (no check per
+        value needed); None: the checked path, a value at a time."""
+        return None
+
+    def stored(self, value: Any) -> Any:
+        """A checked value as its Example list holds it."""
+        return value
+
+    def hashes(self, values: Sequence[Any] | np.ndarray) -> np.ndarray:
+        """pandas' stable 64-bit hash of each checked value (None: missing) as it is stored, however the input
+        held it: the content key rows are spilled, ordered and sharded by."""
+        raise NotImplementedError
+
+    def arrow_type(self) -> Any:
+        """The Arrow type a spilled part holds its checked values as: the same for every part of a table."""
+        raise NotImplementedError
+
+    # tf.io
+    def parse_spec(self, feature: FeatureInfo) -> Any:
+        """The ``tf.io.parse_example`` spec of the feature."""
+        import tensorflow as tf
+
+        dtype = tf.as_dtype(self.tf_dtype)
+        if feature.nullable:
+            return tf.io.FixedLenFeature([], dtype, default_value=self.stored(self._default(feature.default)))
+        return tf.io.FixedLenFeature([], dtype)
+
+    def _default(self, default: Any) -> Any:
+        return default
+
+    def decode(self, tensor: Any) -> Any:
+        """The parsed tensor as the value it stands for."""
+        return tensor
+
+    def follow(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
+        """``values`` (a record's parsed features, or its objects') with feature ``name`` where the picture's
+        geometry takes it (``frame``: a ``tf_geometry.Frame``, the EXIF turn and the resize load_dataset
+        applies), and which objects stay (a boolean tensor; None: all). A value with no place in the picture
+        stays as it is."""
+        return values, None
+
+    # read_tfr
+    def column(self, values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> Any:
+        """The pandas column of a scalar number feature from its wire values and the mask of missing ones."""
+        raise NotImplementedError
+
+    def text(self, feature: FeatureInfo) -> bool:
+        """Whether read_tfr gives its bytes back as str."""
+        return False
+
+    # TFDS
+    def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        """Its features.json entry, or None and why TFDS cannot read it. ``context``: dataset.json's ``label``
+        and ``image`` entries."""
+        return {"pythonClassName": TFDS_CLASS + "scalar.Scalar",
+                "tensor": {"shape": {}, "dtype": feature.dtype, "encoding": "none"}}, ""
+
+
+def object_array(values: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """``values`` as a 1-D object array (``np.array`` would make a list of lists 2-D)."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = list(values)
+    return array
+
+
+def missing_mask(values: Sequence[Any]) -> np.ndarray:
+    return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
