@@ -56,7 +56,7 @@ from tfrecorder.write.settings import (
 )
 from tfrecorder.write.sources import FrameSource, TableFiles, table_source
 from tfrecorder.write.sources.annotations import annotation_table
-from tfrecorder.write.table import spill
+from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.uris import is_relative
 
 
@@ -260,9 +260,9 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
         source = boxes
     options = _confined(source, options)
     if runner == LOCAL:
-        return _convert_local(table_source(source, spill.PART_ROWS), folder, as_schema(schema), options, fractions,
-                              float_precision, num_shards=num_shards, overwrite=overwrite, progress=progress,
-                              workers=num_workers, started=started)
+        return _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema), options,
+                              fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
+                              progress=progress, workers=num_workers, started=started)
     return convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
                         num_shards=num_shards, overwrite=overwrite, started=started)
 
@@ -270,14 +270,14 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
 def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
                    fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
                    progress: bool | None, workers: int | None, started: float) -> ConvertResult:
-    """The local runner: the table read a part at a time (``spill``: summarize - every part validated, its rows
-    spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
-    spill's small tables are held whole, in memory (``spill.MEMORY_SPILL_BYTES``)."""
+    """The local runner: the table read a part at a time (``summary_pass.summarize`` - every part validated, its
+    rows spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
+    spill's small tables are held whole, in memory (``summary_pass.MEMORY_SPILL_BYTES``)."""
     from tfrecorder.write.runners.local import write_shards
     from tfrecorder.write.runners.segments import SEGMENT_MAX_BYTES
 
     with spill_folder(folder.url, files, SEGMENT_MAX_BYTES) as rows:
-        summary = spill.summarize(files, schema, rows, fractions=fractions,
+        summary = summary_pass.summarize(files, schema, rows, fractions=fractions,
                                   run_digest=lambda template: RunDigest(template.schema, options))
         shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
                                              float_precision=float_precision)

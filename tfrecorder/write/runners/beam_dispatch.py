@@ -47,7 +47,7 @@ from tfrecorder.write.sources import (
     text_columns,
     unreadable,
 )
-from tfrecorder.write.table import spill
+from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.schema_check import check_schema
 
 
@@ -58,8 +58,8 @@ def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options:
     other source is the error that says what ``source`` can be."""
 
     def beam_files(files: BeamInput, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
-        job = spill.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
-                            spill.PART_ROWS)
+        job = summary_pass.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
+                                   summary_pass.PART_ROWS)
         return _convert_beam_files(job, folder, identity, overwrite=overwrite, started=started,
                                    beam_options=beam_options, **how)
 
@@ -96,12 +96,12 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
                               f"runner='local'")
 
     def parts() -> Iterator[Any]:
-        return frame_parts(arrow, spill.PART_ROWS)
+        return frame_parts(arrow, summary_pass.PART_ROWS)
 
     return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()], tuple(df.columns))
 
 
-def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
+def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
                         beam_options: BeamOptions, parts: Callable[[], Iterator[Any]] | None = None,
                         columns: tuple[str, ...] | None = None) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
@@ -131,7 +131,7 @@ def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, ov
             raise
 
 
-def _pipeline_key(run_identity: str, job: spill.FileJob) -> FinishedKey | None:
+def _pipeline_key(run_identity: str, job: summary_pass.FileJob) -> FinishedKey | None:
     """The FinishedKey of a pipeline's conversion. An image folder's run identity names only the folder (the
     pipeline lists it): its key adds the listing, each image's name, size and time, made here - but for
     Dataflow, whose submitting machine lists nothing (None: such a folder is never reused)."""
