@@ -37,7 +37,7 @@ def in_stored_order(df: pd.DataFrame, **validate_options) -> pd.DataFrame:
 
 def validate(df: pd.DataFrame, schema=None, *, base_dir=None, split_fractions=None, float_precision: str = "auto",
              arrow=None):
-    """``df`` validated as one part (the steps ``spill.summarize`` takes for each part of a table: the schema
+    """``df`` validated as one part (the steps ``summary_pass.summarize`` takes for each part of a table: the schema
     checked, the part validated, its Facts checked, then finalized): the Table, or the SchemaError."""
     from tfrecorder.write import splits
     from tfrecorder.write.sources.frames import text_columns

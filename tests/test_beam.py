@@ -159,13 +159,13 @@ def _same_files(a, b) -> None:
 
 def test_a_dataframe_is_read_and_validated_by_the_pipeline_from_parquet(image_table, tmp_path, monkeypatch):
     """A DataFrame handed to a Beam runner goes to output_dir/_beam/input/ as Parquet, and the pipeline reads
-    and validates it as it does a Parquet source (this process validates no row: ``spill.summarize`` fails here).
+    and validates it as it does a Parquet source (this process validates no row: ``summary_pass.summarize`` fails here).
     Every dtype comes back as it was: relative image paths, nullable ints, categoricals, float32, lists,
     pandas strings - the same files as the local runner, errors.csv included (a missing image)."""
     import numpy as np
     import pandas as pd
 
-    from tfrecorder.write.table import spill
+    from tfrecorder.write.table import summary_pass
 
     df = image_table.copy()
     monkeypatch.chdir(tmp_path)
@@ -191,7 +191,7 @@ def test_a_dataframe_is_read_and_validated_by_the_pipeline_from_parquet(image_ta
         staged.extend(p.relative_to(tmp_path / "direct").as_posix() for p in (tmp_path / "direct").rglob("*.parquet"))
         return found
 
-    monkeypatch.setattr(spill, "summarize", no_validation)  # the whole table's summary: the local runner's
+    monkeypatch.setattr(summary_pass, "summarize", no_validation)  # the whole table's summary: the local runner's
     monkeypatch.setattr(beam_module, "stage_frame", stage)
     result = tfrecorder.convert(df, str(tmp_path / "direct"), num_shards=2, runner="DirectRunner")
     assert staged == ["_beam/input/part-00000.parquet"]

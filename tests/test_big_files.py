@@ -19,7 +19,7 @@ import pytest
 import tfrecorder
 from tests.conftest import default_signals
 from tfrecorder.write.run import spill_folder
-from tfrecorder.write.table import spill
+from tfrecorder.write.table import summary_pass
 
 BIG = 64 * 1024 * 1024  # several parts, and more than the spill keeps in memory
 
@@ -58,8 +58,8 @@ def mid_csv(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def as_large(monkeypatch):
-    monkeypatch.setattr(spill, "PART_ROWS", MID_PART_ROWS)
-    monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
+    monkeypatch.setattr(summary_pass, "PART_ROWS", MID_PART_ROWS)
+    monkeypatch.setattr(summary_pass, "MEMORY_SPILL_BYTES", 0)
 
 
 def spills(tmp: Path) -> list[str]:
@@ -72,10 +72,10 @@ def spills(tmp: Path) -> list[str]:
 # and to itself (the command's stop reaching a writer that has not yet set its signal handlers).
 CHILD = """
 import os, signal, sys, threading
-import tfrecorder.write.runners.local as local, tfrecorder.write.table.spill as spill
+import tfrecorder.write.runners.local as local, tfrecorder.write.table.summary_pass as summary_pass
 from tfrecorder.cli import main
 block = os.environ["BLOCK"]
-spill.PART_ROWS, spill.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # as_large
+summary_pass.PART_ROWS, summary_pass.MEMORY_SPILL_BYTES = int(os.environ["PART_ROWS"]), 0  # as_large
 if block == "starting":
     real_start = local._start_writer
     def _start_writer(*args):
@@ -94,14 +94,14 @@ elif block == "writer":
         threading.Event().wait()
     local.write_spilled_shard = write_spilled_shard
 else:
-    real, parts = spill.validate_part, []
+    real, parts = summary_pass.validate_part, []
     def validate_part(*args, **kwargs):
         parts.append(1)
         if len(parts) == 3:
             os.write(1, f"BLOCKED {os.getpid()}\\n".encode())
             threading.Event().wait()
         return real(*args, **kwargs)
-    spill.validate_part = validate_part
+    summary_pass.validate_part = validate_part
 sys.exit(main(sys.argv[1:]))
 """
 

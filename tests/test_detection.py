@@ -435,14 +435,14 @@ def test_box_orientation_says_which_frame_pixel_boxes_are_in(scenes, tmp_path):
 def test_an_image_split_over_streamed_parts_gives_the_same_bytes(scenes, tmp_path, monkeypatch):
     """A CSV read a few rows at a time and spilled to files: an image's box rows in different parts still make
     one record, byte for byte the one of the table converted in memory."""
-    from tfrecorder.write.table import spill
+    from tfrecorder.write.table import summary_pass
 
     table = scenes[["split", "image_uri", "label", *EDGES]].sample(frac=1.0, random_state=5)
     table.to_csv(tmp_path / "boxes.csv", index=False)
     tfrecorder.convert(table, str(tmp_path / "memory"), progress=False)
-    monkeypatch.setattr(spill, "PART_ROWS", 7)
-    monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
-    monkeypatch.setattr(spill, "BUCKET_SOURCE_BYTES", 256)  # several buckets
+    monkeypatch.setattr(summary_pass, "PART_ROWS", 7)
+    monkeypatch.setattr(summary_pass, "MEMORY_SPILL_BYTES", 0)
+    monkeypatch.setattr(summary_pass, "BUCKET_SOURCE_BYTES", 256)  # several buckets
     tfrecorder.convert(str(tmp_path / "boxes.csv"), str(tmp_path / "streamed"), progress=False)
     shards = sorted(f for f in os.listdir(tmp_path / "memory") if f.endswith(".tfrecord"))
     for name in shards:

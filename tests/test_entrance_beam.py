@@ -14,7 +14,7 @@ import pytest
 import tfrecorder
 from tests.test_beam import _same_files
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.table import spill
+from tfrecorder.write.table import summary_pass
 
 PART_ROWS = 4  # WriteDataset stages a part for every PART_ROWS rows: 12 rows make 3 parts
 
@@ -27,7 +27,7 @@ def _write_dataset(rows, output, monkeypatch) -> list[str]:
     from tfrecorder.write.runners import beam as beam_module
 
     staged, real = [], beam_module.stage_part
-    monkeypatch.setattr(spill, "PART_ROWS", PART_ROWS)
+    monkeypatch.setattr(summary_pass, "PART_ROWS", PART_ROWS)
     monkeypatch.setattr(beam_module, "stage_part", lambda folder, name, data: staged.append(name)
                         or real(folder, name, data))
     with beam.Pipeline() as pipeline:
@@ -137,8 +137,8 @@ def test_a_detection_table_of_few_images_writes_no_empty_shard(tmp_path, monkeyp
     if how.pop("target", None):
         monkeypatch.setattr(plan, "TARGET_SHARD_BYTES", 4096)  # each box row is estimated at ~100 bytes
     if how.pop("streamed", False):
-        monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
-        monkeypatch.setattr(spill, "PART_ROWS", 64)
+        monkeypatch.setattr(summary_pass, "MEMORY_SPILL_BYTES", 0)
+        monkeypatch.setattr(summary_pass, "PART_ROWS", 64)
     if "runner" not in how:
         how["progress"] = False
     source = _boxes(tmp_path, images, 300)

@@ -144,12 +144,12 @@ def test_one_photo_named_two_ways_in_different_parts_is_one_image(tmp_path, monk
     """Within a part (PART_ROWS rows) the spellings of one file were one image; in parts read apart each spelling
     was a record with part of the boxes. Read in parts of 2 rows, the table gives the records (byte for byte) it
     gives in one part: one per photo, under its first name, with all its boxes."""
-    from tfrecorder.write.table import spill
+    from tfrecorder.write.table import summary_pass
 
     monkeypatch.chdir(tmp_path)
     df = _two_spellings(tmp_path)
     whole = _convert(df, tmp_path / "whole", num_shards=1)
-    monkeypatch.setattr(spill, "PART_ROWS", 2)
+    monkeypatch.setattr(summary_pass, "PART_ROWS", 2)
     parts = _convert(df, tmp_path / "parts", num_shards=1)
     assert _records(tmp_path / "parts") == [("img/a.jpg", 3), ("img/b.jpg", 3)]
     assert parts.splits.keys() == whole.splits.keys()

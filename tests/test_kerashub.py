@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import tfrecorder
 from tests.conftest import write_image
-from tfrecorder.write.table import spill
+from tfrecorder.write.table import summary_pass
 
 BOXES_PER_IMAGE = (1, 4, 2)  # the most objects in one image: 4
 
@@ -76,8 +76,8 @@ def test_every_runner_records_the_same_count_when_an_images_boxes_are_written_in
     for n in range(2):  # Beam reads the rows of one image from two files
         table.iloc[n::2].to_csv(tmp_path / f"boxes-{n}.csv", index=False)
     tfrecorder.convert(str(tmp_path / "boxes-*.csv"), str(tmp_path / "beam"), runner="DirectRunner")
-    monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)  # the local runner in parts of 2 rows
-    monkeypatch.setattr(spill, "PART_ROWS", 2)
+    monkeypatch.setattr(summary_pass, "MEMORY_SPILL_BYTES", 0)  # the local runner in parts of 2 rows
+    monkeypatch.setattr(summary_pass, "PART_ROWS", 2)
     tfrecorder.convert(str(tmp_path / "boxes-*.csv"), str(tmp_path / "local"), progress=False)
     beam, local = (json.loads((tmp_path / name / "dataset.json").read_text()) for name in ("beam", "local"))
     assert beam["objects"]["max_objects"] == local["objects"]["max_objects"] == 4

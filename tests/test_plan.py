@@ -63,7 +63,7 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
     from tfrecorder.write.run.spill_folder import spill_folder
     from tfrecorder.write.settings import FetchLimits
     from tfrecorder.write.sources import FrameSource
-    from tfrecorder.write.table import spill
+    from tfrecorder.write.table import summary_pass
 
     rows = 640
     if kind == "tabular":
@@ -75,7 +75,7 @@ def test_shard_size_estimate_counts_whole_records_and_samples_every_kind(tmp_pat
                            "label": [f"class {i % 7}" for i in range(rows)], "weight": 0.5})
         assert files[1].stat().st_size > 2 * files[0].stat().st_size
     with spill_folder(str(tmp_path / "out"), FrameSource(df)) as rows:
-        summary = spill.summarize(FrameSource(df), None, rows, fractions=(0.8, 0.1, 0.1))
+        summary = summary_pass.summarize(FrameSource(df), None, rows, fractions=(0.8, 0.1, 0.1))
         estimate = planning.bytes_per_row(summary, "auto", FetchLimits())["TRAIN"]
     tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
     shards = tfrecorder.read_manifest(str(tmp_path / "out")).splits["TRAIN"]

@@ -25,8 +25,8 @@ import os, sys, threading
 import tfrecorder, tfrecorder.write.record.shard as shard
 csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if runner == "local, streamed":  # spilled to files in parts, as a table larger than memory
-    import tfrecorder.write.table.spill as spill
-    spill.MEMORY_SPILL_BYTES, spill.PART_ROWS, runner = 0, 7, "local"
+    import tfrecorder.write.table.summary_pass as summary_pass
+    summary_pass.MEMORY_SPILL_BYTES, summary_pass.PART_ROWS, runner = 0, 7, "local"
 if runner == "local, forked":  # shards written by forked processes, as for large tables
     import tfrecorder.write.runners.local as local
     local.FORK_MIN_ROWS, local.FORK_BALANCE = dict.fromkeys(local.FORK_MIN_ROWS, 0), float("inf")
@@ -101,10 +101,10 @@ def files(folder: Path) -> dict[str, bytes]:
                                     "DirectRunner, DataFrame"])
 def test_killed_conversion_resumes_to_the_same_bytes(tmp_path, csv_table, runner, caplog, monkeypatch, request):
     if runner == "local, streamed":
-        import tfrecorder.write.table.spill as spill
+        import tfrecorder.write.table.summary_pass as summary_pass
 
-        monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
-        monkeypatch.setattr(spill, "PART_ROWS", 7)
+        monkeypatch.setattr(summary_pass, "MEMORY_SPILL_BYTES", 0)
+        monkeypatch.setattr(summary_pass, "PART_ROWS", 7)
     if runner == "local, forked":
         request.getfixturevalue("forked")
     crashed = runner

@@ -1,5 +1,5 @@
-"""Tables larger than memory: sources converted in many parts, spilled to files (write/table/spill.py), give the files
-a small table held in memory gives, and the same errors, without ever holding the table."""
+"""Tables larger than memory: sources converted in many parts, spilled to files (write/table/summary_pass.py), give
+the files a small table held in memory gives, and the same errors, without ever holding the table."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.write.run import spill_folder
-from tfrecorder.write.table import spill, validate
+from tfrecorder.write.table import summary_pass, validate
 
 
 @pytest.fixture
@@ -25,9 +25,9 @@ def streamed(monkeypatch):
     memory), in buckets of ~30 KB of source."""
 
     def on() -> None:
-        monkeypatch.setattr(spill, "MEMORY_SPILL_BYTES", 0)
-        monkeypatch.setattr(spill, "PART_ROWS", 1000)
-        monkeypatch.setattr(spill, "BUCKET_SOURCE_BYTES", 30_000)
+        monkeypatch.setattr(summary_pass, "MEMORY_SPILL_BYTES", 0)
+        monkeypatch.setattr(summary_pass, "PART_ROWS", 1000)
+        monkeypatch.setattr(summary_pass, "BUCKET_SOURCE_BYTES", 30_000)
 
     return on
 
@@ -177,7 +177,7 @@ def test_streamed_conversion_never_holds_the_whole_table(tmp_path, streamed, mon
         seen.append(len(df))
         return real(df, *args, **kwargs)
 
-    monkeypatch.setattr(spill, "validate_part", spy)
+    monkeypatch.setattr(summary_pass, "validate_part", spy)
     result = tfrecorder.convert(str(tmp_path / "big.csv"), str(tmp_path / "out"), progress=False)
     assert sum(seen) == 6000 and max(seen) == 1000  # parts of PART_ROWS rows, each validated once
     assert result.rows.rows_in == 6000

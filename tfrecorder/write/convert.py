@@ -1,29 +1,24 @@
-"""Convert (orchestration): source -> validate -> plan -> write -> errors.csv -> dataset.json -> ConvertResult."""
+"""Convert (orchestration): source -> validate -> plan -> write -> errors.csv -> dataset.json -> ConvertResult.
+
+The public entry point: its keywords checked (``Options``), the source sent down its runner's route - the local
+run here, a Beam runner's in ``runners/beam_dispatch.py`` - and the result checked (no row written is an error)."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
-import errno
-import hashlib
 import io
-import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import fields, replace
 from typing import Any
 
 import pandas as pd
 
-from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
-from tfrecorder.dataset.storage import (
-    DEFAULT_STORAGE_TIMEOUT,
-    Folder,
-    StoreUnreachable,
-    requests_of_run,
-)
-from tfrecorder.errors import SchemaError, TFRecorderError
+from tfrecorder.dataset.manifest import ERRORS_NAME
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, StoreUnreachable, requests_of_run
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import splits
@@ -37,18 +32,11 @@ from tfrecorder.write.options import (
 )
 from tfrecorder.write.run import planning
 from tfrecorder.write.run.finish import convert_result
-from tfrecorder.write.run.result import ConvertResult, reused_note
-from tfrecorder.write.run.resume import (
-    FinishedKey,
-    Run,
-    files_identity,
-    files_run_identity,
-    finished_key,
-    record_finished,
-    start_run,
-    table_run_identity,
-)
+from tfrecorder.write.run.result import ConvertResult
+from tfrecorder.write.run.resume import finished_key, record_finished, start_run, table_run_identity
 from tfrecorder.write.run.spill_folder import spill_folder
+from tfrecorder.write.run.started import holding, read_as, reused, space_left
+from tfrecorder.write.runners.beam_dispatch import convert_beam
 from tfrecorder.write.settings import (
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
@@ -68,29 +56,11 @@ from tfrecorder.write.settings import (
     RunDigest,
     WriteOptions,
 )
-from tfrecorder.write.sources import (
-    BeamInput,
-    FrameSource,
-    ListedFolder,
-    ReadNotes,
-    StagedRows,
-    TableFiles,
-    beam_notes,
-    frame_as_arrow,
-    frame_parts,
-    image_folder_url,
-    left_out_note,
-    match_table_files,
-    table_source,
-    text_columns,
-    unreadable,
-)
+from tfrecorder.write.sources import FrameSource, TableFiles, table_source
 from tfrecorder.write.sources.annotations import annotation_table
-from tfrecorder.write.table import spill
-from tfrecorder.write.table.schema_check import check_schema
+from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.uris import is_relative
 
-logger = logging.getLogger(__name__)
 
 def convert(
     source: Any,
@@ -291,39 +261,25 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     if boxes is not None:
         source = boxes
     options = _keypoint_names(source, _confined(source, options))
-
-    def beam_files(files: BeamInput, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
-        job = spill.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
-                            spill.PART_ROWS)
-        return _convert_beam_files(job, folder, identity, overwrite=overwrite, started=started,
-                                   beam_options=beam_options, **how)
-
     if runner == LOCAL:
-        return _convert_local(table_source(source, spill.PART_ROWS), folder, as_schema(schema), options, fractions,
-                              float_precision, num_shards=num_shards, overwrite=overwrite, progress=progress,
-                              workers=num_workers, started=started)
-    if (matched := match_table_files(source)) is not None:
-        return beam_files(matched, as_schema(schema), files_identity(matched))
-    if (url := image_folder_url(source)) is not None:
-        return beam_files(ListedFolder(url), as_schema(schema), ("image folder", url))
-    if isinstance(source, pd.DataFrame):
-        frame = _beam_frame(text_columns(source), as_schema(schema))
-        return beam_files(StagedRows(""), frame.schema, frame.digests, parts=frame.parts,
-                          columns=tuple(frame.schema_columns))
-    raise unreadable(source)
+        return _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema), options,
+                              fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
+                              progress=progress, workers=num_workers, started=started)
+    return convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
+                        num_shards=num_shards, overwrite=overwrite, started=started)
 
 
 def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
                    fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
                    progress: bool | None, workers: int | None, started: float) -> ConvertResult:
-    """The local runner: the table read a part at a time (``spill``: summarize - every part validated, its rows
-    spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
-    spill's small tables are held whole, in memory (``spill.MEMORY_SPILL_BYTES``)."""
+    """The local runner: the table read a part at a time (``summary_pass.summarize`` - every part validated, its
+    rows spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
+    spill's small tables are held whole, in memory (``summary_pass.MEMORY_SPILL_BYTES``)."""
     from tfrecorder.write.runners.local import write_shards
     from tfrecorder.write.runners.segments import SEGMENT_MAX_BYTES
 
     with spill_folder(folder.url, files, SEGMENT_MAX_BYTES) as rows:
-        summary = spill.summarize(files, schema, rows, fractions=fractions,
+        summary = summary_pass.summarize(files, schema, rows, fractions=fractions,
                                   run_digest=lambda template: RunDigest(template.schema, options))
         shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
                                              float_precision=float_precision)
@@ -331,9 +287,9 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
         key = finished_key(identity, options, schema, runner=LOCAL)
         plan = [s.spec for s in shards]
         run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL, key=key)
-        with _space_left(folder), _holding(run):
+        with space_left(folder), holding(run):
             if run.reused is not None:
-                return _read_as(_reused(folder, run.reused, LOCAL), files, schema)
+                return read_as(reused(folder, run.reused, LOCAL), files, schema)
             remaining = [s for s in shards if s.spec.filename not in run.resumed]
             written = write_shards(remaining, folder, options, progress=progress, workers=workers,
                                    journal=run.journal, remote=summary.remote)
@@ -341,48 +297,7 @@ def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Sche
             record_finished(folder, key)
             run.journal.complete()
             result = convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
-            return _read_as(result, files, schema)
-
-
-def _reused(folder: Folder, manifest: Manifest, runner: str) -> ConvertResult:
-    """The result of the same conversion, finished in ``folder`` earlier, rebuilt from its dataset.json (no
-    timings: ``seconds`` 0; no Beam job or counters), and the one line that says so, logged."""
-    logger.info("%s", reused_note(folder.url))
-    return replace(convert_result(folder, manifest, 0.0, runner), reused=True)
-
-
-def _read_as(result: ConvertResult, read: TableFiles | FrameSource | ReadNotes,
-             schema: Schema | None = None) -> ConvertResult:
-    """``result`` with what its source says of how it was read (a CSV's separator, an image folder's files that
-    are not rows, the columns a given ``schema`` leaves out): in its warnings, and the skipped files in
-    ``skipped``. ``read``: the local runner's source, or what a Beam runner's submitting process found."""
-    left_out = left_out_note(read.columns, schema)
-    warnings = read.warnings + ((left_out,) if left_out else ())
-    for warning in warnings:
-        logger.warning("%s", warning)
-    return replace(result, warnings=warnings + result.warnings, skipped=read.skipped)
-
-
-@contextlib.contextmanager
-def _holding(run: Run) -> Iterator[None]:
-    """Release the run's lock on the way out, however the conversion ends."""
-    try:
-        yield
-    finally:
-        run.lock.release()
-
-
-@contextlib.contextmanager
-def _space_left(folder: Folder) -> Iterator[None]:
-    """A full disk as an error that says what to do (a re-run keeps the shards already written)."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        raise TFRecorderError(
-            f"no space left on the device writing {e.filename or folder.url}: free some space (or move "
-            f"output_dir), then run the same conversion again: it keeps the shards already written") from e
+            return read_as(result, files, schema)
 
 
 def _confined(source: Any, options: WriteOptions) -> WriteOptions:
@@ -404,109 +319,6 @@ def _keypoint_names(source: Any, options: WriteOptions) -> WriteOptions:
     return replace(options, keypoints=KeypointNames(
         tuple(str(n) for n in given["names"]) if given.get("names") else None,
         tuple((int(a), int(b)) for a, b in skeleton) if skeleton else None))
-
-
-@dataclass(frozen=True)
-class _Frame:
-    """A DataFrame for a Beam runner, as the Parquet parts its pipeline reads (``sources.frame_parts``)."""
-
-    schema: Schema
-    parts: Callable[[], Iterator[Any]]  # the parts' bytes, made anew on each call: never all held at once
-    digests: list[str]  # each part's SHA-256: the run's input identity
-    schema_columns: tuple[str, ...] = ()  # the frame's columns, for what its result says a schema leaves out
-
-
-def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
-    """``df`` staged for a Beam runner, its schema checked against (or inferred from) the whole frame as the
-    local runner does it; a TFRecorderError naming the column when Parquet cannot hold its values as they are
-    (``frame_as_arrow``): the pipeline reads the frame as Parquet."""
-    schema = check_schema(df, schema)
-    arrow = frame_as_arrow(df)
-    if isinstance(arrow, str):
-        raise TFRecorderError(f"a Beam runner reads a DataFrame as Parquet, which cannot hold this one's values as "
-                              f"they are: {arrow}. Give each column one kind of value, or convert it with "
-                              f"runner='local'")
-
-    def parts() -> Iterator[Any]:
-        return frame_parts(arrow, spill.PART_ROWS)
-
-    return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()], tuple(df.columns))
-
-
-def _convert_beam_files(job: spill.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
-                        beam_options: BeamOptions, parts: Callable[[], Iterator[Any]] | None = None,
-                        columns: tuple[str, ...] | None = None) -> ConvertResult:
-    """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
-    this process lists the files and never reads the table; the run's identity is the input's
-    ``identity`` and the settings, and the pipeline keeps the shards an earlier run of it finished.
-    ``parts``: the Parquet parts of a DataFrame (``StagedRows``), written under output_dir once the run has
-    started. A ``ListedFolder`` is listed by the pipeline (``beam.build_folder_pipeline``). What the result says
-    of how the files are read (``sources.beam_notes``) is found here, before the run starts."""
-    from tfrecorder.write.runners import beam, beam_steps
-
-    notes = beam_notes(job.files, columns)
-    run_identity = files_run_identity(identity, job.schema, job.options)
-    key = _pipeline_key(run_identity, job)
-    run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner, key=key)
-    with _space_left(folder), _holding(run):
-        if run.reused is not None:
-            return _read_as(_reused(folder, run.reused, job.runner), notes, job.schema)
-        if parts is not None:
-            job = replace(job, files=beam.stage_frame(parts(), folder))
-        try:
-            build = beam.build_folder_pipeline if isinstance(job.files, ListedFolder) else beam.build_file_pipeline
-            result = _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),
-                                   folder, job.runner, run, started, beam_options, key)
-            return _read_as(result, notes, job.schema)
-        except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
-            beam_steps.forget_refused_run(folder, run.journal)
-            raise
-
-
-def _pipeline_key(run_identity: str, job: spill.FileJob) -> FinishedKey | None:
-    """The FinishedKey of a pipeline's conversion. An image folder's run identity names only the folder (the
-    pipeline lists it): its key adds the listing, each image's name, size and time, made here - but for
-    Dataflow, whose submitting machine lists nothing (None: such a folder is never reused)."""
-    if isinstance(job.files, ListedFolder):
-        if job.runner == "DataflowRunner":
-            return None
-        from tfrecorder.write.sources.folders import folder_rows, label_folders
-
-        listing = hashlib.sha256(run_identity.encode("utf-8"))
-        for found in label_folders(job.files.url):
-            listing.update(folder_rows(job.files.url, found)[1].encode("ascii"))
-        run_identity = listing.hexdigest()
-    return finished_key(run_identity, job.options, job.schema, runner=job.runner)
-
-
-def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: float,
-                  beam_options: BeamOptions, key: FinishedKey | None = None) -> ConvertResult:
-    """Run a Beam pipeline - ``build(pipeline, journal)`` adds its steps - and make its result; once it
-    finished here, note ``key`` beside it (``record_finished``)."""
-    from tfrecorder.write.runners import beam_launch
-
-    wait = beam_options.wait
-    options = beam_launch.pipeline_options(runner, folder, beam_options)
-    detached = runner == "DataflowRunner" and not wait and not options.get("dry_run")
-    journal = replace(run.journal, release_lock=detached)
-    with contextlib.ExitStack() as staged:
-        if runner == "DataflowRunner" and "extra_packages" not in options:
-            from tfrecorder.write.runners.dataflow_package import staged_sdist
-
-            options["extra_packages"] = [staged.enter_context(staged_sdist())]  # removed once submitted
-        outcome = beam_launch.run_beam(lambda pipeline: build(pipeline, journal), options, wait=wait)
-    if detached and outcome.job_name:
-        run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
-    seconds = time.perf_counter() - started
-    extra: dict[str, Any] = dict(job_id=outcome.job_id, job_name=outcome.job_name, job_url=outcome.job_url,
-                                 counters=outcome.counters, pipeline_options=outcome.options)
-    if not outcome.finished:
-        return ConvertResult(folder.url, {}, seconds, runner, **extra)
-    manifest = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
-    if key is not None and not detached:
-        record_finished(folder, key)
-    resumed = len(run.resumed) + outcome.counters.get("resumed", 0)
-    return replace(convert_result(folder, manifest, seconds, runner, resumed=resumed), **extra)
 
 
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any):

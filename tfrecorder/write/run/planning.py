@@ -17,7 +17,7 @@ from tfrecorder.write.record.encode import mean_record_bytes
 from tfrecorder.write.run.finish import Finish
 from tfrecorder.write.settings import FetchLimits
 from tfrecorder.write.splits import WRITTEN_SPLITS
-from tfrecorder.write.table import leakage, spill
+from tfrecorder.write.table import leakage, spill, summary_pass
 from tfrecorder.write.table.facts import Facts
 from tfrecorder.write.table.plan import SAMPLE_ROWS, estimates_sizes, plan_shards
 from tfrecorder.write.table.spill import SpilledShard, Summary
@@ -107,8 +107,8 @@ def _check_spellings(summary: Summary, folder: Folder) -> None:
     more = f"; {len(aliased)} files in all" if len(aliased) > 1 else ""
     raise SchemaError(f"column {summary.schema.column_for(Role.IMAGE)!r}: {names} are one image file{more}, named "
                       f"in parts of the table that were read apart (a Beam runner reads each file, and each "
-                      f"{spill.PART_ROWS:,} rows, on its own), so its boxes would make a record for each name: name "
-                      f"each image one way, or convert with runner='local', which makes them one image")
+                      f"{summary_pass.PART_ROWS:,} rows, on its own), so its boxes would make a record for each name: "
+                      f"name each image one way, or convert with runner='local', which makes them one image")
 
 
 def _check_detection_options(table: Table, options: Any) -> None:

@@ -48,7 +48,7 @@ def run_identity(digest: RunDigest, **facts: Any) -> str:
 
 
 def table_run_identity(digest: RunDigest, shards: Sequence[Any], table: Table) -> str:
-    """A local run's identity: ``digest`` fed every part's row keys and image locations (``spill.summarize``),
+    """A local run's identity: ``digest`` fed every part's row keys and image locations (``summary_pass.summarize``),
     the plan (``shards``) and the validated ``table``'s vocabulary and columns."""
     return run_identity(digest, plan=[(s.spec.filename, s.spec.start, s.spec.stop) for s in shards],
                         vocabulary=table.vocabulary,

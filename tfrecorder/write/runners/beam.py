@@ -41,7 +41,7 @@ from tfrecorder.write.runners.beam_steps import (
     stage_part,
 )
 from tfrecorder.write.sources import StagedRows, frame_as_arrow, frame_parts
-from tfrecorder.write.table import spill
+from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.schema_check import EMPTY_TABLE
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def stage_frame(parts: Iterable[Any], folder: Folder) -> StagedRows:
     return StagedRows(folder.url_of(INPUT_DIR), tuple(urls), bytes=size)
 
 
-def build_file_pipeline(pipeline: beam.Pipeline, job: spill.FileJob, folder: Folder,
+def build_file_pipeline(pipeline: beam.Pipeline, job: summary_pass.FileJob, folder: Folder,
                         journal: Journal | None = None) -> None:
     """Add the steps of a conversion that reads its CSV or Parquet files itself (``ConvertFiles``). The job
     holds the files' names: its size does not grow with the table."""
@@ -68,7 +68,7 @@ def build_file_pipeline(pipeline: beam.Pipeline, job: spill.FileJob, folder: Fol
     _ = pipeline | "Files" >> beam.Create(files, reshuffle=False) | ConvertFiles(job, folder, journal)
 
 
-def build_folder_pipeline(pipeline: beam.Pipeline, job: spill.FileJob, folder: Folder,
+def build_folder_pipeline(pipeline: beam.Pipeline, job: summary_pass.FileJob, folder: Folder,
                           journal: Journal | None = None) -> None:
     """Add the steps of a conversion of the image folder ``job.files.url``, listed by the pipeline
     (``ListImageFolder``) -> ``ConvertFiles``."""
@@ -129,8 +129,8 @@ class WriteDataset(beam.PTransform):
         how = self._how
         folder = Folder.of(self._url, how.storage_timeout)
         staged = StagedRows(folder.url_of(INPUT_DIR))
-        job = spill.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision, how.num_shards,
-                            WRITE_DATASET, spill.PART_ROWS)
+        job = summary_pass.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision,
+                                   how.num_shards, WRITE_DATASET, summary_pass.PART_ROWS)
         journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks
         claimed = rows.pipeline | "ClaimFolder" >> ClaimFolder(folder, how.overwrite)
         return (
@@ -163,7 +163,7 @@ class StageRows(beam.PTransform):
     CSVs is typed over every file), so the conversion reads the table ``convert`` reads for a DataFrame of
     the same rows; then the run begins (or resumes) with the parts' digests as its input."""
 
-    def __init__(self, claimed: beam.PCollection, job: spill.FileJob, folder: Folder):
+    def __init__(self, claimed: beam.PCollection, job: summary_pass.FileJob, folder: Folder):
         super().__init__()
         self._claimed, self._job, self._folder = claimed, job, folder
 
@@ -202,7 +202,7 @@ def _keyed_row(row: Any, count: int, _claimed: float) -> tuple[int, tuple[bytes,
                               f"{_shown(row)}")
     digest = hashlib.blake2b(repr(sorted((str(k), _plain(v)) for k, v in row.items())).encode("utf-8"),
                              digest_size=16).digest()
-    parts = max(1, -(-count // spill.PART_ROWS))
+    parts = max(1, -(-count // summary_pass.PART_ROWS))
     return int.from_bytes(digest[:8], "little") % parts, (digest, row)
 
 
@@ -364,7 +364,7 @@ def _as_staged(df: Any, schema: Any) -> Any:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _begin(claimed: float, staged: list[tuple[int, str, int, str] | str], job: spill.FileJob, folder: Folder,
+def _begin(claimed: float, staged: list[tuple[int, str, int, str] | str], job: summary_pass.FileJob, folder: Folder,
            schema: Any) -> Iterator[InputFile]:
     """Begin (or resume) the run of the staged rows - its identity: the parts' digests and the settings, as
     convert's for a DataFrame - and hand their files to the conversion's steps; or refuse rows that Parquet

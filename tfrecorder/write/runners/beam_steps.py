@@ -1,6 +1,6 @@
 """Beam steps: the conversion's stages as composite PTransforms, the way Beam's own ``WriteToTFRecord`` is built.
 
-``ConvertFiles`` takes the files of a table (CSV or Parquet) and runs ``spill``'s passes as steps:
+``ConvertFiles`` takes the files of a table (CSV or Parquet) and runs ``summary_pass``'s passes as steps:
 ``SummarizeFiles`` (a worker per file typing, validating and spilling it under ``output_dir/_beam/rows/``),
 ``PlanShards`` (one step merging the files' summaries and planning the shards), ``WriteShards`` and
 ``WriteMetadata``; ``ListImageFolder`` lists an image folder into such files. The steps move file names, never
@@ -44,7 +44,7 @@ from tfrecorder.write.sources import (
     no_images,
     table_files,
 )
-from tfrecorder.write.table import leakage, spill
+from tfrecorder.write.table import leakage, spill, summary_pass
 
 COUNTERS = "tfrecorder"
 BEAM_DIR = "_beam"  # in output_dir: Dataflow's temp and staging folders, and the rows handed to the workers
@@ -129,12 +129,12 @@ class _Input:
     positions: dict[str, int]  # each file's place in ``files``, by URL
 
 
-def _read_file(file: InputFile, job: spill.FileJob) -> tuple[InputFile, FileFacts]:
+def _read_file(file: InputFile, job: summary_pass.FileJob) -> tuple[InputFile, FileFacts]:
     """A worker's share of the typing pass: one file's rows, columns and their kinds."""
     return file, file_facts(file.url, job.files.parquet, job.part_rows)
 
 
-def _read_input(found: list[tuple[InputFile, FileFacts]], job: spill.FileJob, folder: Folder,
+def _read_input(found: list[tuple[InputFile, FileFacts]], job: summary_pass.FileJob, folder: Folder,
                 journal: Journal | None) -> _Input:
     """The table from every file's facts, and its schema (checked against, or inferred from, its first rows)."""
     found = sorted(found, key=lambda f: f[0].index)
@@ -146,17 +146,17 @@ def _read_input(found: list[tuple[InputFile, FileFacts]], job: spill.FileJob, fo
                       bytes=job.files.bytes or sum(file.bytes for file, _ in found))
     files = table_files(matched, [facts for _, facts in found])
     identity = hashlib.sha256("".join(listed).encode("ascii")).hexdigest() if listed else None
-    return _Input(files, spill.table_schema(files, job.schema, job.part_rows), identity,
+    return _Input(files, summary_pass.table_schema(files, job.schema, job.part_rows), identity,
                   {url: position for position, url in enumerate(files.files)})
 
 
-def _summarize_file(file: InputFile, table: _Input, job: spill.FileJob,
+def _summarize_file(file: InputFile, table: _Input, job: summary_pass.FileJob,
                     folder: Folder) -> tuple[int, spill.Summary, dict[int, leakage.KeyedRows]]:
     """A worker's share of the summary pass: one file validated and spilled under ROWS_DIR; its summary, and
     its image rows' URI hashes by range (for ``_range_leaks``), which the summary no longer carries."""
     rows = _spill_folder(folder)
     rows.makedirs()
-    summary = spill.file_summary(table.files, table.positions[file.url], table.schema, rows,
+    summary = summary_pass.file_summary(table.files, table.positions[file.url], table.schema, rows,
                                  fractions=job.fractions, part_rows=job.part_rows)
     return file.index, replace(summary, uri_keys=[]), leakage.key_ranges(summary.uri_keys)
 
@@ -167,7 +167,7 @@ def _range_leaks(group: tuple[int, Iterable[leakage.KeyedRows]], kind: str) -> l
 
 
 def _plan(summaries: list[tuple[int, spill.Summary]], table: _Input, same_uri: list[list[dict[str, Any]]],
-          job: spill.FileJob, folder: Folder, journal: Journal | None) -> _Planned:
+          job: summary_pass.FileJob, folder: Folder, journal: Journal | None) -> _Planned:
     """The whole table's summary (the files' merged in file order), checked - a table with problems fails
     the job with the SchemaError the local runner gives, before any shard - then divided into shards."""
     ordered = [summary for _, summary in sorted(summaries, key=lambda s: s[0])]
@@ -252,12 +252,13 @@ def _stage_listing(found: tuple[int, list[tuple[str | None, str, str]], str], wi
 
 
 class ConvertFiles(beam.PTransform):
-    """``InputFile``s of CSV or Parquet -> the dataset's Manifest, once dataset.json is written: ``spill``'s passes
-    as composite steps - ``SummarizeFiles`` (type each file, a worker per file; the table and its schema;
-    validate and spill each file), ``PlanShards`` (merge the summaries, the same-URI leaks found by range of
-    URI hash, check, plan), ``WriteShards``, then ``WriteMetadata`` (errors.csv, TFDS files, dataset.json)."""
+    """``InputFile``s of CSV or Parquet -> the dataset's Manifest, once dataset.json is written:
+    ``summary_pass``'s passes as composite steps - ``SummarizeFiles`` (type each file, a worker per file; the
+    table and its schema; validate and spill each file), ``PlanShards`` (merge the summaries, the same-URI leaks
+    found by range of URI hash, check, plan), ``WriteShards``, then ``WriteMetadata`` (errors.csv, TFDS files,
+    dataset.json)."""
 
-    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
+    def __init__(self, job: summary_pass.FileJob, folder: Folder, journal: Journal | None):
         super().__init__()
         self._job, self._folder, self._journal = job, folder, journal
 
@@ -272,7 +273,7 @@ class ConvertFiles(beam.PTransform):
 class SummarizeFiles(beam.PTransform):
     """``InputFile``s -> (the table: a singleton; each file's (index, Summary, URI hashes by range))."""
 
-    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
+    def __init__(self, job: summary_pass.FileJob, folder: Folder, journal: Journal | None):
         super().__init__()
         self._job, self._folder, self._journal = job, folder, journal
 
@@ -296,7 +297,7 @@ class PlanShards(beam.PTransform):
     """The files' summaries -> one ``_Planned``: merged, checked (a table with problems fails here, before any
     shard), divided into shards; image rows grouped by range of URI hash, so no worker holds every URI."""
 
-    def __init__(self, table: beam.PCollection, job: spill.FileJob, folder: Folder, journal: Journal | None):
+    def __init__(self, table: beam.PCollection, job: summary_pass.FileJob, folder: Folder, journal: Journal | None):
         super().__init__()
         self._table, self._job, self._folder, self._journal = table, job, folder, journal
 
@@ -319,7 +320,7 @@ class PlanShards(beam.PTransform):
 class WriteShards(beam.PTransform):
     """The plan -> a ShardResult per shard, each written by one worker (or kept from an earlier run)."""
 
-    def __init__(self, job: spill.FileJob, folder: Folder, journal: Journal | None):
+    def __init__(self, job: summary_pass.FileJob, folder: Folder, journal: Journal | None):
         super().__init__()
         self._job, self._folder, self._journal = job, folder, journal
 

@@ -5,7 +5,7 @@
 - ``FrameSource`` (``frames``): a table held in memory - a DataFrame, or an image folder's listing
   (``folders``) - converted a part at a time as ``TableFiles`` are.
 
-``table_source`` picks the kind; ``spill`` summarizes whichever it gets, part by part.
+``table_source`` picks the kind; ``summary_pass`` summarizes whichever it gets, part by part.
 
 A Beam runner's pipeline reads files only (``BeamInput``): the user's ``MatchedFiles``, a DataFrame's or a
 pipeline's rows as ``StagedRows``, an image folder as the ``ListedFolder`` its workers list into Parquet parts.

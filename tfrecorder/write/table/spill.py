@@ -1,78 +1,30 @@
-"""Spill: every table converted a part at a time, in bounded memory - the one path of every source and runner.
+"""Spill: what the summary pass (``summary_pass``) leaves of a table, and reading it back.
 
-Three passes over the source (``sources.TableFiles``: CSV and Parquet files; ``sources.FrameSource``: a
-DataFrame or an image folder's listing), none of them holding a table larger than memory:
-
-1. (CSV only) ``sources.table_source`` reads each file once, to type each column as the whole table's text
-   says (a column is numbers only if every part says so) and count the rows; a small file of one part is
-   kept as parsed.
-2. ``summarize`` validates each part (``validate.validate_part``) and merges the parts' ``Facts`` into the
-   table's; the ``Spiller`` spills each part's rows, with their content keys (``Table.row_keys``), by split
-   and key range ("bucket"): a table of one part is held as validated (``HeldPart``), the first
-   MEMORY_SPILL_BYTES of a larger one's rows in memory, the rest to files in a spill folder. It keeps each
-   split's SAMPLE_ROWS rows of smallest keys for the size estimate. A table with whole-table problems raises
-   the SchemaError ``Facts.check`` gives, before any shard is written.
-3. ``planning.plan_table`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
-   ``shard.write_spilled_shard`` writes one: its rows read from the buckets its range falls in, one bucket at a
-   time. Shards are independent: the local runner writes them in processes, one per core.
-
-The Beam runners run the same passes as pipeline steps (``runners.beam``): a worker per file types it
-(``sources.file_facts``) and summarizes it (``file_summary``, spilling under ``output_dir/_beam/rows/``);
-the files' summaries merge (``Summary.merge``) into the one ``planning.plan_table`` divides into shards.
+A ``Summary`` holds the table's facts, its rows' counts per split and bucket (a range of content keys) with the
+spill files that hold them, each split's size sample and its leak keys; a table of one part is held as validated
+(``HeldPart``), and small spills in memory (``HeldRows``), carried to each shard. A ``SpilledShard`` names the
+buckets its ranks fall in; ``shard_parts`` reads them back a bucket at a time, in key order, as validated rows
+(a detection table's ranges moved to whole images: ``whole_groups``); ``image_uris`` reads back the image URIs
+of given rows, for the errors and reports that name them.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from tfrecorder.dataset.connectors import BYTES
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
-from tfrecorder.write.settings import RunDigest, is_remote
-from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
+from tfrecorder.write.settings import RunDigest
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.facts import Facts
 from tfrecorder.write.table.plan import SAMPLE_ROWS, ShardSpec
-from tfrecorder.write.table.schema_check import check_schema
-from tfrecorder.write.table.spellings import Spellings
 from tfrecorder.write.table.table import Table
-from tfrecorder.write.table.uris import is_relative
-from tfrecorder.write.table.validate import finalize, validate_part
-
-logger = logging.getLogger(__name__)
-
-PART_ROWS = 100_000  # rows read, validated and spilled at a time
-BUCKET_SOURCE_BYTES = 8 * 1024 * 1024  # source bytes per spill bucket: a bucket is what a shard writer holds
-MAX_BUCKETS = 320  # a writer holds a file open per split and bucket: under the usual limit of 1,024 open files
-REMOTE_SPILL_BLOCK = 2 ** 18  # gs:// spill files (Beam): upload in 256 KiB blocks, so 3 x 320 open ones fit
-SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
-# Spilled rows a conversion in this process keeps in memory before it writes them to its spill folder: a small
-# table never touches the disk (TFDS's Shuffler buffers the same way). Forked shard writers inherit them.
-MEMORY_SPILL_BYTES = 32 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class FileJob:
-    """A conversion of CSV or Parquet files that the pipeline reads itself: what the submitting process knows
-    (the files, found and sized, never read) and the settings."""
-
-    files: BeamInput
-    schema: Schema | None
-    options: Any
-    fractions: tuple[float, ...]
-    float_precision: str
-    num_shards: int | None
-    runner: str
-    part_rows: int  # rows read, validated and spilled at a time (PART_ROWS)
+from tfrecorder.write.table.validate import finalize
 
 
 @dataclass
@@ -158,9 +110,9 @@ class Summary:
         identified by its files)."""
         files = {key: tuple(sorted({*self.files.get(key, ()), *other.files.get(key, ())}))
                  for key in {*self.files, *other.files}}
-        sample = {split: _smallest([t for t in (self.sample.get(split), other.sample.get(split)) if t is not None])
+        sample = {split: smallest([t for t in (self.sample.get(split), other.sample.get(split)) if t is not None])
                   for split in {*self.sample, *other.sample}}
-        images = {code: _image_rows([found for found in (self.images.get(code), other.images.get(code)) if found])
+        images = {code: image_rows([found for found in (self.images.get(code), other.images.get(code)) if found])
                   for code in {*self.images, *other.images}}
         return Summary(self.schema, self.facts.merge(other.facts),
                        self.template if self.template is not None else other.template, self.buckets,
@@ -168,7 +120,7 @@ class Summary:
                        self.remote or other.remote, HeldRows(files={**self.held.files, **other.held.files}), images)
 
 
-def _image_rows(found: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def image_rows(found: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """The images of these parts of a split, each once (an image's boxes may be in several parts): their keys,
     sorted (the stored order), and each one's box rows."""
     if len(found) == 1:
@@ -178,213 +130,13 @@ def _image_rows(found: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
     return keys, rows.astype(np.int64)
 
 
-def bucket_count(files: Source) -> int:
-    """Spill buckets for a source of ``files.bytes`` (Parquet is about a quarter of the CSV's size)."""
-    size = files.bytes * (4 if files.parquet else 1)
-    return int(min(MAX_BUCKETS, max(1, -(-size // BUCKET_SOURCE_BYTES))))
-
-
-def _smallest(tables: list[Any]) -> Any:
+def smallest(tables: list[Any]) -> Any:
     """The SAMPLE_ROWS rows of smallest (key, row) of ``tables`` (pyarrow tables of spilled rows)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     return rows.take(pc.sort_indices(rows, [("key", "ascending"), ("row", "ascending")])[:SAMPLE_ROWS])
-
-
-def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions: Sequence[float],
-              run_digest: Any = None, part_rows: int | None = None) -> Summary:
-    """The summary pass: validate every part, merge the facts, spill the rows by split and key range.
-
-    Raises the SchemaError ``validate`` gives for the whole table (its problems, with their rows).
-    ``run_digest``: a callable(schema table) -> RunDigest, fed each part's keys and image locations."""
-    parts = files.parts(part_rows or PART_ROWS)
-    first = next(parts, None)
-    schema = _first_part_schema(first, schema, files)
-
-    def spilled(rows: Iterator[tuple[pd.DataFrame, Any, int]], spellings: Spellings | None = None) -> Summary:
-        spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, run_digest=run_digest,
-                          memory_bytes=MEMORY_SPILL_BYTES, spellings=spellings)
-        return spiller.spill(rows)
-
-    summary = spilled(itertools.chain([first] if first is not None else [], parts))
-    aliased = summary.facts.spellings.aliased() if summary.facts.spellings and not summary.facts.problems else {}
-    if aliased:  # parts name one file in two ways: summarized again, each file under its first name in the table
-        logger.info("%d image files are named in several ways in different parts; summarizing again", len(aliased))
-        summary = spilled(files.parts(part_rows or PART_ROWS), Spellings(frozenset(aliased)))
-    summary.facts.check()
-    return summary
-
-
-def file_summary(files: TableFiles, index: int, schema: Schema, spill: Folder, *, fractions: Sequence[float],
-                 part_rows: int | None = None) -> Summary:
-    """The summary of one file of ``files`` (its spill files tagged with its index), to merge with the
-    others' (``Summary.merge``): a Beam worker's share of the summary pass. Checks nothing of the whole."""
-    spiller = Spiller(schema, bucket_count(files), spill, f"{index:05d}", fractions=fractions)
-    return spiller.spill(files.file_parts(index, part_rows or PART_ROWS))
-
-
-def table_schema(files: Source, schema: Schema | None, part_rows: int | None = None) -> Schema:
-    """The schema ``summarize`` uses: ``schema`` checked against (or inferred from) the table's first part."""
-    return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema, files)
-
-
-def _first_part_schema(first: tuple[pd.DataFrame, Any, int] | None, schema: Schema | None,
-                       files: Source) -> Schema:
-    """``schema``, or the one inferred from the first part's columns: their kinds from a Parquet file's own
-    schema, from the whole file's text for a CSV (``TableFiles.kinds``), never from the part's values alone;
-    a frame held in memory is judged whole (``FrameSource.schema_frame``)."""
-    arrow = parquet_schema(files.files) if files.parquet and schema is None else None
-    return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow)
-
-
-class Spiller:
-    """Validates parts of a table and spills their rows, with their content keys, per (split, bucket) - to
-    files named ``<split>-<bucket>-<tag>.arrow`` in the spill folder, or, up to ``memory_bytes`` of them, held
-    in this process's memory under those names - ; ``close`` gives the Summary of what it saw."""
-
-    def __init__(self, schema: Schema, buckets: int, spill: Folder, tag: str, *, fractions: Sequence[float],
-                 run_digest: Any = None, memory_bytes: int = 0, spellings: Spellings | None = None):
-        self._schema, self._buckets, self._spill, self._tag = schema, buckets, spill, tag
-        self._spellings = spellings
-        self._memory_bytes = memory_bytes
-        self._first: HeldPart | None = None  # the first part, held whole while it is the only one
-        self._held: dict[tuple[int, int], list[Any]] | None = {} if memory_bytes else None
-        self._held_bytes = 0
-        self._fractions, self._run_digest = fractions, run_digest
-        self._writers: dict[tuple[int, int], Any] = {}
-        self._facts, self._digest = Facts(), None
-        self._template: Table | None = None
-        self._counts = np.zeros((buckets, len(WRITTEN_SPLITS)), np.int64)
-        self._sample: dict[str, Any] = {}
-        self._uri_keys: list[leakage.KeyedRows] = []
-        self._remote = False
-        self._images: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # split code -> each part's images
-
-    def add(self, df: pd.DataFrame, base_dir: Any, first_row: int) -> None:
-        part, facts = validate_part(df, self._schema, first_row=first_row, base_dir=base_dir,
-                                    fractions=self._fractions, spellings=self._spellings)
-        self._facts = self._facts.merge(facts)
-        if self._facts.problems:
-            return  # the table fails: read on only to find every problem
-        if self._template is None:
-            self._template = part.take([])
-            self._digest = self._run_digest(self._template) if self._run_digest is not None else None
-        keys = part.order_keys()
-        codes = {split: i for i, split in enumerate(WRITTEN_SPLITS)}
-        split_codes = np.array([codes.get(s, -1) for s in part.splits], np.int8)
-        rows = np.arange(first_row, first_row + part.num_rows, dtype=np.int64)
-        if self._digest is not None:
-            self._digest.add("keys", part.row_keys() if part.is_detection else keys)
-            self._digest.add("image_locations", part.image_locations)
-            if any(is_relative(u) for u in part.image_locations or ()):
-                # a DataFrame's relative paths name other files from another working directory
-                self._digest.add("working_directory", os.getcwd())
-        if part.image_uris is not None:
-            self._uri_keys.append((BYTES.hashes(part.image_uris), rows, split_codes))
-            self._remote = self._remote or any(is_remote(u) for u in part.image_locations or () if u)
-        if part.is_detection:
-            for code in np.unique(split_codes[split_codes >= 0]).tolist():
-                self._images.setdefault(code, []).append(np.unique(keys[split_codes == code], return_counts=True))
-        held = HeldPart(part, keys, rows, split_codes)
-        if self._first is not None:  # a second part: the first one is spilled as the rest are, counted again
-            first, self._first = self._first, None
-            self._counts[:] = 0
-            self._sample = {}
-            self._spill_part(first)
-        elif self._held is not None and not self._writers and not self._held:
-            self._first = held
-            self._count(held)
-            return
-        self._spill_part(held)
-
-    def _count(self, held: HeldPart) -> None:
-        """Count the held part's rows by split and bucket (its size sample is its rows of smallest keys:
-        ``planning.bytes_per_row`` takes them from it)."""
-        bucket = leakage.key_range(held.keys, self._buckets)
-        for code in range(len(WRITTEN_SPLITS)):
-            stored = held.order(code)
-            if len(stored):
-                self._counts[:, code] += np.bincount(bucket[stored], minlength=self._buckets)
-
-    def _spill_part(self, held: HeldPart) -> None:
-        """Spill a part's rows by split and bucket (to memory or files: ``_put``), and add to the size sample."""
-        import pyarrow as pa
-
-        part, keys, rows, split_codes = held.part, held.keys, held.rows, held.split_codes
-        arrow = part.to_arrow().append_column("key", pa.array(keys)).append_column("row", pa.array(rows))
-        bucket = leakage.key_range(keys, self._buckets)
-        for code, split in enumerate(WRITTEN_SPLITS):
-            mine = np.flatnonzero(split_codes == code)
-            if not len(mine):
-                continue
-            order = mine[np.argsort(bucket[mine], kind="stable")]
-            found, starts = np.unique(bucket[order], return_index=True)
-            for b, start, stop in zip(found.tolist(), starts.tolist(), [*starts[1:].tolist(), len(order)]):
-                self._put(code, b, arrow.take(pa.array(order[start:stop])))
-                self._counts[b, code] += stop - start
-            earlier = self._sample.get(split)
-            self._sample[split] = _smallest([arrow.take(pa.array(mine)), *([earlier] if earlier is not None else [])])
-
-    def spill(self, parts: Iterator[tuple[pd.DataFrame, Any, int]]) -> Summary:
-        """``add`` each part, then ``close``."""
-        try:
-            for df, base_dir, first_row in parts:
-                self.add(df, base_dir, first_row)
-                del df  # freed before the next part is read
-        finally:
-            summary = self.close()
-        return summary
-
-    def _put(self, code: int, bucket: int, rows: Any) -> None:
-        """Spill ``rows`` of split ``code`` in ``bucket``: held in memory until MEMORY_SPILL_BYTES are, then all
-        of them written to the folder (and every row after them)."""
-        if self._held is None:
-            self._writer(code, bucket, rows.schema).write_table(rows)
-            return
-        self._held.setdefault((code, bucket), []).append(rows)
-        self._held_bytes += rows.nbytes
-        if self._held_bytes > self._memory_bytes:
-            held, self._held = self._held, None
-            for (code, bucket), tables in held.items():
-                writer = self._writer(code, bucket, tables[0].schema)
-                for table in tables:
-                    writer.write_table(table)
-
-    def _writer(self, code: int, bucket: int, schema: Any) -> Any:
-        import pyarrow as pa
-
-        writer = self._writers.get((code, bucket))
-        if writer is None:
-            remote = {"block_size": REMOTE_SPILL_BLOCK} if "gs" in self._spill.protocols else {}
-            sink = self._spill.fs.open(self._spill.join(self._name(code, bucket)), "wb", **remote)
-            options = pa.ipc.IpcWriteOptions(compression=SPILL_COMPRESSION)
-            writer = self._writers[(code, bucket)] = (sink, pa.ipc.new_stream(sink, schema, options=options))
-        return writer[1]
-
-    def _name(self, code: int, bucket: int) -> str:
-        return f"{WRITTEN_SPLITS[code].lower()}-{bucket:05d}-{self._tag}.arrow"
-
-    def close(self) -> Summary:
-        """Close the spill files; the Summary of the parts added."""
-        for sink, writer in self._writers.values():
-            writer.close()
-            sink.close()
-        held = HeldRows()
-        if self._first is not None:
-            held.part = self._first
-            counted = {(code, b) for code, b in zip(*np.nonzero(self._counts.T))}
-            files: dict[tuple[int, int], tuple[str, ...]] = {
-                (int(code), int(b)): (self._name(int(code), int(b)),) for code, b in counted}
-        elif self._held is not None:
-            held.files = {self._name(*key): rows for key, rows in self._held.items()}
-            files = {key: (self._name(*key),) for key in self._held}
-        else:
-            files = {key: (self._name(*key),) for key in self._writers}
-        images = {code: _image_rows(found) for code, found in self._images.items()}
-        return Summary(self._schema, self._facts, self._template, self._buckets, self._counts, files,
-                       self._sample, self._digest, self._uri_keys, self._remote, held, images)
 
 
 def shard_parts(shard: SpilledShard) -> Iterator[tuple[list[int], Table]]:
