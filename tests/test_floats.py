@@ -143,3 +143,18 @@ def test_the_rule_on_the_whole_column_and_across_parts():
     assert one.float64_reason() is None and other.float64_reason() is None
     assert "16777216.0 and 16777217.0 both become 16777216.0" in one.merge(other).float64_reason()
     assert one.merge(other).settled().float64_reason() == one.merge(other).float64_reason()
+
+
+def test_a_per_object_float64_column_is_read_back_as_float64(tmp_path):
+    """A detection table's extra column that float32 would change is stored as float64 per object, and
+    load_dataset gives its objects' values back as float64, not as the int64 bits they are stored as."""
+    from tfrecorder.sample_data import make_detection_scenes
+
+    scenes = make_detection_scenes(str(tmp_path / "scenes"), n=4, size=(32, 48))
+    times = 1_700_000_001.75 + np.arange(len(scenes)) * 1.75
+    table = scenes[["split", "image_uri", "label", "xmin", "ymin", "xmax", "ymax"]].assign(t=times, split="TRAIN")
+    tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+    assert dtypes(tmp_path / "out")["objects/t"] == "float64"
+    found = [t for example in tfrecorder.load_dataset(str(tmp_path / "out"), "TRAIN")
+             for t in example["objects"]["t"].numpy().tolist()]
+    assert sorted(found) == times.tolist()
