@@ -116,10 +116,10 @@ def test_convert_flags_have_the_library_defaults_and_choices():
         if dest in renamed:
             continue
         assert action.default == defaults[dest], dest
-    library_only = {"source", "output_dir", "schema", "progress", "dataflow_options", "split_fractions",
-                    "mask_colors"}
+    library_only = {"source", "output_dir", "schema", "progress", "pipeline_options", "dataflow_options",
+                    "split_fractions", "mask_colors"}
     assert set(defaults) - library_only - set(flags) == set()  # every other keyword has a flag
-    assert flags["runner"].choices is not None and "DataflowRunner" in flags["runner"].choices
+    assert all(name in flags["runner"].help for name in ("DirectRunner", "DataflowRunner", "DaskRunner"))
     assert set(flags["image_format"].choices) >= {"keep", "jpeg", "png", "raw"}
 
 

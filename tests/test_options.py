@@ -43,7 +43,8 @@ def test_to_tfr_passes_every_option_to_convert():
 def test_write_dataset_takes_every_option_but_the_pipelines():
     from tfrecorder.beam import WriteDataset
 
-    assert set(PIPELINE_SETTINGS) == {"runner", "progress", "num_workers", "project", "region", "dataflow_options",
+    assert set(PIPELINE_SETTINGS) == {"runner", "progress", "num_workers", "project", "region", "pipeline_options",
+                                      "dataflow_options",
                                       "job_label", "tfrecorder_wheel", "wait", "images_dir"}
     WriteDataset("out", **{f.name: f.metadata["other"] for f in OPTIONS if f.name not in PIPELINE_SETTINGS})
     for name in PIPELINE_SETTINGS:

@@ -17,8 +17,8 @@ from typing import Any
 from tfrecorder._version import __version__
 from tfrecorder.dataset.storage import StoreUnreachable
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.types import TRAIN
-from tfrecorder.write.options import BEAM_RUNNERS, Options
+from tfrecorder.types import LOCAL, TRAIN
+from tfrecorder.write.options import Options
 
 logger = logging.getLogger(__name__)
 
@@ -174,10 +174,10 @@ def _convert(args: argparse.Namespace, extra: Sequence[str]) -> None:
     from tfrecorder.write.convert import convert
 
     beam_options = pipeline_flags(extra)
-    if beam_options and args.runner not in BEAM_RUNNERS:
+    if beam_options and args.runner == LOCAL:
         raise TFRecorderError(f"unrecognized arguments {' '.join(extra)} (pipeline options need a Beam --runner)")
     given = {option.name: _option_value(args, option) for option in fields(Options) if option.metadata["cli"]}
-    result = convert(args.source, args.output_dir, dataflow_options=beam_options or None,
+    result = convert(args.source, args.output_dir, pipeline_options=beam_options or None,
                      **{name: value for name, value in given.items() if value is not _NOT_GIVEN})
     print(as_flags(str(result)))  # a reused conversion's table says so above it
 

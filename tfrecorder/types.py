@@ -37,7 +37,17 @@ TRAIN, VALIDATION, TEST, DISCARD, UNASSIGNED = "TRAIN", "VALIDATION", "TEST", "D
 # Runner names (convert's runner=): here, beside the split names, because the DataFrame accessor names the default
 # at `import tfrecorder` time, before the write side (and fsspec behind it) is imported.
 LOCAL = "local"
-BEAM_RUNNERS = ("DirectRunner", "DataflowRunner")
+# Beam's runners by the names runner= takes, each with its class (Beam itself knows DaskRunner by its path only).
+# Any other runner class is given by its dotted path.
+BEAM_RUNNER_CLASSES = {
+    "DirectRunner": "apache_beam.runners.direct.direct_runner.DirectRunner",
+    "DataflowRunner": "apache_beam.runners.dataflow.dataflow_runner.DataflowRunner",
+    "DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner",
+    "FlinkRunner": "apache_beam.runners.portability.flink_runner.FlinkRunner",
+    "SparkRunner": "apache_beam.runners.portability.spark_runner.SparkRunner",
+    "PrismRunner": "apache_beam.runners.portability.prism_runner.PrismRunner",
+}
+BEAM_RUNNERS = tuple(BEAM_RUNNER_CLASSES)
 RUNNERS = (LOCAL, *BEAM_RUNNERS)
 
 

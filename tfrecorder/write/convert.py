@@ -93,6 +93,7 @@ def convert(
     split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
     project: str | None = None,
     region: str | None = None,
+    pipeline_options: Mapping[str, Any] | None = None,
     dataflow_options: Mapping[str, Any] | None = None,
     job_label: str | None = None,
     tfrecorder_wheel: str | None = None,
@@ -108,7 +109,9 @@ def convert(
         output_dir: local path or URL to write into (directly: no timestamped sub-folder).
         schema: None to infer from column names and dtypes, a ``Schema``, or ``{column: tfrecorder.types.X}``.
         runner: ``"local"`` (this machine, no Beam: shards of large tables of local files written by one process
-            per core, remote images fetched by threads), ``"DirectRunner"`` or ``"DataflowRunner"`` (Apache Beam).
+            per core, remote images fetched by threads), or an Apache Beam runner: ``"DirectRunner"``,
+            ``"DataflowRunner"``, ``"DaskRunner"``, ``"FlinkRunner"``, ``"SparkRunner"``, ``"PrismRunner"``, or
+            another runner class (or its dotted path). The result and dataset.json say which ran.
         num_shards: shards per split; None chooses from the bytes (about 128 MiB a shard).
         compression: None, ``"gzip"`` or ``"zlib"``.
         image_format: ``"keep"`` the original bytes, ``"jpeg"``/``"png"`` re-encode, ``"raw"`` uint8 pixels.
@@ -173,9 +176,11 @@ def convert(
         split_fractions: (TRAIN, VALIDATION, TEST) fractions for rows without a split.
         project: Google Cloud project (DataflowRunner).
         region: Google Cloud region (DataflowRunner).
-        dataflow_options: any other Beam pipeline options, e.g. ``{"machine_type": "n2-standard-4",
-            "max_num_workers": 20}`` for Dataflow, ``{"direct_running_mode": "multi_processing",
-            "direct_num_workers": 2}`` for the DirectRunner.
+        pipeline_options: any other Beam pipeline options, checked against Beam's own option classes (a
+            misspelt one is an error), e.g. ``{"machine_type": "n2-standard-4", "max_num_workers": 20}`` for
+            Dataflow, ``{"direct_running_mode": "multi_processing", "direct_num_workers": 2}`` for the
+            DirectRunner, ``{"dask_client_address": "tcp://scheduler:8786"}`` for the DaskRunner.
+        dataflow_options: TFRecorder 2.0's name of ``pipeline_options``.
         job_label: a label for the Dataflow job name (``tfrecorder-<label>-<time>-<random>``).
         tfrecorder_wheel: a tfrecorder wheel or sdist for Dataflow workers; by default one is built
             from the installed package.
@@ -200,9 +205,14 @@ def convert(
     given = locals()  # the keywords as given, before any other name is bound: one Options field each
     started = time.perf_counter()
     options = Options(**{f.name: given[f.name] for f in fields(Options)})
+    runner = options.checked().runner  # a runner class or the path of a known one: its name
     how = options.conversion()
     beam_options = options.beam()
     beam_options.check(runner, str(output_dir))
+    if runner != LOCAL:  # the pipeline options, against Beam's own, before the folder is touched
+        from tfrecorder.write.runners.beam_launch import checked_options
+
+        checked_options(runner, beam_options.pipeline)
     output = Folder.of(output_dir, how.storage_timeout)
     with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
         result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -25,7 +27,7 @@ from tfrecorder.dataset.records import COMPRESSIONS, check_compression
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
-from tfrecorder.types import BEAM_RUNNERS, LOCAL, RUNNERS, ColumnType
+from tfrecorder.types import BEAM_RUNNER_CLASSES, BEAM_RUNNERS, LOCAL, RUNNERS, ColumnType
 from tfrecorder.write import splits
 from tfrecorder.write.settings import (
     BOX_ORIENTATIONS,
@@ -78,6 +80,34 @@ def option(default: Any, help: str | None, *, choices: Sequence[Any] | None = No
     return field(default=default, metadata=metadata)
 
 
+def check_runner(runner: Any) -> str:
+    """``runner`` as convert runs it: "local", one of BEAM_RUNNERS, or the dotted path of another runner class (a
+    class itself is taken as its path); a path to one of BEAM_RUNNERS is its name. A path that does not import
+    is a TFRecorderError (``beam_launch.runner_class`` refuses a class that is no Beam runner)."""
+    if isinstance(runner, type):  # one of BEAM_RUNNERS (DirectRunner is an alias there), or its path
+        home = sys.modules.get(runner.__module__)
+        named = [name for name, path in BEAM_RUNNER_CLASSES.items()
+                 if path.rpartition(".")[0] == runner.__module__ and getattr(home, path.rpartition(".")[2],
+                                                                             None) is runner]
+        runner = named[0] if named else f"{runner.__module__}.{runner.__qualname__}"
+    if runner in RUNNERS:
+        return runner
+    known = {path: name for name, path in BEAM_RUNNER_CLASSES.items()}
+    if not isinstance(runner, str) or "." not in runner:
+        raise TFRecorderError(f"runner={runner!r}: use {LOCAL!r}, one of {', '.join(map(repr, BEAM_RUNNERS))}, or "
+                              f"a Beam runner class's dotted path (e.g. "
+                              f"'apache_beam.runners.dask.dask_runner.DaskRunner')")
+    if runner in known:
+        return known[runner]
+    module, _, name = runner.rpartition(".")
+    try:
+        getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise TFRecorderError(f"runner={runner!r}: cannot import it ({e}); install the runner's package, or check "
+                              f"the path") from None
+    return runner
+
+
 def _check_mask_classes(classes: Sequence[str] | None) -> tuple[str, ...] | None:
     if classes is not None and (isinstance(classes, str) or not all(isinstance(c, str) for c in classes)):
         raise TFRecorderError(f"mask_classes={classes!r}: give the class names in id order, e.g. "
@@ -125,8 +155,9 @@ class Options:
     ``convert`` command's flags (in this order, help from here) and the run identity (the ``identity`` ones)
     are made from it. A new keyword is a new field here (``option`` says what each part of it is for)."""
 
-    runner: str = option(LOCAL, f"{LOCAL}: in this process; {' or '.join(BEAM_RUNNERS)}: an Apache Beam pipeline",
-                         choices=RUNNERS, run=True, other="DirectRunner")
+    runner: str = option(LOCAL, f"{LOCAL}: in this process; {', '.join(BEAM_RUNNERS)} or a runner class's dotted "
+                                f"path: an Apache Beam pipeline on that runner",
+                         check=lambda v: check_runner(v), metavar="RUNNER", run=True, other="DirectRunner")
     num_shards: int | None = option(None, "shards per split (default: ~128 MiB each)", cli_type=int,
                                     check=lambda v: check_optional_count("num_shards", v, "shards of ~128 MiB"),
                                     identity=True, other=2)
@@ -204,8 +235,10 @@ class Options:
                                  run=True, other="p")
     region: str | None = option(None, "Google Cloud region (required with DataflowRunner; default: none)",
                                 run=True, other="r")
-    dataflow_options: Mapping[str, Any] | None = option(None, None, cli=False, run=True,
+    pipeline_options: Mapping[str, Any] | None = option(None, None, cli=False, run=True,
                                                         other={"machine_type": "n2-standard-4"})
+    dataflow_options: Mapping[str, Any] | None = option(None, None, cli=False, run=True,
+                                                        other={"machine_type": "n2-standard-4"})  # TFRecorder 2.0's
     job_label: str | None = option(None, "label in the Dataflow job name (default: none)", run=True, other="l")
     tfrecorder_wheel: str | None = option(None, "tfrecorder package for Dataflow workers (default: built)",
                                           run=True, other="w.whl")
@@ -244,8 +277,15 @@ class Options:
 
     def beam(self) -> BeamOptions:
         """The Beam and Dataflow settings."""
-        return BeamOptions(self.project, self.region, dict(self.dataflow_options or {}), self.job_label,
-                           self.tfrecorder_wheel, self.wait)
+        if self.pipeline_options is not None and self.dataflow_options is not None:
+            raise TFRecorderError("pipeline_options= and dataflow_options= (its TFRecorder 2.0 name) are one "
+                                  "setting: give one of them")
+        given = self.pipeline_options if self.pipeline_options is not None else self.dataflow_options
+        if given is not None and not (isinstance(given, Mapping) and all(isinstance(k, str) for k in given)):
+            raise TFRecorderError(f"pipeline_options={given!r}: give a dict of Beam pipeline options, e.g. "
+                                  f"{{'direct_num_workers': 2}}")
+        return BeamOptions(self.project, self.region, dict(given or {}), self.job_label, self.tfrecorder_wheel,
+                           self.wait)
 
 
 PIPELINE_SETTINGS = tuple(f.name for f in fields(Options) if f.metadata["run"])  # convert's, not WriteDataset's

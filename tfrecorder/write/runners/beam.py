@@ -7,8 +7,9 @@ Three ways in, one way on (``beam_steps.ConvertFiles``):
   ``output_dir/_beam/input/`` (``stage_frame``).
 - An image folder (``build_folder_pipeline``), listed by the pipeline (``ListImageFolder``: a worker per label
   folder), its rows staged there the same way.
-- Rows of a user's own pipeline (``WriteDataset``: ``ClaimFolder``, ``StageRows``), staged as Parquet parts by
-  a hash of their content, every part typed as the whole PCollection is.
+- Rows of a user's own pipeline (``WriteDataset``: the folder claimed as the pipeline is built, then
+  ``StageRows``), staged as Parquet parts by a hash of their content, every part typed as the whole PCollection
+  is.
 
 ``beam_launch`` runs the pipelines ``convert`` builds here; a user's pipeline runs on its own.
 """
@@ -132,7 +133,7 @@ class WriteDataset(beam.PTransform):
         job = summary_pass.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision,
                                    how.num_shards, WRITE_DATASET, summary_pass.PART_ROWS)
         journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks
-        claimed = rows.pipeline | "ClaimFolder" >> ClaimFolder(folder, how.overwrite)
+        claimed = rows.pipeline | "Claimed" >> beam.Create([_claim(folder, how.overwrite)], reshuffle=False)
         return (
             rows
             | "StageRows" >> StageRows(claimed, job, folder)
@@ -142,21 +143,8 @@ class WriteDataset(beam.PTransform):
         )
 
 
-class ClaimFolder(beam.PTransform):
-    """PBegin -> one element, the time the output folder was claimed for the pipeline (``_claim``)."""
-
-    def __init__(self, folder: Folder, overwrite: bool):
-        super().__init__()
-        self._folder, self._overwrite = folder, overwrite
-
-    def expand(self, pipeline: beam.pvalue.PBegin) -> beam.PCollection:
-        return (pipeline
-                | "Start" >> beam.Create([None], reshuffle=False)
-                | "Claim" >> beam.Map(_claim, self._folder, self._overwrite))
-
-
 class StageRows(beam.PTransform):
-    """Rows -> their Parquet parts under INPUT_DIR (``InputFile``s), once the folder is ``claimed``: one part for
+    """Rows -> their Parquet parts under INPUT_DIR (``InputFile``s), the folder ``claimed``: one part for
     every PART_ROWS rows, a row's part chosen by a hash of its content (so the same rows make the same parts
     in whatever order they come), every part typed as the whole PCollection is (``_part_kinds``: the
     columns and the kinds of their values merged over every part before any part is written, as a glob of
@@ -171,8 +159,7 @@ class StageRows(beam.PTransform):
         count = rows | "CountRows" >> beam.combiners.Count.Globally()
         grouped = (
             rows
-            | "KeyRows" >> beam.Map(_keyed_row, beam.pvalue.AsSingleton(count),
-                                    beam.pvalue.AsSingleton(self._claimed))
+            | "KeyRows" >> beam.Map(_keyed_row, beam.pvalue.AsSingleton(count))
             | "GroupParts" >> beam.GroupByKey()
         )
         schema = (
@@ -186,15 +173,17 @@ class StageRows(beam.PTransform):
                                                           beam.pvalue.AsSingleton(schema))
 
 
-def _claim(_: None, folder: Folder, overwrite: bool) -> float:
-    """Take the output folder for the pipeline (``resume.claim_folder``), before any row is staged in it; the
-    time it was taken (the result's seconds count from it)."""
+def _claim(folder: Folder, overwrite: bool) -> float:
+    """Take the output folder for the pipeline (``resume.claim_folder``) as it is built, as ``convert`` takes it
+    before it builds one: an unusable folder is refused before the pipeline runs, and no step of it has a side
+    effect that a runner re-running a branch would repeat (the DaskRunner computes a side input again for each
+    step that reads it). The time it was taken: the result's seconds count from it."""
     claim = claim_folder(folder, WRITE_DATASET, overwrite=overwrite)
     claim.lock.hand_to_pipeline()
     return time.time()
 
 
-def _keyed_row(row: Any, count: int, _claimed: float) -> tuple[int, tuple[bytes, Any]]:
+def _keyed_row(row: Any, count: int) -> tuple[int, tuple[bytes, Any]]:
     """A row and its content digest, keyed by the Parquet part it goes to: one part for every PART_ROWS rows,
     a row's part chosen by its digest, so the same rows make the same parts whatever their order."""
     if not isinstance(row, dict):

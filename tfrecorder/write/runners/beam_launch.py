@@ -9,13 +9,15 @@ StoreUnreachable.
 from __future__ import annotations
 
 import contextlib
+import difflib
+import importlib
 import re
 import secrets
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfrecorder.dataset.storage import Folder, StoreUnreachable
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
+from tfrecorder.types import BEAM_RUNNER_CLASSES
 from tfrecorder.write.runners.beam_steps import BEAM_DIR, COUNTERS
 from tfrecorder.write.settings import BeamOptions
 
@@ -52,7 +55,9 @@ def job_name(label: str | None) -> str:
 
 
 def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> dict[str, Any]:
-    """The pipeline options for ``runner`` (``beam_options`` already checked by ``convert``)."""
+    """The pipeline options for ``runner`` (``beam_options`` already checked by ``convert``), each of the user's
+    checked against Beam's option classes (the runner's own among them)."""
+    given = checked_options(runner, beam_options.pipeline)
     options: dict[str, Any] = {"runner": runner}
     if runner == "DataflowRunner":
         options.update(
@@ -61,8 +66,42 @@ def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> 
         )
         if beam_options.wheel:
             options["extra_packages"] = [beam_options.wheel]
-    options.update(beam_options.pipeline)
+    options.update(given)
     return options
+
+
+def checked_options(runner: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` as Beam takes them, each by the name Beam's option classes (the runner's own among them) keep
+    it under: a flag's name (``dask_client_address``) or its destination (``address``) alike. An option none of
+    them knows is a TFRecorderError naming it (Beam would drop it with a log line and run without it)."""
+    runner_class(runner)  # its module imported: its options (DaskOptions, ...) are among Beam's option classes
+    parsers: list[Any] = []
+    PipelineOptions(flags=[]).get_all_options(add_extra_args_fn=parsers.append)
+    names = {}
+    for action in parsers[0]._actions:
+        names[action.dest] = action.dest
+        names.update((flag.lstrip("-"), action.dest) for flag in action.option_strings)
+    if given.get("runner") not in (None, runner):
+        raise TFRecorderError(f"pipeline_options={{'runner': {given['runner']!r}}}: give the runner as "
+                              f"runner={given['runner']!r}, which the result and dataset.json then record")
+    unknown = sorted(set(given) - set(names) - {"runner"})
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(names), n=1)
+        raise TFRecorderError(f"pipeline option {unknown[0]!r} is none of Beam's options for {runner}"
+                              + (f": did you mean {close[0]!r}?" if close else ""))
+    return {names[k]: v for k, v in given.items() if k != "runner"}
+
+
+def runner_class(runner: str) -> type:
+    """The class of a Beam runner by its name (``types.BEAM_RUNNER_CLASSES``) or dotted path (as ``check_runner``
+    left it); a TFRecorderError when the path names something else."""
+    from apache_beam.runners.runner import PipelineRunner
+
+    module, _, name = BEAM_RUNNER_CLASSES.get(runner, runner).rpartition(".")
+    found = getattr(importlib.import_module(module), name)
+    if not (isinstance(found, type) and issubclass(found, PipelineRunner)):
+        raise TFRecorderError(f"runner={runner!r} is not a Beam runner class (a PipelineRunner)")
+    return found
 
 
 def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *, wait: bool) -> BeamOutcome:
@@ -73,11 +112,13 @@ def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *,
     waits = runner != "DataflowRunner" or wait and not dry_run
 
     def run() -> Any:
-        pipeline = beam.Pipeline(runner=_runner(runner), options=PipelineOptions(flags=[], **options))
+        given = {k: v for k, v in options.items() if k != "runner"}  # the runner object is given itself
+        pipeline = beam.Pipeline(runner=_runner(runner), options=PipelineOptions(flags=[], **given))
         build(pipeline)
         return pipeline.run()
 
     with _temporary_folder_of_beam():
+        result = None
         try:
             result = run() if runner != "DataflowRunner" else _submitted(run, options.get("job_name"))
             if waits:
@@ -87,6 +128,12 @@ def run_beam(build: Callable[[beam.Pipeline], None], options: dict[str, Any], *,
             if lost is not None:  # convert names the output folder and how to go on
                 raise lost from e
             raise _our_error(e) or TFRecorderError(f"the Beam pipeline failed: {_last_line(e)}") from e
+        finally:
+            # The DaskRunner's result holds the client it connected to the cluster with: closed once the pipeline
+            # has finished (left open, it logs errors for minutes once the cluster goes away).
+            client = getattr(result, "client", None)
+            if waits and client is not None:
+                client.close()
     if waits:
         state = str(result.state)
         if "DONE" not in state:
@@ -151,7 +198,7 @@ def _runner(name: str) -> Any:
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
         return FnApiRunner()
-    return None  # Beam picks it from the options
+    return runner_class(name)()
 
 
 _WHILE_RUNNING = re.compile(r"\s*\[while running '[^']*'\]")
