@@ -12,6 +12,7 @@ from benchmarks import (
     bench_write,
 )
 
-for module in (bench_write, bench_read, bench_detection, bench_segmentation, bench_runners, bench_tabular,
-               bench_wide, bench_scale, bench_memory):
-    module.main([])
+if __name__ == "__main__":  # not again in a worker process started by spawning (Dask's, in bench_runners)
+    for module in (bench_write, bench_read, bench_detection, bench_segmentation, bench_runners, bench_tabular,
+                   bench_wide, bench_scale, bench_memory):
+        module.main([])

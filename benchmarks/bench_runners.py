@@ -1,9 +1,11 @@
-"""Runners: the same 2,000-JPEG table converted by local, DirectRunner in_memory and multi_processing,
-and what each Beam mode costs before the first image (``--images 8000`` shows it amortised)."""
+"""Runners: the same 2,000-JPEG table converted by local, DirectRunner in_memory and multi_processing, and the
+DaskRunner on a ``distributed.LocalCluster`` of 2 worker processes (when ``apache-beam[dask]`` is installed), and
+what each Beam runner costs before the first image (``--images 8000`` shows it amortised)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 
 from benchmarks.common import fresh, jpeg_table, median_seconds, print_table, work_dir
@@ -21,11 +23,25 @@ def main(argv=None) -> None:
     work = work_dir("bench-runners-")
     cases = {
         "local": dict(runner="local", progress=False),
-        "DirectRunner in_memory": dict(runner="DirectRunner", dataflow_options={"direct_running_mode": "in_memory"}),
+        "DirectRunner in_memory": dict(runner="DirectRunner", pipeline_options={"direct_running_mode": "in_memory"}),
         "DirectRunner multi_processing": dict(
             runner="DirectRunner",
-            dataflow_options={"direct_running_mode": "multi_processing", "direct_num_workers": 2}),
+            pipeline_options={"direct_running_mode": "multi_processing", "direct_num_workers": 2}),
     }
+    with contextlib.ExitStack() as stack:
+        try:
+            from distributed import LocalCluster
+        except ImportError:
+            pass
+        else:
+            logging.getLogger("distributed").setLevel(logging.ERROR)
+            cluster = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None))
+            cases["DaskRunner, 2 workers"] = dict(
+                runner="DaskRunner", pipeline_options={"dask_client_address": cluster.scheduler_address})
+        _measure(tfrecorder, table, work, cases, args)
+
+
+def _measure(tfrecorder, table, work, cases, args) -> None:
     tfrecorder.convert(table.head(20), str(work / "warm-up"), progress=False)  # imports TF once, untimed
     seconds = {}
     for name, kwargs in cases.items():
