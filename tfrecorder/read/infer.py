@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import logging
 import posixpath
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD
 from tfrecorder.dataset.example_proto import parse_example
+from tfrecorder.dataset.foreign import label_map, sniff_compression, split_of
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, filesystem
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.infer_od import ObjectTally, detection_entries, is_object_detection, label_map
+from tfrecorder.read.infer_od import ObjectTally, detection_entries, is_object_detection
 from tfrecorder.types import TEST, TRAIN, VALIDATION, Kind
+
+__all__ = ["TFRECORDER2_FORMAT", "find_files", "infer_manifest", "is_glob", "sniff_compression", "split_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,34 +33,6 @@ _SKIP = (".json", ".csv", ".pbtxt", ".txt", ".pb", ".md", INDEX_SUFFIX)
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"RIFF")
 
 TFRECORDER2_FORMAT = "tfrecorder2-base64"  # TFRecorder 2.0: URL-safe base64 of raw uint8 pixels
-
-
-def sniff_compression(head: bytes) -> str | None:
-    """gzip, zlib or None, from a file's first bytes."""
-    if head[:2] == b"\x1f\x8b":
-        return "gzip"
-    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] * 256 + head[1]) % 31 == 0:
-        try:
-            zlib.decompressobj().decompress(head)
-            return "zlib"
-        except zlib.error:
-            return None
-    return None
-
-
-def split_of(name: str) -> str:
-    """TRAIN, VALIDATION or TEST from a file name's prefix, else from its folder when that is named after a split
-    (Roboflow's export: ``valid/cells.tfrecord``); TRAIN when neither names one."""
-    base = posixpath.basename(name).lower()
-    if base.startswith(("valid", "val", "eval", "dev")):
-        return VALIDATION
-    if base.startswith("test"):
-        return TEST
-    return _SPLIT_FOLDERS.get(posixpath.basename(posixpath.dirname(name)).lower(), TRAIN)
-
-
-_SPLIT_FOLDERS = {"valid": VALIDATION, "val": VALIDATION, "validation": VALIDATION, "eval": VALIDATION,
-                  "dev": VALIDATION, "test": TEST}
 
 
 def is_glob(source: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> bool:

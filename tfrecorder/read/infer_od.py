@@ -12,10 +12,7 @@ layout's ``first_class_id`` (1): the names are the vocabulary from there, labels
 
 from __future__ import annotations
 
-import json
 import logging
-import posixpath
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,10 +27,7 @@ from tfrecorder.types import Kind
 logger = logging.getLogger(__name__)
 
 LAYOUT = OBJECT_DETECTION
-LABEL_MAP_SUFFIX = "label_map.pbtxt"  # Datumaro's and ours: label_map.pbtxt; Roboflow's: <name>_label_map.pbtxt
 _LABEL_KEY = LAYOUT.object_label.name.encode()  # found in a record's bytes before it is parsed
-_ITEM = re.compile(r"item\s*\{(.*?)\}", re.DOTALL)
-_QUOTED = r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
 
 
 def is_object_detection(names: Iterable[str]) -> bool:
@@ -73,41 +67,6 @@ class ObjectTally:
                 kind = values.WhichOneof("kind")
                 if kind is not None and len(getattr(values, kind).value) != len(labels):
                     self.uneven.add(key)
-
-
-def label_map(fs: Any, paths: list[str]) -> tuple[dict[int, str], str | None]:
-    """The names of a ``*label_map.pbtxt`` beside the files (the first folder that has one), by id; and its URL."""
-    for folder in dict.fromkeys(posixpath.dirname(p) for p in paths):
-        try:
-            found = sorted(p for p in fs.ls(folder, detail=False) if p.endswith(LABEL_MAP_SUFFIX))
-        except (FileNotFoundError, NotImplementedError):
-            continue
-        if found:
-            return parse_label_map(fs.cat_file(found[0]).decode("utf-8", "replace")), fs.unstrip_protocol(found[0])
-    return {}, None
-
-
-def parse_label_map(text: str) -> dict[int, str]:
-    """The names of a label map's ``item { id: 1 name: 'cat' display_name: 'Cat' }`` entries by id (its
-    display_name where it has one, as the Object Detection API's label_map_util reads it)."""
-    names: dict[int, str] = {}
-    for item in _ITEM.findall(text):
-        found_id = re.search(r"\bid\s*:\s*(-?\d+)", item)
-        name = re.search(rf"\bdisplay_name\s*:\s*{_QUOTED}", item) or re.search(rf"\bname\s*:\s*{_QUOTED}", item)
-        if found_id and name:
-            names[int(found_id.group(1))] = _unquoted(name.group(1))
-    return names
-
-
-def _unquoted(quoted: str) -> str:
-    """A protobuf text-format string's value: its escapes read as JSON reads them (ours are json.dumps')."""
-    body = quoted[1:-1]
-    if quoted[0] == "'":
-        body = body.replace("\\'", "'").replace('"', '\\"')
-    try:
-        return json.loads(f'"{body}"')
-    except ValueError:
-        return body
 
 
 def vocabulary(tally: ObjectTally, names: Mapping[int, str]) -> list[str] | None:
