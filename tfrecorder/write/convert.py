@@ -49,6 +49,7 @@ from tfrecorder.write.settings import (
     DEFAULT_ON_ERROR,
     DEFAULT_VALIDATE,
     KEYPOINTS_ATTR,
+    NOTES_ATTR,
     ROOT_ATTR,
     BeamOptions,
     KeypointNames,
@@ -264,11 +265,14 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
             source = boxes
         options = _keypoint_names(source, _confined(source, options))
         if runner == LOCAL:
-            return _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema), options,
-                                  fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
-                                  progress=progress, workers=num_workers, started=started)
-        return convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
-                            num_shards=num_shards, overwrite=overwrite, started=started)
+            result = _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema),
+                                    options, fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
+                                    progress=progress, workers=num_workers, started=started)
+        else:
+            result = convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
+                                  num_shards=num_shards, overwrite=overwrite, started=started)
+    notes = source.attrs.get(NOTES_ATTR, ()) if isinstance(source, pd.DataFrame) else ()
+    return replace(result, warnings=(*notes, *result.warnings)) if notes else result  # where COCO's images were
 
 
 def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
