@@ -341,11 +341,27 @@ def test_model_garden_decodes_the_object_detection_layout_with_boxes_on_objects(
     assert decoded == 24
 
 
+@pytest.mark.parametrize("mode", [None, "stretch", "pad", "crop"])
+def test_load_dataset_reads_the_object_detection_layout_with_boxes_on_objects(detection_api, mode):
+    """Its images decoded as stored (no EXIF turn: its boxes are in the stored pixels' frame), boxes from the four
+    edges, labels counted from 0 again; in every resize mode, as_supervised too."""
+    size = {"image_size": (64, 80), "resize_mode": mode} if mode else {}
+    seen = 0
+    for example in tfrecorder.load_dataset(detection_api, "TRAIN", **size):
+        objects = example["objects"]
+        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(),
+                          f"od, {mode}, {example['image/filename'].numpy().decode()}")
+        seen += 1
+    assert seen == tfrecorder.read_manifest(detection_api).records("TRAIN") > 10
+    images, targets = next(iter(tfrecorder.load_dataset(detection_api, "TRAIN", batch_size=4, as_supervised=True,
+                                                        image_size=(64, 64), bounding_box_format="rel_yxyx")))
+    for image, boxes, labels in zip(images.numpy(), targets["boxes"].numpy(), targets["labels"].numpy()):
+        assert_on_objects(image, boxes[labels >= 0], labels[labels >= 0], "od, as_supervised")
+
+
 def test_the_object_detection_layout_is_only_for_detection_tables(detection_api, tmp_path):
     manifest = json.load(open(os.path.join(detection_api, "dataset.json")))
     assert not manifest["tfds"]["written"] and "record_format" in manifest["tfds"]["why"]
-    with pytest.raises(tfrecorder.TFRecorderError, match="Model Garden"):
-        tfrecorder.load_dataset(detection_api, "TRAIN")
     plain = pd.DataFrame({"split": ["TRAIN"], "x": [1.0], "label": ["a"]})
     with pytest.raises(tfrecorder.TFRecorderError, match="needs box columns"):
         tfrecorder.convert(plain, str(tmp_path / "out"), record_format="tf_object_detection", progress=False)

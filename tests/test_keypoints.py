@@ -105,6 +105,14 @@ def test_the_object_detection_layout_keeps_y_x_and_visibility_apart(coco, tmp_pa
                                    f"od, {file}")
     assert seen > 10
     assert_given_back(coco, out)
+    read = 0
+    for mode in ("stretch", "pad", "crop"):  # load_dataset makes [N, K, 2] of them, moved with the picture
+        for example in tfrecorder.load_dataset(out, "TRAIN", image_size=(64, 64), resize_mode=mode):
+            objects = example["objects"]
+            assert objects["keypoints"].shape[1:] == (3, 2)
+            read += assert_on_dots(example["image"].numpy(), objects["keypoints"].numpy(),
+                                   objects["keypoint_visibility"].numpy(), f"od, load_dataset, {mode}")
+    assert read > 30
 
 
 def assert_given_back(coco: str, out: str) -> None:

@@ -30,9 +30,15 @@ def test_boxes_stored_by_a_layout_read_back_as_they_were(layout):
 def test_each_layout_says_which_readers_refuse_it():
     DEFAULT.check_reader("load_dataset")
     OBJECT_DETECTION.check_reader("read_tfr")
-    with pytest.raises(TFRecorderError, match=r"^this dataset was written with record_format='tf_object_detection', "
-                                              r"for TF Model Garden's .* load_dataset reads the default"):
-        OBJECT_DETECTION.check_reader("load_dataset")
+    OBJECT_DETECTION.check_reader("load_dataset")  # its image decoded, its boxes gathered from the four edges
+    with pytest.raises(TFRecorderError, match=r"^record_format='tf_object_detection' keeps the Object Detection "
+                                              r"API's keys; convert with the default record_format for TFDS"):
+        OBJECT_DETECTION.check_reader("tfds")
+
+
+def test_load_dataset_names_the_image_image_in_every_layout():
+    assert DEFAULT.read_name("image") == "image" == OBJECT_DETECTION.read_name("image/encoded")
+    assert OBJECT_DETECTION.read_name("image/height") == "image/height"
 
 
 def test_a_dataset_names_its_layout_and_an_unknown_one_is_refused():

@@ -76,6 +76,11 @@ class RecordLayout:
         """An object's feature's name among its object's features (``objects/bbox``: ``bbox``)."""
         return key.removeprefix(self.object_prefix)
 
+    def read_name(self, key: str) -> str:
+        """The name load_dataset gives a feature of this layout: the image, decoded, is ``image`` in every
+        layout (it no longer holds the encoded bytes its key names); the others keep their keys."""
+        return features.IMAGE.name if key == self.image.name else key
+
     def label_key(self, feature: str) -> str:
         """The key a table's label is stored under (``feature``: our layout's, ``label`` or ``objects/label``)."""
         return self.label.name if self.label is not None else feature
@@ -146,7 +151,8 @@ DEFAULT = RecordLayout(
 # record_format="tf_object_detection": a detection record under the keys of the TF Object Detection API
 # (its using_your_own_dataset.md), read by Model Garden's TfExampleDecoder; label_map.pbtxt beside the shards.
 # Its decoders apply no EXIF orientation: the size is the stored pixels', boxes are in their frame, and class
-# ids count from 1 (0 is its background).
+# ids count from 1 (0 is its background). load_dataset reads it so too (the image decoded without its EXIF turn,
+# boxes from the four edges, labels less first_class_id): ours, and other tools' (read/infer_od.py).
 _OD = "tf_object_detection"
 OBJECT_DETECTION = RecordLayout(
     name=_OD,
@@ -158,9 +164,6 @@ OBJECT_DETECTION = RecordLayout(
     keypoints=features.OD_KEYPOINTS,
     label=features.OD_CLASS_LABEL, first_class_id=1, label_map="label_map.pbtxt", plain_tables=False,
     not_read_by={
-        "load_dataset": f"this dataset was written with record_format={_OD!r}, for TF Model Garden's decoders and "
-                        f"the Object Detection API; load_dataset reads the default record_format (convert again "
-                        f"without record_format=)",
         "tfds": f"record_format={_OD!r} keeps the Object Detection API's keys; convert with the default "
                 f"record_format for TFDS",
     },

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import logging
 import posixpath
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD
 from tfrecorder.dataset.example_proto import parse_example
+from tfrecorder.dataset.foreign import label_map, sniff_compression, split_of
+from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, filesystem
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.read.infer_od import ObjectTally, detection_entries, is_object_detection
 from tfrecorder.types import TEST, TRAIN, VALIDATION, Kind
+
+__all__ = ["TFRECORDER2_FORMAT", "find_files", "infer_manifest", "is_glob", "sniff_compression", "split_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,29 +33,6 @@ _SKIP = (".json", ".csv", ".pbtxt", ".txt", ".pb", ".md", INDEX_SUFFIX)
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"RIFF")
 
 TFRECORDER2_FORMAT = "tfrecorder2-base64"  # TFRecorder 2.0: URL-safe base64 of raw uint8 pixels
-
-
-def sniff_compression(head: bytes) -> str | None:
-    """gzip, zlib or None, from a file's first bytes."""
-    if head[:2] == b"\x1f\x8b":
-        return "gzip"
-    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] * 256 + head[1]) % 31 == 0:
-        try:
-            zlib.decompressobj().decompress(head)
-            return "zlib"
-        except zlib.error:
-            return None
-    return None
-
-
-def split_of(name: str) -> str:
-    """TRAIN, VALIDATION or TEST from a file name's prefix; TRAIN when it names none."""
-    base = posixpath.basename(name).lower()
-    if base.startswith(("valid", "val", "eval", "dev")):
-        return VALIDATION
-    if base.startswith("test"):
-        return TEST
-    return TRAIN
 
 
 def is_glob(source: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> bool:
@@ -87,7 +68,9 @@ def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT
     splits: dict[str, list[ShardInfo]] = {}
     compression = None
     samples: list[Any] = []
+    tally = ObjectTally()  # what the Object Detection API's layout holds, should the records be in it
     for path in paths:
+        url, split = fs.unstrip_protocol(path), split_of(path)
         with fs.open(path, "rb") as f:
             compression = sniff_compression(f.read(64))
             f.seek(0)
@@ -95,19 +78,40 @@ def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT
             try:
                 for record in read_records(f, compression):
                     if len(samples) < SAMPLE_RECORDS:
-                        samples.append(parse_example(record, fs.unstrip_protocol(path), count))
+                        samples.append(parse_example(record, url, count))
+                    tally.add(split, record, url, count)
                     count += 1
             except TFRecorderError as e:
-                raise TFRecorderError(f"{fs.unstrip_protocol(path)} is not a readable TFRecord file: {e}") from e
-        shard = ShardInfo(fs.unstrip_protocol(path), count, fs.size(path), "")
-        splits.setdefault(split_of(path), []).append(shard)
+                raise TFRecorderError(f"{url} is not a readable TFRecord file: {e}") from e
+        shard = ShardInfo(url, count, fs.size(path), "")
+        splits.setdefault(split, []).append(shard)
     features, image, label = _infer_features(samples, fs, paths)
     splits = {name: splits[name] for name in (TRAIN, VALIDATION, TEST) if name in splits}
+    rows = {k: RowCounts(sum(s.records for s in v), sum(s.records for s in v)) for k, v in splits.items()}
+    objects = None
+    detection = _detection(features, tally, fs, paths) if is_object_detection(f.name for f in features) else None
+    if detection is not None:  # a detection dataset: a row per object, or one for an image without any
+        features, label, objects = detection
+        image = {"format": "keep", "formats": [], "channels": [], "shape": None}
+        rows = {k: RowCounts(n, n) for k in splits
+                for n in [sum(tally.ids.get(k, {}).values()) + tally.empty[k]]}
     return Manifest(  # connectors guessed from what the records hold, as for a dataset.json naming none
         tfrecorder_version="foreign", features=named_connectors(features, label), splits=splits,
-        rows={k: RowCounts(sum(s.records for s in v), sum(s.records for s in v)) for k, v in splits.items()},
-        compression=compression, label=label, image=image, runner="foreign",
+        rows=rows, compression=compression, label=label, image=image, runner="foreign", objects=objects,
     )
+
+
+def _detection(features: list[FeatureInfo], tally: ObjectTally, fs: Any, paths: list[str]):
+    """``infer_od.detection_entries`` for records in the Object Detection API's layout, the names from a label
+    map beside the files (said in the log) or the records' class text."""
+    names, where = label_map(fs, paths)
+    if where is not None:
+        logger.info("label names from %s", where)
+    found = detection_entries(features, tally, names)
+    if found is None:
+        logger.warning("%s holds the Object Detection API's keys, but a class id under %d (its first class): read "
+                       "as plain records", fs.unstrip_protocol(paths[0]), OBJECT_DETECTION.first_class_id)
+    return found
 
 
 def _infer_features(samples: list[Any], fs: Any, paths: list[str]):

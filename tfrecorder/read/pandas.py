@@ -153,9 +153,13 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, 
     box_names = [_column_name(manifest.feature(b)) for b in layout.boxes or ()]
     label = _column_name(manifest.feature(str(layout.label)))
     per_object = [label, *(_column_name(manifest.feature(name)) for name in layout.per_object)]
+    hidden = [_column_name(manifest.feature(h)) for h in layout.hidden]
+    # A record may leave an object list out where it has no objects (other tools' Object Detection API records)
+    lists = {name: [[] if v is None else v for v in frame[name]]
+             for name in (*box_names, *per_object, *hidden, *layout.keypoints) if frame[name].isna().any()}
+    frame = frame.assign(**lists) if lists else frame
     counts = np.fromiter(map(len, frame[label]), np.int64, len(frame))
     repeat = np.maximum(counts, 1)
-    hidden = [_column_name(manifest.feature(h)) for h in layout.hidden]
     rows = frame.drop(columns=[*box_names, *per_object, *hidden, *layout.keypoints]).iloc[
         np.repeat(np.arange(len(frame)), repeat)]
     rows = rows.reset_index(drop=True)

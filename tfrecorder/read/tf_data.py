@@ -26,7 +26,7 @@ from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
-from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder
+from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder, uniform_shape
 from tfrecorder.read.tf_objects import (
     SUPERVISED_BOX_FORMAT,
     most_objects,
@@ -138,16 +138,25 @@ def _parser(manifest: Manifest, spec: dict[str, Any], where: str, single: bool =
     """Serialized records (``single``: one record) -> parsed features, each decoded by its connector (float64
     from its bits); label ids checked against the vocabulary of dataset.json (``where``)."""
     decoders = {name: connectors.of(manifest.feature(name)).decode for name in spec}
+    layout = layout_of(manifest)
     label = (manifest.label or {}).get("feature")
     if label in decoders and manifest.vocabulary is not None:
-        decoders[label] = _in_vocabulary(decoders[label], len(manifest.vocabulary), where)
+        named = _counted_from(decoders[label], layout.first_class_id)  # an index into the names, in any layout
+        decoders[label] = _in_vocabulary(named, len(manifest.vocabulary), where)
     parse_records = tf.io.parse_single_example if single else tf.io.parse_example
 
     def parse(records: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = parse_records(records, spec)
-        return {name: decoders[name](tensor) for name, tensor in parsed.items()}
+        return {layout.read_name(name): decoders[name](tensor) for name, tensor in parsed.items()}
 
     return parse
+
+
+def _counted_from(decode: Any, first: int):
+    """``decode`` of class ids counted from ``first`` (the Object Detection API's 1), as indices from 0."""
+    if not first:
+        return decode
+    return lambda tensor: decode(tensor) - first
 
 
 def _in_vocabulary(decode: Any, names: int, where: str):
@@ -304,9 +313,11 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     parse = _parser(manifest, spec, where)
     parse_one = _parser(manifest, spec, where, single=True)  # where images are decoded: a record parsed in that step
     layout_of(manifest).check_reader("load_dataset")
+    has_image = layout_of(manifest).image.name in spec  # read as IMAGE.name (``RecordLayout.read_name``)
     if manifest.objects is not None:
-        return _detection(manifest, records, parse_one, spec, count, o).prefetch(AUTOTUNE).with_options(_options())
-    if IMAGE.name in spec and o.decode_images:
+        return _detection(manifest, records, parse_one, has_image, count, o).prefetch(AUTOTUNE).with_options(
+            _options())
+    if has_image and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
         supervised = _supervised(manifest, o.label_key) if o.as_supervised else None
@@ -332,14 +343,14 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     return ds.prefetch(AUTOTUNE).with_options(_options())
 
 
-def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, spec: dict[str, Any], count: int,
+def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, has_image: bool, count: int,
                o: ReadOptions) -> tf.data.Dataset:
     """A detection split's pipeline: per record, in one step, the record parsed (``parse`` takes one), the image
     decoded, its objects gathered under ``objects`` (turned and resized with the image:
     ``tf_image.image_decoder``), padded to ``max_objects``, put as ``as_supervised`` asks; then batched, ragged
     unless padded."""
     decode = None
-    if IMAGE.name in spec and o.decode_images:
+    if has_image and o.decode_images:
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
     gather = objects_gatherer(manifest)
@@ -422,7 +433,7 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
 
 
 def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any) -> None:
-    if batch_size and image_size is None and (manifest.image or {}).get("shape") is None:
+    if batch_size and image_size is None and uniform_shape(manifest) is None:
         raise TFRecorderError(
             "images in this dataset have different sizes, so they cannot be stacked into batches: "
             "pass image_size=(height, width), or batch_size=None"

@@ -19,10 +19,11 @@ from tfrecorder.dataset.features import (
     IMAGE_WIDTH,
     OBJECTS,
 )
-from tfrecorder.dataset.layouts import DEFAULT
+from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import TFRECORDER2_FORMAT
+from tfrecorder.read.tf_objects import placed_members
 
 
 def decode_bytes(data: tf.Tensor, fmt: tf.Tensor | None, formats: Sequence[str], channels: int = 0,
@@ -152,6 +153,17 @@ def _resized(image: tf.Tensor, size: tf.Tensor, method: str) -> tf.Tensor:
                    lambda: tf.image.resize(image, size, method="bilinear"))
 
 
+def _carries_turns(manifest: Manifest) -> bool:
+    return any(o != 1 for o in (manifest.image or {}).get("orientations") or [1])
+
+
+def uniform_shape(manifest: Manifest) -> list[int] | None:
+    """The (height, width) every image of the dataset decodes to, where they share one: dataset.json's
+    ``image.shape`` (as displayed), unless the layout keeps images unturned and some carry an EXIF turn."""
+    shape = (manifest.image or {}).get("shape")
+    return shape if layout_of(manifest).size_displayed or not _carries_turns(manifest) else None
+
+
 def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, resize_mode: str = DEFAULT_RESIZE_MODE,
                   resize_method: str = DEFAULT_RESIZE_METHOD):
     """A function from a parsed example to the same example with ``image`` decoded to uint8 (H, W, C)."""
@@ -165,8 +177,10 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
     raw = info.get("format") == "raw" or base64_pixels
     formats = info.get("formats") or []
     direct = stored == [want] and want != 2  # every image has the channels asked for: decode straight to them
-    uniform = info.get("shape")  # every stored image has this (height, width): batches get a static shape
-    turned = any(o != 1 for o in info.get("orientations") or [1])
+    # Some images may carry an EXIF turn; load_dataset applies it only in a layout that records it beside the
+    # image (ours). In the Object Detection API's, boxes are in the stored pixels' frame: its images stay unturned.
+    turned = _carries_turns(manifest) and layout_of(manifest).orientation is not None
+    uniform = uniform_shape(manifest)  # every decoded image's (height, width): batches get a static shape
     # JPEGs all of one known size, upright: the decode scale is the same for every record, so it is chosen
     # here once (and with it the resize filter), not per record by a switch in the graph.
     static_scale = None
@@ -176,8 +190,7 @@ def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, res
     # The features that follow the picture's geometry, by name: a record's own, and its objects' (by member name).
     placed = {f.name: c for f in manifest.features if (c := connectors.of(f)).in_picture
               and not isinstance(c, connectors.Objects)}
-    objects_placed = {DEFAULT.member(f.name): c for f in manifest.features if (c := connectors.of(f)).in_picture
-                      and isinstance(c, connectors.Objects)}
+    objects_placed = placed_members(manifest)
 
     def decode(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         out = dict(example)

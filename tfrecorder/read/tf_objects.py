@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfrecorder.dataset import connectors
 from tfrecorder.dataset.features import DEFAULT_BOX_FORMAT, IMAGE, OBJECT_LABEL, OBJECTS
-from tfrecorder.dataset.layouts import DEFAULT
+from tfrecorder.dataset.layouts import RecordLayout, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import Folder
 
@@ -47,17 +47,57 @@ def most_objects(manifest: Manifest, folder: Folder) -> int:
 def objects_gatherer(manifest: Manifest):
     """A function from a parsed detection record to the same with its objects' features (those of an ``Objects``
     connector) gathered under ``objects``, each by its member name, a value per object (``{"bbox": [N, 4],
-    "label": [N], ...}``)."""
-    members = {f.name: (DEFAULT.member(f.name), c, f) for f in manifest.features
-               if isinstance(c := connectors.of(f), connectors.Objects)}
+    "label": [N], ...}``), in whichever layout the records are (``layouts``): a box kept as four edges becomes
+    one ``bbox`` (``[ymin, xmin, ymax, xmax]``), keypoints kept as their y, x and visibility apart one
+    ``keypoints`` (``[N, K, 2]``) and ``keypoint_visibility``; the label is ``label`` in every layout."""
+    layout = layout_of(manifest)
+    per_object = {f.name: f for f in manifest.features if isinstance(connectors.of(f), connectors.Objects)}
+    boxes = [f.name for f in layout.box_features]
+    composed = len(boxes) > 1 and all(name in per_object for name in boxes)  # edges apart: one bbox from them
+    edges = [edge for held in layout.box_edges for edge in held]
+    box_order = [edges.index(edge) for edge in _YXYX]
+    points = [f.name for f in layout.keypoints]
+    count = int(((manifest.objects or {}).get("keypoints") or {}).get("count") or 0)
+    split_points = len(points) == 3 and count > 0 and all(name in per_object for name in points)
+    members = {name: (_member(layout, name), connectors.of(f), f) for name, f in per_object.items()
+               if not (composed and name in boxes) and not (split_points and name in points)}
 
     def gather(example: dict[str, tf.Tensor]) -> dict[str, Any]:
-        out = {k: v for k, v in example.items() if k not in members}
-        out[OBJECTS] = {members[k][0]: members[k][1].gathered(v, members[k][2])
-                        for k, v in example.items() if k in members}
+        out = {k: v for k, v in example.items() if k not in per_object}
+        found = {members[k][0]: members[k][1].gathered(v, members[k][2]) for k, v in example.items() if k in members}
+        if composed:
+            held = tf.concat([tf.reshape(example[name], [-1, len(e)]) for name, e in zip(boxes, layout.box_edges)], 1)
+            found[_BBOX] = tf.gather(held, box_order, axis=1)
+        if split_points:
+            y, x, visibility = (tf.reshape(example[name], [-1, count]) for name in points)
+            found[_KEYPOINTS], found[connectors.VISIBILITY] = tf.stack([y, x], axis=-1), visibility
+        out[OBJECTS] = found
         return out
 
     return gather
+
+
+def placed_members(manifest: Manifest) -> dict[str, connectors.Connector]:
+    """The members of ``objects`` (as ``objects_gatherer`` names them) that have a place in the picture, each with
+    the connector that moves it there: the box and the keypoints, whatever features a layout keeps them in."""
+    layout = layout_of(manifest)
+    placed = {_member(layout, f.name): c for f in manifest.features
+              if isinstance(c := connectors.of(f), connectors.Objects) and c.in_picture}
+    names = {f.name for f in manifest.features}
+    if len(layout.box_features) > 1 and all(f.name in names for f in layout.box_features):
+        placed[_BBOX] = connectors.BOX
+    if len(layout.keypoints) == 3 and all(f.name in names for f in layout.keypoints):
+        placed[_KEYPOINTS] = connectors.KEYPOINTS
+    return placed
+
+
+_BBOX, _KEYPOINTS, _LABEL = "bbox", "keypoints", "label"  # the members every layout's objects give
+_YXYX = ("ymin", "xmin", "ymax", "xmax")
+
+
+def _member(layout: RecordLayout, name: str) -> str:
+    """An object feature's member name: its class id is ``label`` in every layout, the others their layout's."""
+    return _LABEL if name == layout.object_label.name else layout.member(name)
 
 
 def padder(max_objects: int | None):
@@ -83,7 +123,7 @@ def supervised_objects(box_format: str):
 
     def split(example: dict[str, Any]) -> Any:
         objects = example[OBJECTS]
-        boxes, labels = objects["bbox"], objects["label"]
+        boxes, labels = objects[_BBOX], objects[_LABEL]
         if box_format != DEFAULT_BOX_FORMAT:  # the stored one
             size = tf.cast(tf.shape(example[IMAGE.name])[:2], tf.float32) if IMAGE.name in example else None
             padding = tf.reduce_all(tf.equal(boxes, -1.0), axis=-1, keepdims=True)

@@ -49,6 +49,7 @@ from tfrecorder.write.settings import (
     DEFAULT_ON_ERROR,
     DEFAULT_VALIDATE,
     KEYPOINTS_ATTR,
+    NOTES_ATTR,
     ROOT_ATTR,
     BeamOptions,
     KeypointNames,
@@ -58,6 +59,7 @@ from tfrecorder.write.settings import (
 )
 from tfrecorder.write.sources import FrameSource, TableFiles, table_source
 from tfrecorder.write.sources.annotations import annotation_table
+from tfrecorder.write.sources.od_records import unpacked_records
 from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.uris import is_relative
 
@@ -267,16 +269,20 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
               num_shards: int | None, overwrite: bool, progress: bool | None, num_workers: int | None,
               started: float, images_dir: str | None = None) -> ConvertResult:
     """Send the conversion down the route its source and runner take."""
-    boxes = annotation_table(source, images_dir)  # a VOC folder, a COCO JSON, an AutoML CSV: their long form
-    if boxes is not None:
-        source = boxes
-    options = _keypoint_names(source, _confined(source, options))
-    if runner == LOCAL:
-        return _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema), options,
-                              fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
-                              progress=progress, workers=num_workers, started=started)
-    return convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
-                        num_shards=num_shards, overwrite=overwrite, started=started)
+    with unpacked_records(source) as source:  # others' Object Detection TFRecords: their images and box rows
+        boxes = annotation_table(source, images_dir)  # a VOC folder, a COCO JSON, an AutoML CSV: their long form
+        if boxes is not None:
+            source = boxes
+        options = _keypoint_names(source, _confined(source, options))
+        if runner == LOCAL:
+            result = _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema),
+                                    options, fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
+                                    progress=progress, workers=num_workers, started=started)
+        else:
+            result = convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
+                                  num_shards=num_shards, overwrite=overwrite, started=started)
+    notes = source.attrs.get(NOTES_ATTR, ()) if isinstance(source, pd.DataFrame) else ()
+    return replace(result, warnings=(*notes, *result.warnings)) if notes else result  # where COCO's images were
 
 
 def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,

@@ -48,6 +48,7 @@ DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2  # far above any photo
 MAX_IMAGE_BYTES = 1024**3  # the most max_image_bytes may be: one record must stay under protobuf's 2 GiB
 DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds a remote image's read may take, each try (and any silence in it)
 KEYPOINTS_ATTR = "tfrecorder.keypoints"  # DataFrame.attrs key of a table's keypoint names: {"names", "skeleton"}
+NOTES_ATTR = "tfrecorder.notes"  # DataFrame.attrs key of what reading an annotation file found (lines for the result)
 ROOT_ATTR = "tfrecorder.root"  # DataFrame.attrs key of an annotation file's table: {"root": ..., "annotations": ...}
 
 

@@ -5,6 +5,7 @@ keys it reads (``COCO_KEYS``), each entry checked, read a column at a time - and
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import posixpath
@@ -18,10 +19,11 @@ from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import KEYPOINTS_COLUMN
-from tfrecorder.write.settings import KEYPOINTS_ATTR
+from tfrecorder.write.settings import KEYPOINTS_ATTR, NOTES_ATTR
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     SIZE_COLUMNS,
+    URL,
     add_row,
     annotation_folder,
     empty_columns,
@@ -32,6 +34,8 @@ from tfrecorder.write.sources.long_form import (
     utf8_text,
 )
 from tfrecorder.write.splits import TEST, TRAIN, UNASSIGNED, VALIDATION
+
+logger = logging.getLogger(__name__)
 
 COCO_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # instances_<name>2017.json
 # The keys read from a COCO file. Every other key is dropped as its object is parsed: the segmentation polygons,
@@ -54,7 +58,13 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     by_image = _coco_by_image(url, annotations, files)
     annotations.clear()  # each image's annotations are freed once its rows are added (by_image.pop)
     split = _coco_split(url)
-    folder = images_dir if images_dir is not None else _coco_images(url)
+    note = None
+    if images_dir is not None:
+        folder = images_dir
+    else:
+        named = [image["file_name"] for image in images[:_LOOKED_FOR]]
+        folder, note, found = _coco_images(url, [n for n in named if _inside(n)])
+        logger.log(logging.INFO if found else logging.WARNING, "%s", note)
     columns = empty_columns(extra)
     for image in images:
         base = {SPLIT_COLUMN: split, IMAGE_COLUMN: join_name(folder, image["file_name"]),
@@ -77,6 +87,8 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     frame = long_frame(columns, extra)
     if names is not None:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
+    if note is not None:
+        frame.attrs[NOTES_ATTR] = (note,)
     return frame
 
 
@@ -215,21 +227,45 @@ def _coco_split(url: str) -> str:
     return UNASSIGNED
 
 
-def _coco_images(url: str) -> str:
-    """Where a COCO file's images are, the first folder that exists of: the split's folder beside
-    ``annotations/`` (COCO 2017: ``annotations/instances_train2017.json`` beside ``train2017/``), ``images/<split>/``
-    there (Datumaro's layout), ``images/`` there, ``images/`` beside the file; else the file's own folder."""
+def _coco_images(url: str, names: list[str]) -> tuple[str, str, bool]:
+    """Where a COCO file's images are when ``images_dir`` is not given, and the line the result says of it: the
+    first of these folders of the dataset's root (the file's folder, or its parent when that is
+    ``annotations/``) that holds one of its first images (``names``): beside the file (Roboflow's
+    ``train/_annotations.coco.json``), ``images/<subset>/`` (Datumaro's), ``images/``, ``<subset>/`` and
+    ``<subset>2017/`` (COCO 2017's ``annotations/instances_train2017.json`` beside ``train2017/``), the subset
+    from ``instances_<subset>.json`` or ``person_keypoints_<subset>.json``. None holding any: the first of them
+    that exists after the file's own folder (else that folder), and the line names where it looked. The third
+    value: whether one held an image."""
     folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
     root = annotation_folder(url)
     stem = posixpath.basename(url).rsplit(".", 1)[0]
-    name = re.sub(r"^(instances|person_keypoints)_", "", stem)
-    candidates = [*([join_name(root, name), join_name(root, f"images/{name}")] if root != folder else []),
-                  join_name(root, "images"), join_name(folder, "images")]
-    for candidate in candidates:
-        fs, path = filesystem(candidate)
-        if fs.isdir(path):
-            return candidate
-    return folder
+    subset = re.sub(r"^(instances|person_keypoints)_", "", stem)
+    candidates = list(dict.fromkeys([folder, join_name(root, f"images/{subset}"), join_name(root, "images"),
+                                     join_name(root, subset), join_name(root, f"{subset}2017"),
+                                     join_name(folder, "images")]))
+    folders = [c for c in candidates if _exists(c, folder=True)]
+    for candidate in folders:
+        if any(_exists(join_name(candidate, name)) for name in names):
+            return candidate, f"COCO annotations {url!r}: images read from {candidate}", True
+    named = next((c for c in folders if c != folder), folder)  # no image there yet: the likeliest folder
+    shown = ", ".join(map(repr, names[:3])) + (", ..." if len(names) > 3 else "")
+    looked = ", ".join(f"{c}/" for c in candidates)
+    return named, (f"COCO annotations {url!r}: none of its first images ({shown}) is in {looked}; they are named "
+                   f"in {named}: give images_dir= the folder that holds them"), False
+
+
+_LOOKED_FOR = 8  # images a folder is tried for: any of them there makes it the images' folder
+
+
+def _exists(url: str, folder: bool = False) -> bool:
+    fs, path = filesystem(url)
+    return fs.isdir(path) if folder else fs.exists(path)
+
+
+def _inside(name: str) -> bool:
+    """A file name that can only name a file under a folder (nothing else is looked for: not a URL, an absolute
+    name or one that climbs out; the fetch names those ``outside_folder``)."""
+    return not URL.match(name) and not name.startswith(("/", "\\")) and ".." not in re.split(r"[/\\]", name)
 
 
 def _coco_id(entry: Mapping[str, Any], key: str, where: str) -> Any:

@@ -1,0 +1,70 @@
+"""COCO exports as exporters lay them out (issue 44): without images_dir, the images are looked for in the
+dataset's root - beside the JSON (Roboflow), images/<subset>/ (Datumaro), images/, <subset>/, <subset>2017/ (COCO
+2017) - and the result says which folder was used, or where it looked when none holds them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import pytest
+from PIL import Image
+
+import tfrecorder
+
+COCO = {"images": [{"id": 1, "file_name": "a.png", "width": 16, "height": 16},
+                   {"id": 2, "file_name": "b.png", "width": 16, "height": 16}],
+        "annotations": [{"id": 1, "image_id": 1, "bbox": [2, 2, 8, 8], "category_id": 1, "iscrowd": 0, "area": 64},
+                        {"id": 2, "image_id": 2, "bbox": [4, 4, 6, 6], "category_id": 1, "iscrowd": 0, "area": 36}],
+        "categories": [{"id": 1, "name": "cat"}]}
+
+
+def export(root, json_at: str, images_at: str) -> str:
+    """A COCO export: the JSON at ``json_at``, its two images in ``images_at`` (both under ``root``), and an
+    empty images/ folder beside, as exports often hold."""
+    (root / "images").mkdir(exist_ok=True)
+    os.makedirs(root / images_at, exist_ok=True)
+    for name in ("a.png", "b.png"):
+        Image.new("RGB", (16, 16), (200, 30, 30)).save(root / images_at / name)
+    path = root / json_at
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(COCO))
+    return str(path)
+
+
+LAYOUTS = {  # exporter: (where the JSON is, where its images are)
+    "datumaro": ("annotations/instances_train.json", "images/train"),
+    "roboflow": ("train/_annotations.coco.json", "train"),
+    "coco 2017": ("annotations/instances_train2017.json", "train2017"),
+    "subset folder": ("annotations/instances_train.json", "train"),
+    "images": ("annotations/instances_train.json", "images"),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_convert_finds_the_images_where_each_exporter_puts_them_and_says_where(layout, tmp_path):
+    json_at, images_at = LAYOUTS[layout]
+    path = export(tmp_path, json_at, images_at)
+    boxes = tfrecorder.read_annotations(path)
+    assert boxes["image_uri"].tolist() == [str(tmp_path / images_at / n) for n in ("a.png", "b.png")]
+    result = tfrecorder.convert(path, str(tmp_path / "out"), progress=False, split_fractions=(1.0, 0.0, 0.0))
+    assert result.errors == 0 and result.rows.written == 2
+    assert f"COCO annotations {path!r}: images read from {tmp_path / images_at}" in result.warnings
+
+
+def test_no_folder_holding_the_images_is_one_line_naming_where_it_looked(tmp_path, caplog):
+    path = export(tmp_path, "annotations/instances_train.json", "elsewhere")
+    with caplog.at_level(logging.WARNING, logger="tfrecorder.write.sources.coco"):
+        boxes = tfrecorder.read_annotations(path)
+    assert boxes["image_uri"].tolist() == [str(tmp_path / "images" / n) for n in ("a.png", "b.png")]
+    looked = ", ".join(f"{tmp_path / p}/" for p in ("annotations", "images/train", "images", "train", "train2017"))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"COCO annotations {path!r}: none of its first images ('a.png', 'b.png') is in {looked}, "
+        f"{tmp_path / 'annotations/images'}/; they are named in {tmp_path / 'images'}: give images_dir= the folder "
+        f"that holds them"]
+    with pytest.raises(tfrecorder.TFRecorderError, match="no row was written"):
+        tfrecorder.convert(path, str(tmp_path / "out"), progress=False)
+    moved = tfrecorder.convert(path, str(tmp_path / "out"), images_dir=str(tmp_path / "elsewhere"), progress=False,
+                               split_fractions=(1.0, 0.0, 0.0), overwrite=True)
+    assert moved.rows.written == 2 and not any("COCO" in w for w in moved.warnings)

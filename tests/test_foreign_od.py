@@ -1,0 +1,167 @@
+"""Others' Object Detection TFRecords (issue 44): an export of Datumaro's tf_detection_api exporter
+(tests/data/datumaro_tf_detection_api, made as its README says) and our own record_format="tf_object_detection"
+shards without their dataset.json are read by load_dataset, read_tfr, info and show as a detection dataset -
+boxes on their objects, label names from the label map or the class text - and convert re-validates them into
+our layout."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+import tfrecorder
+from tests.test_detection import EDGES, assert_on_objects
+from tfrecorder.dataset.foreign import parse_label_map
+from tfrecorder.sample_data import make_detection_scenes
+
+DATUMARO = os.path.join(os.path.dirname(__file__), "data", "datumaro_tf_detection_api")
+COLORS = {"red": (220, 40, 40), "green": (40, 200, 60), "blue": (40, 70, 220)}  # make_datumaro_fixture.py's
+# make_datumaro_fixture.py's SCENES: each record's boxes (label, x, y, w, h in pixels of the 16x16 picture)
+SCENES = {"a.png": [("red", 1, 2, 6, 5), ("blue", 9, 8, 6, 7)], "b.png": [("green", 4, 4, 8, 8)],
+          "c.png": [("blue", 0, 0, 7, 16), ("red", 9, 1, 6, 6), ("green", 9, 9, 7, 6)], "d.png": [],
+          "e.png": [("green", 2, 9, 12, 6)], "f.png": [("red", 5, 1, 6, 6), ("blue", 1, 9, 5, 6)]}
+
+
+def on_colours(image: np.ndarray, boxes: np.ndarray, names: list[str], where: str) -> None:
+    """The middle of every normalized [ymin, xmin, ymax, xmax] box holds its object's colour."""
+    height, width = image.shape[:2]
+    for (y0, x0, y1, x1), name in zip(boxes, names):
+        middle = image[int((y0 + y1) / 2 * height), int((x0 + x1) / 2 * width), :3]
+        assert np.abs(middle.astype(int) - COLORS[name]).max() < 30, f"{where}: {name} box holds {middle}"
+
+
+@pytest.mark.parametrize("mode", [None, "stretch", "pad", "crop"])
+def test_load_dataset_reads_a_datumaro_export_with_boxes_on_objects(mode):
+    names = tfrecorder.label_names(DATUMARO)
+    assert names == ["red", "green", "blue"]  # label_map.pbtxt's, in its ids' order
+    size = {"image_size": (24, 40), "resize_mode": mode} if mode else {}
+    seen = {}
+    for split in ("TRAIN", "VALIDATION"):
+        for example in tfrecorder.load_dataset(DATUMARO, split, **size):
+            objects = {k: v.numpy() for k, v in example["objects"].items()}
+            labels = [names[i] for i in objects["label"]]
+            filename = example["image/filename"].numpy().decode()
+            on_colours(example["image"].numpy(), objects["bbox"], labels, f"{filename}, {mode}")
+            seen[filename] = labels
+    if mode != "crop":  # a crop may cut boxes off
+        assert seen == {name: [b[0] for b in boxes] for name, boxes in SCENES.items()}
+
+
+def test_as_supervised_gives_a_detector_its_targets():
+    images, targets = next(iter(tfrecorder.load_dataset(DATUMARO, "TRAIN", batch_size=4, image_size=(32, 32),
+                                                        as_supervised=True)))
+    assert images.shape == (4, 32, 32, 3) and targets["boxes"].shape == (4, 3, 4)  # padded to the most objects
+    names = tfrecorder.label_names(DATUMARO)
+    for image, boxes, labels in zip(images.numpy(), targets["boxes"].numpy(), targets["labels"].numpy()):
+        kept = labels >= 0
+        on_colours(image, boxes[kept] / 32, [names[i] for i in labels[kept]], "as_supervised")  # pixels: yxyx
+    assert (targets["labels"].numpy() == -1).sum() == 12 - 6  # 6 boxes in 4 images, one without any
+
+
+def test_read_tfr_and_info_give_the_boxes_and_their_counts(tmp_path):
+    rows = tfrecorder.read_tfr(DATUMARO)
+    assert len(rows) == 10 and rows["label"].isna().sum() == 1  # 9 boxes, and the image without any
+    want = [(name, label, x / 16, y / 16, (x + w) / 16, (y + h) / 16)
+            for name, boxes in SCENES.items() for label, x, y, w, h in boxes]
+    got = rows.dropna(subset=["label"])
+    np.testing.assert_allclose(got[EDGES].to_numpy(float), [w[2:] for w in want], atol=1e-6)
+    assert got["label"].tolist() == [w[1] for w in want]
+    assert got["image/filename"].tolist() == [w[0] for w in want]
+    info = tfrecorder.info(DATUMARO)
+    assert info.label_counts == {"TRAIN": {"red": 2, "green": 2, "blue": 2}, "VALIDATION": {"red": 1, "green": 1,
+                                                                                             "blue": 1}}
+    assert tfrecorder.show(DATUMARO, n=4, path=str(tmp_path / "sheet.png")) == str(tmp_path / "sheet.png")
+
+
+def test_a_roboflow_layout_takes_splits_from_folders_and_names_from_the_class_text(tmp_path):
+    """Roboflow: train/ and valid/ each with <name>.tfrecord and <name>_label_map.pbtxt; without a label map the
+    records' image/object/class/text names the classes."""
+    for folder, file in (("train", "train.tfrecord"), ("valid", "val.tfrecord")):
+        os.makedirs(tmp_path / "export" / folder)
+        shutil.copy(os.path.join(DATUMARO, file), tmp_path / "export" / folder / "cells.tfrecord")
+    (tmp_path / "export" / "train" / "cells_label_map.pbtxt").write_text(
+        'item {\n  name: "red_cell"\n  id: 1\n  display_name: "Red cell"\n}\nitem { id: 3 name: "blue" }\n')
+    source = str(tmp_path / "export" / "*" / "*.tfrecord")
+    counts = tfrecorder.info(source).label_counts
+    assert counts == {"TRAIN": {"Red cell": 2, "green": 2, "blue": 2}, "VALIDATION": {"Red cell": 1, "green": 1,
+                                                                                      "blue": 1}}
+    os.remove(tmp_path / "export" / "train" / "cells_label_map.pbtxt")
+    assert tfrecorder.label_names(source) == ["red", "green", "blue"]  # image/object/class/text
+
+
+def test_label_maps_are_read_as_the_object_detection_api_reads_them():
+    text = ("item {\n\tid: 1\n\tname: 'cat'\n}\n\nitem { id: 2 name: \"a \\\"b\\\"\" }\n"
+            "item {\n  name: 'n01'\n  id: 5\n  display_name: 'Dog'\n}\n")
+    assert parse_label_map(text) == {1: "cat", 2: 'a "b"', 5: "Dog"}
+
+
+# --- our own Object Detection API layout, read without its dataset.json -------------------------------------
+
+@pytest.fixture(scope="module")
+def od_shards(tmp_path_factory) -> tuple[pd.DataFrame, str]:
+    """Scenes (some stored turned: EXIF 3, 6, 8) written with record_format="tf_object_detection", then only the
+    shards and label_map.pbtxt kept: another tool's files."""
+    root = tmp_path_factory.mktemp("od")
+    scenes = make_detection_scenes(str(root / "scenes"), n=8)[["split", "image_uri", "label", *EDGES]]
+    scenes = scenes.assign(split="TRAIN")
+    tfrecorder.convert(scenes, str(root / "out"), record_format="tf_object_detection", progress=False)
+    os.makedirs(root / "export")
+    for name in glob.glob(str(root / "out" / "*.tfrecord")) + [str(root / "out" / "label_map.pbtxt")]:
+        shutil.copy(name, root / "export")
+    return scenes, str(root / "export")
+
+
+@pytest.mark.parametrize("mode", ["stretch", "pad", "crop"])
+def test_our_object_detection_shards_read_as_others_keep_boxes_on_objects(od_shards, mode):
+    scenes, export = od_shards
+    names = tfrecorder.label_names(export)
+    assert names == sorted(scenes["label"].unique())
+    seen = 0
+    for example in tfrecorder.load_dataset(export, "TRAIN", image_size=(48, 64), resize_mode=mode):
+        objects = example["objects"]  # the stored pixels, unturned, as the boxes are
+        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(),
+                          [names[i] for i in objects["label"].numpy()], f"{mode}, od as others'")
+        seen += 1
+    assert seen == scenes["image_uri"].nunique()
+
+
+def test_convert_revalidates_others_records_into_our_layout(od_shards, tmp_path):
+    scenes, export = od_shards
+    result = tfrecorder.convert(os.path.join(export, "*.tfrecord"), str(tmp_path / "out"), progress=False)
+    assert result.splits["TRAIN"].boxes == len(scenes) and result.errors == 0
+    back = tfrecorder.read_tfr(str(tmp_path / "out"))
+    key = ["label", *EDGES]
+    got = back[key].sort_values(key).reset_index(drop=True)
+    want = scenes[key].sort_values(key).reset_index(drop=True)
+    assert got["label"].tolist() == want["label"].tolist()
+    np.testing.assert_allclose(got[EDGES].to_numpy(float), want[EDGES].to_numpy(float), atol=0.05)  # displayed px
+    for example in tfrecorder.load_dataset(str(tmp_path / "out"), "TRAIN", image_size=(48, 64)):
+        objects = example["objects"]  # ours: the picture turned upright, its boxes with it
+        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(), "re-converted")
+
+
+def test_convert_names_a_bad_image_of_a_datumaro_export_in_errors_csv(tmp_path):
+    export = tmp_path / "export"
+    shutil.copytree(DATUMARO, export)
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(export / "train.tfrecord"))]
+    broken = tf.train.Example.FromString(records[1])
+    broken.features.feature["image/encoded"].bytes_list.value[0] = b"\x89PNG not an image"
+    with tf.io.TFRecordWriter(str(export / "train.tfrecord")) as writer:
+        for record in [records[0], broken.SerializeToString(), *records[2:]]:
+            writer.write(record)
+    result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
+    assert result.splits["TRAIN"].images == 4 - 1 and result.errors == 1  # its one box row
+    errors = pd.read_csv(tmp_path / "out" / "errors.csv")
+    assert errors["image_uri"].str.endswith("train.tfrecord/000001-b.png").all()
+    assert errors["error"].tolist() == ["unsupported_format"]
+    back = tfrecorder.read_tfr(str(tmp_path / "out"))
+    boxes = back.dropna(subset=["label"])
+    assert sorted(boxes["label"]) == sorted(b[0] for n, bs in SCENES.items() if n != "b.png" for b in bs)
+    pixels = [(x, y, x + w, y + h) for n, bs in SCENES.items() if n != "b.png" for _, x, y, w, h in bs]
+    assert sorted(map(tuple, boxes[EDGES].to_numpy(float).round(3))) == sorted(pixels)  # pixels of 16x16

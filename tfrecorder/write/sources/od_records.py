@@ -1,0 +1,181 @@
+"""Others' Object Detection TFRecords as a source (IO edge): ``convert("export/*.tfrecord", "out/")`` re-validates
+an export of CVAT, Roboflow, Datumaro or the Object Detection API's own scripts (``image/encoded``,
+``image/object/bbox/*`` normalized, ``image/object/class/label`` from 1) into our layout.
+
+Each record becomes its image and its box rows, the long form (``long_form``): the image's bytes are unpacked
+into a folder of their own for the conversion (removed after it), named after the record
+(``<file>/<record number>-<image/filename>``), so the writer checks each image as it checks any file and a bad
+one is a row of errors.csv naming its record. Boxes are given in pixels of the picture as displayed (the stored
+pixels' frame turned by the image's EXIF orientation, which the record's boxes ignore), so every box is checked
+against its image as any table's is. Labels are the label map's names (``label_map.pbtxt`` beside the files),
+else the record's ``image/object/class/text``, else the class id as text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from tfrecorder.dataset.boxes import turn
+from tfrecorder.dataset.example_proto import parse_example
+from tfrecorder.dataset.foreign import label_map, sniff_compression, split_of
+from tfrecorder.dataset.layouts import OBJECT_DETECTION
+from tfrecorder.dataset.manifest import MANIFEST_NAME
+from tfrecorder.dataset.records import read_records
+from tfrecorder.dataset.storage import filesystem
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.write.settings import ROOT_ATTR
+from tfrecorder.write.sources.long_form import BOX_COLUMNS, add_row, empty_columns, long_frame
+
+logger = logging.getLogger(__name__)
+
+LAYOUT = OBJECT_DETECTION
+RECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".record", ".tfrec")  # how exports name them (.gz after, at most)
+_LOOKED_AT = 64  # records of the first file read to tell whether the files are in the layout
+_EXIF_ORIENTATION = 0x0112
+
+
+def record_files(source: Any) -> tuple[Any, list[str]] | None:
+    """(filesystem, paths) when ``source`` is a folder (without dataset.json) or a glob of TFRecord files whose
+    records are in the Object Detection API's layout; else None."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    url = os.fspath(source)
+    fs, path = filesystem(url)
+    if any(c in url for c in "*?[") and not fs.exists(path):
+        paths = sorted(fs.glob(path))
+    elif fs.isdir(path):
+        names = fs.ls(path, detail=False)
+        if any(posixpath.basename(n) == MANIFEST_NAME for n in names):
+            return None  # a dataset of ours
+        paths = sorted(names)
+    else:
+        return None
+    paths = [p for p in paths if _is_record_file(p) and fs.isfile(p)]
+    return (fs, paths) if paths and _in_layout(fs, paths[0]) else None
+
+
+def _is_record_file(path: str) -> bool:
+    name = posixpath.basename(path).lower().removesuffix(".gz")
+    return name.endswith(RECORD_SUFFIXES) or bool(re.search(r"-\d{5}-of-\d{5}$", name))
+
+
+def _in_layout(fs: Any, path: str) -> bool:
+    """Whether the first records of ``path`` hold the layout's image and, in one of them at least, its boxes."""
+    keys = {LAYOUT.image.name, *(f.name for f in LAYOUT.box_features), LAYOUT.object_label.name}
+    try:
+        with fs.open(path, "rb") as f:
+            compression = sniff_compression(f.read(64))
+            f.seek(0)
+            for number, record in enumerate(read_records(f, compression)):
+                if keys <= set(parse_example(record, path, number).features.feature):
+                    return True
+                if number >= _LOOKED_AT:
+                    break
+    except TFRecorderError:
+        return False
+    return False
+
+
+@contextlib.contextmanager
+def unpacked_records(source: Any) -> Iterator[Any]:
+    """``source`` as the long form to convert when it is others' Object Detection TFRecords (their images
+    unpacked into a folder that lasts as long as the conversion); any other source as it is."""
+    found = record_files(source)
+    if found is None:
+        yield source
+        return
+    fs, paths = found
+    key = hashlib.sha256("\n".join(f"{p} {fs.size(p)}" for p in paths).encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), f"tfrecorder-od-{key}")  # one name a source: a re-run is the same
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        yield read_od_records(fs, paths, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
+    """The long form of the records in ``paths``, their images unpacked under ``folder`` (its root)."""
+    names, where = label_map(fs, paths)
+    if where is not None:
+        logger.info("label names from %s", where)
+    columns = empty_columns(())
+    for path in paths:
+        url, stem = fs.unstrip_protocol(path), posixpath.basename(path)
+        os.makedirs(os.path.join(folder, stem), exist_ok=True)
+        with fs.open(path, "rb") as f:
+            compression = sniff_compression(f.read(64))
+            f.seek(0)
+            try:
+                for number, record in enumerate(read_records(f, compression)):
+                    _add_record(columns, parse_example(record, url, number), split_of(path),
+                                os.path.join(folder, stem), number, names)
+            except TFRecorderError as e:
+                raise TFRecorderError(f"{url} is not a readable TFRecord file: {e}") from e
+    frame = long_frame(columns, ())
+    frame.attrs[ROOT_ATTR] = {"root": folder, "annotations": fs.unstrip_protocol(paths[0])}
+    return frame
+
+
+def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder: str, number: int,
+                names: dict[int, str]) -> None:
+    """One record's image unpacked into ``folder`` and its box rows (one empty row for an image without any)."""
+    stored = example.features.feature
+    data = _values(stored, LAYOUT.image.name)
+    data = data[0] if data else b""
+    filename = _values(stored, "image/filename")
+    given = filename[0].decode("utf-8", "replace") if filename else ""
+    image = os.path.join(folder, f"{number:06d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', posixpath.basename(given))}"[:120])
+    with open(image, "wb") as out:
+        out.write(data)
+    ids = [int(v) for v in _values(stored, LAYOUT.object_label.name)]
+    texts = [t.decode("utf-8", "replace") for t in _values(stored, LAYOUT.class_text.name)] if LAYOUT.class_text \
+        else []
+    edges = [np.asarray(_values(stored, f.name), np.float64) for f in LAYOUT.box_features]
+    header = _header(data)
+    # An image whose header cannot be read is one row without boxes: the writer names it in errors.csv
+    if not ids or any(len(e) != len(ids) for e in edges) or header is None:
+        add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS)})
+        return
+    orientation, size = header
+    boxes = LAYOUT.stored_boxes(edges)  # xmin, ymin, xmax, ymax: normalized, the stored pixels' frame
+    boxes = turn(boxes, orientation) * np.tile(size, 2)  # pixels of the picture as displayed
+    for i, class_id in enumerate(ids):
+        label = names.get(class_id) or (texts[i] if i < len(texts) and texts[i] else str(class_id))
+        add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: label,
+                          **dict(zip(BOX_COLUMNS, boxes[i].tolist()))})
+
+
+def _values(stored: Any, key: str) -> list[Any]:
+    if key not in stored:
+        return []
+    kind = stored[key].WhichOneof("kind")
+    return list(getattr(stored[key], kind).value) if kind else []
+
+
+def _header(data: bytes) -> tuple[int, np.ndarray] | None:
+    """An image's EXIF orientation and its (width, height) as displayed, from its header; None where it cannot
+    be read."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            orientation = image.getexif().get(_EXIF_ORIENTATION, 1)
+            orientation = orientation if isinstance(orientation, int) and 1 <= orientation <= 8 else 1
+            width, height = image.size
+    except Exception:  # noqa: BLE001 - any unreadable image: the writer's own check says why
+        return None
+    return orientation, np.array([height, width] if orientation in (5, 6, 7, 8) else [width, height], np.float64)
