@@ -108,7 +108,7 @@ def detection_entries(features: list[FeatureInfo], tally: ObjectTally, names: Ma
             if role == "feature":
                 extra.append(f.name)
         elif f.role == "image":  # another scalar that looked like an image: plain bytes here
-            f = FeatureInfo(f.name, "feature", f.dtype, f.shape, f.nullable, default=f.default)
+            f = FeatureInfo(f.name, "feature", f.dtype, f.shape, nullable=f.nullable, default=f.default)
         kept.append(f)
     counts = {split: {vocab[i - LAYOUT.first_class_id]: n for i, n in sorted(found.items())}
               for split, found in tally.ids.items()}

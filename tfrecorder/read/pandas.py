@@ -190,10 +190,10 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, 
         column[has] = found
         rows[name] = column if not found or isinstance(found[0], str) else pd.array(column.tolist())
     if layout.keypoints:  # a list an object; None for an image without objects
-        lists = np.full(len(rows), None, dtype=object)
+        points = np.full(len(rows), None, dtype=object)
         for at, given in zip(np.flatnonzero(has), _given_keypoints(frame, layout, object_orientations, sizes, counts)):
-            lists[at] = given
-        rows[layout.keypoint_column] = lists
+            points[at] = given
+        rows[layout.keypoint_column] = points
     return rows
 
 

@@ -5,7 +5,7 @@ the most objects one record holds (what ``as_supervised=True`` pads to). ``tf_da
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import tensorflow as tf
 
@@ -59,7 +59,8 @@ def objects_gatherer(manifest: Manifest):
     points = [f.name for f in layout.keypoints]
     count = int(((manifest.objects or {}).get("keypoints") or {}).get("count") or 0)
     split_points = len(points) == 3 and count > 0 and all(name in per_object for name in points)
-    members = {name: (_member(layout, name), connectors.of(f), f) for name, f in per_object.items()
+    members = {name: (_member(layout, name), cast(connectors.Objects, connectors.of(f)), f)
+               for name, f in per_object.items()
                if not (composed and name in boxes) and not (split_points and name in points)}
 
     def gather(example: dict[str, tf.Tensor]) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def placed_members(manifest: Manifest) -> dict[str, connectors.Connector]:
     """The members of ``objects`` (as ``objects_gatherer`` names them) that have a place in the picture, each with
     the connector that moves it there: the box and the keypoints, whatever features a layout keeps them in."""
     layout = layout_of(manifest)
-    placed = {_member(layout, f.name): c for f in manifest.features
+    placed: dict[str, connectors.Connector] = {_member(layout, f.name): c for f in manifest.features
               if isinstance(c := connectors.of(f), connectors.Objects) and c.in_picture}
     names = {f.name for f in manifest.features}
     if len(layout.box_features) > 1 and all(f.name in names for f in layout.box_features):

@@ -136,8 +136,8 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
                 names: dict[int, str]) -> None:
     """One record's image unpacked into ``folder`` and its box rows (one empty row for an image without any)."""
     stored = example.features.feature
-    data = _values(stored, LAYOUT.image.name)
-    data = data[0] if data else b""
+    encoded = _values(stored, LAYOUT.image.name)
+    data = encoded[0] if encoded else b""
     filename = _values(stored, "image/filename")
     given = filename[0].decode("utf-8", "replace") if filename else ""
     image = os.path.join(folder, f"{number:06d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', posixpath.basename(given))}"[:120])
