@@ -33,6 +33,7 @@ from tfrecorder.write.sources.automl import automl_like, read_automl
 from tfrecorder.write.sources.coco import read_coco
 from tfrecorder.write.sources.long_form import annotation_folder, path_url
 from tfrecorder.write.sources.voc import read_voc, read_voc_segmentation
+from tfrecorder.write.sources.yolo import read_yolo, yolo_file
 
 
 def read_annotations(path: str, images_dir: str | None = None, task: str = "auto") -> pd.DataFrame:
@@ -75,6 +76,10 @@ def read_annotations(path: str, images_dir: str | None = None, task: str = "auto
     fs, fs_path = filesystem(url)
     if not fs.exists(fs_path):
         raise TFRecorderError(f"annotations {url!r} do not exist")
+    yolo = yolo_file(url)
+    if yolo is not None:
+        fs, yolo_path = filesystem(yolo)
+        return _rooted(read_yolo(yolo, images_dir), url, images_dir, path_url(yolo, fs, posixpath.dirname(yolo_path)))
     if fs.isdir(fs_path):
         root = fs_path.rstrip("/")
         if task == "segmentation" or (task == "auto" and fs.isdir(f"{root}/SegmentationClass")
@@ -93,7 +98,7 @@ def _rooted(boxes: pd.DataFrame, url: str, images_dir: str | None, folder: str) 
     VOC folder, or the annotation file's folder or its parent) - an absolute local path, or a URL."""
     root = images_dir if images_dir is not None else folder
     root = root.rstrip("/") if "://" in root else os.path.abspath(root)
-    boxes.attrs[ROOT_ATTR] = {"root": root, "annotations": url}
+    boxes.attrs[ROOT_ATTR] = {**boxes.attrs.get(ROOT_ATTR, {}), "root": root, "annotations": url}
     return boxes
 
 
@@ -120,6 +125,8 @@ def _annotation_url(source: Any) -> str | None:
     fs, path = filesystem(url)
     if not fs.exists(path):
         return None
+    if yolo_file(url) is not None:
+        return url
     if fs.isdir(path):
         names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
         voc = "Annotations" in names or "SegmentationClass" in names or any(n.lower().endswith(".xml")
