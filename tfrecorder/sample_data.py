@@ -193,7 +193,7 @@ _ROBOFLOW_SPLITS = {"TRAIN": "train", "VALIDATION": "valid", "TEST": "test"}
 def write_yolo(scenes: pd.DataFrame, directory: Any, layout: str = "ultralytics", shapes: str = "boxes") -> str:
     """The scenes of ``make_detection_scenes`` as a YOLO dataset; returns its folder. Coordinates are normalized
     to the picture as displayed (Ultralytics loads images with their EXIF orientation applied), written exactly
-    (``repr``). Classes are ``OBJECT_COLORS``' in their order.
+    (``repr``). Classes are ``OBJECT_COLORS``' in their order (other labels: sorted).
 
     ``layout``: ``"ultralytics"`` (``data.yaml``, ``images/<split>/``, ``labels/<split>/``), ``"roboflow"``
     (``data.yaml`` naming ``../train/images``, ``../valid/images``, ``../test/images``, and a README, as Roboflow
@@ -211,7 +211,8 @@ def write_yolo(scenes: pd.DataFrame, directory: Any, layout: str = "ultralytics"
         raise ValueError(f"layout={layout!r}, shapes={shapes!r}: give a layout of {YOLO_LAYOUTS} and shapes "
                          f"'boxes', 'polygons' or 'pose'")
     root = Path(directory)
-    names = list(OBJECT_COLORS)
+    labels = set(scenes["label"].dropna())
+    names = list(OBJECT_COLORS) if labels <= set(OBJECT_COLORS) else sorted(labels)
     lists: dict[str, list[str]] = {}
     count = 0
     for uri, rows in scenes.groupby("image_uri", sort=False):

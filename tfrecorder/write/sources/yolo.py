@@ -415,11 +415,13 @@ def _line(words: list[str], dataset: _Dataset) -> tuple[str, tuple[float, float,
     polygon; _BadLine says what is wrong."""
     label = _class(words[0], dataset.names)
     values = [_number(w) for w in words[1:]]
-    for value in values:
-        if not -TOLERANCE <= value <= 1 + TOLERANCE:
+    dims = dataset.kpt_shape[1] if dataset.kpt_shape is not None else 2
+    visibility = {i for i in range(4 + dims - 1, len(values), dims)} if dims == 3 else set()
+    for i, value in enumerate(values):
+        if i not in visibility and not -TOLERANCE <= value <= 1 + TOLERANCE:
             raise _BadLine(f"coordinate {value:g} is outside [0, 1] (YOLO's are normalized to the image's size)")
     if dataset.kpt_shape is not None:
-        count, dims = dataset.kpt_shape
+        count = dataset.kpt_shape[0]
         if len(values) != 4 + count * dims:
             raise _BadLine(f"{len(words)} values, where kpt_shape [{count}, {dims}] makes a line class, cx cy w h "
                            f"and {count} points of {dims}: {5 + count * dims}")
