@@ -274,7 +274,9 @@ def test_what_is_not_a_yolo_dataset_is_refused_in_one_line(tmp_path):
         tfrecorder.convert(str(tmp_path / "config.yaml"), str(tmp_path / "out"), progress=False)
     tiny_png(tmp_path / "bare" / "images" / "a.png")
     (tmp_path / "bare" / "labels").mkdir()
-    with pytest.raises(TFRecorderError, match=r"holds images/ and labels/ as a YOLO dataset does, but no data.yaml"):
+    (tmp_path / "bare" / "labels" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    with pytest.raises(TFRecorderError, match=r"bare' looks like a YOLO dataset \(images/ beside labels/ of \.txt "
+                                              r"files\) but has no data.yaml naming its classes"):
         tfrecorder.convert(str(tmp_path / "bare"), str(tmp_path / "out"), progress=False)
 
 

@@ -34,7 +34,7 @@ from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import KEYPOINTS_COLUMN
 from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, NOTES_ATTR, ROOT_ATTR, Root
-from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS
+from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS, YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     add_row,
@@ -46,7 +46,6 @@ from tfrecorder.write.sources.long_form import (
 )
 from tfrecorder.write.splits import TEST, TRAIN, VALIDATION
 
-YAML_NAMES = ("data.yaml", "data.yml")  # the data.yaml a folder is read by
 DARKNET_NAMES = ("obj.names", "obj.data")  # a Darknet folder's
 YAML_SPLITS = {"train": TRAIN, "val": VALIDATION, "valid": VALIDATION, "validation": VALIDATION, "test": TEST}
 DARKNET_LISTS = {"train": TRAIN, "valid": VALIDATION, "val": VALIDATION, "test": TEST}  # <name>.txt, obj.data keys
@@ -56,20 +55,23 @@ SHOWN_FILES = 5  # files a note names
 
 
 def yolo_file(url: str) -> str | None:
-    """The file a YOLO dataset at ``url`` is read by: ``url`` itself when it is a ``.yaml``/``.yml`` file, a
-    folder's ``data.yaml`` (or ``data.yml``), or its Darknet ``obj.data``/``obj.names``; None for anything else."""
+    """The file a YOLO dataset at ``url`` is read by: ``url`` itself when it is a YAML file, a folder's Darknet
+    ``obj.data``/``obj.names``, or the YAML file that describes it (``data.yaml``, or one with ``names:`` or
+    ``nc:``); None for anything else. A folder of ``images/`` beside ``labels/`` without one is refused: nothing
+    names its classes."""
     fs, path = filesystem(url)
     if not fs.isdir(path):
-        return url if url.lower().endswith((".yaml", ".yml")) else None
-    names = {posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)}
-    found = next((n for n in (*YAML_NAMES, *DARKNET_NAMES) if n in names), None)
-    if found is not None:
+        return url if url.lower().endswith(YAML_EXTENSIONS) else None
+    root = path.rstrip("/")
+    names = {posixpath.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)}
+    found = next((n for n in DARKNET_NAMES if n in names), None) or yolo_evidence(fs, root)
+    if not found:
+        return None
+    if found in names:
         return f"{url.rstrip('/')}/{found}" if "://" in url else os.path.join(url, found)
-    splits = [n for n in names if n in ("train", "valid", "val", "test")]
-    if {"images", "labels"} <= names or any(fs.isdir(f"{path.rstrip('/')}/{n}/labels") for n in splits):
-        raise TFRecorderError(f"{url!r} holds images/ and labels/ as a YOLO dataset does, but no data.yaml naming "
-                              f"its classes: add one (names: [...], train: images/train, ...), or give its path")
-    return None
+    raise TFRecorderError(f"source {url!r} looks like a YOLO dataset ({found}) but has no data.yaml naming its "
+                          f"classes: add one beside them (names: [...], train: ..., val: ...) and give it, or "
+                          f"its folder")
 
 
 @dataclass
