@@ -10,8 +10,9 @@ from benchmarks import (
     bench_tabular,
     bench_wide,
     bench_write,
+    bench_yolo,
 )
 
-for module in (bench_write, bench_read, bench_detection, bench_segmentation, bench_runners, bench_tabular,
+for module in (bench_write, bench_read, bench_detection, bench_yolo, bench_segmentation, bench_runners, bench_tabular,
                bench_wide, bench_scale, bench_memory):
     module.main([])
