@@ -418,7 +418,7 @@ def _line(words: list[str], dataset: _Dataset) -> tuple[str, tuple[float, float,
     label = _class(words[0], dataset.names)
     values = [_number(w) for w in words[1:]]
     dims = dataset.kpt_shape[1] if dataset.kpt_shape is not None else 2
-    visibility = {i for i in range(4 + dims - 1, len(values), dims)} if dims == 3 else set()
+    visibility = set(range(4 + dims - 1, len(values), dims)) if dims == 3 else set()  # keypoints' v: not coordinates
     for i, value in enumerate(values):
         if i not in visibility and not -TOLERANCE <= value <= 1 + TOLERANCE:
             raise _BadLine(f"coordinate {value:g} is outside [0, 1] (YOLO's are normalized to the image's size)")
@@ -444,7 +444,7 @@ def _class(word: str, names: Mapping[int, str]) -> str:
         number = float(word)
     except ValueError:
         raise _BadLine(f"class {quoted(word)} is not a number") from None
-    if number != int(number) if math.isfinite(number) else True:
+    if not math.isfinite(number) or number != int(number) or number < 0:
         raise _BadLine(f"class {quoted(word)} is not a class id (0, 1, ...)")
     if int(number) not in names:
         ids = sorted(names)
