@@ -37,7 +37,6 @@ from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, NOTES_ATTR
 from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS, YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
-    add_row,
     empty_columns,
     long_frame,
     path_url,
@@ -108,14 +107,17 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     columns = empty_columns(extra)
     refused: dict[str, str] = {}
     polygons = 0
+    none = [(None, (None,) * 4, None)]  # an image without objects: one row, no label, no box
     for (image, split), (label_file, objects, problems, shapes) in zip(dataset.images.items(), parsed):
         uri = path_url(url, fs, image)
-        base = {SPLIT_COLUMN: split, IMAGE_COLUMN: uri}
-        for label, edges, points in objects:
-            add_row(columns, {**base, LABEL_COLUMN: label, **dict(zip(BOX_COLUMNS, edges)),
-                              **({KEYPOINTS_COLUMN: points} if extra else {})})
-        if not objects:
-            add_row(columns, {**base, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS), **dict.fromkeys(extra)})
+        rows = objects or none
+        columns[SPLIT_COLUMN] += [split] * len(rows)  # a column at a time: thousands of images, a few rows each
+        columns[IMAGE_COLUMN] += [uri] * len(rows)
+        columns[LABEL_COLUMN] += [label for label, _, _ in rows]
+        for i, edge in enumerate(BOX_COLUMNS):
+            columns[edge] += [edges[i] for _, edges, _ in rows]
+        if extra:
+            columns[KEYPOINTS_COLUMN] += [points for _, _, points in rows]
         if problems:
             more = f" (and {len(problems) - 1} more bad lines)" if len(problems) > 1 else ""
             refused[uri] = f"{path_url(url, fs, label_file or label_path(image))} {problems[0]}{more}"
@@ -250,7 +252,7 @@ def _add_entry(dataset: _Dataset, key: str, split: str, path: str) -> None:
     """The images of one split entry: every image under a folder (sorted), or each line of a .txt list."""
     fs = dataset.fs
     if fs.isdir(path):
-        found = sorted(p for p in fs.find(path) if p.lower().endswith(IMAGE_EXTENSIONS))
+        found = [p for p in _files_under(fs, path) if p.lower().endswith(IMAGE_EXTENSIONS)]
         for image in found:
             _add_image(dataset, image, split)
     elif fs.isfile(path):
@@ -351,19 +353,21 @@ def label_path(image: str) -> str:
 
 def _read_labels(dataset: _Dataset, guard: Root) -> list[tuple[str | None, Objects, list[str], int]]:
     """Each image's (label file or None when it has none, objects, problems, polygons), in the images' order; the
-    files read by threads (``LABEL_THREADS``). A label file outside the root is never read: a problem."""
+    files read by ``LABEL_THREADS`` threads, a run of images each (a task per image costs more than a small
+    file's read). A label file outside the root is never read: a problem."""
     fs = dataset.fs
-    listed = _label_files(dataset, guard)
+    listed, outside = _label_files(dataset, guard)
+    read = _read_local if _is_local(fs) else fs.cat_file
 
     def one(image: str) -> tuple[str | None, Objects, list[str], int]:
         path = label_path(image)
-        if not guard.holds(path_url(dataset.url, fs, path)):  # an image outside is a row error of its own
-            inside = guard.holds(path_url(dataset.url, fs, image))
+        link = listed.get(path)
+        if posixpath.dirname(path) in outside or link and not guard.holds(path_url(dataset.url, fs, path)):
+            inside = guard.holds(path_url(dataset.url, fs, image))  # an image outside is a row error of its own
             return None, [], ["its label file is outside the dataset's root: not read"] if inside else [], 0
-        if path not in listed:
+        if link is None:
             return None, [], [], 0
-        with fs.open(path, "rb") as f:
-            data = f.read()
+        data = read(path)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -371,21 +375,52 @@ def _read_labels(dataset: _Dataset, guard: Root) -> list[tuple[str | None, Objec
             return path, [], [f"line {line}: is not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"], 0
         return (path, *_parse(text, dataset))
 
+    def run(images: list[str]) -> list[tuple[str | None, Objects, list[str], int]]:
+        return [one(image) for image in images]
+
+    images = list(dataset.images)
+    size = max(1, math.ceil(len(images) / (4 * LABEL_THREADS)))
     with ThreadPoolExecutor(LABEL_THREADS) as pool:
-        pending = [pool.submit(contextvars.copy_context().run, one, image) for image in dataset.images]
-        return [p.result() for p in pending]
+        pending = [pool.submit(contextvars.copy_context().run, run, images[i:i + size])
+                   for i in range(0, len(images), size)]
+        return [found for p in pending for found in p.result()]
 
 
-def _label_files(dataset: _Dataset, guard: Root) -> set[str]:
-    """The .txt files in every folder inside the root that holds a label file of the dataset's images: listed once
-    a folder, not asked for once an image."""
+def _read_local(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _is_local(fs: Any) -> bool:
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "file" in protocols
+
+
+def _label_files(dataset: _Dataset, guard: Root) -> tuple[dict[str, bool], set[str]]:
+    """The .txt files in every folder inside the root that holds a label file of the dataset's images, each with
+    whether it is a link (checked against the root where it is read), listed once a folder, not asked for once an
+    image; and those folders outside the root, never listed."""
     fs = dataset.fs
     folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
-    files: set[str] = set()
+    files: dict[str, bool] = {}
+    outside = set()
     for folder in folders:
-        if guard.holds(path_url(dataset.url, fs, folder)) and fs.isdir(folder):
-            files.update(p for p in fs.ls(folder, detail=False) if p.endswith(".txt"))
-    return files
+        if not guard.holds(path_url(dataset.url, fs, folder)):
+            outside.add(folder)
+        elif _is_local(fs) and os.path.isdir(folder):  # the directory's entries say which are links: no stat each
+            with os.scandir(folder) as entries:
+                files.update((e.path, e.is_symlink()) for e in entries if e.name.endswith(".txt"))
+        elif not _is_local(fs) and fs.isdir(folder):
+            files.update((e["name"], bool(e.get("islink"))) for e in fs.ls(folder, detail=True)
+                         if e["name"].endswith(".txt"))
+    return files, outside
+
+
+def _files_under(fs: Any, folder: str) -> list[str]:
+    """Every file under ``folder``, sorted (os.walk for a local one: fsspec asks each file's details)."""
+    if not _is_local(fs):
+        return sorted(fs.find(folder))
+    return sorted(os.path.join(top, name) for top, _, names in os.walk(folder) for name in names)
 
 
 def _parse(text: str, dataset: _Dataset) -> tuple[Objects, list[str], int]:
@@ -416,12 +451,19 @@ def _line(words: list[str], dataset: _Dataset) -> tuple[str, tuple[float, float,
     """A label line's class name, box edges (normalized), keypoints (``[x, y, v] * K``) and whether it was a
     polygon; _BadLine says what is wrong."""
     label = _class(words[0], dataset.names)
-    values = [_number(w) for w in words[1:]]
+    try:
+        values = [float(w) for w in words[1:]]
+    except ValueError:
+        values = [_number(w) for w in words[1:]]  # raises, naming the word
     dims = dataset.kpt_shape[1] if dataset.kpt_shape is not None else 2
-    visibility = set(range(4 + dims - 1, len(values), dims)) if dims == 3 else set()  # keypoints' v: not coordinates
-    for i, value in enumerate(values):
-        if i not in visibility and not -TOLERANCE <= value <= 1 + TOLERANCE:
-            raise _BadLine(f"coordinate {value:g} is outside [0, 1] (YOLO's are normalized to the image's size)")
+    coordinates = values if dims == 2 else [v for i, v in enumerate(values) if i < 4 or (i - 4) % 3 != 2]  # not v
+    if not (coordinates and math.isfinite(sum(coordinates))  # a NaN or an infinity makes the sum not finite
+            and -TOLERANCE <= min(coordinates) and max(coordinates) <= 1 + TOLERANCE):
+        for value in coordinates:
+            if not math.isfinite(value):
+                raise _BadLine(f"{value} is not a finite number")
+            if not -TOLERANCE <= value <= 1 + TOLERANCE:
+                raise _BadLine(f"coordinate {value:g} is outside [0, 1] (YOLO's are normalized to the image's size)")
     if dataset.kpt_shape is not None:
         count = dataset.kpt_shape[0]
         if len(values) != 4 + count * dims:
@@ -440,6 +482,8 @@ def _line(words: list[str], dataset: _Dataset) -> tuple[str, tuple[float, float,
 
 
 def _class(word: str, names: Mapping[int, str]) -> str:
+    if word.isdigit() and int(word) in names:  # the usual line: a known id
+        return names[int(word)]
     try:
         number = float(word)
     except ValueError:
@@ -495,7 +539,7 @@ def _skipped(dataset: _Dataset, labels: set[str]) -> tuple[list[str], list[str]]
     used = set(dataset.images) | labels | dataset.read
     label_folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
     skipped, orphans = [], []
-    for path in sorted(fs.find(root)):
+    for path in _files_under(fs, root):
         if path in used:
             continue
         inside = path[len(root) + 1:]
