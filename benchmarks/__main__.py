@@ -10,9 +10,10 @@ from benchmarks import (
     bench_tabular,
     bench_wide,
     bench_write,
+    bench_yolo,
 )
 
 if __name__ == "__main__":  # not again in a worker process started by spawning (Dask's, in bench_runners)
-    for module in (bench_write, bench_read, bench_detection, bench_segmentation, bench_runners, bench_tabular,
-                   bench_wide, bench_scale, bench_memory):
+    for module in (bench_write, bench_read, bench_detection, bench_yolo, bench_segmentation, bench_runners,
+                   bench_tabular, bench_wide, bench_scale, bench_memory):
         module.main([])

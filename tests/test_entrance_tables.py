@@ -102,16 +102,17 @@ def _yolo(root: Path, data_yaml: bool = True) -> Path:
     return root
 
 
-def test_a_yolo_folder_or_its_data_yaml_is_refused_naming_what_it_looks_like(tmp_path):
+def test_a_yolo_folder_or_its_data_yaml_is_read_as_yolo_and_one_without_a_yaml_refused(tmp_path):
     """A YOLO/Roboflow folder became a classification dataset labelled images/train (valid/ dropped) and its
-    data.yaml was read as a CSV (rows all not_found): both are refused in one line."""
+    data.yaml was read as a CSV (rows all not_found): both are read as the YOLO dataset they are (its boxes, valid/
+    as VALIDATION); a folder of images/ beside labels/ with nothing naming its classes is refused in one line."""
     root = _yolo(tmp_path / "yolo")
-    with pytest.raises(TFRecorderError, match=r"yolo' looks like a YOLO dataset \(data\.yaml\): YOLO is not read "
-                                              r"yet, so convert cannot read it"):
-        _convert(str(root), tmp_path / "out")
-    with pytest.raises(TFRecorderError, match=r"data\.yaml' is a YAML file, not a table .*YOLO is not read yet"):
-        _convert(str(root / "data.yaml"), tmp_path / "out")
-    with pytest.raises(TFRecorderError, match=r"looks like a YOLO dataset \(train/images beside train/labels/"):
+    for source, out in ((root, "out"), (root / "data.yaml", "out_yaml")):
+        result = _convert(str(source), tmp_path / out)
+        assert {s: r.written for s, r in result.splits.items()} == {"TRAIN": 3, "VALIDATION": 1}
+        assert tfrecorder.read_tfr(result.tfrecord_dir)["label"].tolist() == ["a"] * 4  # a row per box
+    with pytest.raises(TFRecorderError, match=r"looks like a YOLO dataset \(train/images beside train/labels/.*\) "
+                                              r"but has no data.yaml naming its classes"):
         _convert(str(_yolo(tmp_path / "no_yaml", data_yaml=False)), tmp_path / "out", runner="DirectRunner")
     (tmp_path / "flat" / "labels").mkdir(parents=True)
     (tmp_path / "flat" / "labels" / "a0.txt").write_text("0 0.5 0.5 0.2 0.2\n")

@@ -30,6 +30,9 @@ ROW_ERRORS: dict[str, tuple[str, str]] = {
                         "install the backend (s3fs, adlfs, ...) or fix the scheme"),
     "outside_folder": ("an annotation file names a file outside the dataset's root (absolute, ../, a URL, a "
                        "symlink out)", "give images_dir= the folder that holds the images"),
+    "bad_annotation": ("a line of the image's annotation file is wrong (YOLO: a class outside names, a coordinate "
+                       "outside [0, 1], an odd polygon, a word that is not a number)",
+                       "fix the line the message names (file and line number)"),
     "empty_file": ("a zero-byte file", "replace the file (often an interrupted download)"),
     "too_large": ("over max_image_bytes= or the pixel limit (a decompression bomb guard)",
                   "raise max_image_bytes= / max_image_pixels= if the image is genuine"),

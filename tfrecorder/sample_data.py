@@ -185,6 +185,101 @@ def write_voc(scenes: pd.DataFrame, directory: Any) -> str:
     return str(root)
 
 
+YOLO_LAYOUTS = ("ultralytics", "roboflow", "darknet")
+_YOLO_SPLITS = {"TRAIN": "train", "VALIDATION": "val", "TEST": "test"}
+_ROBOFLOW_SPLITS = {"TRAIN": "train", "VALIDATION": "valid", "TEST": "test"}
+
+
+def write_yolo(scenes: pd.DataFrame, directory: Any, layout: str = "ultralytics", shapes: str = "boxes") -> str:
+    """The scenes of ``make_detection_scenes`` as a YOLO dataset; returns its folder. Coordinates are normalized
+    to the picture as displayed (Ultralytics loads images with their EXIF orientation applied), written exactly
+    (``repr``). Classes are ``OBJECT_COLORS``' in their order (other labels: sorted).
+
+    ``layout``: ``"ultralytics"`` (``data.yaml``, ``images/<split>/``, ``labels/<split>/``), ``"roboflow"``
+    (``data.yaml`` naming ``../train/images``, ``../valid/images``, ``../test/images``, and a README, as Roboflow
+    exports) or ``"darknet"`` (``obj.names``, ``obj.data``, ``train.txt``... naming ``data/obj_<split>_data/<image>``,
+    a label file beside each image, as CVAT exports). ``shapes``: ``"boxes"`` (``class cx cy w h``),
+    ``"polygons"`` (each box as a polygon of 5 points on its edges) or ``"pose"`` (``class cx cy w h`` then
+    ``x y v`` for each point of the scenes' ``keypoints`` column, ``[x, y, v] * K`` in pixels as displayed).
+
+    Examples:
+        >>> scenes = make_detection_scenes(str(tmp_path / "scenes"), n=3)
+        >>> sorted(os.listdir(write_yolo(scenes, tmp_path / "yolo")))
+        ['data.yaml', 'images', 'labels']
+    """
+    if layout not in YOLO_LAYOUTS or shapes not in ("boxes", "polygons", "pose"):
+        raise ValueError(f"layout={layout!r}, shapes={shapes!r}: give a layout of {YOLO_LAYOUTS} and shapes "
+                         f"'boxes', 'polygons' or 'pose'")
+    root = Path(directory)
+    labels = set(scenes["label"].dropna())
+    names = list(OBJECT_COLORS) if labels <= set(OBJECT_COLORS) else sorted(labels)
+    lists: dict[str, list[str]] = {}
+    count = 0
+    for uri, rows in scenes.groupby("image_uri", sort=False):
+        first = rows.iloc[0]
+        image, label = _yolo_paths(root, layout, first.split, os.path.basename(uri))
+        os.makedirs(image.parent, exist_ok=True)
+        os.makedirs(label.parent, exist_ok=True)
+        shutil.copyfile(uri, image)
+        lists.setdefault(first.split, []).append(image.name)
+        turned = int(first.orientation) in (5, 6, 7, 8)
+        width, height = ((first.stored_height, first.stored_width) if turned else
+                         (first.stored_width, first.stored_height))
+        lines = [_yolo_line(names.index(row.label), row, float(width), float(height), shapes)
+                 for row in rows.itertuples() if isinstance(row.label, str)]
+        count = len(getattr(rows.iloc[0], "keypoints", None) or []) // 3 if shapes == "pose" else 0
+        label.write_text("".join(f"{line}\n" for line in lines))
+    if layout == "darknet":
+        (root / "obj.names").write_text("".join(f"{name}\n" for name in names))
+        data = [f"classes = {len(names)}", "names = data/obj.names", "backup = backup/"]
+        for split, files in lists.items():
+            folder = _ROBOFLOW_SPLITS[split]
+            (root / f"{folder}.txt").write_text("".join(f"data/obj_{folder}_data/{f}\n" for f in files))
+            data.append(f"{folder} = data/{folder}.txt")
+        (root / "obj.data").write_text("\n".join(data) + "\n")
+        return str(root)
+    yaml_lines = [] if layout == "roboflow" else ["path: .  # the dataset's root"]
+    for split in lists:
+        key = _YOLO_SPLITS[split]
+        yaml_lines.append(f"{key}: ../{_ROBOFLOW_SPLITS[split]}/images" if layout == "roboflow" else
+                          f"{key}: images/{key}")
+    if shapes == "pose":
+        yaml_lines.append(f"kpt_shape: [{count}, 3]")
+    yaml_lines += [f"nc: {len(names)}", "names: [" + ", ".join(names) + "]" if layout == "roboflow" else
+                   "names:\n" + "".join(f"  {i}: {name}\n" for i, name in enumerate(names)).rstrip("\n")]
+    (root / "data.yaml").write_text("\n".join(yaml_lines) + "\n")
+    if layout == "roboflow":
+        (root / "README.roboflow.txt").write_text("This dataset was exported via roboflow.com\n")
+    return str(root)
+
+
+def _yolo_paths(root: Path, layout: str, split: str, name: str) -> tuple[Path, Path]:
+    """Where a YOLO layout keeps an image of ``split`` and its label file."""
+    stem = os.path.splitext(name)[0]
+    if layout == "ultralytics":
+        folder = _YOLO_SPLITS[split]
+        return root / "images" / folder / name, root / "labels" / folder / f"{stem}.txt"
+    if layout == "roboflow":
+        folder = _ROBOFLOW_SPLITS[split]
+        return root / folder / "images" / name, root / folder / "labels" / f"{stem}.txt"
+    darknet = root / f"obj_{_ROBOFLOW_SPLITS[split]}_data"
+    return darknet / name, darknet / f"{stem}.txt"
+
+
+def _yolo_line(class_id: int, row: Any, width: float, height: float, shapes: str) -> str:
+    """One object's label line: its box (or polygon, or box and points) normalized to the displayed picture."""
+    x0, y0, x1, y1 = row.xmin / width, row.ymin / height, row.xmax / width, row.ymax / height
+    if shapes == "polygons":
+        values = [x0, y0, (x0 + x1) / 2, y0, x1, y0, x1, y1, x0, y1]
+    else:
+        values = [(x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0]
+    if shapes == "pose":
+        points = list(row.keypoints)
+        for k in range(0, len(points), 3):
+            values += [points[k] / width, points[k + 1] / height, points[k + 2]] if points[k + 2] else [0.0, 0.0, 0]
+    return " ".join([str(class_id), *(repr(float(v)) if isinstance(v, float) else str(v) for v in values)])
+
+
 # The keypoint scenes' points: each a coloured dot, so a point on its dot holds that colour; the skeleton joins the
 # head to each hand (COCO's pairs, counted from 1).
 KEYPOINT_COLORS = {"head": (230, 210, 30), "left_hand": (30, 190, 40), "right_hand": (30, 40, 220)}

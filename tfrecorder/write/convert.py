@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,6 +39,7 @@ from tfrecorder.write.run.spill_folder import spill_folder
 from tfrecorder.write.run.started import holding, read_as, reused, space_left
 from tfrecorder.write.runners.beam_dispatch import convert_beam
 from tfrecorder.write.settings import (
+    BOX_UNITS_ATTR,
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
     DEFAULT_FLOAT_PRECISION,
@@ -62,6 +64,8 @@ from tfrecorder.write.sources.annotations import annotation_table
 from tfrecorder.write.sources.od_records import unpacked_records
 from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.uris import is_relative
+
+logger = logging.getLogger(__name__)
 
 
 def convert(
@@ -270,10 +274,10 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
               started: float, images_dir: str | None = None) -> ConvertResult:
     """Send the conversion down the route its source and runner take."""
     with unpacked_records(source) as source:  # others' Object Detection TFRecords: their images and box rows
-        boxes = annotation_table(source, images_dir)  # a VOC folder, a COCO JSON, an AutoML CSV: their long form
+        boxes = annotation_table(source, images_dir)  # VOC, COCO, YOLO, an AutoML CSV: their long form
         if boxes is not None:
             source = boxes
-        options = _keypoint_names(source, _confined(source, options))
+        options = _given_units(source, _keypoint_names(source, _confined(source, options)))
         if runner == LOCAL:
             result = _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema),
                                     options, fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
@@ -281,8 +285,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
         else:
             result = convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
                                   num_shards=num_shards, overwrite=overwrite, started=started)
-    notes = source.attrs.get(NOTES_ATTR, ()) if isinstance(source, pd.DataFrame) else ()
-    return replace(result, warnings=(*notes, *result.warnings)) if notes else result  # where COCO's images were
+    return _read_notes(source, result)  # where COCO's images were, YOLO's label files without images, ...
 
 
 def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
@@ -322,7 +325,35 @@ def _confined(source: Any, options: WriteOptions) -> WriteOptions:
     root = source.attrs.get(ROOT_ATTR) if isinstance(source, pd.DataFrame) else None
     if not root:
         return options
-    return replace(options, fetch=replace(options.fetch, root=Root(str(root["root"]), str(root["annotations"]))))
+    refused = tuple(sorted((str(image), str(why)) for image, why in (root.get("refused") or {}).items()))
+    return replace(options, fetch=replace(options.fetch, root=Root(str(root["root"]), str(root["annotations"]),
+                                                                   refused)))
+
+
+def _given_units(source: Any, options: WriteOptions) -> WriteOptions:
+    """``options`` with the box units an annotation file's table says its format gives (YOLO's are normalized):
+    "auto" would judge them by their range, and a box a hair beyond 1 would turn every box into pixels."""
+    units = source.attrs.get(BOX_UNITS_ATTR) if isinstance(source, pd.DataFrame) else None
+    if not units or options.box_units == units:
+        return options
+    if options.box_units != DEFAULT_BOX_UNITS:
+        named = source.attrs.get(ROOT_ATTR, {}).get("annotations", "the annotation file")
+        raise TFRecorderError(f"box_units={options.box_units!r}: {named} gives its boxes {units}; leave "
+                              f"box_units out (or give {units!r})")
+    return replace(options, box_units=units)
+
+
+def _read_notes(source: Any, result: ConvertResult) -> ConvertResult:
+    """``result`` with what an annotation file's table says of how it was read (``NOTES_ATTR``): its warnings,
+    and the files under its root that are no row in ``skipped``."""
+    notes = source.attrs.get(NOTES_ATTR) if isinstance(source, pd.DataFrame) else None
+    if not notes:
+        return result
+    warnings = tuple(notes.get("warnings", ()))
+    for warning in warnings:
+        logger.warning("%s", warning)
+    return replace(result, warnings=warnings + result.warnings,
+                   skipped=tuple(notes.get("skipped", ())) + result.skipped)
 
 
 def _keypoint_names(source: Any, options: WriteOptions) -> WriteOptions:

@@ -48,8 +48,10 @@ DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2  # far above any photo
 MAX_IMAGE_BYTES = 1024**3  # the most max_image_bytes may be: one record must stay under protobuf's 2 GiB
 DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds a remote image's read may take, each try (and any silence in it)
 KEYPOINTS_ATTR = "tfrecorder.keypoints"  # DataFrame.attrs key of a table's keypoint names: {"names", "skeleton"}
-NOTES_ATTR = "tfrecorder.notes"  # DataFrame.attrs key of what reading an annotation file found (lines for the result)
-ROOT_ATTR = "tfrecorder.root"  # DataFrame.attrs key of an annotation file's table: {"root": ..., "annotations": ...}
+# DataFrame.attrs key of an annotation file's table: {"root": ..., "annotations": ..., "refused": {image: why}}
+ROOT_ATTR = "tfrecorder.root"
+BOX_UNITS_ATTR = "tfrecorder.box_units"  # ... the units its format gives boxes in ("normalized": YOLO's)
+NOTES_ATTR = "tfrecorder.notes"  # ... what the result says of how it was read: {"warnings": [...], "skipped": [...]}
 
 
 @dataclass(frozen=True)
@@ -74,22 +76,50 @@ class Root:
 
     A name is outside when it is a URL under a local root (or a local path under a remote one: a remote
     annotation file never names a local file), on another host or bucket, or resolves - ``..`` and, for local
-    files, symlinks followed - to a place out of ``url``."""
+    files, symlinks followed - to a place out of ``url``.
+
+    ``refused``: (image, what is wrong) for each image whose annotation has a bad line (a YOLO label file's class
+    outside ``names``, say): the reader keeps the image's rows and names the line here, so the image is a row
+    error (``bad_annotation``) where it is fetched, its rows counted in errors.csv, never written without a box."""
 
     url: str
     named_by: str
+    refused: tuple[tuple[str, str], ...] = ()
 
     def check(self, location: str) -> None:
         """An ImageError ``outside_folder`` naming the location, the annotation file and how to name the root,
-        when ``location`` is outside."""
+        when ``location`` is outside; ``bad_annotation`` naming the line when its annotation is refused."""
         if not self.holds(location):
             raise ImageError("outside_folder", f"{location} is named by {self.named_by}, outside the dataset's root "
                                                f"{self.url}: give images_dir= the folder that holds the images to "
                                                f"read files from there")
+        problem = self._refused.get(location)
+        if problem is not None:
+            raise ImageError("bad_annotation", problem)
+
+    @functools.cached_property
+    def _refused(self) -> dict[str, str]:
+        return dict(self.refused)
 
     @functools.cached_property
     def _real_root(self) -> str:  # once per conversion, not once per image
         return os.path.realpath(local_path(self.url))
+
+    @functools.cached_property
+    def _real_folders(self) -> dict[str, str]:
+        return {}
+
+    def _real_path(self, path: str) -> str:
+        """Where ``path`` really is, links followed: its folder's real path found once a folder (thousands of
+        images share a few folders; following every part of every path cost 28 us an image), then the file
+        itself followed where it is a link."""
+        folder, name = os.path.split(os.path.abspath(path))
+        if not name or ".." in path.split(os.sep) or os.path.islink(path):  # a link's ".." is where it leads
+            return os.path.realpath(path)
+        real = self._real_folders.get(folder)
+        if real is None:
+            real = self._real_folders.setdefault(folder, os.path.realpath(folder))
+        return os.path.join(real, name)
 
     def holds(self, location: str) -> bool:
         if is_remote(self.url):
@@ -102,8 +132,7 @@ class Root:
         if is_remote(location):
             return False
         top = self._real_root
-        path = local_path(location)
-        return os.path.commonpath([os.path.realpath(path), top]) == top  # links followed: where it really is
+        return os.path.commonpath([self._real_path(local_path(location)), top]) == top
 
 
 def local_path(location: str) -> str:

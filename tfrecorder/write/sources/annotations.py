@@ -1,11 +1,13 @@
 """Annotations (IO edge): object-detection tables in the formats people have - a Pascal VOC folder, COCO
-``instances_*.json``, an AutoML Vision object-detection CSV - read into one long form: a row per box.
+``instances_*.json``, a YOLO dataset (``data.yaml``, Roboflow's export, Darknet), an AutoML Vision
+object-detection CSV - read into one long form: a row per box.
 
 The long form's columns (``LONG_FORM``): ``split, image_uri, label, xmin, ymin, xmax, ymax``, then what the
 format adds (VOC: ``difficult``, ``truncated``; COCO: ``is_crowd`` (its ``iscrowd``), ``area``) and, where the
 format records it, the size of the image the boxes were drawn on (``width``, ``height``). A row whose label and box are
 empty is an image without objects. Coordinates are box edges in pixels counted from 0 (VOC's 1-based
-inclusive pixels and COCO's ``[x, y, w, h]`` are turned into edges), or normalized to [0, 1] (AutoML).
+inclusive pixels and COCO's ``[x, y, w, h]`` are turned into edges), or normalized to [0, 1] (AutoML; YOLO, whose
+centres and sizes are turned into edges, its units said in ``attrs[BOX_UNITS_ATTR]``).
 
 What comes in is untrusted and is checked as it is read: a wrong entry (an id, a file name, a size, a box) is a
 one-line error naming the file, the entry and what is wrong, never a traceback; nothing is dropped without a
@@ -14,7 +16,7 @@ in two units are SchemaErrors). VOC XML is parsed with defusedxml: a DTD or enti
 root travels with the long form in ``attrs[ROOT_ATTR]``: every name an annotation file gives must resolve inside
 it, which the fetch enforces (``outside_folder``).
 
-One reader per format, each building the long form (``long_form``): ``voc``, ``coco``, ``automl``. This module
+One reader per format, each building the long form (``long_form``): ``voc``, ``coco``, ``yolo``, ``automl``. This module
 picks the reader for a path, roots what it read, and tells ``convert`` whether a source is annotations at all.
 """
 
@@ -33,6 +35,7 @@ from tfrecorder.write.sources.automl import automl_like, read_automl
 from tfrecorder.write.sources.coco import read_coco
 from tfrecorder.write.sources.long_form import annotation_folder, path_url
 from tfrecorder.write.sources.voc import read_voc, read_voc_segmentation
+from tfrecorder.write.sources.yolo import read_yolo, yolo_file
 
 
 def read_annotations(path: str, images_dir: str | None = None, task: str = "auto") -> pd.DataFrame:
@@ -41,22 +44,27 @@ def read_annotations(path: str, images_dir: str | None = None, task: str = "auto
 
     Args:
         path: a Pascal VOC folder (``Annotations/*.xml`` beside ``JPEGImages/``, or XML files beside the
-            images, as labelImg writes them), a COCO ``instances_*.json``, or an AutoML Vision
-            object-detection CSV (headerless: ``TRAIN,gs://b/img.jpg,car,0.1,0.2,,,0.3,0.4,,``, or its
-            4-vertex form). Local, gs:// or any fsspec URL.
+            images, as labelImg writes them), a COCO ``instances_*.json``, a YOLO dataset (an Ultralytics
+            ``data.yaml`` or its folder, Roboflow's export of one, a Darknet folder of ``obj.names`` and
+            ``train.txt``), or an AutoML Vision object-detection CSV (headerless:
+            ``TRAIN,gs://b/img.jpg,car,0.1,0.2,,,0.3,0.4,,``, or its 4-vertex form). Local, gs:// or any fsspec
+            URL.
         images_dir: where the images are, when not where the format says (VOC: ``JPEGImages/`` or beside
-            the XML; COCO: beside the JSON, or ``images/`` there).
+            the XML; COCO: beside the JSON, or ``images/`` there; YOLO: the dataset's root its splits are
+            read from, instead of data.yaml's ``path`` or folder).
         task: ``"detection"`` (VOC's ``Annotations/``), ``"segmentation"`` (VOC's ``SegmentationClass/``
             palette PNGs: ``split, image_uri, mask_uri``, splits from ``ImageSets/Segmentation``), or
             ``"auto"``: a VOC folder's boxes where it has ``Annotations/``, else its masks.
 
     Returns:
         The boxes: ``split, image_uri, label, xmin, ymin, xmax, ymax`` (pixels from 0 for VOC and COCO,
-        normalized for AutoML) and the format's own columns (VOC ``difficult``, ``truncated``; COCO
-        ``is_crowd``, ``area``; the annotated image's ``width``, ``height``). An image without objects is one
-        row with an empty label and box. Splits: VOC's ``ImageSets/Main/{train,val,test}.txt``
-        (``trainval``: TRAIN or VALIDATION by a stable hash of the image id); COCO's from the file name
-        (``instances_val2017.json``: VALIDATION); AutoML's own; else UNASSIGNED.
+        normalized for AutoML and YOLO) and the format's own columns (VOC ``difficult``, ``truncated``; COCO
+        ``is_crowd``, ``area``; the annotated image's ``width``, ``height``; COCO's and YOLO pose's
+        ``keypoints``). An image without objects is one row with an empty label and box. Splits: VOC's
+        ``ImageSets/Main/{train,val,test}.txt`` (``trainval``: TRAIN or VALIDATION by a stable hash of the image
+        id); COCO's from the file name (``instances_val2017.json``: VALIDATION); YOLO's train, val (or valid) and
+        test; AutoML's own; else UNASSIGNED. A YOLO label file's bad line keeps its image's rows and names the
+        line in ``attrs``: ``convert`` makes that image a row error (``bad_annotation``).
 
     Examples:
         >>> import json
@@ -75,6 +83,10 @@ def read_annotations(path: str, images_dir: str | None = None, task: str = "auto
     fs, fs_path = filesystem(url)
     if not fs.exists(fs_path):
         raise TFRecorderError(f"annotations {url!r} do not exist")
+    yolo = yolo_file(url)
+    if yolo is not None:
+        fs, yolo_path = filesystem(yolo)
+        return _rooted(read_yolo(yolo, images_dir), url, images_dir, path_url(yolo, fs, posixpath.dirname(yolo_path)))
     if fs.isdir(fs_path):
         root = fs_path.rstrip("/")
         if task == "segmentation" or (task == "auto" and fs.isdir(f"{root}/SegmentationClass")
@@ -93,14 +105,15 @@ def _rooted(boxes: pd.DataFrame, url: str, images_dir: str | None, folder: str) 
     VOC folder, or the annotation file's folder or its parent) - an absolute local path, or a URL."""
     root = images_dir if images_dir is not None else folder
     root = root.rstrip("/") if "://" in root else os.path.abspath(root)
-    boxes.attrs[ROOT_ATTR] = {"root": root, "annotations": url}
+    boxes.attrs[ROOT_ATTR] = {**boxes.attrs.get(ROOT_ATTR, {}), "root": root, "annotations": url}
     return boxes
 
 
 def annotation_table(source: Any, images_dir: str | None = None) -> pd.DataFrame | None:
     """``source`` read with ``read_annotations`` (``images_dir`` as it takes it) when it is annotations
     ``convert`` takes directly - a Pascal VOC folder (``Annotations/``, or labelImg's XML files beside the
-    images), a ``.json`` file (COCO), or a headerless CSV of AutoML Vision's object-detection width - else None
+    images), a ``.json`` file (COCO), a YOLO dataset (a ``.yaml`` file, a folder it describes, a Darknet folder),
+    or a headerless CSV of AutoML Vision's object-detection width - else None
     (any other table or folder; with ``images_dir``, a TFRecorderError: it names only annotation files' images)."""
     found = _annotation_url(source)
     if found is None:
@@ -120,6 +133,8 @@ def _annotation_url(source: Any) -> str | None:
     fs, path = filesystem(url)
     if not fs.exists(path):
         return None
+    if yolo_file(url) is not None:
+        return url
     if fs.isdir(path):
         names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
         voc = "Annotations" in names or "SegmentationClass" in names or any(n.lower().endswith(".xml")

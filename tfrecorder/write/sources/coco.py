@@ -88,7 +88,7 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     if names is not None:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
     if note is not None:
-        frame.attrs[NOTES_ATTR] = (note,)
+        frame.attrs[NOTES_ATTR] = {"warnings": [note]}
     return frame
 
 

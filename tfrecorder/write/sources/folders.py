@@ -42,10 +42,10 @@ def image_folder_url(source: Any) -> str | None:
 
 
 def not_read_yet(url: str, looks: str) -> TFRecorderError:
-    """The error for a source in a format convert does not read yet (YOLO): what it ``looks`` like."""
+    """The error for a YOLO dataset given where a table or an image folder is read: what it ``looks`` like."""
     return TFRecorderError(
-        f"source {url!r} {looks}: YOLO is not read yet, so convert cannot read it; give its boxes as a table "
-        f"(image_uri, label, xmin, ymin, xmax, ymax) or as COCO JSON")
+        f"source {url!r} {looks}: it is neither a table nor an image folder; convert and read_annotations read a "
+        f"YOLO dataset given as its data.yaml or the folder of it")
 
 
 def yolo_evidence(fs: Any, root: str) -> str:

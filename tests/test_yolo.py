@@ -1,0 +1,286 @@
+"""YOLO datasets (Ultralytics data.yaml, Roboflow's export, Darknet): read into the long form and converted with
+boxes on their objects in every resize mode (some scenes EXIF-turned: YOLO's coordinates are of the picture as
+Ultralytics loads it, turned upright), into the very bytes the same boxes give as a long form; polygons, pose,
+empty and missing label files; each bad line a row error of errors.csv naming its file and line; a name that
+leaves the root ``outside_folder``; every file under the root a row or named as skipped."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+import tfrecorder
+from tests.test_detection import assert_on_objects
+from tests.test_keypoints import assert_on_dots
+from tfrecorder.dataset.boxes import turn
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.sample_data import make_detection_scenes, make_keypoint_scenes, write_yolo
+
+EDGES = ["xmin", "ymin", "xmax", "ymax"]
+LAYOUTS = ("ultralytics", "roboflow", "darknet")
+
+
+def _errors(out) -> pd.DataFrame:
+    return pd.read_csv(os.path.join(out, "errors.csv"), keep_default_na=False)
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory) -> pd.DataFrame:
+    """10 scenes of 64x128 as displayed (sizes of powers of 2: every normalized coordinate is exact), every other
+    one stored EXIF-turned (6, 8, 3); 8 TRAIN, 1 VALIDATION, 1 TEST."""
+    return make_detection_scenes(str(tmp_path_factory.mktemp("scenes")), n=10, size=(64, 128))
+
+
+@pytest.fixture(scope="module", params=LAYOUTS)
+def converted(request, scenes, tmp_path_factory) -> tuple[str, str, tfrecorder.ConvertResult]:
+    """(layout, the YOLO folder, its conversion)."""
+    root = write_yolo(scenes, tmp_path_factory.mktemp(request.param) / "yolo", request.param)
+    result = tfrecorder.convert(root, str(Path(root).parent / "out"), progress=False)
+    return request.param, root, result
+
+
+def the_long_form(scenes: pd.DataFrame, root: str) -> pd.DataFrame:
+    """The scenes' boxes as a long form normalized to the displayed pictures, naming the YOLO folder's images."""
+    images = {f: os.path.join(folder, f) for folder, _, files in os.walk(root) for f in files if f.endswith(".jpg")}
+    turned = scenes["orientation"].isin([5, 6, 7, 8])
+    width = np.where(turned, scenes["stored_height"], scenes["stored_width"]).astype(float)
+    height = np.where(turned, scenes["stored_width"], scenes["stored_height"]).astype(float)
+    boxes = scenes[["split", "image_uri", "label", *EDGES]].copy()
+    boxes["image_uri"] = [images[os.path.basename(u)] for u in scenes["image_uri"]]
+    boxes[EDGES] = boxes[EDGES].to_numpy() / np.stack([width, height, width, height], 1)
+    return boxes
+
+
+def test_every_image_and_box_is_read_into_its_split(converted, scenes):
+    layout, root, result = converted
+    assert {s: r.written for s, r in result.splits.items()} == scenes["split"].value_counts().to_dict()
+    assert result.errors == 0
+    read = tfrecorder.read_annotations(root)
+    expected = the_long_form(scenes, root)
+    key = ["image_uri", "label", *EDGES]
+    assert (read[["split", *key]].sort_values(key).values.tolist()
+            == expected[["split", *key]].sort_values(key).values.tolist())
+
+
+@pytest.mark.parametrize("mode", [None, "stretch", "pad", "crop"])
+def test_boxes_sit_on_their_objects_in_every_resize_mode(converted, mode):
+    """Ultralytics' and Roboflow's layouts (a Darknet folder's records are the long form's bytes as theirs are)."""
+    layout, root, result = converted
+    if layout == "darknet":
+        pytest.skip("the same records as the long form's, checked byte for byte")
+    size = {"image_size": (48, 80), "resize_mode": mode} if mode else {}
+    seen = turned = 0
+    for example in tfrecorder.load_dataset(result.tfrecord_dir, "TRAIN", **size):
+        objects = example["objects"]
+        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(),
+                          f"{layout}, {mode}, {example['image_uri'].numpy().decode()}")
+        seen += 1
+        turned += int(example["image_orientation"]) != 1
+    assert seen == 8 and turned
+
+
+def test_the_shards_are_the_same_boxes_given_as_a_long_form_byte_for_byte(converted, scenes):
+    layout, root, result = converted
+    out = str(Path(root).parent / "long")
+    tfrecorder.convert(the_long_form(scenes, root), out, box_units="normalized", progress=False)
+    shards = sorted(f for f in os.listdir(out) if f.endswith(".tfrecord"))
+    assert shards == sorted(f for f in os.listdir(result.tfrecord_dir) if f.endswith(".tfrecord"))
+    for shard in shards:
+        assert Path(out, shard).read_bytes() == Path(result.tfrecord_dir, shard).read_bytes(), shard
+
+
+def test_roboflows_export_is_read_as_downloaded(converted):
+    """Its data.yaml names ../train/images, ../valid/images: taken from the yaml's folder, as Ultralytics does;
+    its README is named as skipped; the yaml itself may be given."""
+    layout, root, result = converted
+    if layout != "roboflow":
+        pytest.skip("Roboflow's layout")
+    assert "../valid/images" in Path(root, "data.yaml").read_text()
+    assert result.splits["VALIDATION"].written == 3
+    assert result.skipped == ("README.roboflow.txt (not an image nor a label file)",)
+    again = tfrecorder.read_annotations(os.path.join(root, "data.yaml"))
+    assert sorted(again["split"].unique()) == ["TEST", "TRAIN", "VALIDATION"]
+
+
+def test_polygons_are_stored_as_their_boxes_with_a_note(scenes, tmp_path):
+    root = write_yolo(scenes, tmp_path / "yolo", "ultralytics", shapes="polygons")
+    result = tfrecorder.convert(root, str(tmp_path / "out"), progress=False)
+    assert any(f"{len(scenes)} polygons" in w and "stored as their boxes" in w for w in result.warnings)
+    read = tfrecorder.read_annotations(root)
+    expected = the_long_form(scenes, root)
+    assert sorted(read[EDGES].values.tolist()) == sorted(expected[EDGES].values.tolist())
+    for example in tfrecorder.load_dataset(result.tfrecord_dir, "TRAIN", image_size=(48, 80)):
+        objects = example["objects"]
+        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(), "polygon")
+
+
+def people(tmp_path) -> pd.DataFrame:
+    """make_keypoint_scenes' people as write_yolo takes them: boxes and keypoints in pixels of the picture as
+    displayed (its COCO file gives the stored pixels'), with each image's orientation and stored size."""
+    coco = tfrecorder.read_annotations(make_keypoint_scenes(str(tmp_path / "people"), n=6))
+    rows = []
+    for row in coco.itertuples():
+        orientation = Image.open(row.image_uri).getexif().get(0x0112, 1)
+        stored = np.array([row.width, row.height] * 2, float)
+        shown = stored[[1, 0, 3, 2]] if orientation in (5, 6, 7, 8) else stored
+        box = turn(np.array([[row.xmin, row.ymin, row.xmax, row.ymax]]) / stored, orientation)[0] * shown
+        points = []
+        for x, y, v in np.reshape(row.keypoints, (-1, 3)):
+            point = turn(np.array([[x, y, x, y]]) / stored, orientation)[0][:2] * shown[:2]
+            points += [*point, v] if v else [0, 0, 0]
+        rows.append(("TRAIN", row.image_uri, "person", *box, orientation, row.width, row.height, points))
+    return pd.DataFrame(rows, columns=["split", "image_uri", "label", *EDGES, "orientation", "stored_width",
+                                       "stored_height", "keypoints"])
+
+
+def test_pose_keypoints_sit_on_their_dots_in_every_resize_mode(tmp_path):
+    root = write_yolo(people(tmp_path), tmp_path / "pose", "ultralytics", shapes="pose")
+    assert "kpt_shape: [3, 3]" in Path(root, "data.yaml").read_text()
+    out = tfrecorder.convert(root, str(tmp_path / "out"), progress=False).tfrecord_dir
+    for mode in (None, "stretch", "pad", "crop"):
+        size = {"image_size": (64, 64), "resize_mode": mode} if mode else {}
+        seen = turned = 0
+        for example in tfrecorder.load_dataset(out, "TRAIN", **size):
+            objects = example["objects"]
+            seen += assert_on_dots(example["image"].numpy(), objects["keypoints"].numpy(),
+                                   objects["keypoint_visibility"].numpy(), f"yolo pose, {mode}")
+            turned += int(example["image_orientation"]) != 1
+        assert seen > 6 and turned
+
+
+def tiny_png(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (32, 32), (90, 90, 90)).save(path)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> tuple[Path, tfrecorder.ConvertResult]:
+    """An Ultralytics folder of 32x32 images: boxes, an empty and a missing label file, a box a hair over the
+    edge, each bad-line rule, an image named from outside the root, a label file without an image and a file
+    that is neither; converted once."""
+    top = tmp_path_factory.mktemp("mixed")
+    root = top / "yolo"
+    labels = {
+        "good": "0 0.5 0.5 0.5 0.5\n1 0.25 0.25 0.25 0.25\n",
+        "empty": "",
+        "missing": None,
+        "hair": "1 0.5 0.5 1.004 0.5\n",  # 0.2% beyond the edges: kept and clipped, as normalized
+        "class": "0 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.2 0.2\n",
+        "coordinate": "0 1.2 0.5 0.2 0.2\n",
+        "odd": "\n1 0.1 0.1 0.9 0.1 0.9 0.9 0.1\n",
+        "word": "0 0.5 abc 0.2 0.2\n0 0.5 0.5 0.2 0.2 0.1\n",
+    }
+    for name, text in labels.items():
+        tiny_png(root / "images" / "train" / f"{name}.png")
+        if text is not None:
+            (root / "labels" / "train").mkdir(parents=True, exist_ok=True)
+            (root / "labels" / "train" / f"{name}.txt").write_text(text)
+    tiny_png(top / "outside" / "images" / "secret.png")
+    (top / "outside" / "labels").mkdir()
+    (top / "outside" / "labels" / "secret.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    tiny_png(root / "images" / "val" / "v.png")
+    (root / "val.txt").write_text("./images/val/v.png\n../outside/images/secret.png\n")
+    (root / "labels" / "train" / "ghost.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    (root / "notes.md").write_text("how it was made\n")
+    (root / "data.yaml").write_text("train: images/train\nval: val.txt\nnames: {0: cat, 1: dog}\n")
+    return root, tfrecorder.convert(str(root), str(top / "out"), progress=False)
+
+
+def test_empty_and_missing_label_files_are_images_without_objects(mixed):
+    root, result = mixed
+    read = tfrecorder.read_annotations(str(root))
+    by_image = read.groupby(read["image_uri"].map(os.path.basename))["label"].apply(list).to_dict()
+    assert pd.isna(by_image["empty.png"]).all() and pd.isna(by_image["missing.png"]).all()
+    assert len(by_image["empty.png"]) == len(by_image["missing.png"]) == 1
+    assert by_image["good.png"] == ["cat", "dog"]
+    records = {e["image_name"].numpy().decode(): len(e["objects"]["label"])
+               for e in tfrecorder.load_dataset(result.tfrecord_dir, "TRAIN")}
+    assert records == {"good.png": 2, "empty.png": 0, "missing.png": 0, "hair.png": 1}
+    assert {e["image_name"].numpy().decode() for e in tfrecorder.load_dataset(result.tfrecord_dir, "VALIDATION")} \
+        == {"v.png"}
+
+
+@pytest.mark.parametrize("image, message", [
+    ("class.png", r"labels/train/class.txt line 2: class 7 is not in names \(0-1\)$"),
+    ("coordinate.png", r"labels/train/coordinate.txt line 1: coordinate 1.2 is outside \[0, 1\]"),
+    ("odd.png", r"labels/train/odd.txt line 2: an odd number of polygon values \(7\)"),
+    ("word.png", r"labels/train/word.txt line 1: 'abc' is not a number \(and 1 more bad lines\)$"),
+])
+def test_each_bad_line_is_a_row_error_naming_its_file_and_line(mixed, image, message):
+    root, result = mixed
+    errors = _errors(result.tfrecord_dir)
+    rows = errors[errors["image_uri"].map(os.path.basename) == image]
+    assert len(rows) and set(rows["error"]) == {"bad_annotation"}
+    assert rows["message"].str.contains(str(root)).all()
+    assert rows["message"].str.contains(message).all(), rows["message"].tolist()
+
+
+def test_bad_lines_refuse_only_their_images_and_every_row_is_counted(mixed):
+    root, result = mixed
+    assert result.error_codes == {"bad_annotation": 4, "outside_folder": 1}  # class.png keeps its good line
+    assert result.rows.written + result.errors == result.rows.rows_in
+
+
+def test_an_image_named_from_outside_the_root_is_outside_folder(mixed):
+    root, result = mixed
+    errors = _errors(result.tfrecord_dir)
+    outside = errors[errors["error"] == "outside_folder"]
+    assert outside["image_uri"].tolist() == [str(root / "../outside/images/secret.png")]
+    assert "outside the dataset's root" in outside["message"].iloc[0]
+
+
+def test_files_that_are_no_row_are_named_and_label_files_without_an_image_noted(mixed):
+    root, result = mixed
+    assert result.skipped == ("labels/train/ghost.txt (a label file without an image)",
+                              "notes.md (not an image nor a label file)")
+    assert any(w.startswith("1 label files under") and "ghost.txt" in w for w in result.warnings), result.warnings
+
+
+def test_pose_with_two_values_a_point_and_a_wrong_count(tmp_path):
+    """kpt_shape [K, 2]: a point is visible (2) unless it is (0, 0), YOLO's mark of no point; a line with the
+    wrong count of values is a row error."""
+    root = tmp_path / "pose"
+    for name, text in (("a", "0 0.5 0.5 0.4 0.4 0.3 0.35 0 0\n"), ("b", "0 0.5 0.5 0.4 0.4 0.3 0.35\n")):
+        tiny_png(root / "images" / f"{name}.png")
+        (root / "labels").mkdir(exist_ok=True)
+        (root / "labels" / f"{name}.txt").write_text(text)
+    (root / "data.yaml").write_text("train: images\nkpt_shape: [2, 2]\nnames: [person]\n")
+    read = tfrecorder.read_annotations(str(root))
+    assert read["keypoints"].iloc[0] == [0.3, 0.35, 2.0, 0.0, 0.0, 0.0]
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    errors = _errors(result.tfrecord_dir)
+    assert errors["message"].tolist() == [
+        f"{root}/labels/b.txt line 1: 7 values, where kpt_shape [2, 2] makes a line class, cx cy w h and 2 points "
+        f"of 2: 9"]
+
+
+def test_a_darknet_folder_is_read_with_cvats_paths(converted, scenes):
+    layout, root, result = converted
+    if layout != "darknet":
+        pytest.skip("Darknet's layout")
+    assert Path(root, "train.txt").read_text().startswith("data/obj_train_data/")
+    assert sorted(os.listdir(root))[:2] == ["obj.data", "obj.names"]
+    assert result.rows.written == len(scenes)
+
+
+def test_what_is_not_a_yolo_dataset_is_refused_in_one_line(tmp_path):
+    (tmp_path / "config.yaml").write_text("learning_rate: 0.1\n")
+    with pytest.raises(TFRecorderError, match=r"config.yaml' is not an Ultralytics data.yaml: it needs 'names'"):
+        tfrecorder.convert(str(tmp_path / "config.yaml"), str(tmp_path / "out"), progress=False)
+    tiny_png(tmp_path / "bare" / "images" / "a.png")
+    (tmp_path / "bare" / "labels").mkdir()
+    (tmp_path / "bare" / "labels" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    with pytest.raises(TFRecorderError, match=r"bare' looks like a YOLO dataset \(images/ beside labels/ of \.txt "
+                                              r"files\) but has no data.yaml naming its classes"):
+        tfrecorder.convert(str(tmp_path / "bare"), str(tmp_path / "out"), progress=False)
+
+
+def test_box_units_other_than_normalized_are_refused(converted, tmp_path):
+    layout, root, result = converted
+    with pytest.raises(TFRecorderError, match=r"box_units='pixels': .* gives its boxes normalized"):
+        tfrecorder.convert(root, str(tmp_path / "px"), box_units="pixels", progress=False)

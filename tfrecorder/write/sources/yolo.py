@@ -1,0 +1,561 @@
+"""YOLO (IO edge): a YOLO dataset read into the long form, a row per object - an Ultralytics ``data.yaml`` (its
+``path``, ``train``/``val``/``test`` as folders, ``.txt`` lists of images or lists of both, ``names`` as a list or
+a dict, ``kpt_shape`` for pose), Roboflow's export of one (``train/images``, ``valid/images``, ``test/images``
+beside a ``data.yaml`` that names them ``../train/images``), or a Darknet folder (``obj.names``, ``train.txt``,
+and a label file beside each image, as CVAT's "YOLO 1.1" writes it).
+
+Each image's labels are the ``.txt`` file at its path with the last ``images`` folder replaced by ``labels``
+(Ultralytics' rule; beside the image when there is none), read by threads. A line ``class cx cy w h`` is a box,
+``class x1 y1 ... xn yn`` a polygon (stored as its box, the extent of its points, until instance masks are
+written), and with ``kpt_shape: [K, 2|3]`` ``class cx cy w h`` then K points are keypoints. Coordinates are
+normalized to the image as Ultralytics loads it (EXIF orientation applied), so the boxes are normalized edges in
+the displayed frame (``BOX_UNITS_ATTR``). A bad line (a class outside ``names``, a coordinate beyond [0, 1] by
+more than ``TOLERANCE``, an odd polygon, a word that is not a number, the wrong count of values) refuses its image
+only: its rows stay, and the fetch makes it a row error ``bad_annotation`` naming the file and line (the root's
+``refused``). Every file under the root is a row, read to make one, or named in the result's ``skipped``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import os
+import posixpath
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from tfrecorder.dataset.storage import filesystem
+from tfrecorder.errors import SchemaError, TFRecorderError
+from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.types import KEYPOINTS_COLUMN
+from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, NOTES_ATTR, ROOT_ATTR, Root
+from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS, YAML_EXTENSIONS, yolo_evidence
+from tfrecorder.write.sources.long_form import (
+    BOX_COLUMNS,
+    empty_columns,
+    long_frame,
+    path_url,
+    quoted,
+    utf8_text,
+)
+from tfrecorder.write.splits import TEST, TRAIN, VALIDATION
+
+DARKNET_NAMES = ("obj.names", "obj.data")  # a Darknet folder's
+YAML_SPLITS = {"train": TRAIN, "val": VALIDATION, "valid": VALIDATION, "validation": VALIDATION, "test": TEST}
+DARKNET_LISTS = {"train": TRAIN, "valid": VALIDATION, "val": VALIDATION, "test": TEST}  # <name>.txt, obj.data keys
+TOLERANCE = 0.005  # a coordinate this far beyond [0, 1] is kept (the writer clips it, as any normalized box)
+LABEL_THREADS = 16  # label files read at once: small files, whose reads are mostly waiting
+SHOWN_FILES = 5  # files a note names
+
+
+def yolo_file(url: str) -> str | None:
+    """The file a YOLO dataset at ``url`` is read by: ``url`` itself when it is a YAML file, a folder's Darknet
+    ``obj.data``/``obj.names``, or the YAML file that describes it (``data.yaml``, or one with ``names:`` or
+    ``nc:``); None for anything else. A folder of ``images/`` beside ``labels/`` without one is refused: nothing
+    names its classes."""
+    fs, path = filesystem(url)
+    if not fs.isdir(path):
+        return url if url.lower().endswith(YAML_EXTENSIONS) else None
+    root = path.rstrip("/")
+    names = {posixpath.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)}
+    found = next((n for n in DARKNET_NAMES if n in names), None) or yolo_evidence(fs, root)
+    if not found:
+        return None
+    if found in names:
+        return f"{url.rstrip('/')}/{found}" if "://" in url else os.path.join(url, found)
+    raise TFRecorderError(f"source {url!r} looks like a YOLO dataset ({found}) but has no data.yaml naming its "
+                          f"classes: add one beside them (names: [...], train: ..., val: ...) and give it, or "
+                          f"its folder")
+
+
+@dataclass
+class _Dataset:
+    """What a data.yaml or a Darknet folder says: the root, the class names, the images of each split (paths on
+    ``fs``) and the files read to learn them."""
+
+    fs: Any
+    url: str  # the dataset's file as given
+    root: str  # the dataset's root (a path on fs): every file named must be inside it
+    names: dict[int, str]
+    images: dict[str, str] = field(default_factory=dict)  # image path -> split, in the order found
+    read: set[str] = field(default_factory=set)  # files read to find them (the yaml, lists, obj.names)
+    warnings: list[str] = field(default_factory=list)
+    kpt_shape: tuple[int, int] | None = None
+    kpt_names: list[str] | None = None
+
+
+def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
+    """The long form of the YOLO dataset read by ``url`` (a data.yaml, or a Darknet ``obj.data``/``obj.names``):
+    a row per object, each image without objects one row with no label and box; ``keypoints`` with
+    ``kpt_shape``. Its attrs name the root (the dataset's folder, or ``images_dir``), the images a bad line
+    refuses, the boxes' units, and the notes the result gives."""
+    fs, path = filesystem(url)
+    darknet = posixpath.basename(path) in DARKNET_NAMES
+    dataset = _darknet(fs, url, path, images_dir) if darknet else _ultralytics(fs, url, path, images_dir)
+    if not dataset.images:
+        raise TFRecorderError(f"YOLO dataset {url!r} names no image: its splits "
+                              f"{'(train.txt, valid.txt, test.txt)' if darknet else '(train, val, test)'} are "
+                              f"missing or empty")
+    guard = Root(path_url(url, fs, dataset.root), url)
+    parsed = _read_labels(dataset, guard)
+    extra = (KEYPOINTS_COLUMN,) if dataset.kpt_shape else ()
+    columns = empty_columns(extra)
+    refused: dict[str, str] = {}
+    polygons = 0
+    none = [(None, (None,) * 4, None)]  # an image without objects: one row, no label, no box
+    for (image, split), (label_file, objects, problems, shapes) in zip(dataset.images.items(), parsed):
+        uri = path_url(url, fs, image)
+        rows = objects or none
+        columns[SPLIT_COLUMN] += [split] * len(rows)  # a column at a time: thousands of images, a few rows each
+        columns[IMAGE_COLUMN] += [uri] * len(rows)
+        columns[LABEL_COLUMN] += [label for label, _, _ in rows]
+        for i, edge in enumerate(BOX_COLUMNS):
+            columns[edge] += [edges[i] for _, edges, _ in rows]
+        if extra:
+            columns[KEYPOINTS_COLUMN] += [points for _, _, points in rows]
+        if problems:
+            more = f" (and {len(problems) - 1} more bad lines)" if len(problems) > 1 else ""
+            refused[uri] = f"{path_url(url, fs, label_file or label_path(image))} {problems[0]}{more}"
+        polygons += shapes
+    frame = long_frame(columns, extra)
+    frame.attrs[ROOT_ATTR] = {"refused": refused}
+    frame.attrs[BOX_UNITS_ATTR] = "normalized"
+    if dataset.kpt_names:
+        frame.attrs[KEYPOINTS_ATTR] = {"names": dataset.kpt_names, "skeleton": None}
+    if polygons:
+        dataset.warnings.append(f"{polygons} polygons of YOLO dataset {url!r} were stored as their boxes (the "
+                                f"extent of their points): instance masks are not written yet")
+    skipped, orphans = _skipped(dataset, {f for f, _, _, _ in parsed if f is not None})
+    if orphans:
+        dataset.warnings.append(f"{len(orphans)} label files under {dataset.root!r} have no image in any split, "
+                                f"their objects not converted: {_shown(orphans)}")
+    if skipped:
+        dataset.warnings.append(f"{len(skipped)} files under {dataset.root!r} are not rows and were skipped: "
+                                f"{_shown(skipped)} (result.skipped lists them)")
+    frame.attrs[NOTES_ATTR] = {"warnings": dataset.warnings, "skipped": skipped}
+    return frame
+
+
+# --- what the dataset's file says -----------------------------------------------------------------------------
+
+def _ultralytics(fs: Any, url: str, path: str, images_dir: str | None) -> _Dataset:
+    data = _yaml(fs, url, path)
+    folder = posixpath.dirname(path)
+    root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
+    dataset = _Dataset(fs, url, root, _names(url, data), read={path})
+    base = root if images_dir is not None else _base(dataset, data.get("path"), folder)
+    dataset.kpt_shape, dataset.kpt_names = _kpt_shape(url, data)
+    for key, split in YAML_SPLITS.items():
+        entries = data.get(key)
+        if entries is None or entries == []:
+            continue
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if not isinstance(entry, str) or not entry.strip():
+                raise TFRecorderError(f"YOLO data.yaml {url!r}: {key}: {quoted(entry)} is not a folder or a .txt "
+                                      f"list of images")
+            _add_entry(dataset, key, split, _resolved(fs, base, entry.strip()))
+    return dataset
+
+
+def _yaml(fs: Any, url: str, path: str) -> dict[str, Any]:
+    with fs.open(path, "rb") as f:
+        text = utf8_text(f.read(), f"YOLO data.yaml {url!r}")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise TFRecorderError(f"{url!r} is not YAML{at}: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(data, Mapping) or not any(k in data for k in YAML_SPLITS) or not (
+            "names" in data or "nc" in data):
+        raise TFRecorderError(f"{url!r} is not an Ultralytics data.yaml: it needs 'names' (the classes) and "
+                              f"'train', 'val' or 'test' (the images)")
+    return dict(data)
+
+
+def _names(url: str, data: Mapping[str, Any]) -> dict[int, str]:
+    """Class id -> name from ``names`` (a list, or a dict of ids), or ``class_<i>`` for each of ``nc``."""
+    names = data.get("names")
+    if names is None:
+        count = data.get("nc")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise TFRecorderError(f"YOLO data.yaml {url!r}: nc {quoted(count)} is not a number of classes")
+        return {i: f"class_{i}" for i in range(count)}
+    if isinstance(names, list):
+        pairs = list(enumerate(names))
+    elif isinstance(names, Mapping):
+        pairs = list(names.items())
+    else:
+        raise TFRecorderError(f"YOLO data.yaml {url!r}: names {quoted(names)} is neither a list nor a dict of "
+                              f"class ids to names")
+    found: dict[int, str] = {}
+    for key, name in pairs:
+        if not isinstance(key, int) or isinstance(key, bool) or key < 0:
+            raise TFRecorderError(f"YOLO data.yaml {url!r}: names: {quoted(key)} is not a class id (0, 1, ...)")
+        if not isinstance(name, (str, int, float)) or isinstance(name, bool) or not str(name).strip():
+            raise SchemaError(f"YOLO data.yaml {url!r}: class {key} has the name {quoted(name)}: every class needs "
+                              f"a name; name it in 'names'")
+        found[key] = str(name)
+    return found
+
+
+def _kpt_shape(url: str, data: Mapping[str, Any]) -> tuple[tuple[int, int] | None, list[str] | None]:
+    """``kpt_shape`` as (K, 2 or 3), and the K keypoints' names where ``kpt_names`` gives one list of them."""
+    shape = data.get("kpt_shape")
+    if shape is None:
+        return None, None
+    if not (isinstance(shape, list) and len(shape) == 2 and all(isinstance(v, int) for v in shape)
+            and shape[0] > 0 and shape[1] in (2, 3)):
+        raise TFRecorderError(f"YOLO data.yaml {url!r}: kpt_shape {quoted(shape)} is not [K, 2] or [K, 3] (K "
+                              f"keypoints of x y, or x y visibility)")
+    given = data.get("kpt_names")
+    lists = list(given.values()) if isinstance(given, Mapping) else [given] if isinstance(given, list) else []
+    names = lists[0] if lists and all(v == lists[0] for v in lists) else None
+    if names is not None and (len(names) != shape[0] or not all(isinstance(n, str) for n in names)):
+        names = None
+    return (shape[0], shape[1]), names
+
+
+def _base(dataset: _Dataset, given: Any, folder: str) -> str:
+    """The folder split entries are relative to: data.yaml's ``path`` (absolute, or relative to the yaml's folder)
+    where it exists, else the yaml's folder (Ultralytics' rule when there is no ``path``)."""
+    if given is None or given == "":
+        return folder
+    if not isinstance(given, str):
+        raise TFRecorderError(f"YOLO data.yaml {dataset.url!r}: path {quoted(given)} is not a folder")
+    base = given if given.startswith("/") or "://" in given else posixpath.normpath(posixpath.join(folder, given))
+    base = filesystem(base)[1] if "://" in given else base
+    if dataset.fs.isdir(base):
+        return base.rstrip("/")
+    dataset.warnings.append(f"YOLO data.yaml {dataset.url!r}: path {given!r} is not a folder here; its splits were "
+                            f"read from the yaml's own folder")
+    return folder
+
+
+def _resolved(fs: Any, base: str, entry: str) -> str:
+    """A split entry's path: under ``base`` unless absolute; a ``../`` one that does not exist is taken from
+    ``base`` itself, as Ultralytics does (Roboflow's ``../train/images`` beside its data.yaml)."""
+    if entry.startswith("/") or "://" in entry:
+        return filesystem(entry)[1] if "://" in entry else entry
+    path = posixpath.join(base, entry)
+    if not fs.exists(path) and entry.startswith("../"):
+        return posixpath.join(base, entry[3:])
+    return path
+
+
+def _add_entry(dataset: _Dataset, key: str, split: str, path: str) -> None:
+    """The images of one split entry: every image under a folder (sorted), or each line of a .txt list."""
+    fs = dataset.fs
+    if fs.isdir(path):
+        found = [p for p in _files_under(fs, path) if p.lower().endswith(IMAGE_EXTENSIONS)]
+        for image in found:
+            _add_image(dataset, image, split)
+    elif fs.isfile(path):
+        dataset.read.add(path)
+        for image in _listed(dataset, path, darknet=False):
+            _add_image(dataset, image, split)
+    else:
+        dataset.warnings.append(f"YOLO dataset {dataset.url!r}: {key} names {path_url(dataset.url, fs, path)!r}, "
+                                f"which does not exist: no {split} images from it")
+
+
+def _add_image(dataset: _Dataset, image: str, split: str) -> None:
+    """``image`` in ``split``; one that two splits name is refused: it would be trained and judged on."""
+    given = dataset.images.setdefault(image, split)
+    if given != split:
+        raise SchemaError(f"YOLO dataset {dataset.url!r}: {path_url(dataset.url, dataset.fs, image)!r} is in both "
+                          f"{given} and {split}: name each image in one split")
+
+
+def _listed(dataset: _Dataset, path: str, darknet: bool) -> list[str]:
+    """The images a .txt list names, one a line: relative ones from the list's folder (Ultralytics' ``./``),
+    and, in a Darknet list, without their first folder where they are not there (CVAT writes
+    ``data/obj_train_data/a.jpg``, relative to the folder Darknet runs in)."""
+    fs = dataset.fs
+    with fs.open(path, "rb") as f:
+        text = utf8_text(f.read(), f"YOLO image list {path_url(dataset.url, fs, path)!r}")
+    folder = posixpath.dirname(path)
+    images = []
+    for line in text.splitlines():
+        name = line.strip()
+        if not name:
+            continue
+        if name.startswith("/") or "://" in name:
+            images.append(filesystem(name)[1] if "://" in name else name)
+            continue
+        image = posixpath.join(folder, name.removeprefix("./"))
+        if darknet and "/" in name and not fs.exists(image):
+            image = posixpath.join(folder, name.split("/", 1)[1])
+        images.append(image)
+    return images
+
+
+def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> _Dataset:
+    """A Darknet folder: ``obj.data`` (``names = data/obj.names``, ``train = data/train.txt``, ...) where there is
+    one, else ``obj.names`` and ``train.txt``, ``valid.txt``, ``test.txt`` beside it."""
+    folder = posixpath.dirname(path)
+    root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
+    settings = _obj_data(fs, url, f"{folder}/obj.data")
+    names_file = _in_folder(fs, folder, settings.get("names", "obj.names"))
+    if not fs.isfile(names_file):
+        raise TFRecorderError(f"Darknet dataset {url!r}: no {settings.get('names', 'obj.names')} naming its classes")
+    with fs.open(names_file, "rb") as f:
+        lines = [line.strip() for line in utf8_text(f.read(), f"{path_url(url, fs, names_file)!r}").splitlines()]
+    dataset = _Dataset(fs, url, root, dict(enumerate(n for n in lines if n)), read={names_file})
+    if fs.isfile(f"{folder}/obj.data"):
+        dataset.read.add(f"{folder}/obj.data")
+    for key, split in DARKNET_LISTS.items():
+        listed = _in_folder(fs, folder, settings[key]) if key in settings else f"{folder}/{key}.txt"
+        if fs.isfile(listed):
+            dataset.read.add(listed)
+            for image in _listed(dataset, listed, darknet=True):
+                _add_image(dataset, image, split)
+    return dataset
+
+
+def _obj_data(fs: Any, url: str, path: str) -> dict[str, str]:
+    """``obj.data``'s ``key = value`` lines (none when there is no such file)."""
+    if not fs.isfile(path):
+        return {}
+    with fs.open(path, "rb") as f:
+        text = utf8_text(f.read(), f"Darknet {path_url(url, fs, path)!r}")
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def _in_folder(fs: Any, folder: str, name: str) -> str:
+    """A file obj.data names (``data/train.txt``: relative to where Darknet runs, the folder's parent): in the
+    folder, or without its first folder where it is not."""
+    path = posixpath.join(folder, name)
+    if not fs.exists(path) and "/" in name:
+        return posixpath.join(folder, name.split("/", 1)[1])
+    return path
+
+
+# --- the label files ------------------------------------------------------------------------------------------
+
+Objects = list[tuple[str, tuple[float, float, float, float], list[float] | None]]
+
+
+def label_path(image: str) -> str:
+    """An image's label file: its path with the last ``images`` folder replaced by ``labels`` and its extension by
+    ``.txt`` (beside the image when no folder is called ``images``)."""
+    head, sep, tail = image.rpartition("/images/")
+    path = f"{head}/labels/{tail}" if sep else image
+    stem, dot, extension = path.rpartition(".")
+    return f"{stem}.txt" if dot and "/" not in extension else f"{path}.txt"
+
+
+def _read_labels(dataset: _Dataset, guard: Root) -> list[tuple[str | None, Objects, list[str], int]]:
+    """Each image's (label file or None when it has none, objects, problems, polygons), in the images' order; the
+    files read by ``LABEL_THREADS`` threads, a run of images each (a task per image costs more than a small
+    file's read). A label file outside the root is never read: a problem."""
+    fs = dataset.fs
+    listed, outside = _label_files(dataset, guard)
+    read = _read_local if _is_local(fs) else fs.cat_file
+
+    def one(image: str) -> tuple[str | None, Objects, list[str], int]:
+        path = label_path(image)
+        link = listed.get(path)
+        if posixpath.dirname(path) in outside or link and not guard.holds(path_url(dataset.url, fs, path)):
+            inside = guard.holds(path_url(dataset.url, fs, image))  # an image outside is a row error of its own
+            return None, [], ["its label file is outside the dataset's root: not read"] if inside else [], 0
+        if link is None:
+            return None, [], [], 0
+        data = read(path)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data.count(b"\n", 0, e.start) + 1
+            return path, [], [f"line {line}: is not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"], 0
+        return (path, *_parse(text, dataset))
+
+    def run(images: list[str]) -> list[tuple[str | None, Objects, list[str], int]]:
+        return [one(image) for image in images]
+
+    images = list(dataset.images)
+    size = max(1, math.ceil(len(images) / (4 * LABEL_THREADS)))
+    with ThreadPoolExecutor(LABEL_THREADS) as pool:
+        pending = [pool.submit(contextvars.copy_context().run, run, images[i:i + size])
+                   for i in range(0, len(images), size)]
+        return [found for p in pending for found in p.result()]
+
+
+def _read_local(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _is_local(fs: Any) -> bool:
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "file" in protocols
+
+
+def _label_files(dataset: _Dataset, guard: Root) -> tuple[dict[str, bool], set[str]]:
+    """The .txt files in every folder inside the root that holds a label file of the dataset's images, each with
+    whether it is a link (checked against the root where it is read), listed once a folder, not asked for once an
+    image; and those folders outside the root, never listed."""
+    fs = dataset.fs
+    folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
+    files: dict[str, bool] = {}
+    outside = set()
+    for folder in folders:
+        if not guard.holds(path_url(dataset.url, fs, folder)):
+            outside.add(folder)
+        elif _is_local(fs) and os.path.isdir(folder):  # the directory's entries say which are links: no stat each
+            with os.scandir(folder) as entries:
+                files.update((e.path, e.is_symlink()) for e in entries if e.name.endswith(".txt"))
+        elif not _is_local(fs) and fs.isdir(folder):
+            files.update((e["name"], bool(e.get("islink"))) for e in fs.ls(folder, detail=True)
+                         if e["name"].endswith(".txt"))
+    return files, outside
+
+
+def _files_under(fs: Any, folder: str) -> list[str]:
+    """Every file under ``folder``, sorted (os.walk for a local one: fsspec asks each file's details)."""
+    if not _is_local(fs):
+        return sorted(fs.find(folder))
+    return sorted(os.path.join(top, name) for top, _, names in os.walk(folder) for name in names)
+
+
+def _parse(text: str, dataset: _Dataset) -> tuple[Objects, list[str], int]:
+    """One label file's objects, the problem of each bad line (``line N: ...``), and how many were polygons."""
+    objects: Objects = []
+    problems: list[str] = []
+    polygons = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        if not words:
+            continue
+        try:
+            label, edges, points, polygon = _line(words, dataset)
+        except _BadLine as e:
+            problems.append(f"line {number}: {e}")
+            continue
+        objects.append((label, edges, points))
+        polygons += polygon
+    return objects, problems, polygons
+
+
+class _BadLine(Exception):
+    """What is wrong with a label line."""
+
+
+def _line(words: list[str], dataset: _Dataset) -> tuple[str, tuple[float, float, float, float], list[float] | None,
+                                                        bool]:
+    """A label line's class name, box edges (normalized), keypoints (``[x, y, v] * K``) and whether it was a
+    polygon; _BadLine says what is wrong."""
+    label = _class(words[0], dataset.names)
+    try:
+        values = [float(w) for w in words[1:]]
+    except ValueError:
+        values = [_number(w) for w in words[1:]]  # raises, naming the word
+    dims = dataset.kpt_shape[1] if dataset.kpt_shape is not None else 2
+    coordinates = values if dims == 2 else [v for i, v in enumerate(values) if i < 4 or (i - 4) % 3 != 2]  # not v
+    if not (coordinates and math.isfinite(sum(coordinates))  # a NaN or an infinity makes the sum not finite
+            and -TOLERANCE <= min(coordinates) and max(coordinates) <= 1 + TOLERANCE):
+        for value in coordinates:
+            if not math.isfinite(value):
+                raise _BadLine(f"{value} is not a finite number")
+            if not -TOLERANCE <= value <= 1 + TOLERANCE:
+                raise _BadLine(f"coordinate {value:g} is outside [0, 1] (YOLO's are normalized to the image's size)")
+    if dataset.kpt_shape is not None:
+        count = dataset.kpt_shape[0]
+        if len(values) != 4 + count * dims:
+            raise _BadLine(f"{len(words)} values, where kpt_shape [{count}, {dims}] makes a line class, cx cy w h "
+                           f"and {count} points of {dims}: {5 + count * dims}")
+        return label, _box(values[:4]), _keypoints(values[4:], dims), False
+    if len(values) == 4:
+        return label, _box(values), None, False
+    if len(values) % 2:
+        raise _BadLine(f"an odd number of polygon values ({len(values)}): a polygon is class then x y of each point")
+    if len(values) < 6:
+        raise _BadLine(f"{len(words)} values: a box is class cx cy w h (5), a polygon class x1 y1 ... xn yn (3 "
+                       f"points or more)")
+    xs, ys = values[0::2], values[1::2]
+    return label, (min(xs), min(ys), max(xs), max(ys)), None, True
+
+
+def _class(word: str, names: Mapping[int, str]) -> str:
+    if word.isdigit() and int(word) in names:  # the usual line: a known id
+        return names[int(word)]
+    try:
+        number = float(word)
+    except ValueError:
+        raise _BadLine(f"class {quoted(word)} is not a number") from None
+    if not math.isfinite(number) or number != int(number) or number < 0:
+        raise _BadLine(f"class {quoted(word)} is not a class id (0, 1, ...)")
+    if int(number) not in names:
+        ids = sorted(names)
+        shown = f"{ids[0]}-{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1)) else ", ".join(map(str, ids[:10]))
+        raise _BadLine(f"class {int(number)} is not in names ({shown})")
+    return names[int(number)]
+
+
+def _number(word: str) -> float:
+    try:
+        value = float(word)
+    except ValueError:
+        raise _BadLine(f"{quoted(word)} is not a number") from None
+    if not math.isfinite(value):
+        raise _BadLine(f"{quoted(word)} is not a finite number")
+    return value
+
+
+def _box(values: list[float]) -> tuple[float, float, float, float]:
+    cx, cy, w, h = values
+    if w < 0 or h < 0:
+        raise _BadLine(f"the box's {'width' if w < 0 else 'height'} {min(w, h):g} is negative")
+    return cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+
+
+def _keypoints(values: list[float], dims: int) -> list[float]:
+    """``[x, y, v] * K``: v as given (COCO's 0, 1, 2), or where only x y are given 2 for a point and 0 for (0, 0),
+    YOLO's mark of a point not labelled."""
+    points: list[float] = []
+    for i in range(0, len(values), dims):
+        x, y = values[i], values[i + 1]
+        if dims == 3:
+            visibility = values[i + 2]
+            if visibility not in (0, 1, 2):
+                raise _BadLine(f"keypoint {i // dims + 1}'s visibility {visibility:g} is not 0, 1 or 2")
+        else:
+            visibility = 0 if x == 0 and y == 0 else 2
+        points += [x, y, float(visibility)]
+    return points
+
+
+# --- every file under the root --------------------------------------------------------------------------------
+
+def _skipped(dataset: _Dataset, labels: set[str]) -> tuple[list[str], list[str]]:
+    """Every file under the root that is no row and was not read to make one, as ``"<path in it> (why)"``, and
+    those of them that are label files without an image."""
+    fs, root = dataset.fs, dataset.root
+    used = set(dataset.images) | labels | dataset.read
+    label_folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
+    skipped, orphans = [], []
+    for path in _files_under(fs, root):
+        if path in used:
+            continue
+        inside = path[len(root) + 1:]
+        if any(part.startswith(".") for part in inside.split("/")):
+            why = "hidden"
+        elif path.endswith(".txt") and ("labels" in inside.split("/")[:-1] or posixpath.dirname(path)
+                                        in label_folders):
+            why = "a label file without an image"
+            orphans.append(inside)
+        elif path.lower().endswith(IMAGE_EXTENSIONS):
+            why = "an image in no split"
+        else:
+            why = "not an image nor a label file"
+        skipped.append(f"{inside} ({why})")
+    return skipped, orphans
+
+
+def _shown(items: list[str]) -> str:
+    return ", ".join(items[:SHOWN_FILES]) + (", ..." if len(items) > SHOWN_FILES else "")
