@@ -26,7 +26,7 @@ class Problem:
 
     order: int  # problems are listed in the order validate checks columns
     column: str
-    kind: str  # "image_uri_type", "split_value" or "value_type"
+    kind: str  # "image_uri_type", "image_value", "split_value", "value_type", ...
     rows: RowSample
     examples: tuple[tuple[int, str], ...]  # (first row, repr) of the first distinct values, by first row
     detail: str = ""  # value_type: the column type wanted
@@ -42,6 +42,10 @@ class Problem:
         rows, example = self.rows.describe(), self.examples[0][1]
         if self.kind == "image_uri_type":
             return f"column {self.column!r}: image URIs must be strings; found {example} ({rows})"
+        if self.kind == "image_value":
+            return (f"column {self.column!r}: {self.rows.count} values are no image ({rows}), e.g. row "
+                    f"{self.examples[0][0]}: {example}; a column of the images themselves takes encoded bytes, "
+                    f"{{'bytes', 'path'}} dicts, uint8 arrays (HxW, HxWx1, 3 or 4) or PIL images")
         if self.kind == "split_value":
             return splits.unknown_splits_message(self.column, [t for _, t in self.examples], self.rows.count, rows)
         if self.kind == "label_line_break":

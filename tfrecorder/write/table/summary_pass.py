@@ -172,7 +172,8 @@ class Spiller:
                 # a DataFrame's relative paths name other files from another working directory
                 self._digest.add("working_directory", os.getcwd())
         if part.image_uris is not None:
-            self._uri_keys.append((BYTES.hashes(part.image_uris), rows, split_codes))
+            if part.image_data is None:  # a held image's name (its row, a struct's path) is no file in two splits
+                self._uri_keys.append((BYTES.hashes(part.image_uris), rows, split_codes))
             self._remote = self._remote or any(is_remote(u) for u in part.image_locations or () if u)
         if part.is_detection:
             for code in np.unique(split_codes[split_codes >= 0]).tolist():
