@@ -21,6 +21,7 @@ from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
+from tfrecorder.types import ImageBytes
 from tfrecorder.write.options import as_schema
 from tfrecorder.write.run.finish import convert_result
 from tfrecorder.write.run.result import ConvertResult
@@ -44,6 +45,7 @@ from tfrecorder.write.sources import (
     frame_parts,
     image_folder_url,
     match_table_files,
+    part_rows,
     text_columns,
     unreadable,
 )
@@ -89,14 +91,16 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
     local runner does it; a TFRecorderError naming the column when Parquet cannot hold its values as they are
     (``frame_as_arrow``): the pipeline reads the frame as Parquet."""
     schema = check_schema(df, schema)
-    arrow = frame_as_arrow(df)
+    arrow = frame_as_arrow(df, tuple(n for n, t in schema.items() if t is ImageBytes))
     if isinstance(arrow, str):
         raise TFRecorderError(f"a Beam runner reads a DataFrame as Parquet, which cannot hold this one's values as "
                               f"they are: {arrow}. Give each column one kind of value, or convert it with "
                               f"runner='local'")
 
+    rows = part_rows(summary_pass.PART_ROWS, arrow.nbytes / max(1, arrow.num_rows))  # images: parts of PART_BYTES
+
     def parts() -> Iterator[Any]:
-        return frame_parts(arrow, summary_pass.PART_ROWS)
+        return frame_parts(arrow, rows)
 
     return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()], tuple(df.columns))
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.write.sources.embedded import PART_BYTES, part_rows
 from tfrecorder.write.sources.files import (
     GLOB_CHARACTERS,
     KEEP_BYTES,
@@ -58,7 +59,8 @@ __all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "beam_notes", "left_out_n
            "create_image_csv", "file_facts", "FileFacts", "folder_rows",
            "frame_as_arrow", "frame_parts", "FrameSource", "image_folder_table", "image_folder_url", "label_folders",
            "LabelFolder", "ListedFolder", "listing_frame", "match_table_files", "MatchedFiles", "no_images",
-           "parquet_schema", "skipped_files", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",
+           "parquet_schema", "PART_BYTES", "part_rows",
+           "skipped_files", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",
            "unreadable", "table_files"]
 
 

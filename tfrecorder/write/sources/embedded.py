@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfrecorder.schema import brief, image_value_kind, is_missing
+from tfrecorder.schema import brief, image_value_kind, is_image_bytes, is_missing
 
 # The image_uri (and image_name) of an image held in the table without a path of its own: its row's number in the
 # table, which is the same on every runner and in errors.csv.
@@ -21,6 +21,9 @@ _ARRAY_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 # Pillow modes PNG stores as they are; any other is converted first (CMYK, YCbCr, LAB, HSV -> RGB).
 _PNG_MODES = {"1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"}
 _ORIENTATION = 0x0112  # EXIF orientation: kept in the PNG, so the picture turns as its file would
+# The most bytes of images a part of a table holds (a part is read, validated and spilled at a time): rows of
+# images make smaller parts than PART_ROWS, so a table of large images converts in the memory of a few parts.
+PART_BYTES = 32 * 1024 * 1024
 
 
 def image_bytes(value: Any) -> tuple[bytes | None, str | None]:
@@ -94,11 +97,27 @@ def image_struct_array(values: Sequence[Any]) -> Any:
     return pa.array(structs, pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
 
 
+def part_rows(rows: int, row_bytes: float) -> int:
+    """Rows a part holds: ``rows``, or fewer when rows of ``row_bytes`` each would take more than PART_BYTES."""
+    return int(min(rows, max(1, PART_BYTES // row_bytes))) if row_bytes > 0 else rows
+
+
+def held_bytes_per_row(frame: pd.DataFrame) -> int:
+    """About how many bytes a row's images take in a frame that holds them (its object columns whose first
+    values are images: ``bytes_per_row``); 0 for a frame of image paths and other values."""
+    return sum(bytes_per_row(frame[name]) for name in frame.columns if frame[name].dtype == object)
+
+
 def bytes_per_row(column: pd.Series, sample: int = 64) -> int:
     """About how many bytes the images of an image column take a row, from its first ``sample`` values: what
-    the size of a part (and of the spill) is judged by when a table holds its images."""
+    the size of a part (and of the spill) is judged by when a table holds its images. 0 when its first value
+    given is no image."""
+    values = [v for v in column.iloc[:sample].tolist() if not is_missing(v)]
+    if not values or image_value_kind(values[0]) is None or (
+            image_value_kind(values[0]) == "bytes" and not is_image_bytes(values[0])):
+        return 0
     sizes = []
-    for value in column.iloc[:sample].tolist():
+    for value in values:
         kind = image_value_kind(value)
         if kind == "bytes":
             sizes.append(len(value))

@@ -32,6 +32,7 @@ from tfrecorder.write.sources.csv_text import (
     name_headerless,
     separator_note,
 )
+from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, file_url, not_read_yet
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
@@ -327,11 +328,17 @@ class TableFiles:
         try:
             with open_url(url) as f:
                 file = pq.ParquetFile(f)
-                for batch in file.iter_batches(batch_size=rows):
+                for batch in file.iter_batches(batch_size=part_rows(rows, _row_bytes(file.metadata))):
                     table = pa.Table.from_batches([batch], schema=file.schema_arrow)
                     yield table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+
+
+def _row_bytes(metadata: Any) -> float:
+    """A Parquet file's bytes a row, uncompressed: rows of images read in parts of PART_BYTES."""
+    groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+    return sum(g.total_byte_size for g in groups) / max(1, metadata.num_rows)
 
 
 KEEP_BYTES = 16 * 1024 * 1024  # CSV sources this small are read once: the typing pass keeps what it parsed
