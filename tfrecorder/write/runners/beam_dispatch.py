@@ -44,6 +44,7 @@ from tfrecorder.write.sources import (
     frame_as_arrow,
     frame_parts,
     image_folder_url,
+    is_hugging_face,
     match_table_files,
     part_rows,
     text_columns,
@@ -73,6 +74,10 @@ def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options:
         frame = _beam_frame(text_columns(source), as_schema(schema))
         return beam_files(StagedRows(""), frame.schema, frame.digests, parts=frame.parts,
                           columns=tuple(frame.schema_columns))
+    if is_hugging_face(source):
+        raise TFRecorderError(f"runner={runner!r} reads files, and a Hugging Face dataset is held by this process: "
+                              f"convert it with runner='local', or save each split as Parquet "
+                              f"(dataset.to_parquet('train.parquet')) and convert those files")
     raise unreadable(source)
 
 

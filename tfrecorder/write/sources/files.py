@@ -317,22 +317,29 @@ class TableFiles:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        global _NULLABLE_TYPES
-        if _NULLABLE_TYPES is None:
-            _NULLABLE_TYPES = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
-                               pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
-                               pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
-                               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
-                               pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
-                               pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
         try:
             with open_url(url) as f:
                 file = pq.ParquetFile(f)
                 for batch in file.iter_batches(batch_size=part_rows(rows, _row_bytes(file.metadata))):
-                    table = pa.Table.from_batches([batch], schema=file.schema_arrow)
-                    yield table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
+                    yield arrow_frame(pa.Table.from_batches([batch], schema=file.schema_arrow))
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+
+
+def arrow_frame(table: Any) -> pd.DataFrame:
+    """A pyarrow table as pandas does it for a part of a Parquet file: integers, booleans, floats and text as
+    pandas' nullable dtypes (a missing value stays missing, an int stays an int)."""
+    import pyarrow as pa
+
+    global _NULLABLE_TYPES
+    if _NULLABLE_TYPES is None:
+        _NULLABLE_TYPES = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+                           pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+                           pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+                           pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
+                           pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
+                           pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
+    return table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
 
 
 def _row_bytes(metadata: Any) -> float:

@@ -29,7 +29,7 @@ import itertools
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -103,6 +103,9 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     if aliased:  # parts name one file in two ways: summarized again, each file under its first name in the table
         logger.info("%d image files are named in several ways in different parts; summarizing again", len(aliased))
         summary = spilled(files.parts(part_rows or PART_ROWS), Spellings(frozenset(aliased)))
+    names = getattr(files, "vocabulary", None)  # a Hugging Face dataset's ClassLabel names: the ids it gives them
+    if names is not None and summary.facts.label is not None:
+        summary.facts = replace(summary.facts, names=tuple(names))
     summary.facts.check()
     return summary
 
