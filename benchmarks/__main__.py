@@ -2,6 +2,7 @@
 
 from benchmarks import (
     bench_detection,
+    bench_embedded,
     bench_memory,
     bench_read,
     bench_runners,
@@ -13,5 +14,5 @@ from benchmarks import (
 )
 
 for module in (bench_write, bench_read, bench_detection, bench_segmentation, bench_runners, bench_tabular,
-               bench_wide, bench_scale, bench_memory):
+               bench_wide, bench_scale, bench_memory, bench_embedded):
     module.main([])
