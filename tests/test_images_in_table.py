@@ -267,3 +267,11 @@ def test_a_hugging_face_dataset_of_unknown_splits_is_refused(tmp_path):
     whole = datasets.Dataset.from_dict({"image": [Image.fromarray(ARRAYS[0])], "label": [0]})
     with pytest.raises(tfrecorder.TFRecorderError, match=r"the DatasetDict's split 'extra' is none of"):
         convert(datasets.DatasetDict({"train": whole, "extra": whole}), tmp_path / "out")
+
+
+def test_a_table_of_only_corrupt_images_fails_naming_the_cause_not_the_working_directory(tmp_path):
+    corrupt = encoded(pixels(1), "JPEG")[:60]
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"no row was written: the 2 rows not discarded all failed"
+                                                          r".* Causes: decode_error: 2 rows") as e:
+        convert(frame([corrupt, corrupt]), tmp_path / "out")
+    assert "working directory" not in str(e.value) and "\\x" not in str(e.value)

@@ -229,7 +229,7 @@ def _check_written(result: ConvertResult, folder: Folder, *, from_frame: bool) -
     sample = f" (in the first {_CAUSE_ROWS} rows)" if totals.errors > _CAUSE_ROWS else ""
     causes = "; ".join(f"{code}: {count} rows, e.g. {message}"
                        for code, (count, _, message) in sorted(codes.items(), key=lambda c: -c[1][0]))
-    relative = from_frame and any(is_relative(uri) for _, uri, _ in codes.values())
+    relative = from_frame and any(is_relative(uri) for code, (_, uri, _) in codes.items() if code == "not_found")
     where = (f". A DataFrame's relative image paths are read from the working directory, {os.getcwd()}: make them "
              f"absolute, or run from the folder they are relative to") if relative else ""
     raise TFRecorderError(f"no row was written: the {totals.errors} rows not discarded all failed, listed in "
