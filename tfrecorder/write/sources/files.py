@@ -320,7 +320,10 @@ class TableFiles:
         try:
             with open_url(url) as f:
                 file = pq.ParquetFile(f)
-                for batch in file.iter_batches(batch_size=part_rows(rows, _row_bytes(file.metadata))):
+                size = part_rows(rows, _row_bytes(file.metadata))
+                if size < rows:  # rows of images: pre-buffered reads would stay held as the file is read on
+                    file = pq.ParquetFile(f, pre_buffer=False, metadata=file.metadata)
+                for batch in file.iter_batches(batch_size=size):
                     yield arrow_frame(pa.Table.from_batches([batch], schema=file.schema_arrow))
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
