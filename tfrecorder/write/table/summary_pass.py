@@ -38,6 +38,7 @@ import pandas as pd
 from tfrecorder.dataset.connectors import BYTES
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
+from tfrecorder.types import ImageBytes
 from tfrecorder.write.settings import is_remote
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -253,7 +254,8 @@ class Spiller:
         if writer is None:
             remote = {"block_size": REMOTE_SPILL_BLOCK} if "gs" in self._spill.protocols else {}
             sink = self._spill.fs.open(self._spill.join(self._name(code, bucket)), "wb", **remote)
-            options = pa.ipc.IpcWriteOptions(compression=SPILL_COMPRESSION)
+            held = ImageBytes in self._schema.values()  # encoded images do not compress: LZ4 would only cost time
+            options = pa.ipc.IpcWriteOptions(compression=None if held else SPILL_COMPRESSION)
             writer = self._writers[(code, bucket)] = (sink, pa.ipc.new_stream(sink, schema, options=options))
         return writer[1]
 

@@ -35,13 +35,17 @@ def uri_column(name: str, series: pd.Series, first_row: int) -> tuple[list[str |
 class HeldImages:
     """The images a part of a table holds itself: each row's encoded bytes (None: a struct that only names a
     file, or no image), the name each is stored under (``image_uri``: the struct's path, else ``row-<n>``),
-    where to read the rows that name a file instead, and the key UNASSIGNED rows are split by (the bytes'
-    digest: the same image falls in the same split wherever it is in the table)."""
+    and where to read the rows that name a file instead; UNASSIGNED rows are split by the bytes' digest
+    (``split_keys``: the same image falls in the same split wherever it is in the table)."""
 
     data: list[bytes | None]
     uris: list[str | None]
     locations: list[str | None]
-    split_keys: list[str | None]
+
+    def split_keys(self) -> list[str | None]:
+        """The text UNASSIGNED rows are split by: the bytes' digest (a name where the row names a file)."""
+        return [hashlib.blake2b(found, digest_size=16).hexdigest() if found is not None else uri
+                for found, uri in zip(self.data, self.uris)]
 
 
 def held_images(name: str, series: pd.Series, first_row: int,
@@ -65,9 +69,7 @@ def held_images(name: str, series: pd.Series, first_row: int,
     uris = [redact(path) if path else ROW_NAME.format(row=first_row + i) if found is not None or i in wrong else None
             for i, (found, path) in enumerate(zip(data, paths))]
     named = [path if found is None else None for found, path in zip(data, paths)]
-    keys = [hashlib.blake2b(found, digest_size=16).hexdigest() if found is not None else uri
-            for found, uri in zip(data, uris)]
-    held = HeldImages(data, uris, locations(named, base_dir), keys)
+    held = HeldImages(data, uris, locations(named, base_dir))
     if not bad:
         return held, None
     return held, Problem(0, name, "image_value", RowSample.of(bad, first_row), ((first_row + bad[0], why),))

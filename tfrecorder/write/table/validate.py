@@ -62,7 +62,7 @@ def validate_part(
     if schema.boxes and image_locations is not None and image_uris is not None:
         image_locations, image_uris, named = one_spelling(image_locations, image_uris, first_row, spellings)
     row_splits = guard(_row_splits(df, split_col, held.split_keys if held is not None else image_uris, fractions,
-                                   first_row))
+                                   first_row))  # held images: their digests, made only for UNASSIGNED rows
     mask_col = schema.column_for(Role.MASK)
     given_masks = None
     if mask_col:
@@ -266,7 +266,7 @@ def _row_splits(df: pd.DataFrame, split_col: str | None, image_uris, fractions,
             problem = Problem(1, split_col, "split_value", RowSample.of(rows, first_row), examples)
     if splits.UNASSIGNED not in row_splits:
         return row_splits, problem
-    keys = image_uris if image_uris is not None else _row_keys(df)
+    keys = image_uris() if callable(image_uris) else image_uris if image_uris is not None else _row_keys(df)
     return [
         splits.assign_split(keys[i] or _row_keys(df.iloc[[i]])[0], fractions) if s == splits.UNASSIGNED else s
         for i, s in enumerate(row_splits)
