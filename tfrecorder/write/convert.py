@@ -56,7 +56,7 @@ from tfrecorder.write.settings import (
     RunDigest,
     WriteOptions,
 )
-from tfrecorder.write.sources import FrameSource, TableFiles, table_source
+from tfrecorder.write.sources import Source, table_source
 from tfrecorder.write.sources.annotations import annotation_table
 from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.uris import is_relative
@@ -269,7 +269,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
                         num_shards=num_shards, overwrite=overwrite, started=started)
 
 
-def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
+def _convert_local(files: Source, folder: Folder, schema: Schema | None, options: WriteOptions,
                    fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
                    progress: bool | None, workers: int | None, started: float) -> ConvertResult:
     """The local runner: the table read a part at a time (``summary_pass.summarize`` - every part validated, its

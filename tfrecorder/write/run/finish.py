@@ -266,8 +266,9 @@ def _features(table: Table) -> list[FeatureInfo]:
     schema = table.schema
     image_column = schema.column_for(Role.IMAGE)
     held = image_column is not None and schema[image_column] is types.ImageBytes  # the images themselves
-    role_columns = {  # the input column and type behind the derived features that come from a column
-        (features.IMAGE if held else features.IMAGE_URI): (image_column, schema[image_column] if held
+    role_columns: dict[Any, tuple[str | None, type[types.ColumnType]]] = {  # the input column and type behind
+        # the derived features that come from a column
+        (features.IMAGE if held else features.IMAGE_URI): (image_column, types.ImageBytes if held
                                                             else types.ImageUri),
         features.SPLIT: (schema.column_for(Role.SPLIT), types.SplitKey),
         features.SEGMENTATION_MASK: (schema.column_for(Role.MASK), types.MaskUri),
