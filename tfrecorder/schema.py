@@ -18,6 +18,7 @@ SPLIT_COLUMN = "split"
 IMAGE_COLUMN = "image_uri"
 LABEL_COLUMN = "label"
 MASK_COLUMN = "mask_uri"
+IMAGE_BYTES_COLUMN = "image"  # a column of this name holding the images themselves (not paths) is types.ImageBytes
 
 ListLike = (list, tuple, np.ndarray)
 
@@ -29,6 +30,11 @@ def _check_image_roles(columns: Mapping[str, type[ColumnType]]) -> None:
     if masks and not any(t.role is Role.IMAGE for t in columns.values()):
         raise SchemaError(f"column {masks[0]!r} holds segmentation masks: the table needs the image column they "
                           f"belong to (image_uri, or types.ImageUri in schema=)")
+    held = [n for n, t in columns.items() if t is types.ImageBytes]
+    if held and any(t.role is Role.BOX for t in columns.values()):
+        raise SchemaError(f"column {held[0]!r} holds the images themselves; a detection table (a row per box) names "
+                          f"each image by its URI, so that an image's boxes meet: give an image_uri column "
+                          f"(types.ImageUri) instead")
     if masks and any(t.role is Role.BOX for t in columns.values()):
         raise SchemaError(f"column {masks[0]!r}: a table has box columns (a row per box) or a mask column (a row "
                           f"per image), not both")
@@ -143,10 +149,13 @@ class Schema(Mapping[str, type[ColumnType]]):
         the Parquet file ``df`` was read from, whose types decide where they can (a list<double> column of
         empty lists is a list of floats, a null binary column bytes)."""
         kinds = {name: arrow_kind(arrow.field(name).type) for name in arrow.names} if arrow is not None else {}
+        structs = {name for name in arrow.names if is_image_struct(arrow.field(name).type)} if arrow is not None \
+            else set()
         names = [str(name) for name in df.columns]
         boxes = set(types.BOX_EDGES) <= set(names)  # the four edges by their names: a detection table
         return cls({name: types.BOX_TYPES[name] if boxes and name in types.BOX_TYPES else
                     types.Keypoints if boxes and name == types.KEYPOINTS_COLUMN else
+                    types.ImageBytes if name in structs else
                     infer_column_type(name, df[name], kinds.get(name)) for name in names})
 
 
@@ -173,6 +182,8 @@ def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | N
         return types.ImageUri
     if name == MASK_COLUMN:
         return types.MaskUri
+    if holds_images(name, series):
+        return types.ImageBytes
     kind, is_list = known or infer_kind(name, series)
     if name == LABEL_COLUMN:
         if kind is Kind.FLOAT32 and not is_list:
@@ -292,7 +303,7 @@ def _infer_object_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
     if bad:
         example = series.iloc[bad[0]]
         raise SchemaError(
-            f"column {name!r}: values of type {type(example).__name__} such as {example!r} "
+            f"column {name!r}: values of type {type(example).__name__} such as {brief(example)} "
             f"({describe_rows(bad)}) cannot be stored; use numbers, strings, bytes or lists of them"
         )
     if lists and scalar:
@@ -313,3 +324,71 @@ def _infer_object_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
 
 def _iter_list(value: Any) -> Iterable[Any]:
     return value.ravel().tolist() if isinstance(value, np.ndarray) else value
+
+
+# The first bytes of each image format a column's bytes are told by (the formats Pillow reads and TensorFlow or
+# a re-encode stores): JPEG, PNG, GIF, BMP, TIFF (both byte orders); WebP is RIFF....WEBP.
+IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM", b"II*\x00", b"MM\x00*")
+
+
+def is_image_bytes(value: Any) -> bool:
+    """Whether ``value`` (bytes) starts as an encoded image does."""
+    head = bytes(value[:12])
+    return head.startswith(IMAGE_SIGNATURES) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP")
+
+
+def is_pil_image(value: Any) -> bool:
+    """A PIL image, told without importing Pillow."""
+    return type(value).__module__.startswith("PIL.") and hasattr(value, "mode") and hasattr(value, "size")
+
+
+def is_image_struct(arrow_type: Any) -> bool:
+    """A pyarrow struct of ``bytes`` (binary) and ``path``: Hugging Face ``datasets``' ``Image`` as stored."""
+    import pyarrow as pa
+
+    return pa.types.is_struct(arrow_type) and {f.name for f in arrow_type} >= {"bytes", "path"}
+
+
+def image_value_kind(value: Any) -> str | None:
+    """What a value of an image column holding the images themselves is: "bytes", "struct" (a dict with
+    ``bytes`` or ``path``), "array" (a numpy array), "pil"; None for anything else."""
+    if isinstance(value, (bytes, bytearray, memoryview, np.bytes_)):
+        return "bytes"
+    if isinstance(value, dict) and ("bytes" in value or "path" in value):
+        return "struct"
+    if isinstance(value, np.ndarray):
+        return "array"
+    return "pil" if is_pil_image(value) else None
+
+
+def holds_images(name: str, series: pd.Series) -> bool:
+    """A column of the images themselves (``types.ImageBytes``): under any name, dicts of ``bytes`` and ``path``
+    (Hugging Face's ``Image``) or PIL images; named ``image``, also encoded image bytes (told by their first
+    bytes) or uint8 arrays. Every value given is one of those kinds (a bad one is then a row error)."""
+    if series.dtype != object:
+        return False
+    kinds: set[str] = set()
+    told = False
+    for value in series.tolist():
+        if is_missing(value):
+            continue
+        kind = image_value_kind(value)
+        if kind is None:
+            return False
+        kinds.add(kind)
+        told = told or kind in ("struct", "pil") or (kind == "bytes" and is_image_bytes(value)) or (
+            kind == "array" and value.dtype == np.uint8 and value.ndim in (2, 3))
+    return told and (name == IMAGE_BYTES_COLUMN or kinds <= {"struct", "pil"})
+
+
+def brief(value: Any, limit: int = 80) -> str:
+    """A value as an error message shows it: bytes by their size and first bytes, a struct's bytes likewise,
+    an array by its shape, anything else its repr cut at ``limit`` characters - never a whole image."""
+    if isinstance(value, (bytes, bytearray, memoryview, np.bytes_)):
+        return f"<{len(value)} bytes: {bytes(value[:8])!r}...>"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {brief(v, 40)}" for k, v in list(value.items())[:4]) + "}"
+    if isinstance(value, np.ndarray):
+        return f"<array of shape {value.shape}, dtype {value.dtype}>"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -82,6 +82,15 @@ class ImageUri(ColumnType):
     kind = Kind.BYTES
 
 
+class ImageBytes(ColumnType):
+    """The image itself, held in the table: encoded bytes (JPEG, PNG, GIF, BMP, WebP, TIFF, told by content), a
+    ``{"bytes", "path"}`` struct (Hugging Face ``datasets``' ``Image``), a uint8 numpy array (HxW, HxWx1/3/4) or a
+    PIL image. Stored as an image file's bytes are; arrays and PIL images are encoded once (PNG: lossless)."""
+
+    role = Role.IMAGE
+    kind = Kind.BYTES
+
+
 class MaskUri(ColumnType):
     """Where an image's segmentation mask is: a one-channel image of class ids (PNG or another lossless format;
     palette PNGs by their indices), as any image URI."""
@@ -222,7 +231,7 @@ class Keypoints(ColumnType):
 ALL_TYPES: tuple[type[ColumnType], ...] = (
     SplitKey, ImageUri, MaskUri, IntegerLabel, StringLabel, IntegerListLabel, StringListLabel,
     IntegerInput, FloatInput, StringInput, IntegerListInput, FloatListInput, StringListInput,
-    BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight, Keypoints,
+    BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight, Keypoints, ImageBytes,
 )
 # A detection table's box columns by the edge each holds: the four edges are all given or none is.
 BOX_TYPES: dict[str, type[ColumnType]] = {t.edge: t for t in ALL_TYPES if t.role is Role.BOX}

@@ -59,7 +59,7 @@ from tfrecorder.write.settings import (
     RunDigest,
     WriteOptions,
 )
-from tfrecorder.write.sources import FrameSource, TableFiles, table_source
+from tfrecorder.write.sources import Source, table_source
 from tfrecorder.write.sources.annotations import annotation_table
 from tfrecorder.write.sources.od_records import unpacked_records
 from tfrecorder.write.table import summary_pass
@@ -245,7 +245,7 @@ def _check_written(result: ConvertResult, folder: Folder, *, from_frame: bool) -
     sample = f" (in the first {_CAUSE_ROWS} rows)" if totals.errors > _CAUSE_ROWS else ""
     causes = "; ".join(f"{code}: {count} rows, e.g. {message}"
                        for code, (count, _, message) in sorted(codes.items(), key=lambda c: -c[1][0]))
-    relative = from_frame and any(is_relative(uri) for _, uri, _ in codes.values())
+    relative = from_frame and any(is_relative(uri) for code, (_, uri, _) in codes.items() if code == "not_found")
     where = (f". A DataFrame's relative image paths are read from the working directory, {os.getcwd()}: make them "
              f"absolute, or run from the folder they are relative to") if relative else ""
     raise TFRecorderError(f"no row was written: the {totals.errors} rows not discarded all failed, listed in "
@@ -288,7 +288,7 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     return _read_notes(source, result)  # where COCO's images were, YOLO's label files without images, ...
 
 
-def _convert_local(files: TableFiles | FrameSource, folder: Folder, schema: Schema | None, options: WriteOptions,
+def _convert_local(files: Source, folder: Folder, schema: Schema | None, options: WriteOptions,
                    fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
                    progress: bool | None, workers: int | None, started: float) -> ConvertResult:
     """The local runner: the table read a part at a time (``summary_pass.summarize`` - every part validated, its

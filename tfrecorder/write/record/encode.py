@@ -262,7 +262,8 @@ _BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 b
 
 def mean_record_bytes(sample: Table, limits: Any) -> float:
     """The mean size of ``sample``'s records as stored: every feature and the framing, each image counted by
-    its file's size (``limits``: the FetchLimits to ask for it with)."""
+    its file's size (``limits``: the FetchLimits to ask for it with), or by the size of the
+    bytes when the table holds its images."""
     from tfrecorder.write.record.fetch import size_of
 
     if sample.is_detection:
@@ -271,7 +272,9 @@ def mean_record_bytes(sample: Table, limits: Any) -> float:
     if sample.image_locations is None:
         sizes = [len(encoder.encode(i)) for i in range(sample.num_rows)]
     else:
-        files = [size_of(location, limits) for location in sample.image_locations]
+        held = sample.image_data or [None] * sample.num_rows  # an image the table holds: its bytes' size
+        files = [len(data) if data is not None else size_of(location, limits)
+                 for data, location in zip(held, sample.image_locations)]
         known = [size for size in files if size is not None]
         fallback = sum(known) / len(known) if known else _DEFAULT_IMAGE_BYTES
         empty = StoredImage(b"", 1, 1, 3, "jpeg", mask=b"")  # the record without its image, then the file's size

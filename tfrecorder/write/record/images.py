@@ -84,6 +84,13 @@ def load_image(location: str | None, settings: ImageSettings, limits: FetchLimit
     return prepare_image(fetch(location, limits), settings)
 
 
+def held_image(data: bytes, settings: ImageSettings, limits: FetchLimits = FetchLimits()) -> StoredImage:
+    """Check and (if settings ask) re-encode an image a table holds itself, within the size a file may have."""
+    if len(data) > limits.max_bytes:
+        raise ImageError("too_large", f"{len(data)} bytes is over max_image_bytes={limits.max_bytes}")
+    return prepare_image(data, settings)
+
+
 def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
     """Check ``data`` as settings.validate says and return what to store."""
     if settings.format == "keep" and settings.size is None and data[:2] == b"\xff\xd8":

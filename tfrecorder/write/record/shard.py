@@ -19,7 +19,7 @@ from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import ImageError, RowError
 from tfrecorder.write.record.encode import ENCODERS
-from tfrecorder.write.record.images import StoredImage, load_image
+from tfrecorder.write.record.images import StoredImage, held_image, load_image
 from tfrecorder.write.record.masks import load_mask, pixel_stride
 from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -226,14 +226,18 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
         return ((None, None) for _ in positions)
     locations, settings = table.image_locations, options.images
 
-    masks = table.mask_locations
+    masks, held = table.mask_locations, table.image_data
 
     def fetch(row: int) -> ImageOrError:
         """Runs on the mapper's threads: the read, the check and the content hash (hashlib lets go of the
         GIL) all happen there, leaving the writing thread only encoding and writing. A segmentation table's
-        mask is read and checked with its image."""
+        mask is read and checked with its image. An image the table holds is taken from its row, checked as a
+        file's bytes are."""
         try:
-            image = load_image(locations[row], settings, options.fetch)
+            if held is not None and held[row] is not None:
+                image = held_image(held[row], settings, options.fetch)
+            else:
+                image = load_image(locations[row], settings, options.fetch)
             if masks is not None:
                 mask, pixels = load_mask(masks[row], table.mask_uris[row], image, table.image_uris[row],
                                          options.masks, settings.size, settings.resize_mode, settings.validate,

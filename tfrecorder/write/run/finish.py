@@ -264,8 +264,12 @@ def _keypoints_entry(table: Table, options: WriteOptions) -> dict[str, Any]:
 def _features(table: Table) -> list[FeatureInfo]:
     """The features of a record in our layout (``layouts.DEFAULT``)."""
     schema = table.schema
-    role_columns = {  # the input column and type behind the derived features that come from a column
-        features.IMAGE_URI: (schema.column_for(Role.IMAGE), types.ImageUri),
+    image_column = schema.column_for(Role.IMAGE)
+    held = image_column is not None and schema[image_column] is types.ImageBytes  # the images themselves
+    role_columns: dict[Any, tuple[str | None, type[types.ColumnType]]] = {  # the input column and type behind
+        # the derived features that come from a column
+        (features.IMAGE if held else features.IMAGE_URI): (image_column, types.ImageBytes if held
+                                                            else types.ImageUri),
         features.SPLIT: (schema.column_for(Role.SPLIT), types.SplitKey),
         features.SEGMENTATION_MASK: (schema.column_for(Role.MASK), types.MaskUri),
     }
@@ -274,8 +278,9 @@ def _features(table: Table) -> list[FeatureInfo]:
     infos: list[FeatureInfo] = []
     for f in derived:
         column, col_type = role_columns.get(f, (None, None))
+        source = ("bytes" if col_type is types.ImageBytes else "str") if col_type else None
         infos.append(FeatureInfo(f.name, f.role.value, f.kind.value, [], connector=f.connector.name, column=column,
-                                 source="str" if col_type else None, type=col_type.__name__ if col_type else None))
+                                 source=source, type=col_type.__name__ if col_type else None))
     if table.is_detection:
         bbox = features.OBJECT_BBOX
         infos.append(FeatureInfo(bbox.name, bbox.role.value, bbox.kind.value, [None], connector=bbox.connector.name,

@@ -17,7 +17,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.write.run.finish import convert_result
 from tfrecorder.write.run.result import ConvertResult, reused_note
 from tfrecorder.write.run.resume import Run
-from tfrecorder.write.sources import FrameSource, ReadNotes, TableFiles, left_out_note
+from tfrecorder.write.sources import ReadNotes, Source, left_out_note
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def reused(folder: Folder, manifest: Manifest, runner: str) -> ConvertResult:
     return replace(convert_result(folder, manifest, 0.0, runner), reused=True)
 
 
-def read_as(result: ConvertResult, read: TableFiles | FrameSource | ReadNotes,
+def read_as(result: ConvertResult, read: Source | ReadNotes,
             schema: Schema | None = None) -> ConvertResult:
     """``result`` with what its source says of how it was read (a CSV's separator, an image folder's files that
     are not rows, the columns a given ``schema`` leaves out): in its warnings, and the skipped files in

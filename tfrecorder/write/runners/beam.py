@@ -28,6 +28,8 @@ import numpy as np
 
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
+from tfrecorder.schema import is_pil_image
+from tfrecorder.types import ImageBytes
 from tfrecorder.write.options import PIPELINE_SETTINGS, Options, as_schema
 from tfrecorder.write.run.finish import convert_result
 from tfrecorder.write.run.journal import Journal
@@ -166,9 +168,10 @@ class StageRows(beam.PTransform):
             grouped
             | "PartKinds" >> beam.Map(_part_kinds)
             | "AllKinds" >> beam.CombineGlobally(_merged_kinds)
-            | "StagedSchema" >> beam.Map(_staged_schema)
+            | "StagedSchema" >> beam.Map(_staged_schema, _image_columns(self._job.schema))
         )
-        parts = grouped | "StageParts" >> beam.Map(_stage_rows_part, beam.pvalue.AsSingleton(schema), self._folder)
+        parts = grouped | "StageParts" >> beam.Map(_stage_rows_part, beam.pvalue.AsSingleton(schema), self._folder,
+                                                   _image_columns(self._job.schema))
         return self._claimed | "BeginRun" >> beam.FlatMap(_begin, beam.pvalue.AsList(parts), self._job, self._folder,
                                                           beam.pvalue.AsSingleton(schema))
 
@@ -196,8 +199,16 @@ def _keyed_row(row: Any, count: int) -> tuple[int, tuple[bytes, Any]]:
 
 
 def _plain(value: Any) -> Any:
-    """A value as plain Python (numpy arrays and scalars as lists and numbers), so that its repr is whole."""
+    """A value as plain Python (numpy arrays and scalars as lists and numbers, a PIL image as its mode, size and
+    pixels), so that its repr is whole."""
+    if is_pil_image(value):
+        return "PIL", value.mode, value.size, value.tobytes()
     return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _image_columns(schema: Any) -> tuple[str, ...]:
+    """The columns a given schema types as the images themselves (staged as image structs)."""
+    return tuple(name for name, col_type in (schema or {}).items() if col_type is ImageBytes)
 
 
 def _shown(value: Any) -> str:
@@ -291,7 +302,7 @@ def _value_kind(value: Any) -> tuple[str, ...]:
     return (name,)
 
 
-def _staged_schema(kinds: _Kinds) -> Any:
+def _staged_schema(kinds: _Kinds, images: tuple[str, ...] = ()) -> Any:
     """The Arrow schema of every staged part: the one a DataFrame of all the rows gives (``frame_as_arrow``),
     found from a few rows that hold a witness of each kind of value of every column (pandas and Arrow type a
     column by the kinds of its values), the columns in the order they first appear in digest order. When
@@ -303,7 +314,7 @@ def _staged_schema(kinds: _Kinds) -> Any:
     values = {name: [columns[name][1][kind][1] for kind in sorted(columns[name][1])] for name in names}
     height = max((len(found) for found in values.values()), default=0)
     witnesses = [{name: values[name][i % len(values[name])] for name in names} for i in range(height)]
-    arrow = frame_as_arrow(pd.DataFrame.from_records(witnesses, columns=names))
+    arrow = frame_as_arrow(pd.DataFrame.from_records(witnesses, columns=names), images)
     return arrow if isinstance(arrow, str) else arrow.schema
 
 
@@ -312,8 +323,8 @@ def _unstageable(reason: str) -> TFRecorderError:
                            f"Give each column one kind of value")
 
 
-def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], schema: Any,
-                     folder: Folder) -> tuple[int, str, int, str] | str:
+def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], schema: Any, folder: Folder,
+                     images: tuple[str, ...] = ()) -> tuple[int, str, int, str] | str:
     """One part's rows, in digest order, as Parquet under INPUT_DIR with the whole PCollection's ``schema``
     (``_staged_schema``): its index, URL, size and SHA-256; or what Parquet cannot hold (a str), nothing
     written."""
@@ -323,7 +334,7 @@ def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], schema: Any,
         return schema
     index, keyed = part
     rows = [row for _, row in sorted(keyed, key=lambda keyed_row: keyed_row[0])]
-    arrow = _as_staged(pd.DataFrame.from_records(rows, columns=schema.names), schema)
+    arrow = _as_staged(pd.DataFrame.from_records(rows, columns=schema.names), schema, images)
     if isinstance(arrow, str):
         return arrow
     (data,) = frame_parts(arrow, len(rows))
@@ -331,13 +342,13 @@ def _stage_rows_part(part: tuple[int, Iterable[tuple[bytes, Any]]], schema: Any,
     return index, url, len(data), hashlib.sha256(data).hexdigest()
 
 
-def _as_staged(df: Any, schema: Any) -> Any:
+def _as_staged(df: Any, schema: Any, images: tuple[str, ...] = ()) -> Any:
     """A part's rows as an Arrow table of the whole PCollection's ``schema``: each column cast to its type (a
     part of ints in a column of floats, a part where a column is missing or all null); or what Parquet
     cannot hold (a str)."""
     import pyarrow as pa
 
-    arrow = frame_as_arrow(df)
+    arrow = frame_as_arrow(df, images)
     if isinstance(arrow, str) or arrow.schema.equals(schema, check_metadata=True):
         return arrow
     columns = []

@@ -21,6 +21,7 @@ from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import Schema
+from tfrecorder.types import ImageBytes
 from tfrecorder.write.options import as_schema
 from tfrecorder.write.run.finish import convert_result
 from tfrecorder.write.run.result import ConvertResult
@@ -43,7 +44,9 @@ from tfrecorder.write.sources import (
     frame_as_arrow,
     frame_parts,
     image_folder_url,
+    is_hugging_face,
     match_table_files,
+    part_rows,
     text_columns,
     unreadable,
 )
@@ -71,6 +74,10 @@ def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options:
         frame = _beam_frame(text_columns(source), as_schema(schema))
         return beam_files(StagedRows(""), frame.schema, frame.digests, parts=frame.parts,
                           columns=tuple(frame.schema_columns))
+    if is_hugging_face(source):
+        raise TFRecorderError(f"runner={runner!r} reads files, and a Hugging Face dataset is held by this process: "
+                              f"convert it with runner='local', or save each split as Parquet "
+                              f"(dataset.to_parquet('train.parquet')) and convert those files")
     raise unreadable(source)
 
 
@@ -89,14 +96,16 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
     local runner does it; a TFRecorderError naming the column when Parquet cannot hold its values as they are
     (``frame_as_arrow``): the pipeline reads the frame as Parquet."""
     schema = check_schema(df, schema)
-    arrow = frame_as_arrow(df)
+    arrow = frame_as_arrow(df, tuple(n for n, t in schema.items() if t is ImageBytes))
     if isinstance(arrow, str):
         raise TFRecorderError(f"a Beam runner reads a DataFrame as Parquet, which cannot hold this one's values as "
                               f"they are: {arrow}. Give each column one kind of value, or convert it with "
                               f"runner='local'")
 
+    rows = part_rows(summary_pass.PART_ROWS, arrow.nbytes / max(1, arrow.num_rows))  # images: parts of PART_BYTES
+
     def parts() -> Iterator[Any]:
-        return frame_parts(arrow, summary_pass.PART_ROWS)
+        return frame_parts(arrow, rows)
 
     return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()], tuple(df.columns))
 

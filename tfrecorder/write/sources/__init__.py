@@ -22,6 +22,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.write.sources.embedded import PART_BYTES, part_rows
 from tfrecorder.write.sources.files import (
     GLOB_CHARACTERS,
     KEEP_BYTES,
@@ -50,24 +51,30 @@ from tfrecorder.write.sources.folders import (
     skipped_files,
 )
 from tfrecorder.write.sources.frames import BaseDir, FrameSource, frame_as_arrow, frame_parts, text_columns
+from tfrecorder.write.sources.hugging_face import DatasetSource, dataset_source, is_hugging_face
 from tfrecorder.write.sources.notes import ReadNotes, beam_notes, left_out_note
 
-Source = TableFiles | FrameSource
+Source = TableFiles | FrameSource | DatasetSource
 
-__all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "beam_notes", "left_out_note", "ReadNotes",
+__all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "beam_notes", "DatasetSource", "is_hugging_face",
+           "left_out_note", "ReadNotes",
            "create_image_csv", "file_facts", "FileFacts", "folder_rows",
            "frame_as_arrow", "frame_parts", "FrameSource", "image_folder_table", "image_folder_url", "label_folders",
            "LabelFolder", "ListedFolder", "listing_frame", "match_table_files", "MatchedFiles", "no_images",
-           "parquet_schema", "skipped_files", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",
+           "parquet_schema", "PART_BYTES", "part_rows",
+           "skipped_files", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",
            "unreadable", "table_files"]
 
 
-def table_source(source: Any, rows: int) -> TableFiles | FrameSource:
+def table_source(source: Any, rows: int) -> Source:
     """``source`` as the parts the conversion reads: CSV or Parquet files (a path, URL or glob) part-wise,
     each CSV read once in parts of ``rows`` rows to type its columns (``file_facts``); a DataFrame, or an
-    image folder's listing, held whole. A source that cannot be read is a TFRecorderError saying why."""
+    image folder's listing, held whole; a Hugging Face Dataset or DatasetDict in Arrow batches. A source that
+    cannot be read is a TFRecorderError saying why."""
     if isinstance(source, pd.DataFrame):
         return FrameSource(text_columns(source))
+    if is_hugging_face(source):
+        return dataset_source(source)
     url = image_folder_url(source)
     if url is not None:
         return FrameSource(image_folder_table(url), url=url, skipped=skipped_files(url))
@@ -83,7 +90,7 @@ def unreadable(source: Any) -> TFRecorderError:
     if not isinstance(source, (str, os.PathLike)):
         return TFRecorderError(
             f"source={type(source).__name__}: give a pandas DataFrame, a CSV or Parquet path/URL (or a glob of "
-            f"them) or an image folder")
+            f"them), an image folder or a Hugging Face Dataset")
     url = os.fspath(source)
     fs, path = filesystem(url)
     if not any(c in path for c in GLOB_CHARACTERS):

@@ -32,6 +32,7 @@ from tfrecorder.write.sources.csv_text import (
     name_headerless,
     separator_note,
 )
+from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, file_url, not_read_yet
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
@@ -316,22 +317,38 @@ class TableFiles:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        global _NULLABLE_TYPES
-        if _NULLABLE_TYPES is None:
-            _NULLABLE_TYPES = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
-                               pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
-                               pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
-                               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
-                               pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
-                               pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
         try:
             with open_url(url) as f:
                 file = pq.ParquetFile(f)
-                for batch in file.iter_batches(batch_size=rows):
-                    table = pa.Table.from_batches([batch], schema=file.schema_arrow)
-                    yield table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
+                size = part_rows(rows, _row_bytes(file.metadata))
+                if size < rows:  # rows of images: pre-buffered reads would stay held as the file is read on
+                    file = pq.ParquetFile(f, pre_buffer=False, metadata=file.metadata)
+                for batch in file.iter_batches(batch_size=size):
+                    yield arrow_frame(pa.Table.from_batches([batch], schema=file.schema_arrow))
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+
+
+def arrow_frame(table: Any) -> pd.DataFrame:
+    """A pyarrow table as pandas does it for a part of a Parquet file: integers, booleans, floats and text as
+    pandas' nullable dtypes (a missing value stays missing, an int stays an int)."""
+    import pyarrow as pa
+
+    global _NULLABLE_TYPES
+    if _NULLABLE_TYPES is None:
+        _NULLABLE_TYPES = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+                           pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+                           pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+                           pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
+                           pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
+                           pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
+    return table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
+
+
+def _row_bytes(metadata: Any) -> float:
+    """A Parquet file's bytes a row, uncompressed: rows of images read in parts of PART_BYTES."""
+    groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+    return sum(g.total_byte_size for g in groups) / max(1, metadata.num_rows)
 
 
 KEEP_BYTES = 16 * 1024 * 1024  # CSV sources this small are read once: the typing pass keeps what it parsed

@@ -11,6 +11,8 @@ from typing import Any
 import pandas as pd
 
 from tfrecorder.errors import SchemaError
+from tfrecorder.schema import holds_images, image_value_kind
+from tfrecorder.write.sources.embedded import held_bytes_per_row, image_struct_array, part_rows
 from tfrecorder.write.sources.folders import skipped_note
 
 BaseDir = str | list[str | None] | None  # one folder for the table, or one per row (a table of several files)
@@ -43,8 +45,13 @@ class FrameSource:
 
     @property
     def bytes(self) -> int:
-        """The frame's size in memory (object columns by their pointers): what its spill is sized by."""
-        return int(self.frame.memory_usage(index=False, deep=False).sum())
+        """The frame's size in memory (object columns by their pointers, the images it holds by their bytes):
+        what its spill is sized by."""
+        return int(self.frame.memory_usage(index=False, deep=False).sum()) + self._held_bytes * len(self.frame)
+
+    @property
+    def _held_bytes(self) -> int:
+        return held_bytes_per_row(self.frame)
 
     def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
         """What the schema is inferred from and checked against: the whole frame."""
@@ -52,7 +59,8 @@ class FrameSource:
 
     def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, BaseDir, int]]:
         """(part of at most ``rows`` rows, the folder(s) its relative image paths are relative to, its first
-        row's number), in order."""
+        row's number), in order; fewer rows a part when the frame holds its images (``part_rows``)."""
+        rows = part_rows(rows, self._held_bytes)
         for start in range(0, len(self.frame), rows):
             base_dir = self.base_dir
             if isinstance(base_dir, list):
@@ -74,12 +82,13 @@ def text_columns(df: pd.DataFrame) -> pd.DataFrame:
     return df.set_axis(names, axis=1)
 
 
-def frame_as_arrow(df: pd.DataFrame) -> Any:
+def frame_as_arrow(df: pd.DataFrame, images: tuple[str, ...] = ()) -> Any:
     """``df``'s values as a pyarrow Table, to stage as Parquet for a pipeline that reads it back as it reads any
     Parquet source (``TableFiles``: the same values, dtypes and row numbers); when Parquet would not give them
     back as they are, what it could not hold (a str): column names that are not distinct strings, or an
     object column whose values are of several kinds (str beside bytes, int beside float: Arrow would make
-    them one)."""
+    them one). A column of images (``images``, or one ``holds_images`` tells) holding structs, arrays or PIL
+    images is staged as Hugging Face's ``struct<bytes, path>``, arrays and PIL images encoded as PNG."""
     import pyarrow as pa
 
     names = list(df.columns)
@@ -88,13 +97,30 @@ def frame_as_arrow(df: pd.DataFrame) -> Any:
         return f"column names must be strings, not {', '.join(repr(n) for n in odd[:3])}"
     if len(set(names)) != len(names):
         return f"column names must be distinct: {sorted({n for n in names if names.count(n) > 1})}"
+    held = [name for name in names if _staged_as_struct(name, df[name], images)]
     for name in names:
-        if df[name].dtype == object and (kinds := _kinds(df[name])) is not None:
+        if name not in held and df[name].dtype == object and (kinds := _kinds(df[name])) is not None:
             return f"column {name!r} holds {kinds} values"
     try:
-        return pa.Table.from_pandas(df, preserve_index=False)
+        structs = {name: image_struct_array(df[name].tolist()) for name in held}
+    except ValueError as e:
+        return f"column {held[0]!r}: {e}" if len(held) == 1 else str(e)
+    try:
+        arrow = pa.Table.from_pandas(df.drop(columns=held), preserve_index=False) if held else \
+            pa.Table.from_pandas(df, preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError) as e:
         return str(e)
+    for name in held:  # back in its place among the columns
+        arrow = arrow.add_column(names.index(name), name, structs[name])
+    return arrow
+
+
+def _staged_as_struct(name: str, column: pd.Series, images: tuple[str, ...]) -> bool:
+    """An object column of images (named in ``images``, or told by ``holds_images``) that holds more than bytes:
+    Parquet holds it as a struct of bytes and path."""
+    if column.dtype != object or not (name in images or holds_images(name, column)):
+        return False
+    return any(image_value_kind(v) not in (None, "bytes") for v in column.tolist())
 
 
 _ONE_KIND = {"string", "bytes", "integer", "floating", "boolean", "empty"}  # pandas' infer_dtype names

@@ -26,7 +26,7 @@ class Problem:
 
     order: int  # problems are listed in the order validate checks columns
     column: str
-    kind: str  # "image_uri_type", "split_value" or "value_type"
+    kind: str  # "image_uri_type", "image_value", "split_value", "value_type", ...
     rows: RowSample
     examples: tuple[tuple[int, str], ...]  # (first row, repr) of the first distinct values, by first row
     detail: str = ""  # value_type: the column type wanted
@@ -42,6 +42,10 @@ class Problem:
         rows, example = self.rows.describe(), self.examples[0][1]
         if self.kind == "image_uri_type":
             return f"column {self.column!r}: image URIs must be strings; found {example} ({rows})"
+        if self.kind == "image_value":
+            return (f"column {self.column!r}: {self.rows.count} values are no image ({rows}), e.g. row "
+                    f"{self.examples[0][0]}: {example}; a column of the images themselves takes encoded bytes, "
+                    f"{{'bytes', 'path'}} dicts, uint8 arrays (HxW, HxWx1, 3 or 4) or PIL images")
         if self.kind == "split_value":
             return splits.unknown_splits_message(self.column, [t for _, t in self.examples], self.rows.count, rows)
         if self.kind == "label_line_break":
@@ -128,6 +132,7 @@ class Facts:
     box_units: str = "auto"  # convert's box_units: "auto" is decided by ``boxes`` (``BoxFacts.units``)
     spellings: SpellingFacts | None = None  # a detection table's: which local files it named how
     keypoints: Mapping[int, RowSample] | None = None  # a keypoints column's rows by the keypoints they give (K)
+    names: tuple[str, ...] | None = None  # the label vocabulary the source fixes (a Hugging Face ClassLabel's)
 
     def merge(self, other: Facts) -> Facts:
         boxes = self.boxes.merge(other.boxes) if self.boxes and other.boxes else self.boxes or other.boxes
@@ -147,6 +152,7 @@ class Facts:
             spellings,
             _merge_maps(self.keypoints or {}, other.keypoints or {}, RowSample.merge)
             if self.keypoints is not None or other.keypoints is not None else None,
+            self.names or other.names,
         )
 
     @property
@@ -157,8 +163,8 @@ class Facts:
 
     @property
     def vocabulary(self) -> list[str]:
-        """The sorted distinct text labels of TRAIN rows."""
-        return sorted(self.train_labels)
+        """The sorted distinct text labels of TRAIN rows; or the names the source fixes, in their order."""
+        return list(self.names) if self.names is not None else sorted(self.train_labels)
 
     def check(self) -> None:
         """Raise the SchemaError that lists every problem of the table, if it has any."""
@@ -176,7 +182,8 @@ class Facts:
                 f"column {self.label!r}: {self.label_missing.count} rows have no label "
                 f"({self.label_missing.describe()}); fill them, mark them DISCARD, or drop the column"
             )
-        unseen = {name: rows for name, rows in self.other_labels.items() if name not in self.train_labels}
+        known = self.train_labels if self.names is None else frozenset(self.names)
+        unseen = {name: rows for name, rows in self.other_labels.items() if name not in known}
         if unseen:
             rows = functools.reduce(RowSample.merge, unseen.values())
             raise SchemaError(labels.unseen_labels_message(self.label or "", sorted(unseen), rows.describe(),

@@ -29,7 +29,7 @@ import itertools
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ import pandas as pd
 from tfrecorder.dataset.connectors import BYTES
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
+from tfrecorder.types import ImageBytes
 from tfrecorder.write.settings import is_remote
 from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -103,6 +104,9 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     if aliased:  # parts name one file in two ways: summarized again, each file under its first name in the table
         logger.info("%d image files are named in several ways in different parts; summarizing again", len(aliased))
         summary = spilled(files.parts(part_rows or PART_ROWS), Spellings(frozenset(aliased)))
+    names = getattr(files, "vocabulary", None)  # a Hugging Face dataset's ClassLabel names: the ids it gives them
+    if names is not None and summary.facts.label is not None:
+        summary.facts = replace(summary.facts, names=tuple(names))
     summary.facts.check()
     return summary
 
@@ -172,7 +176,8 @@ class Spiller:
                 # a DataFrame's relative paths name other files from another working directory
                 self._digest.add("working_directory", os.getcwd())
         if part.image_uris is not None:
-            self._uri_keys.append((BYTES.hashes(part.image_uris), rows, split_codes))
+            if part.image_data is None:  # a held image's name (its row, a struct's path) is no file in two splits
+                self._uri_keys.append((BYTES.hashes(part.image_uris), rows, split_codes))
             self._remote = self._remote or any(is_remote(u) for u in part.image_locations or () if u)
         if part.is_detection:
             for code in np.unique(split_codes[split_codes >= 0]).tolist():
@@ -249,7 +254,8 @@ class Spiller:
         if writer is None:
             remote = {"block_size": REMOTE_SPILL_BLOCK} if "gs" in self._spill.protocols else {}
             sink = self._spill.fs.open(self._spill.join(self._name(code, bucket)), "wb", **remote)
-            options = pa.ipc.IpcWriteOptions(compression=SPILL_COMPRESSION)
+            held = ImageBytes in self._schema.values()  # encoded images do not compress: LZ4 would only cost time
+            options = pa.ipc.IpcWriteOptions(compression=None if held else SPILL_COMPRESSION)
             writer = self._writers[(code, bucket)] = (sink, pa.ipc.new_stream(sink, schema, options=options))
         return writer[1]
 

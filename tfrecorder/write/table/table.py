@@ -58,6 +58,9 @@ class Table:
     mask_uris: list[str | None] | None = None  # a segmentation table's masks, as written (credentials redacted)
     mask_locations: list[str | None] | None = None  # ... and what to fetch
     keypoint_count: int | None = None  # a detection table's keypoints an object (K; finalize decides)
+    # A table that holds its images (types.ImageBytes): each row's encoded bytes, None where the row names a file
+    # (image_locations) or has no image; None for a table of image URIs.
+    image_data: list[bytes | None] | None = None
 
     @property
     def is_detection(self) -> bool:
@@ -87,7 +90,8 @@ class Table:
         label = self.label
         if label is not None and self.vocabulary is not None:  # label ids: hashed as the text they stand for
             label = replace(label, values=_texts(label.values, self.vocabulary), stored_as=Kind.BYTES)
-        parts = [(self.splits, BYTES), (self.image_uris, BYTES),
+        images = self.image_uris if self.image_data is None else self.image_data  # held images: by their bytes
+        parts = [(self.splits, BYTES), (images, BYTES),
                  *([(self.mask_uris, BYTES)] if self.mask_uris is not None else []),
                  *((c.values, c.connector) for c in ((label,) if label else ()) + self.features)]
         for values, connector in parts:
@@ -96,15 +100,17 @@ class Table:
         return keys
 
     def to_arrow(self) -> Any:
-        """The values as a pyarrow Table, a column each (splits, image URIs and locations, then the label and
-        extra columns in encoding order): what ``with_values`` reads back. Values only: schema and column
-        types stay with the Table."""
+        """The values as a pyarrow Table, a column each (splits, image URIs and locations, the images a table
+        holds, then the label and extra columns in encoding order): what ``with_values`` reads back. Values
+        only: schema and column types stay with the Table."""
         import pyarrow as pa
 
         columns = {"split": pa.array(self.splits, pa.string())}
         if self.image_uris is not None:
             columns["image_uri"] = pa.array(self.image_uris, pa.string())
             columns["image_location"] = pa.array(self.image_locations, pa.string())
+        if self.image_data is not None:
+            columns["image_data"] = pa.array(self.image_data, pa.large_binary())
         if self.mask_uris is not None:
             columns["mask_uri"] = pa.array(self.mask_uris, pa.string())
             columns["mask_location"] = pa.array(self.mask_locations, pa.string())
@@ -125,6 +131,7 @@ class Table:
             self, num_rows=arrow.num_rows, splits=arrow["split"].to_pylist(),
             image_uris=arrow["image_uri"].to_pylist() if images else None,
             image_locations=arrow["image_location"].to_pylist() if images else None,
+            image_data=arrow["image_data"].to_pylist() if self.image_data is not None else None,
             mask_uris=arrow["mask_uri"].to_pylist() if self.mask_uris is not None else None,
             mask_locations=arrow["mask_location"].to_pylist() if self.mask_uris is not None else None,
             label=label, features=tuple(replace(c, values=v) for c, v in zip(self.features, columns)))
@@ -143,6 +150,7 @@ class Table:
             splits=pick(self.splits),
             image_uris=pick(self.image_uris),
             image_locations=pick(self.image_locations),
+            image_data=pick(self.image_data),
             mask_uris=pick(self.mask_uris),
             mask_locations=pick(self.mask_locations),
             label=replace(self.label, values=pick(self.label.values)) if self.label else None,

@@ -17,14 +17,14 @@ from tfrecorder.dataset.features import OBJECT_LABEL, object_feature
 from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample
 from tfrecorder.schema import Schema, is_missing
-from tfrecorder.types import BOX_EDGES, Kind, Role
+from tfrecorder.types import BOX_EDGES, ImageBytes, Kind, Role
 from tfrecorder.write import splits
 from tfrecorder.write.table import labels
 from tfrecorder.write.table.facts import BoxFacts, ColumnFacts, Facts, Problem
 from tfrecorder.write.table.floats import FloatFacts
 from tfrecorder.write.table.spellings import Spellings, one_spelling
 from tfrecorder.write.table.table import Column, Table
-from tfrecorder.write.table.uris import locations, uri_column
+from tfrecorder.write.table.uris import held_images, locations, uri_column
 from tfrecorder.write.table.values import convert_values, float_array, store_floats
 
 
@@ -50,13 +50,19 @@ def validate_part(
             problems[(problem.order, problem.kind)] = problem
         return value
 
-    given_uris = guard(uri_column(image_col, df[image_col], first_row)) if image_col else None
-    image_uris = [redact(u) if u else u for u in given_uris] if given_uris else given_uris
-    image_locations = locations(given_uris, base_dir) if given_uris else None
+    held = guard(held_images(image_col, df[image_col], first_row, base_dir)) \
+        if image_col and schema[image_col] is ImageBytes else None
+    if held is not None:  # the images themselves: named by their struct's path or their row
+        image_uris, image_locations = held.uris, held.locations
+    else:
+        given_uris = guard(uri_column(image_col, df[image_col], first_row)) if image_col else None
+        image_uris = [redact(u) if u else u for u in given_uris] if given_uris else given_uris
+        image_locations = locations(given_uris, base_dir) if given_uris else None
     named = None
     if schema.boxes and image_locations is not None and image_uris is not None:
         image_locations, image_uris, named = one_spelling(image_locations, image_uris, first_row, spellings)
-    row_splits = guard(_row_splits(df, split_col, image_uris, fractions, first_row))
+    row_splits = guard(_row_splits(df, split_col, held.split_keys if held is not None else image_uris, fractions,
+                                   first_row))  # held images: their digests, made only for UNASSIGNED rows
     mask_col = schema.column_for(Role.MASK)
     given_masks = None
     if mask_col:
@@ -106,6 +112,7 @@ def validate_part(
         label=label, vocabulary=None, features=features,
         mask_uris=[redact(u) if u else u for u in given_masks] if given_masks is not None else None,
         mask_locations=locations(given_masks, base_dir) if given_masks is not None else None,
+        image_data=held.data if held is not None else None,
     )
     return part, facts
 
@@ -259,7 +266,7 @@ def _row_splits(df: pd.DataFrame, split_col: str | None, image_uris, fractions,
             problem = Problem(1, split_col, "split_value", RowSample.of(rows, first_row), examples)
     if splits.UNASSIGNED not in row_splits:
         return row_splits, problem
-    keys = image_uris if image_uris is not None else _row_keys(df)
+    keys = image_uris() if callable(image_uris) else image_uris if image_uris is not None else _row_keys(df)
     return [
         splits.assign_split(keys[i] or _row_keys(df.iloc[[i]])[0], fractions) if s == splits.UNASSIGNED else s
         for i, s in enumerate(row_splits)

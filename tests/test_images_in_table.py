@@ -1,0 +1,277 @@
+"""Images inside the table: a column of the images themselves - encoded bytes, Hugging Face's ``{"bytes", "path"}``
+structs (in a DataFrame and in Parquet), uint8 arrays, PIL images, a Hugging Face Dataset - makes the records the
+same images given as files make, on every runner; bad ones are errors.csv rows or one-line errors naming the row,
+never showing the bytes."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+import tfrecorder
+from tfrecorder import types
+from tfrecorder.errors import SchemaError
+from tfrecorder.write.sources import embedded
+
+IMAGE_STRUCT = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+LABELS = ["cat", "dog", "cat", "dog", "cat", "dog"]
+SPLITS = ["TRAIN", "TRAIN", "TRAIN", "TRAIN", "VALIDATION", "TEST"]
+
+
+def pixels(seed: int, channels: int = 3) -> np.ndarray:
+    shape = (10, 12) if channels == 1 else (10, 12, channels)
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+def pil(array: np.ndarray) -> Image.Image:
+    return Image.fromarray(array[..., 0] if array.ndim == 3 and array.shape[-1] == 1 else array)
+
+
+def encoded(array: np.ndarray, fmt: str = "PNG", **options) -> bytes:
+    buffer = io.BytesIO()
+    pil(array).save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+def turned_jpeg(seed: int) -> bytes:
+    """A JPEG whose EXIF says to turn it a quarter (orientation 6), as phones write them."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buffer = io.BytesIO()
+    Image.fromarray(pixels(seed)).save(buffer, format="JPEG", quality=90, exif=exif)
+    return buffer.getvalue()
+
+
+def frame(images) -> pd.DataFrame:
+    return pd.DataFrame({"split": SPLITS[:len(images)], "image": images, "label": LABELS[:len(images)]})
+
+
+def decoded(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)))
+
+
+def convert(source, out, **options):
+    return tfrecorder.convert(source, str(out), progress=False, num_shards=1, **options)
+
+
+def by_uri(out) -> dict[str, dict]:
+    return {row["image_uri"]: row for row in tfrecorder.read_tfr(str(out)).to_dict("records")}
+
+
+def errors(out) -> list[dict]:
+    with open(out / "errors.csv", newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+# --- lossless inputs: the same pixels back, through read_tfr and load_dataset ---
+
+ARRAYS = [pixels(1), pixels(2, 4), pixels(3, 1)[..., None], pixels(4, 1), pixels(5), pixels(6)]  # HxWx3, x4, x1, HxW
+LOSSLESS = {
+    "png bytes": [encoded(a) for a in ARRAYS],
+    "arrays": ARRAYS,
+    "pil images": [pil(a) for a in ARRAYS],
+    "structs": [{"bytes": encoded(a), "path": None} for a in ARRAYS],
+}
+
+
+@pytest.fixture(scope="module", params=sorted(LOSSLESS))
+def lossless(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("lossless") / "out"
+    result = convert(frame(LOSSLESS[request.param]), out)
+    return request.param, out, result
+
+
+def test_lossless_images_round_trip_exactly_through_read_tfr(lossless):
+    kind, out, result = lossless
+    assert result.rows.written == 6 and result.rows.errors == 0
+    rows = by_uri(out)
+    assert sorted(rows) == [f"row-{i}" for i in range(6)]  # no path: named by their row
+    for i, array in enumerate(ARRAYS):
+        row = rows[f"row-{i}"]
+        assert row["image_format"] == "png" and row["image_name"] == f"row-{i}"
+        got = decoded(row["image"])
+        assert np.array_equal(got, array.reshape(got.shape)), (kind, i)
+        assert (row["image_height"], row["image_width"]) == array.shape[:2]
+    if kind == "png bytes":  # encoded bytes are stored as they are
+        assert [rows[f"row-{i}"]["image"] for i in range(6)] == LOSSLESS[kind]
+
+
+def test_lossless_images_round_trip_exactly_through_load_dataset(lossless):
+    _, out, _ = lossless
+    records = list(tfrecorder.load_dataset(str(out), "TRAIN").as_numpy_iterator())
+    assert len(records) == 4
+    found = {r["image_uri"].decode(): r["image"] for r in records}
+    for i in range(4):  # TRAIN's images of 1, 3 and 4 channels, decoded to its common channels (3)
+        got = found[f"row-{i}"]
+        assert np.array_equal(got, np.asarray(pil(ARRAYS[i]).convert("RGB"))), i
+
+
+# --- the records are those the same images given as files make ---
+
+def test_jpeg_bytes_make_the_records_their_files_make(tmp_path):
+    images = [encoded(pixels(1), "JPEG", quality=90), turned_jpeg(2), encoded(pixels(3), "GIF"),
+              encoded(pixels(4), "BMP"), encoded(pixels(5), "WEBP", lossless=True), encoded(pixels(6), "TIFF")]
+    paths = []
+    for i, data in enumerate(images):
+        path = tmp_path / f"row-{i}.img"
+        path.write_bytes(data)
+        paths.append(str(path))
+    convert(frame(images), tmp_path / "held")
+    files = frame(paths).rename(columns={"image": "image_uri"})
+    convert(files, tmp_path / "files")
+    held, read = by_uri(tmp_path / "held"), {r["image_name"]: r for r in by_uri(tmp_path / "files").values()}
+    for i in range(len(images)):
+        mine, theirs = held[f"row-{i}"], read[f"row-{i}.img"]
+        for feature in ("image", "image_height", "image_width", "image_channels", "image_format",
+                        "image_orientation", "label", "split"):
+            assert mine[feature] == theirs[feature], (i, feature)
+    assert held["row-0"]["image"] == images[0]  # a JPEG is stored byte for byte
+    assert held["row-1"]["image_orientation"] == 6 and held["row-1"]["image_height"] == 12  # EXIF: turned
+    assert held["row-5"]["image_format"] == "png"  # TIFF re-encoded, as its file is
+
+
+def test_image_format_jpeg_encodes_arrays_as_jpeg(tmp_path):
+    convert(frame(ARRAYS[:4]), tmp_path / "out", image_format="jpeg")
+    formats = {row["image_format"] for row in by_uri(tmp_path / "out").values()}
+    assert formats == {"jpeg"}
+
+
+def test_a_column_typed_image_bytes_under_another_name(tmp_path):
+    df = frame([encoded(a) for a in ARRAYS]).rename(columns={"image": "pixels"})
+    schema = {"split": types.SplitKey, "pixels": types.ImageBytes, "label": types.StringLabel}
+    convert(df, tmp_path / "out", schema=schema)
+    table = tfrecorder.read_tfr(str(tmp_path / "out"))
+    assert "pixels" in table.columns and table["image_format"].tolist() == ["png"] * 6
+    assert tfrecorder.Schema.infer(df)["pixels"] is types.StringInput  # bytes under another name: not inferred
+
+
+# --- bad images: errors.csv rows, one-line errors, never the bytes ---
+
+def test_a_corrupt_embedded_image_is_an_errors_csv_row_naming_its_row(tmp_path):
+    good = encoded(pixels(1), "JPEG")
+    corrupt = good[:40] + b"\x00" * 30  # a JPEG cut short
+    result = convert(frame([good, good, corrupt, good]), tmp_path / "out")
+    assert result.rows.written == 3 and result.rows.errors == 1
+    (row,) = errors(tmp_path / "out")
+    assert (row["row"], row["image_uri"], row["error"]) == ("2", "row-2", "decode_error")
+    assert "\\x" not in row["message"] and len(row["message"]) < 200
+
+
+def test_a_bad_struct_names_its_path(tmp_path):
+    structs = [{"bytes": encoded(pixels(i)), "path": f"photos/{i}.png"} for i in range(3)]
+    structs.append({"bytes": b"not an image at all", "path": "photos/broken.png"})
+    result = convert(frame(structs), tmp_path / "out")
+    assert result.rows.errors == 1
+    (row,) = errors(tmp_path / "out")
+    assert (row["row"], row["image_uri"], row["error"]) == ("3", "photos/broken.png", "unsupported_format")
+    assert sorted(by_uri(tmp_path / "out")) == ["photos/0.png", "photos/1.png", "photos/2.png"]
+
+
+def test_values_that_are_no_image_are_one_line_naming_the_row_without_bytes(tmp_path):
+    images = [encoded(pixels(1)), encoded(pixels(2)), np.zeros((4, 4), np.float32), encoded(pixels(3))]
+    with pytest.raises(SchemaError, match=r"column 'image': 1 values are no image \(row 2\), e\.g\. row 2: an array "
+                                          r"of dtype float32: give uint8 pixels") as e:
+        convert(frame(images), tmp_path / "out")
+    assert "\n" not in str(e.value) and "PNG" not in str(e.value) and len(str(e.value)) < 400
+
+
+def test_a_struct_column_under_an_image_uri_schema_is_not_dumped(tmp_path):
+    df = frame([{"bytes": encoded(pixels(i)), "path": None} for i in range(4)])
+    schema = {"split": types.SplitKey, "image": types.ImageUri, "label": types.StringLabel}
+    with pytest.raises(SchemaError, match=r"image URIs must be strings; found \{'bytes': <\d+ bytes") as e:
+        convert(df, tmp_path / "out", schema=schema)
+    assert len(str(e.value)) < 300
+
+
+# --- Parquet with Hugging Face's struct column: local and DirectRunner, part-wise ---
+
+@pytest.fixture(scope="module")
+def hf_parquet(tmp_path_factory):
+    """A Parquet file laid out as Hugging Face's ``to_parquet`` writes an Image column (row groups of 100 rows
+    there; of 4 here), written with pyarrow."""
+    folder = tmp_path_factory.mktemp("parquet")
+    structs = [{"bytes": encoded(pixels(i)), "path": f"{i}.png"} for i in range(10)]
+    table = pa.table({"image": pa.array(structs, IMAGE_STRUCT), "label": ["cat", "dog"] * 5,
+                      "split": ["TRAIN"] * 6 + ["VALIDATION"] * 2 + ["TEST"] * 2})
+    pq.write_table(table, folder / "data.parquet", row_group_size=4)
+    return folder / "data.parquet"
+
+
+def shard_bytes(out) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.glob("*.tfrecord"))}
+
+
+def test_a_parquet_of_image_structs_converts_alike_on_every_runner(hf_parquet, tmp_path):
+    local = convert(str(hf_parquet), tmp_path / "local")
+    assert local.rows.written == 10
+    rows = by_uri(tmp_path / "local")
+    assert sorted(rows) == sorted(f"{i}.png" for i in range(10))  # the struct's path names the image
+    assert np.array_equal(decoded(rows["7.png"]["image"]), pixels(7))
+    convert(str(hf_parquet), tmp_path / "beam", runner="DirectRunner")
+    assert shard_bytes(tmp_path / "beam") == shard_bytes(tmp_path / "local")
+
+
+def test_parts_of_images_are_bounded_by_bytes_and_make_the_same_shards(hf_parquet, tmp_path, monkeypatch):
+    convert(str(hf_parquet), tmp_path / "whole")
+    monkeypatch.setattr(embedded, "PART_BYTES", 700)  # a row a part: spilled and read back part by part
+    seen = []
+    original = tfrecorder.write.table.summary_pass.Spiller.add
+    monkeypatch.setattr(tfrecorder.write.table.summary_pass.Spiller, "add",
+                        lambda self, df, *a: (seen.append(len(df)), original(self, df, *a))[1])
+    convert(str(hf_parquet), tmp_path / "parts")
+    assert max(seen) < 10 and sum(seen) == 10
+    assert shard_bytes(tmp_path / "parts") == shard_bytes(tmp_path / "whole")
+
+
+def test_write_dataset_rows_of_pil_images(tmp_path):
+    beam = pytest.importorskip("apache_beam")
+    from tfrecorder.beam import WriteDataset
+
+    rows = [{"split": s, "image": pil(a), "label": label} for s, a, label in zip(SPLITS, ARRAYS, LABELS)]
+    with beam.Pipeline() as pipeline:
+        _ = pipeline | beam.Create(rows) | WriteDataset(str(tmp_path / "beam"), num_shards=1)
+    convert(frame([pil(a) for a in ARRAYS]), tmp_path / "local")
+    got = tfrecorder.read_tfr(str(tmp_path / "beam"))
+    assert sorted(map(bytes, got["image"])) == sorted(map(bytes, tfrecorder.read_tfr(str(tmp_path / "local"))["image"]))
+
+
+# --- a Hugging Face Dataset or DatasetDict ---
+
+def test_a_hugging_face_dataset_dict_is_a_source(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=["zebra", "cat", "dog"])})
+    whole = datasets.Dataset.from_dict({"img": [pil(a) for a in ARRAYS], "label": [1, 2, 1, 2, 1, 2]},
+                                       features=features)
+    splits = datasets.DatasetDict({"train": whole.select(range(4)), "valid": whole.select([4]),
+                                   "test": whole.select([5])})
+    result = convert(splits, tmp_path / "out")
+    assert {name: s.written for name, s in result.splits.items()} == {"TRAIN": 4, "VALIDATION": 1, "TEST": 1}
+    assert tfrecorder.label_names(str(tmp_path / "out")) == ["zebra", "cat", "dog"]  # ClassLabel's order
+    table = tfrecorder.read_tfr(str(tmp_path / "out"))
+    assert sorted(zip(table["image_uri"], table["label_id"])) == [(f"row-{i}", 1 + i % 2) for i in range(6)]
+    for uri, data in zip(table["image_uri"], table["img"]):
+        i = int(uri.split("-")[1])
+        got = decoded(data)
+        assert np.array_equal(got, ARRAYS[i].reshape(got.shape))
+
+
+def test_a_hugging_face_dataset_of_unknown_splits_is_refused(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    whole = datasets.Dataset.from_dict({"image": [Image.fromarray(ARRAYS[0])], "label": [0]})
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"the DatasetDict's split 'extra' is none of"):
+        convert(datasets.DatasetDict({"train": whole, "extra": whole}), tmp_path / "out")
+
+
+def test_a_table_of_only_corrupt_images_fails_naming_the_cause_not_the_working_directory(tmp_path):
+    corrupt = encoded(pixels(1), "JPEG")[:60]
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"no row was written: the 2 rows not discarded all failed"
+                                                          r".* Causes: decode_error: 2 rows") as e:
+        convert(frame([corrupt, corrupt]), tmp_path / "out")
+    assert "working directory" not in str(e.value) and "\\x" not in str(e.value)

@@ -1,0 +1,122 @@
+"""Hugging Face ``datasets`` (IO edge): a ``Dataset`` or ``DatasetDict`` as a table read a part at a time from its
+Arrow batches, never as one pandas copy - its splits as ours, its ``ClassLabel`` names the label vocabulary in
+their order, its ``Image`` column the images themselves (``types.ImageBytes``). ``datasets`` is not imported:
+the objects are known by their class, and read through their own methods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.types import TEST, TRAIN, VALIDATION
+from tfrecorder.write.sources.embedded import part_rows
+from tfrecorder.write.sources.files import arrow_frame
+
+# A Hugging Face split's name -> ours.
+HF_SPLITS = {"train": TRAIN, "validation": VALIDATION, "valid": VALIDATION, "val": VALIDATION, "dev": VALIDATION,
+             "test": TEST}
+
+
+def is_hugging_face(source: Any) -> bool:
+    """A ``datasets.Dataset`` or ``DatasetDict`` (told by its class, without importing ``datasets``)."""
+    kind = type(source)
+    return kind.__module__.startswith("datasets.") and kind.__name__ in ("Dataset", "DatasetDict")
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """A Hugging Face dataset converted a part at a time (``parts``, as ``TableFiles`` and ``FrameSource`` are):
+    each split's rows in Arrow batches of at most ``rows`` rows (fewer for rows of images: ``part_rows``), its
+    split given as the ``split`` column, its ClassLabel column read as the names (``vocabulary``)."""
+
+    splits: tuple[tuple[str | None, Any], ...]  # (our split, or None: split by hash; its Dataset)
+    class_label: str | None = None  # the ClassLabel column read as names, stored as the label
+    vocabulary: tuple[str, ...] | None = None  # its names, in their order: label ids are their positions
+    url: str = "the Hugging Face dataset"
+    files: tuple[str, ...] = ()
+    parquet: bool = False
+    skipped: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        names = [LABEL_COLUMN if n == self.class_label else n for n in self.splits[0][1].column_names]
+        return tuple(names if SPLIT_COLUMN in names or self.splits[0][0] is None else [SPLIT_COLUMN, *names])
+
+    @property
+    def rows(self) -> int:
+        return sum(len(dataset) for _, dataset in self.splits)
+
+    @property
+    def bytes(self) -> int:
+        """The splits' Arrow bytes: what the spill is sized by."""
+        return sum(_arrow_bytes(dataset) for _, dataset in self.splits)
+
+    def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
+        """What the schema is inferred from and checked against: the first part."""
+        return first if first is not None else pd.DataFrame()
+
+    def parts(self, rows: int) -> Iterator[tuple[pd.DataFrame, None, int]]:
+        """(part, no folder: its images' paths stay as given, the number of its first row), split after split."""
+        first_row = 0
+        for split, dataset in self.splits:
+            size = part_rows(rows, _arrow_bytes(dataset) / max(1, len(dataset)))
+            for batch in dataset.with_format("arrow").iter(batch_size=size):
+                part = arrow_frame(self._named(batch, split))
+                yield part, None, first_row
+                first_row += len(part)
+
+    def _named(self, batch: Any, split: str | None) -> Any:
+        """A batch with its ClassLabel ids as their names (-1, no label, as missing) and its split column."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self.class_label is not None:
+            ids = batch[self.class_label]
+            ids = pc.if_else(pc.less(ids, 0), pa.scalar(None, ids.type), ids)
+            names = pc.take(pa.array(self.vocabulary, pa.string()), ids)
+            index = batch.column_names.index(self.class_label)
+            batch = batch.set_column(index, LABEL_COLUMN, names)
+        if split is not None and SPLIT_COLUMN not in batch.column_names:
+            batch = batch.add_column(0, SPLIT_COLUMN, pa.array([split] * batch.num_rows, pa.string()))
+        return batch
+
+
+def dataset_source(source: Any) -> DatasetSource:
+    """A ``Dataset`` (its own split, if it names one of ours; else split by hash) or a ``DatasetDict`` (each of
+    its splits, which must all be ours) as a DatasetSource; its ClassLabel column (``label``, or the first) the
+    label. Splits of other names, or of other columns, are a TFRecorderError saying which."""
+    if type(source).__name__ == "DatasetDict":
+        unknown = [name for name in source if _our_split(name) is None]
+        if unknown:
+            raise TFRecorderError(
+                f"the DatasetDict's split {unknown[0]!r} is none of {', '.join(sorted(HF_SPLITS))}: convert the "
+                f"splits that are, e.g. DatasetDict({{'train': d['train'], 'test': d[{unknown[0]!r}]}})")
+        splits = tuple((_our_split(name), source[name]) for name in source)
+    else:
+        splits = ((_our_split(str(source.split)) if source.split is not None else None, source),)
+    if not splits:
+        raise TFRecorderError("the DatasetDict has no split: there are no rows to convert")
+    columns = splits[0][1].column_names
+    for name, (_, dataset) in zip(list(source) if type(source).__name__ == "DatasetDict" else [], splits):
+        if dataset.column_names != columns:
+            raise TFRecorderError(f"the DatasetDict's split {name!r} has columns {dataset.column_names}, but the "
+                                  f"first has {columns}: every split needs the same columns")
+    labels = {n: f.names for n, f in splits[0][1].features.items() if type(f).__name__ == "ClassLabel"}
+    label = LABEL_COLUMN if LABEL_COLUMN in labels else next(iter(labels), None)
+    if label is not None and label != LABEL_COLUMN and LABEL_COLUMN in columns:
+        label = None  # a "label" column of its own is the label; the ClassLabel stays its ids
+    return DatasetSource(splits, label, tuple(labels[label]) if label is not None else None)
+
+
+def _our_split(name: str) -> str | None:
+    return HF_SPLITS.get(name.split("[", 1)[0].strip().lower())
+
+
+def _arrow_bytes(dataset: Any) -> int:
+    return int(dataset.data.nbytes)
