@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-collect_ignore = ["tfrecorder/__main__.py", "notebooks/make_notebooks.py", "docs/make_api.py"]
+collect_ignore = ["tfrecorder/__main__.py", "notebooks/make_notebooks.py", "docs/make_api.py",
+                  "tests/data/make_datumaro_fixture.py"]  # needs Datumaro: run by hand (its README says how)
 
 
 @pytest.fixture(autouse=True)

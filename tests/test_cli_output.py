@@ -122,7 +122,7 @@ def test_every_flag_says_its_default():
                 assert "default" in shown, (name, action.option_strings, shown)
     shown = " ".join(commands["convert"].format_help().split())
     for flag, default in (("--validate-images {full,header}", DEFAULT_VALIDATE), ("--on-error {report,raise}",
-                          DEFAULT_ON_ERROR), ("--compression {gzip,zlib}", "none"), ("--runner {local,", LOCAL)):
+                          DEFAULT_ON_ERROR), ("--compression {gzip,zlib}", "none"), ("--runner RUNNER", LOCAL)):
         assert re.search(rf"{re.escape(flag)}[^-]* \w[^-]*\(default: {default}\)", shown), flag
 
 

@@ -69,7 +69,7 @@ def test_non_empty_output_dir_needs_overwrite(tmp_path, tabular_table):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"runner": "Spark"}, r"runner='Spark': use one of 'local', 'DirectRunner', 'DataflowRunner'"),
+    ({"runner": "Spark"}, r"runner='Spark': use 'local', one of 'DirectRunner', 'DataflowRunner', 'DaskRunner'"),
     ({"compression": "lz4"}, r"compression='lz4': use None, 'gzip' or 'zlib'"),
     ({"image_format": "tiff"}, r"image_format='tiff'"),
     ({"validate_images": "none"}, r"validate_images='none'"),
