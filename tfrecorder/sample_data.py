@@ -280,9 +280,11 @@ def make_instance_scenes(directory: str, n: int = 6, size: tuple[int, int] = (64
         'instances_train.json'
     """
     import json
+    import warnings
 
     from pycocotools import mask as coco_mask
 
+    warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)  # pycocotools' decode
     if segmentation not in INSTANCE_SEGMENTATIONS:
         raise ValueError(f"segmentation={segmentation!r}: one of {INSTANCE_SEGMENTATIONS}")
     rng = np.random.default_rng(seed)

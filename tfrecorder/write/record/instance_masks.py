@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,8 @@ def stored_masks(objects: ObjectMasks, frame: str, annotated: tuple[float, float
     masks, loose = [], []
     for i, (value, row) in enumerate(zip(objects.values, objects.rows)):
         where = f"row {row}: the instance mask of object {i + 1} of image {image_uri}"
+        if isinstance(value, bytes):  # a text column's values are held as UTF-8
+            value = value.decode("utf-8")
         if value is None:
             masks.append(np.zeros((image.height, image.width), np.uint8))
             continue
@@ -98,8 +101,10 @@ def drawn_mask(value: str, size: tuple[int, int], units: str, where: str) -> np.
             return np.zeros(size, np.uint8)
         rle = coco_mask.merge(coco_mask.frPyObjects(polygons, height, width))
     try:
-        return np.ascontiguousarray(coco_mask.decode(rle))
-    except (ValueError, TypeError) as e:  # pragma: no cover - counts checked above
+        with warnings.catch_warnings():  # pycocotools' own array protocol, which numpy 2 warns of
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return np.ascontiguousarray(coco_mask.decode(rle))
+    except (ValueError, TypeError) as e:
         raise ImageError("instance_mask_decode", f"{where}: its RLE cannot be decoded: {e}") from None
 
 
