@@ -83,6 +83,14 @@ def test_a_crop_drops_the_masks_of_the_objects_it_cuts_off(converted):
     assert 0 < cropped < whole
 
 
+def test_masks_padded_to_max_objects_are_empty(converted):
+    batch = next(iter(tfrecorder.load_dataset(converted["polygons"], "TRAIN", batch_size=6, image_size=(32, 32),
+                                              max_objects=3)))
+    masks, labels = batch["objects"]["mask"].numpy(), batch["objects"]["label"].numpy()
+    assert masks.shape == (6, 3, 32, 32)
+    assert (masks.max(axis=(2, 3)) == (labels >= 0)).all()  # each object's mask has pixels; padding none
+
+
 def test_polygons_and_rle_give_the_same_masks(converted):
     masks = {kind: tfrecorder.read_tfr(out).sort_values(["image_name", "xmin"])["mask"].tolist()
              for kind, out in converted.items()}
