@@ -142,7 +142,7 @@ class ObjectEncoder:
         self._masks = (_listed(masks[0].values), masks[0].type is InstanceMaskUri) if masks else None
         self._limits = limits
         # Of the last record: its objects with an instance mask, and the rows of those whose box does not hold it
-        self.masked, self.loose = 0, []
+        self.masked, self.loose = 0, list[int]()
         self._table, self._frame = table, box_orientation
         self._split = [s.encode("ascii") for s in table.splits]
         self._keys = table.row_keys()  # objects are stored in the order of their rows' content

@@ -161,7 +161,7 @@ def _from_png(location: str, frame: str, size: tuple[int, int], geometry: Geomet
     or for its stored pixels, turned into that frame."""
     data = fetch(location, limits)
     try:
-        picture = Image.open(io.BytesIO(data))
+        picture: Image.Image = Image.open(io.BytesIO(data))
         picture.load()
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         raise ImageError("instance_mask_decode", f"{where} ({location}) cannot be decoded: {e}") from e
