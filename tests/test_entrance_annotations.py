@@ -259,9 +259,10 @@ print(len(boxes), peak() - before)
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak RSS from /proc")
-def test_a_coco_file_is_read_within_three_times_its_size(tmp_path):
+def test_a_coco_file_is_read_within_three_and_a_half_times_its_size(tmp_path):
     # json.loads of a whole COCO file kept every segmentation polygon as Python floats (~4x their text) and
-    # then a dict per box: a 148 MB file peaked at 1.73 GB. Polygons are dropped as each annotation is parsed.
+    # then a dict per box: a 148 MB file peaked at 1.73 GB. Polygons are turned into their compact JSON bytes as
+    # each annotation is parsed (the instance mask column; ~0.7x of a file that is mostly polygons: 2.7x -> 3.4x).
     from benchmarks.bench_entrance_memory import coco_json
 
     path = tmp_path / "instances_train2017.json"
@@ -272,7 +273,7 @@ def test_a_coco_file_is_read_within_three_times_its_size(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows, grown = map(int, proc.stdout.split())
-    assert rows > 25_000 and grown < 3 * size, f"the read grew {grown / size:.2f}x the file's size"
+    assert rows > 25_000 and grown < 3.5 * size, f"the read grew {grown / size:.2f}x the file's size"
 
 
 # --- labels over 64 KiB ---------------------------------------------------------------------------------------

@@ -48,6 +48,12 @@ def _check_image_roles(columns: Mapping[str, type[ColumnType]]) -> None:
                           f"(xmin, ymin, xmax, ymax: a row per object)")
     if len(keypoints) > 1:
         raise SchemaError(f"columns {keypoints} all hold keypoints; an object has one set: give one column")
+    masks = [n for n, t in columns.items() if t in types.INSTANCE_MASK_TYPES]
+    if masks and not edges:
+        raise SchemaError(f"column {masks[0]!r} holds instance masks, an object's: the table needs box columns too "
+                          f"(xmin, ymin, xmax, ymax: a row per object)")
+    if len(masks) > 1:
+        raise SchemaError(f"columns {masks} all hold instance masks; an object has one mask: give one column")
     if not edges:
         return
     twice = {edge: names for edge, names in edges.items() if len(names) > 1}
@@ -156,6 +162,8 @@ class Schema(Mapping[str, type[ColumnType]]):
         return cls({name: types.BOX_TYPES[name] if boxes and name in types.BOX_TYPES else
                     types.Keypoints if boxes and name == types.KEYPOINTS_COLUMN else
                     types.ImageBytes if name in structs else
+                    types.InstanceMask if boxes and name == types.INSTANCE_MASK_COLUMN else
+                    types.InstanceMaskUri if boxes and name == types.INSTANCE_MASK_URI_COLUMN else
                     infer_column_type(name, df[name], kinds.get(name)) for name in names})
 
 

@@ -228,10 +228,31 @@ class Keypoints(ColumnType):
     connector = "Keypoints"
 
 
+class InstanceMask(ColumnType):
+    """An object's instance mask in a detection table (a row per box), kept compact as text: COCO's
+    ``segmentation`` as JSON - polygons ``[[x1, y1, x2, y2, ...], ...]`` in the box columns' units and frame, or
+    RLE ``{"size": [height, width], "counts": ...}`` (compressed text or a list of runs) of the annotated
+    picture. Drawn when written: stored as ``objects/mask``, one PNG (0/1) per object."""
+
+    role = Role.FEATURE
+    kind = Kind.BYTES
+    connector = "InstanceMask"
+
+
+class InstanceMaskUri(ColumnType):
+    """Where an object's instance mask is, in a detection table (a row per box): a one-channel image (PNG) of its
+    picture's size, nonzero on the object. Stored as ``objects/mask``, one PNG (0/1) per object."""
+
+    role = Role.FEATURE
+    kind = Kind.BYTES
+    connector = "InstanceMask"
+
+
 ALL_TYPES: tuple[type[ColumnType], ...] = (
     SplitKey, ImageUri, MaskUri, IntegerLabel, StringLabel, IntegerListLabel, StringListLabel,
     IntegerInput, FloatInput, StringInput, IntegerListInput, FloatListInput, StringListInput,
-    BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight, Keypoints, ImageBytes,
+    BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight, Keypoints, ImageBytes, InstanceMask,
+    InstanceMaskUri,
 )
 # A detection table's box columns by the edge each holds: the four edges are all given or none is.
 BOX_TYPES: dict[str, type[ColumnType]] = {t.edge: t for t in ALL_TYPES if t.role is Role.BOX}
@@ -241,6 +262,10 @@ FEATURE_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
     (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.FEATURE and not t.connector
 }
 KEYPOINTS_COLUMN = "keypoints"  # a detection table's column of this name is inferred as Keypoints
+# A detection table's columns of these names are inferred as InstanceMask (COCO segmentation text) and
+# InstanceMaskUri (a PNG per object)
+INSTANCE_MASK_COLUMN, INSTANCE_MASK_URI_COLUMN = "instance_mask", "instance_mask_uri"
+INSTANCE_MASK_TYPES = (InstanceMask, InstanceMaskUri)
 LABEL_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
     (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.LABEL
 }

@@ -64,6 +64,9 @@ OBJECT_KEYPOINT_VISIBILITY = Feature(f"{OBJECTS}/{connectors.VISIBILITY}",
                                      connectors.objects_of(connectors.KEYPOINT_VISIBILITY), Role.FEATURE,
                                      "each object's K keypoints' visibility: 0 not labelled, 1 hidden, 2 visible")
 
+OBJECT_MASK = Feature(f"{OBJECTS}/mask", connectors.objects_of(connectors.INSTANCE_MASK), Role.FEATURE,
+                      "each object's instance mask: a PNG of one channel, 1 on the object, the stored image's size")
+
 
 # The keys of the TF Object Detection API (its using_your_own_dataset.md), read by Model Garden's
 # TfExampleDecoder: those of layouts.OBJECT_DETECTION (record_format="tf_object_detection").
@@ -88,6 +91,8 @@ OD_KEYPOINTS = (
     Feature("image/object/keypoint/visibility", connectors.objects_of(connectors.INT64), Role.FEATURE,
             "each object's K keypoints' visibility: 0 not labelled, 1 hidden, 2 visible"),
 )
+OD_OBJECT_MASK = Feature("image/object/mask", connectors.objects_of(connectors.INSTANCE_MASK), Role.FEATURE,
+                         "each object's instance mask: a PNG of one channel (0/1), in the stored pixels' frame")
 OD_IMAGE_FEATURES = (OD_IMAGE, OD_FORMAT, OD_FILENAME, OD_SOURCE_ID, OD_HEIGHT, OD_WIDTH)
 OD_MASK = Feature("image/segmentation/class/encoded", connectors.MASK, Role.MASK,
                   "the segmentation mask: a PNG of class ids, in the stored pixels' frame")

@@ -53,6 +53,7 @@ class RecordLayout:
     label_map: str | None = None  # the file the class ids and names are written to beside the shards
     plain_tables: bool = True  # False: only detection and segmentation tables have records in this layout
     not_read_by: Mapping[str, str] = field(default_factory=dict)
+    instance_mask: Feature | None = None  # each object's instance mask (a PNG an object)
 
     def __repr__(self) -> str:
         return f"RecordLayout({self.name!r})"
@@ -146,6 +147,7 @@ DEFAULT = RecordLayout(
     box_features=(features.OBJECT_BBOX,), box_edges=(("ymin", "xmin", "ymax", "xmax"),),
     object_label=features.OBJECT_LABEL, class_text=None, object_prefix=f"{features.OBJECTS}/",
     keypoints=(features.OBJECT_KEYPOINTS, features.OBJECT_KEYPOINT_VISIBILITY),
+    instance_mask=features.OBJECT_MASK,
 )
 
 # record_format="tf_object_detection": a detection record under the keys of the TF Object Detection API
@@ -161,7 +163,7 @@ OBJECT_DETECTION = RecordLayout(
     masks=(features.OD_MASK, features.OD_MASK_FORMAT),
     box_features=tuple(features.OD_BOX_EDGES.values()), box_edges=tuple((e,) for e in features.OD_BOX_EDGES),
     object_label=features.OD_CLASS_LABEL, class_text=features.OD_CLASS_TEXT, object_prefix="image/object/",
-    keypoints=features.OD_KEYPOINTS,
+    keypoints=features.OD_KEYPOINTS, instance_mask=features.OD_OBJECT_MASK,
     label=features.OD_CLASS_LABEL, first_class_id=1, label_map="label_map.pbtxt", plain_tables=False,
     not_read_by={
         "tfds": f"record_format={_OD!r} keeps the Object Detection API's keys; convert with the default "

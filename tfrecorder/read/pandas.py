@@ -105,6 +105,7 @@ class _Columns:
     keypoint_column: str = ""  # ... their input column: [x, y, v] * K an object, as the table gave them
     keypoint_count: int = 0
     records: RecordLayout = DEFAULT
+    mask: str = ""  # the objects' instance masks' column as read (objects.instance_masks), given as MASK_COLUMN
 
     @classmethod
     def of(cls, manifest: Manifest) -> _Columns:
@@ -129,16 +130,20 @@ class _Columns:
         hidden = tuple(f.name for f in manifest.features if text is not None and f.name == text.name)
         keypoints = objects.get("keypoints") or {}
         points = tuple(keypoints.get("features", ()))
+        masks = objects.get("instance_masks") or {}
+        mask = _column_name(manifest.feature(masks["feature"])) if masks else ""
         available = [column if c == _column_name(label_feature) else c for c in available
-                     if c not in hidden and c not in held and c not in points]
+                     if c not in hidden and c not in held and c not in points and c != mask]
         available[available.index(column):0] = edges  # the long form's order: edges first
         if points:
             available.append(keypoints["column"])
+        if mask:
+            available.append(MASK_COLUMN)
         if vocabulary:
             available.append(f"{column}_id")
         return cls(available, column if vocabulary else None, boxes, edges, label_feature.name, column,
                    tuple(objects.get("features", ())), hidden, points, keypoints.get("column", ""),
-                   int(keypoints.get("count") or 0), records)
+                   int(keypoints.get("count") or 0), records, mask)
 
     def read(self, feature: FeatureInfo, wanted: set[str]) -> bool:
         """Whether read_tfr decodes ``feature`` to give the ``wanted`` columns."""
@@ -160,7 +165,8 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, 
     frame = frame.assign(**lists) if lists else frame
     counts = np.fromiter(map(len, frame[label]), np.int64, len(frame))
     repeat = np.maximum(counts, 1)
-    rows = frame.drop(columns=[*box_names, *per_object, *hidden, *layout.keypoints]).iloc[
+    masks = [layout.mask] if layout.mask else []
+    rows = frame.drop(columns=[*box_names, *per_object, *hidden, *layout.keypoints, *masks]).iloc[
         np.repeat(np.arange(len(frame)), repeat)]
     rows = rows.reset_index(drop=True)
     has = np.repeat(counts > 0, repeat)  # the rows that are objects (the others: images without any)
@@ -181,7 +187,8 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, 
     ids = [v for items in frame[label] for v in items]
     if manifest.vocabulary is not None and records.first_class_id:
         ids = [v - records.first_class_id for v in ids]  # the Object Detection API's count from 1
-    values = {layout.label_out: ids, **{name: [v for items in frame[name] for v in items] for name in per_object[1:]}}
+    values = {layout.label_out: ids, **{name: [v for items in frame[name] for v in items] for name in per_object[1:]},
+              **({MASK_COLUMN: [v for items in frame[masks[0]] for v in items]} if masks else {})}  # a PNG an object
     if layout.label_column is not None:
         names = _label_names(pd.Series(ids, dtype="int64"), manifest.vocabulary or [], where).tolist()
         values = {**values, layout.label_column: names, f"{layout.label_column}_id": ids}
@@ -388,6 +395,9 @@ def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.B
     missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     return wire.Numbers(np.fromiter((0 if v is None else v for v in values), dtype=connector.numbers,
                                     count=len(values)), missing)
+
+
+MASK_COLUMN = "mask"  # read_tfr's column of each object's instance mask: its PNG (one channel, 0/1)
 
 
 def _column_name(feature: FeatureInfo) -> str:

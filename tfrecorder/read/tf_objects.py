@@ -102,13 +102,15 @@ def _member(layout: RecordLayout, name: str) -> str:
 
 
 def padder(max_objects: int | None):
-    """Pads (or cuts) each record's objects to ``max_objects``, with -1 (text: empty): batches then stack."""
+    """Pads (or cuts) each record's objects to ``max_objects``, with -1 (text: empty; an instance mask, uint8: 0,
+    no pixel): batches then stack."""
     if max_objects is None:
         return None
 
     def pad_one(values: tf.Tensor) -> tf.Tensor:
         values = values[:max_objects]
-        fill = tf.constant("", values.dtype) if values.dtype == tf.string else tf.constant(-1, values.dtype)
+        fill = (tf.constant("", values.dtype) if values.dtype == tf.string else
+                tf.constant(0, values.dtype) if values.dtype.is_unsigned else tf.constant(-1, values.dtype))
         padding = [[0, max_objects - tf.shape(values)[0]]] + [[0, 0]] * (values.shape.rank - 1)
         padded = tf.pad(values, padding, constant_values=fill)
         return tf.ensure_shape(padded, [max_objects, *values.shape[1:]])

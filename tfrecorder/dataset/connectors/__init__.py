@@ -23,7 +23,13 @@ from typing import Any
 from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector
 from tfrecorder.dataset.connectors.images import Image, Mask
 from tfrecorder.dataset.connectors.nested import ListOf, Objects
-from tfrecorder.dataset.connectors.places import VISIBILITY, BoundingBoxes, Keypoints, KeypointVisibility
+from tfrecorder.dataset.connectors.places import (
+    VISIBILITY,
+    BoundingBoxes,
+    InstanceMask,
+    Keypoints,
+    KeypointVisibility,
+)
 from tfrecorder.dataset.connectors.scalars import (
     INT64_MAX,
     INT64_MIN,
@@ -39,14 +45,15 @@ from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.types import Kind
 
 __all__ = ["INT64_MAX", "INT64_MIN", "TFDS_CLASS", "VISIBILITY", "BoundingBoxes", "Bytes", "ClassLabel", "Connector",
-           "Float32", "Float64", "Image", "Int64", "KeypointVisibility", "Keypoints", "ListOf", "Mask", "Objects",
-           "Text", "float64_bits"]
+           "Float32", "Float64", "Image", "InstanceMask", "Int64", "KeypointVisibility", "Keypoints", "ListOf", "Mask",
+           "Objects", "Text", "float64_bits"]
 
 INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, CLASS_LABEL = (Int64(), Float32(), Float64(), Bytes(), Text(), Image(),
                                                            ClassLabel())
 BOX = BoundingBoxes()
 KEYPOINTS, KEYPOINT_VISIBILITY = Keypoints(), KeypointVisibility()
 MASK = Mask()
+INSTANCE_MASK = InstanceMask()
 SCALARS: tuple[Connector, ...] = (INT64, FLOAT32, FLOAT64, TEXT)  # a connector of each stored kind
 BY_KIND: dict[Kind, Connector] = {c.kind: c for c in SCALARS}
 # What a list read from another tool's record holds: each list's own kind (float64 is ours alone).
@@ -54,7 +61,7 @@ KINDS_BY_FIELD: dict[str, Kind] = {c.field: c.kind for c in (INT64, FLOAT32, BYT
 
 # Every connector by the name dataset.json gives it; a nesting one's is ``ListOf(<item>)`` or ``Objects(<item>)``.
 NAMED: dict[str, Connector] = {c.name: c for c in (INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, MASK, CLASS_LABEL,
-                                                     BOX, KEYPOINTS, KEYPOINT_VISIBILITY)}
+                                                     BOX, KEYPOINTS, KEYPOINT_VISIBILITY, INSTANCE_MASK)}
 _NESTING = {"ListOf": ListOf, "Objects": Objects}
 _NESTED_NAME = re.compile(r"(ListOf|Objects)\((\w+)\)")
 _NESTED: dict[str, Connector] = {}  # kept: readers ask for them per feature and batch

@@ -1,6 +1,6 @@
-"""Connectors of values with a place in the picture: an object's box and keypoints. Stored normalized in the
-stored pixels' frame (before EXIF orientation), as TFDS and Model Garden expect; ``follow`` moves them where
-load_dataset shows the picture."""
+"""Connectors of values with a place in the picture: an object's box, keypoints and instance mask. Stored
+(normalized) in the stored pixels' frame (before EXIF orientation), as TFDS and Model Garden expect; ``follow``
+moves them where load_dataset shows the picture."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector
+from tfrecorder.dataset.connectors.images import Mask
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.types import Kind
 
@@ -105,6 +106,23 @@ class KeypointVisibility(Connector):
 
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         return _tfds_tensor(feature, "int64"), ""
+
+
+class InstanceMask(Mask):
+    """An object's instance mask: a PNG of one channel, 1 on the object and 0 elsewhere, in the stored picture's
+    orientation and size (as its box). A record holds one per object (``Objects(InstanceMask)``: a list of PNGs,
+    TFDS's ``Sequence`` of one-channel ``Image``s; the Object Detection API's ``image/object/mask``). An input
+    row gives COCO's segmentation (polygons or RLE) or a PNG's location (``types.InstanceMask``,
+    ``types.InstanceMaskUri``): the writer draws it. ``follow`` decodes a record's masks to uint8 ``[N, H, W]``
+    and turns and resizes them with the picture (``Frame.instance_masks``: the semantic mask's rules)."""
+
+    object_missing = b""
+
+    def object_shape(self, feature: FeatureInfo) -> list[int]:
+        return []  # a PNG an object; decoded to [H, W] by ``follow``
+
+    def follow(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
+        return {**values, name: frame.instance_masks(values[name])}, None
 
 
 def _tfds_tensor(feature: FeatureInfo, dtype: str) -> dict[str, Any]:

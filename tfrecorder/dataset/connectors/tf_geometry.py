@@ -60,6 +60,26 @@ class Frame:
             mask = resize_mask(mask, self.shape, self.size, self.mode, self.fill)
         return tf.ensure_shape(mask, [None, None, 1])
 
+    def instance_masks(self, pngs: tf.Tensor) -> tf.Tensor:
+        """A record's objects' instance masks (``[N]`` PNGs of the stored pixels) as uint8 ``[N, H, W]``, turned
+        and resized with the picture by ``mask``'s rules (a pad is 0: no object there). The objects are the
+        channels of one picture while they move: one turn and one resize for all of them."""
+        def some() -> tf.Tensor:
+            masks = tf.map_fn(lambda png: tf.io.decode_png(png, channels=1)[..., 0], pngs,
+                              fn_output_signature=tf.TensorSpec([None, None], tf.uint8))
+            planes = tf.transpose(masks, [1, 2, 0])
+            if self.orientation is not None:
+                planes = apply_orientation(planes, self.orientation)
+            if self.size is not None:
+                planes = resize_mask(planes, self.shape, self.size, self.mode, 0)
+            return tf.transpose(planes, [2, 0, 1])
+
+        def none() -> tf.Tensor:  # no object: no mask to take the picture's size from
+            height, width = (self.size[0], self.size[1]) if self.size is not None else (self.shape[0], self.shape[1])
+            return tf.zeros(tf.stack([0, height, width]), tf.uint8)
+
+        return tf.ensure_shape(tf.cond(tf.size(pngs) > 0, some, none), [None, None, None])
+
 
 def apply_orientation(image: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
     """Turn decoded pixels as EXIF ``orientation`` (1-8) says, as viewers and ``ImageOps.exif_transpose`` do."""

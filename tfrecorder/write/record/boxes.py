@@ -52,14 +52,7 @@ def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[flo
     annotation was drawn on, if the table says. Raises ImageError("box_outside_image") naming the row of
     the first box beyond the image (``what``: what a message calls one, "keypoint" for points as boxes of no
     size)."""
-    turned = geometry.source_orientation in (5, 6, 7, 8)
-    stored_size = (geometry.height, geometry.width) if not turned else (geometry.width, geometry.height)
-    if frame == "auto":
-        frame = "displayed"
-        if annotated is not None and geometry.source_orientation != 1 and (
-                int(annotated[0]), int(annotated[1])) == (stored_size[1], stored_size[0]):
-            frame = "stored"
-    height, width = stored_size if frame == "stored" else (geometry.height, geometry.width)
+    frame, (height, width) = annotation_frame(frame, annotated, geometry)
     boxes = edges.astype(np.float64)
     if units == "pixels":
         boxes = boxes / np.array([width, height, width, height], np.float64)
@@ -80,6 +73,21 @@ def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[flo
     boxes = boxes * np.array([scale_x, scale_y, scale_x, scale_y]) + np.array([offset_x, offset_y] * 2)
     boxes = turn(boxes, INVERSE[geometry.orientation])  # kept bytes: back into their stored pixels
     return boxes[:, [1, 0, 3, 2]].astype(np.float32), clipped
+
+
+def annotation_frame(frame: str, annotated: tuple[float, float] | None, geometry: Geometry
+                     ) -> tuple[str, tuple[int, int]]:
+    """The frame an image's annotations are in ("stored" or "displayed") and its (height, width) in pixels:
+    ``frame`` (box_orientation) unless "auto", where an EXIF-turned photo annotated at its stored pixels' size
+    (``annotated``: (width, height)) is in the stored frame. One rule for boxes, points and instance masks."""
+    turned = geometry.source_orientation in (5, 6, 7, 8)
+    stored_size = (geometry.height, geometry.width) if not turned else (geometry.width, geometry.height)
+    if frame == "auto":
+        frame = "displayed"
+        if annotated is not None and geometry.source_orientation != 1 and (
+                int(annotated[0]), int(annotated[1])) == (stored_size[1], stored_size[0]):
+            frame = "stored"
+    return frame, stored_size if frame == "stored" else (geometry.height, geometry.width)
 
 
 def stored_keypoints(given: Sequence[Sequence[float] | None], count: int, units: str, frame: str,

@@ -9,11 +9,13 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.dataset import features, layouts
-from tfrecorder.dataset.connectors import KEYPOINTS, Connector, stored_connector
+from tfrecorder.dataset.connectors import INSTANCE_MASK, KEYPOINTS, Connector, stored_connector
 from tfrecorder.dataset.example_proto import Example
-from tfrecorder.types import BOX_EDGES, Role
+from tfrecorder.types import BOX_EDGES, InstanceMaskUri, Role
 from tfrecorder.write.record.boxes import check_labels, long_labels, stored_boxes, stored_keypoints
 from tfrecorder.write.record.images import StoredImage
+from tfrecorder.write.record.instance_masks import ObjectMasks, png, stored_masks
+from tfrecorder.write.settings import FetchLimits
 from tfrecorder.write.table.table import Table
 
 
@@ -121,7 +123,7 @@ class ObjectEncoder:
 
     layout = layouts.DEFAULT
 
-    def __init__(self, table: Table, box_orientation: str):
+    def __init__(self, table: Table, box_orientation: str, limits: FetchLimits = FetchLimits()):
         edges = {c.type.edge: c for c in table.features if c.type.role is Role.BOX}
         self._edges = np.stack([np.array([np.nan if v is None else v for v in _listed(edges[e].values)], np.float64)
                                 for e in BOX_EDGES], axis=1)
@@ -133,9 +135,14 @@ class ObjectEncoder:
         self._long_labels = long_labels(table.vocabulary)
         self._extras = [(self.layout.object_key(c.name), c.connector.field, c.connector.object_missing,
                          _listed(c.values)) for c in table.features
-                        if c.type.role is not Role.BOX and c.type.connector != KEYPOINTS.name]
+                        if c.type.role is not Role.BOX and c.type.connector not in _OWN_FEATURES]
         given = [_listed(c.values) for c in table.features if c.type.connector == KEYPOINTS.name]
         self._keypoints = given[0] if given and table.keypoint_count else None
+        masks = [c for c in table.features if c.type.connector == INSTANCE_MASK.name]
+        self._masks = (_listed(masks[0].values), masks[0].type is InstanceMaskUri) if masks else None
+        self._limits = limits
+        # Of the last record: its objects with an instance mask, and the rows of those whose box does not hold it
+        self.masked, self.loose = 0, list[int]()
         self._table, self._frame = table, box_orientation
         self._split = [s.encode("ascii") for s in table.splits]
         self._keys = table.row_keys()  # objects are stored in the order of their rows' content
@@ -159,6 +166,16 @@ class ObjectEncoder:
                 points = stored_keypoints([self._keypoints[p] for p in objects], self._table.keypoint_count,
                                           self._table.box_units, self._frame, annotated, image.geometry,
                                           [row_of[p] for p in objects])
+        masks: list[bytes] = []
+        self.masked, self.loose = 0, []
+        if objects and self._masks is not None:
+            values, located = self._masks
+            drawn, self.loose = stored_masks(
+                ObjectMasks([values[p] for p in objects], located, self._edges[objects], self._table.box_units,
+                            [row_of[p] for p in objects]),
+                self._frame, annotated, image, self._uris(positions[0]), self._limits)
+            masks = [png(mask) for mask in drawn]
+            self.masked = sum(values[p] is not None for p in objects)
         labels = [self._labels[p] for p in objects]
         layout, vocabulary = self.layout, self._table.vocabulary
         example = Example()
@@ -175,6 +192,10 @@ class ObjectEncoder:
                 kind_list = getattr(stored[feature.name], feature.field)
                 kind_list.SetInParent()
                 kind_list.value.extend(values)
+        if self._masks is not None and layout.instance_mask is not None:
+            kind_list = stored[layout.instance_mask.name].bytes_list
+            kind_list.SetInParent()
+            kind_list.value.extend(masks)
         self._set_extras(stored, objects)
         return example.SerializeToString(deterministic=True), labels, clipped
 
@@ -249,6 +270,10 @@ ENCODERS = {
     layouts.DEFAULT.name: Encoders(ExampleEncoder, ObjectEncoder),
     layouts.OBJECT_DETECTION.name: Encoders(SegmentationAPIEncoder, DetectionAPIObjectEncoder),
 }
+
+
+# Columns stored as features of their own kind (not ``objects/<column>``): keypoints, instance masks.
+_OWN_FEATURES = (KEYPOINTS.name, INSTANCE_MASK.name)
 
 
 def _listed(values: Any) -> list[Any]:

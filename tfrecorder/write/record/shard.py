@@ -71,26 +71,38 @@ class ImageStats:
 @dataclass(frozen=True)
 class ObjectStats:
     """What the records of a detection table's shard hold: rows written, objects by label id, boxes clipped, and
-    the most objects one record holds (None: unknown, a shard journaled before it was counted)."""
+    the most objects one record holds (None: unknown, a shard journaled before it was counted); objects with an
+    instance mask, and those whose box does not hold it (their count and first rows)."""
 
     rows: int = 0
     labels: tuple[tuple[int, int], ...] = ()  # (label id, objects), by label id
     clipped: int = 0
     most: int | None = 0
+    masked: int = 0
+    loose: int = 0
+    loose_rows: tuple[int, ...] = ()  # the first LOOSE_ROWS of them, by row
 
-    def add(self, rows: int, labels: Sequence[int], clipped: int) -> ObjectStats:
+    def add(self, rows: int, labels: Sequence[int], clipped: int, masked: int = 0,
+            loose: Sequence[int] = ()) -> ObjectStats:
         counts = dict(self.labels)
         for label in labels:
             counts[label] = counts.get(label, 0) + 1
         most = None if self.most is None else max(self.most, len(labels))
-        return ObjectStats(self.rows + rows, tuple(sorted(counts.items())), self.clipped + clipped, most)
+        return ObjectStats(self.rows + rows, tuple(sorted(counts.items())), self.clipped + clipped, most,
+                           self.masked + masked, self.loose + len(loose),
+                           tuple(sorted((*self.loose_rows, *loose))[:LOOSE_ROWS]))
 
     def merge(self, other: ObjectStats) -> ObjectStats:
         counts = dict(self.labels)
         for label, n in other.labels:
             counts[label] = counts.get(label, 0) + n
         most = None if self.most is None or other.most is None else max(self.most, other.most)
-        return ObjectStats(self.rows + other.rows, tuple(sorted(counts.items())), self.clipped + other.clipped, most)
+        return ObjectStats(self.rows + other.rows, tuple(sorted(counts.items())), self.clipped + other.clipped, most,
+                           self.masked + other.masked, self.loose + other.loose,
+                           tuple(sorted((*self.loose_rows, *other.loose_rows))[:LOOSE_ROWS]))
+
+
+LOOSE_ROWS = 10  # rows of objects whose box does not hold their instance mask, named in the warning
 
 
 @dataclass(frozen=True)
@@ -160,7 +172,7 @@ def write_shard(
             detection = table.is_detection
             if detection:  # a record per image: its box rows are together, in key order
                 objects = objects or ObjectStats()
-                encoder: Any = encoders.objects(table, options.box_orientation)
+                encoder: Any = encoders.objects(table, options.box_orientation, options.fetch)
                 records = image_groups(table.image_locations)
             else:
                 encoder = encoders.rows(table)
@@ -173,7 +185,7 @@ def write_shard(
                 if not isinstance(image, ImageError) and detection:
                     try:
                         data, labels, clipped = encoder.encode(record, record_rows, image)
-                        objects = objects.add(len(record), labels, clipped)
+                        objects = objects.add(len(record), labels, clipped, encoder.masked, encoder.loose)
                     except ImageError as e:  # a box beyond the image: the image and its rows are not written
                         image = e
                 elif not isinstance(image, ImageError):

@@ -15,6 +15,7 @@ from tfrecorder._version import __version__
 from tfrecorder.dataset import features, layouts
 from tfrecorder.dataset.connectors import (
     CLASS_LABEL,
+    INSTANCE_MASK,
     INT64,
     KEYPOINTS,
     Connector,
@@ -37,7 +38,7 @@ from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
 from tfrecorder.write import splits
 from tfrecorder.write.record.masks import pixel_stride
-from tfrecorder.write.record.shard import ImageStats, ObjectStats, RowFailure, ShardResult
+from tfrecorder.write.record.shard import LOOSE_ROWS, ImageStats, ObjectStats, RowFailure, ShardResult
 from tfrecorder.write.run.result import ConvertResult, SplitResult
 from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.table import leakage
@@ -107,6 +108,12 @@ def manifest_warnings(manifest: Manifest) -> tuple[str, ...]:
     if clipped:
         found.append(f"{clipped} boxes lay up to 1 pixel (or 0.5% of the image) outside their image and were "
                      f"clipped onto it; boxes further out are row errors (errors.csv)")
+    loose = ((manifest.objects or {}).get("instance_masks") or {})
+    if loose.get("loose"):
+        rows = ", ".join(str(r) for r in loose.get("loose_rows", []))
+        found.append(f"{loose['loose']} objects' boxes do not hold their instance mask within 1 pixel (rows "
+                     f"{rows}{', ...' if loose['loose'] > len(loose.get('loose_rows', [])) else ''}): their box or "
+                     f"their mask is not the object's; fix the annotation")
     return tuple(w for w in found if w)
 
 
@@ -207,6 +214,7 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
         "box_units": table.box_units,
         "features": [layout.object_key(c.name) for c in _extras(table)],
         **({"keypoints": _keypoints_entry(table, options)} if _keypoint_infos(table, layout) else {}),
+        **({"instance_masks": _instance_masks_entry(table, found, layout)} if _mask_infos(table, layout) else {}),
         "counts": {split: {name(label): n for label, n in stats.labels} for split, stats in found.items()},
         "clipped": sum(stats.clipped for stats in found.values()),
         # the most objects one record holds: what load_dataset(as_supervised=True) pads every image's boxes to
@@ -230,12 +238,38 @@ def _detection_api_features(table: Table) -> list[FeatureInfo]:
                           connector=_connector(table, c, per_object=True), column=c.name, source=c.source,
                           type=c.type.__name__, pandas=c.pandas)
               for c in _extras(table)]
-    return infos + _keypoint_infos(table, layout)
+    return infos + _keypoint_infos(table, layout) + _mask_infos(table, layout)
 
 
 def _extras(table: Table) -> list[Column]:
-    """A detection table's columns stored as a value per object beside its box and label (the keypoints apart)."""
-    return [c for c in table.features if c.type.role is not Role.BOX and c.type.connector != KEYPOINTS.name]
+    """A detection table's columns stored as a value per object beside its box and label (the keypoints and
+    instance masks apart: stored as features of their own)."""
+    return [c for c in table.features if c.type.role is not Role.BOX
+            and c.type.connector not in (KEYPOINTS.name, INSTANCE_MASK.name)]
+
+
+def _mask_column(table: Table) -> Column | None:
+    return next((c for c in table.features if c.type.connector == INSTANCE_MASK.name), None)
+
+
+def _mask_infos(table: Table, layout: layouts.RecordLayout) -> list[FeatureInfo]:
+    """The feature of a detection table's instance masks in ``layout``: a PNG per object (none without the
+    column)."""
+    column, feature = _mask_column(table), layout.instance_mask
+    if column is None or feature is None:
+        return []
+    return [FeatureInfo(feature.name, feature.role.value, feature.kind.value, [None], connector=feature.connector.name,
+                        column=column.name, source="str", type=column.type.__name__)]
+
+
+def _instance_masks_entry(table: Table, found: dict[str, ObjectStats], layout: layouts.RecordLayout
+                          ) -> dict[str, Any]:
+    """dataset.json's ``objects.instance_masks``: their feature and column, the objects with a mask in each split,
+    and those whose box does not hold their mask (their count and first rows)."""
+    loose = sorted(row for stats in found.values() for row in stats.loose_rows)
+    return {"feature": layout.instance_mask.name, "column": _mask_column(table).name,  # type: ignore[union-attr]
+            "format": "png", "counts": {split: stats.masked for split, stats in found.items()},
+            "loose": sum(stats.loose for stats in found.values()), "loose_rows": loose[:LOOSE_ROWS]}
 
 
 def _keypoint_infos(table: Table, layout: layouts.RecordLayout) -> list[FeatureInfo]:
@@ -285,9 +319,9 @@ def _features(table: Table) -> list[FeatureInfo]:
         bbox = features.OBJECT_BBOX
         infos.append(FeatureInfo(bbox.name, bbox.role.value, bbox.kind.value, [None], connector=bbox.connector.name,
                                  source="float", column=",".join(table.schema.boxes[e] for e in types.BOX_EDGES)))
-        infos += _keypoint_infos(table, layouts.DEFAULT)
+        infos += _keypoint_infos(table, layouts.DEFAULT) + _mask_infos(table, layouts.DEFAULT)
     for c in table.columns:
-        if c.type.role is Role.BOX or c.type.connector == KEYPOINTS.name:
+        if c.type.role is Role.BOX or c.type.connector in (KEYPOINTS.name, INSTANCE_MASK.name):
             continue
         kind = features.LABEL.kind if c.type.role is Role.LABEL else c.kind
         connector = _connector(table, c, per_object=table.is_detection)

@@ -125,7 +125,9 @@ def _to_json(result: ShardResult) -> dict[str, Any]:
         "index_bytes": result.index_bytes, "index_crc32c": result.index_crc32c, "first_crc": result.first_crc,
         "objects": None if result.objects is None else {
             "rows": result.objects.rows, "labels": [list(pair) for pair in result.objects.labels],
-            "clipped": result.objects.clipped, "most": result.objects.most},
+            "clipped": result.objects.clipped, "most": result.objects.most,
+            **({"masked": result.objects.masked, "loose": result.objects.loose,
+                "loose_rows": list(result.objects.loose_rows)} if result.objects.masked else {})},
         "mask_pixels": None if result.mask_pixels is None else [list(pair) for pair in result.mask_pixels],
     }
 
@@ -140,7 +142,8 @@ def _from_json(spec: ShardSpec, data: dict[str, Any]) -> ShardResult:
     found = data.get("objects")
     objects = None if found is None else ObjectStats(
         int(found["rows"]), tuple((int(label), int(n)) for label, n in found["labels"]), int(found["clipped"]),
-        found.get("most"))
+        found.get("most"), int(found.get("masked", 0)), int(found.get("loose", 0)),
+        tuple(int(r) for r in found.get("loose_rows", ())))
     return ShardResult(spec, int(data["records"]), int(data["bytes"]), str(data["crc32c"]), failures, stats,
                        array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]),
                        int(data["index_bytes"]), str(data["index_crc32c"]), data["first_crc"], objects,

@@ -18,7 +18,7 @@ import pandas as pd
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.types import KEYPOINTS_COLUMN
+from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import KEYPOINTS_ATTR, NOTES_ATTR
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
@@ -38,10 +38,14 @@ from tfrecorder.write.splits import TEST, TRAIN, UNASSIGNED, VALIDATION
 logger = logging.getLogger(__name__)
 
 COCO_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # instances_<name>2017.json
-# The keys read from a COCO file. Every other key is dropped as its object is parsed: the segmentation polygons,
-# most of a COCO file's bytes and ~4x their size as Python floats, never stay (the read peaks under 3x the file)
+# The keys read from a COCO file. Every other key is dropped as its object is parsed. The segmentation polygons,
+# most of a COCO file's bytes and ~4x their size as Python floats, are kept as their compact JSON bytes, made as
+# each annotation is parsed (the read peaks under 3.5x the file; bytes, which pandas keeps as they are, where str
+# would be copied into an Arrow string column); an RLE's "size" and "counts" with them.
 COCO_KEYS = frozenset({"images", "annotations", "categories", "id", "file_name", "width", "height", "image_id",
-                       "bbox", "category_id", "iscrowd", "area", "name", "keypoints", "skeleton"})
+                       "bbox", "category_id", "iscrowd", "area", "name", "keypoints", "skeleton", "segmentation",
+                       "size", "counts"})
+SEGMENTATION = "segmentation"
 
 
 def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
@@ -53,7 +57,9 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     labels = _coco_categories(url, categories)
     names, skeleton = _coco_keypoint_names(url, categories)
     keypointed = names is not None or any(isinstance(a, Mapping) and a.get("keypoints") for a in annotations)
-    extra = ("is_crowd", "area", *SIZE_COLUMNS, *((KEYPOINTS_COLUMN,) if keypointed else ()))
+    masked = any(isinstance(a, Mapping) and a.get(SEGMENTATION) for a in annotations)
+    extra = ("is_crowd", "area", *SIZE_COLUMNS, *((KEYPOINTS_COLUMN,) if keypointed else ()),
+             *((INSTANCE_MASK_COLUMN,) if masked else ()))
     files = _coco_image_files(url, images)
     by_image = _coco_by_image(url, annotations, files)
     annotations.clear()  # each image's annotations are freed once its rows are added (by_image.pop)
@@ -80,10 +86,11 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
             add_row(columns, {**base, LABEL_COLUMN: labels[category], "xmin": x, "ymin": y, "xmax": x + w,
                            "ymax": y + h, "is_crowd": _flag(annotation.get("iscrowd", 0), where, "iscrowd"),
                            "area": None if area is None else finite_number(area, where, "area"),
-                           KEYPOINTS_COLUMN: _keypoints(annotation.get("keypoints"), names, where)})
+                           KEYPOINTS_COLUMN: _keypoints(annotation.get("keypoints"), names, where),
+                           INSTANCE_MASK_COLUMN: annotation.get(SEGMENTATION) or None})
         if not boxes:
             add_row(columns, {**base, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS), "is_crowd": None,
-                           "area": None, KEYPOINTS_COLUMN: None})
+                           "area": None, KEYPOINTS_COLUMN: None, INSTANCE_MASK_COLUMN: None})
     frame = long_frame(columns, extra)
     if names is not None:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
@@ -147,7 +154,16 @@ def _coco_json(url: str) -> Any:
 
 
 def _coco_kept(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {key: value for key, value in pairs if key in COCO_KEYS}
+    return {key: _segmentation_text(value) if key == SEGMENTATION else value
+            for key, value in pairs if key in COCO_KEYS}
+
+
+def _segmentation_text(value: Any) -> str | bytes | None:
+    """An annotation's segmentation (polygons or RLE) as compact JSON (UTF-8 bytes), the instance mask column's
+    value (``types.InstanceMask``: drawn when written); None for none (``[]``)."""
+    if isinstance(value, str) or not value:  # text already (a file of another tool) or none
+        return value or None
+    return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def _coco_section(url: str, data: Mapping[str, Any], name: str) -> list[Any]:

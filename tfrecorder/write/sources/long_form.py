@@ -16,7 +16,7 @@ import pandas as pd
 
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.types import KEYPOINTS_COLUMN
+from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 
 BOX_COLUMNS = ("xmin", "ymin", "xmax", "ymax")
 LONG_FORM = (SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN, *BOX_COLUMNS)
@@ -42,7 +42,7 @@ def long_frame(columns: dict[str, list[Any]], extra: tuple[str, ...]) -> pd.Data
     df = pd.DataFrame(columns, columns=names) if columns[SPLIT_COLUMN] else pd.DataFrame(columns=names)  # object
     df[list(BOX_COLUMNS)] = df[list(BOX_COLUMNS)].astype("float64")
     for column in extra:
-        if column not in ("area", KEYPOINTS_COLUMN):  # the format's counts and flags
+        if column not in ("area", KEYPOINTS_COLUMN, INSTANCE_MASK_COLUMN):  # the format's counts and flags
             df[column] = df[column].astype("Int64")
     if "area" in extra:
         df["area"] = df["area"].astype("float64")

@@ -1,0 +1,228 @@
+"""Instance masks (COCO polygons, COCO RLE compressed and not, a PNG per object): drawn when written, stored as a PNG
+per object in the stored pixels' frame, and each object's mask found on its coloured shape - by load_dataset in
+every resize mode (some scenes EXIF-turned; a crop drops the objects it cuts off), by TFDS and by Model Garden's
+decoder in the Object Detection API's layout; the three inputs give the same masks; the DirectRunner the same
+bytes. Each rule a user breaks is one row error (or a warning) naming the image and the object."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+import tfrecorder
+from tests.model_garden import model_garden
+from tfrecorder.sample_data import OBJECT_COLORS, make_instance_scenes
+from tfrecorder.types import InstanceMaskUri
+
+# pycocotools' own decode warns under numpy 2 (its array protocol); the writer silences it, the tests' own calls here
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+NAMES = sorted(OBJECT_COLORS)  # the vocabulary: label ids index it
+OD = dict(record_format="tf_object_detection")
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory) -> dict[str, str]:
+    """The same 6 scenes (a circle; a triangle and a circle; a circle under a triangle's corner; every other one
+    EXIF-turned 6, 8, 3) annotated three ways: COCO polygons, compressed RLE, uncompressed RLE (crowds)."""
+    root = tmp_path_factory.mktemp("shapes")
+    return {kind: make_instance_scenes(str(root / kind), n=6, segmentation=kind)
+            for kind in ("polygons", "rle", "counts")}
+
+
+@pytest.fixture(scope="module")
+def converted(scenes) -> dict[str, str]:
+    outs = {}
+    for kind, coco in scenes.items():
+        outs[kind] = os.path.join(os.path.dirname(os.path.dirname(coco)), "out")
+        tfrecorder.convert(coco, outs[kind], progress=False)
+    return outs
+
+
+def assert_on_shapes(image: np.ndarray, masks: np.ndarray, labels: np.ndarray, where: str) -> int:
+    """Over 95% of each object's mask pixels hold its colour (its label's name); returns the objects seen."""
+    assert masks.shape[1:3] == image.shape[:2], f"{where}: masks {masks.shape}, image {image.shape}"
+    for k, (mask, label) in enumerate(zip(masks, labels)):
+        on = mask.reshape(image.shape[:2]) > 0
+        color = np.array(OBJECT_COLORS[NAMES[label]])
+        held = (np.abs(image[on][:, :3].astype(np.int64) - color).max(axis=1) <= 60).mean()
+        assert on.any() and held > 0.95, f"{where}: object {k} ({NAMES[label]}): {held:.1%} of its mask"
+    return len(labels)
+
+
+@pytest.mark.parametrize("mode", [None, "stretch", "pad", "crop"])
+def test_masks_lie_on_their_shapes_in_every_resize_mode(converted, mode):
+    size = {"image_size": (48, 48), "resize_mode": mode} if mode else {}
+    seen = turned = 0
+    for example in tfrecorder.load_dataset(converted["polygons"], "TRAIN", **size):
+        objects = example["objects"]
+        assert objects["mask"].dtype == tf.uint8 and objects["mask"].shape[0] == objects["bbox"].shape[0]
+        seen += assert_on_shapes(example["image"].numpy(), objects["mask"].numpy(), objects["label"].numpy(),
+                                 f"{mode}, {example['image_name'].numpy()}")
+        turned += int(example["image_orientation"]) != 1
+    assert seen == 10 and turned
+
+
+def test_a_crop_drops_the_masks_of_the_objects_it_cuts_off(converted):
+    """A 64x8 centre crop of a 64x80 scene keeps a strip in the middle: the triangle at the left goes with its
+    box, and the masks left still lie on their shapes."""
+    whole = cropped = 0
+    for example in tfrecorder.load_dataset(converted["polygons"], "TRAIN", image_size=(64, 8), resize_mode="crop"):
+        objects = example["objects"]
+        assert objects["mask"].shape[0] == objects["label"].shape[0] == objects["bbox"].shape[0]
+        cropped += int(objects["label"].shape[0])
+        assert_on_shapes(example["image"].numpy(), objects["mask"].numpy(), objects["label"].numpy(), "crop")
+    for example in tfrecorder.load_dataset(converted["polygons"], "TRAIN"):
+        whole += int(example["objects"]["label"].shape[0])
+    assert 0 < cropped < whole
+
+
+def test_masks_padded_to_max_objects_are_empty(converted):
+    batch = next(iter(tfrecorder.load_dataset(converted["polygons"], "TRAIN", batch_size=6, image_size=(32, 32),
+                                              max_objects=3)))
+    masks, labels = batch["objects"]["mask"].numpy(), batch["objects"]["label"].numpy()
+    assert masks.shape == (6, 3, 32, 32)
+    assert (masks.max(axis=(2, 3)) == (labels >= 0)).all()  # each object's mask has pixels; padding none
+
+
+def test_polygons_and_rle_give_the_same_masks(converted):
+    masks = {kind: tfrecorder.read_tfr(out).sort_values(["image_name", "xmin"])["mask"].tolist()
+             for kind, out in converted.items()}
+    assert len(masks["polygons"]) == 10 and all(m[:4] == b"\x89PNG" for m in masks["polygons"])
+    assert masks["polygons"] == masks["rle"] == masks["counts"]
+    with Image.open(io.BytesIO(masks["polygons"][0])) as first:
+        assert first.mode == "L" and set(np.unique(np.asarray(first))) == {0, 1}
+
+
+def test_dataset_json_counts_the_masks_and_names_their_feature(converted):
+    manifest = json.load(open(os.path.join(converted["polygons"], "dataset.json")))
+    assert manifest["objects"]["instance_masks"] == {"feature": "objects/mask", "column": "instance_mask",
+                                                     "format": "png", "counts": {"TRAIN": 10}, "loose": 0,
+                                                     "loose_rows": []}
+    feature = next(f for f in manifest["features"] if f["name"] == "objects/mask")
+    assert feature["connector"] == "Objects(InstanceMask)"
+    assert "objects/instance_mask" not in manifest["objects"]["features"]
+
+
+def test_tfds_reads_the_masks_in_the_stored_frame(converted):
+    """TFDS applies no EXIF orientation: its image is the stored pixels, which the stored masks are in."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    builder = tfds.builder_from_directory(converted["polygons"])
+    assert builder.info.features["objects"]["mask"].shape == (None, None, 1)
+    seen = sum(assert_on_shapes(e["image"].numpy(), e["objects"]["mask"].numpy(), e["objects"]["label"].numpy(),
+                                "tfds") for e in builder.as_dataset(split="train"))
+    assert seen == 10
+
+
+def test_model_garden_decodes_the_object_detection_layouts_masks(scenes, tmp_path):
+    out = str(tmp_path / "od")
+    tfrecorder.convert(scenes["rle"], out, progress=False, **OD)
+    decoder = model_garden("tf_example_decoder").TfExampleDecoder(include_mask=True)
+    seen = 0
+    for file in sorted(f for f in os.listdir(out) if f.endswith(".tfrecord")):
+        for record in tf.data.TFRecordDataset(os.path.join(out, file)):
+            decoded = decoder.decode(record)
+            seen += assert_on_shapes(decoded["image"].numpy(), decoded["groundtruth_instance_masks"].numpy(),
+                                     decoded["groundtruth_classes"].numpy() - 1, f"model garden, {file}")
+    assert seen == 10
+    assert len(tfrecorder.read_tfr(out)["mask"]) == 10
+
+
+def test_local_and_direct_runner_write_the_same_bytes(scenes, converted, tmp_path):
+    pytest.importorskip("apache_beam")
+    tfrecorder.convert(scenes["polygons"], str(tmp_path / "beam"), runner="DirectRunner")
+    local = converted["polygons"]
+    shards = sorted(f for f in os.listdir(local) if f.endswith(".tfrecord"))
+    assert shards
+    for name in shards:
+        assert open(os.path.join(local, name), "rb").read() == (tmp_path / "beam" / name).read_bytes(), name
+
+
+def test_a_png_per_object_gives_the_masks_of_its_polygons(scenes, converted, tmp_path):
+    """An instance_mask_uri column: one-channel PNGs (nonzero on the object) of the pictures as the polygons
+    were drawn (stored pixels), one per object row."""
+    from pycocotools import mask as coco_mask
+
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    folder = os.path.join(os.path.dirname(os.path.dirname(scenes["polygons"])), "masks")  # in the dataset's root
+    os.makedirs(folder)
+    uris = []
+    for i, (polygons, width, height) in enumerate(zip(table["instance_mask"], table["width"], table["height"])):
+        drawn = coco_mask.decode(coco_mask.merge(coco_mask.frPyObjects(json.loads(polygons), height, width)))
+        uris.append(os.path.join(folder, f"mask-{i}.png"))
+        Image.fromarray(drawn * 255).save(uris[-1])
+    table = table.drop(columns=["instance_mask"]).assign(instance_mask_uri=uris)
+    out = str(tmp_path / "out")
+    tfrecorder.convert(table, out, progress=False)
+    assert json.load(open(os.path.join(out, "dataset.json")))["objects"]["instance_masks"]["column"] == \
+        "instance_mask_uri"
+    key = ["image_name", "xmin"]
+    assert tfrecorder.read_tfr(out).sort_values(key)["mask"].tolist() == \
+        tfrecorder.read_tfr(converted["polygons"]).sort_values(key)["mask"].tolist()
+
+
+# --- what a user gets wrong -------------------------------------------------------------------------------------
+
+def _errors(table: pd.DataFrame, out: str, **options) -> pd.DataFrame:
+    tfrecorder.convert(table, out, progress=False, **options)
+    return pd.read_csv(os.path.join(out, "errors.csv"))
+
+
+def test_an_empty_mask_is_a_row_error_naming_the_image_and_object(scenes, tmp_path):
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    height, width = int(table["height"][2]), int(table["width"][2])  # an EXIF-turned photo's stored pixels
+    table.at[2, "instance_mask"] = json.dumps({"size": [height, width], "counts": [height * width]})
+    errors = _errors(table, str(tmp_path / "out"))
+    assert set(errors["error"]) == {"instance_mask_empty"}
+    assert set(errors["row"]) == set(table.index[table["image_uri"] == table["image_uri"][2]])
+    assert "row 2: the instance mask of object " in errors["message"][0]
+    assert f"of image {table['image_uri'][2]} is empty" in errors["message"][0]
+
+
+def test_a_polygon_point_outside_the_image_is_a_row_error(scenes, tmp_path):
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    table.at[0, "instance_mask"] = json.dumps([[10, 10, 82.5, 10, 40, 40]])  # 2.5 px beyond the 80 px width
+    errors = _errors(table, str(tmp_path / "out"))
+    assert set(errors["error"]) == {"instance_mask_outside_image"}
+    assert errors["message"][0].endswith("its polygon point (82.5, 10) lies outside the 80x64 picture by more "
+                                         "than 1 pixel")
+    assert f"row 0: the instance mask of object 1 of image {table['image_uri'][0]}" in errors["message"][0]
+
+
+def test_an_rle_or_png_of_another_size_is_a_row_error(scenes, tmp_path):
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    table.at[0, "instance_mask"] = json.dumps({"size": [32, 40], "counts": [1280]})
+    errors = _errors(table, str(tmp_path / "rle"))
+    assert list(errors["error"].unique()) == ["instance_mask_size"]
+    assert "its RLE is 40x32 (width x height), its picture 80x64" in errors["message"][0]
+    small = os.path.join(os.path.dirname(os.path.dirname(scenes["polygons"])), "small.png")  # in the root
+    Image.fromarray(np.ones((10, 10), np.uint8)).save(small)
+    table = table.drop(columns=["instance_mask"]).assign(instance_mask_uri=small)
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"Causes: instance_mask_size: 10 rows, e.g. row 0: the "
+                                                         r"instance mask of object 1 of image .*shapes-0000.jpg "
+                                                         r"\(.*small.png\) is 10x10, its image 80x64"):
+        tfrecorder.convert(table, str(tmp_path / "png"), progress=False)
+
+
+def test_a_box_that_does_not_hold_its_mask_is_a_warning_naming_the_rows(scenes, tmp_path):
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    table.loc[1, ["xmax", "ymax"]] = table.loc[1, ["xmin", "ymin"]].to_numpy() + 5
+    result = tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+    assert result.errors == 0
+    assert any(w.startswith("1 objects' boxes do not hold their instance mask within 1 pixel (rows 1)")
+               for w in result.warnings), result.warnings
+
+
+def test_an_instance_mask_column_needs_boxes(tmp_path):
+    table = pd.DataFrame({"split": ["TRAIN"], "label": ["a"], "instance_mask_uri": ["m.png"]})
+    with pytest.raises(tfrecorder.SchemaError, match=r"column 'instance_mask_uri' holds instance masks, an "
+                                                     r"object's: the table needs box columns too"):
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False,
+                           schema={"split": tfrecorder.types.SplitKey, "label": tfrecorder.types.StringLabel,
+                                   "instance_mask_uri": InstanceMaskUri})
