@@ -15,11 +15,11 @@ import pytest
 from PIL import Image
 
 import tfrecorder
-from tests.test_detection import assert_on_objects
+from tests.test_detection import NAMES, assert_on_objects
 from tests.test_keypoints import assert_on_dots
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.sample_data import make_detection_scenes, make_keypoint_scenes, write_yolo
+from tfrecorder.sample_data import OBJECT_COLORS, make_detection_scenes, make_keypoint_scenes, write_yolo
 
 EDGES = ["xmin", "ymin", "xmax", "ymax"]
 LAYOUTS = ("ultralytics", "roboflow", "darknet")
@@ -107,16 +107,23 @@ def test_roboflows_export_is_read_as_downloaded(converted):
     assert sorted(again["split"].unique()) == ["TEST", "TRAIN", "VALIDATION"]
 
 
-def test_polygons_are_stored_as_their_boxes_with_a_note(scenes, tmp_path):
+def test_polygons_are_boxes_and_instance_masks_on_their_objects(scenes, tmp_path):
     root = write_yolo(scenes, tmp_path / "yolo", "ultralytics", shapes="polygons")
     result = tfrecorder.convert(root, str(tmp_path / "out"), progress=False)
-    assert any(f"{len(scenes)} polygons" in w and "stored as their boxes" in w for w in result.warnings)
+    assert not any("polygons" in w for w in result.warnings)
     read = tfrecorder.read_annotations(root)
     expected = the_long_form(scenes, root)
     assert sorted(read[EDGES].values.tolist()) == sorted(expected[EDGES].values.tolist())
+    masks = 0
     for example in tfrecorder.load_dataset(result.tfrecord_dir, "TRAIN", image_size=(48, 80)):
-        objects = example["objects"]
-        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(), "polygon")
+        objects, image = example["objects"], example["image"].numpy()
+        assert_on_objects(image, objects["bbox"].numpy(), objects["label"].numpy(), "polygon")
+        for mask, label in zip(objects["mask"].numpy(), objects["label"].numpy()):
+            color = np.array(OBJECT_COLORS[NAMES[label]], float)
+            on = np.abs(image[mask > 0].astype(float) - color).max(axis=1) < 60
+            assert mask.any() and on.mean() > 0.9, f"{NAMES[label]}: {on.mean():.2f} of its mask on its colour"
+            masks += 1
+    assert masks
 
 
 def people(tmp_path) -> pd.DataFrame:

@@ -6,8 +6,9 @@ and a label file beside each image, as CVAT's "YOLO 1.1" writes it).
 
 Each image's labels are the ``.txt`` file at its path with the last ``images`` folder replaced by ``labels``
 (Ultralytics' rule; beside the image when there is none), read by threads. A line ``class cx cy w h`` is a box,
-``class x1 y1 ... xn yn`` a polygon (stored as its box, the extent of its points, until instance masks are
-written), and with ``kpt_shape: [K, 2|3]`` ``class cx cy w h`` then K points are keypoints. Coordinates are
+``class x1 y1 ... xn yn`` a polygon (its box the extent of its points, its instance mask the polygon: the
+``instance_mask`` column, COCO's segmentation JSON), and with ``kpt_shape: [K, 2|3]`` ``class cx cy w h`` then
+K points are keypoints. Coordinates are
 normalized to the image as Ultralytics loads it (EXIF orientation applied), so the boxes are normalized edges in
 the displayed frame (``BOX_UNITS_ATTR``). A bad line (a class outside ``names``, a coordinate beyond [0, 1] by
 more than ``TOLERANCE``, an odd polygon, a word that is not a number, the wrong count of values) refuses its image
@@ -18,6 +19,7 @@ only: its rows stay, and the fetch makes it a row error ``bad_annotation`` namin
 from __future__ import annotations
 
 import contextvars
+import json
 import math
 import os
 import posixpath
@@ -32,7 +34,7 @@ import yaml
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.types import KEYPOINTS_COLUMN
+from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, NOTES_ATTR, ROOT_ATTR, Root
 from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS, YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
@@ -103,33 +105,31 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
                               f"missing or empty")
     guard = Root(path_url(url, fs, dataset.root), url)
     parsed = _read_labels(dataset, guard)
-    extra = (KEYPOINTS_COLUMN,) if dataset.kpt_shape else ()
+    polygons = sum(shapes for *_, shapes in parsed)
+    extra = (*((KEYPOINTS_COLUMN,) if dataset.kpt_shape else ()), *((INSTANCE_MASK_COLUMN,) if polygons else ()))
     columns = empty_columns(extra)
     refused: dict[str, str] = {}
-    polygons = 0
-    none = [(None, (None,) * 4, None)]  # an image without objects: one row, no label, no box
-    for (image, split), (label_file, objects, problems, shapes) in zip(dataset.images.items(), parsed):
+    none = [(None, (None,) * 4, None, None)]  # an image without objects: one row, no label, no box
+    for (image, split), (label_file, objects, problems, _) in zip(dataset.images.items(), parsed):
         uri = path_url(url, fs, image)
         rows = objects or none
         columns[SPLIT_COLUMN] += [split] * len(rows)  # a column at a time: thousands of images, a few rows each
         columns[IMAGE_COLUMN] += [uri] * len(rows)
-        columns[LABEL_COLUMN] += [label for label, _, _ in rows]
+        columns[LABEL_COLUMN] += [label for label, *_ in rows]
         for i, edge in enumerate(BOX_COLUMNS):
-            columns[edge] += [edges[i] for _, edges, _ in rows]
-        if extra:
-            columns[KEYPOINTS_COLUMN] += [points for _, _, points in rows]
+            columns[edge] += [edges[i] for _, edges, *_ in rows]
+        if dataset.kpt_shape:
+            columns[KEYPOINTS_COLUMN] += [points for _, _, points, _ in rows]
+        if polygons:  # a polygon's instance mask; a box row of the same dataset none
+            columns[INSTANCE_MASK_COLUMN] += [polygon for *_, polygon in rows]
         if problems:
             more = f" (and {len(problems) - 1} more bad lines)" if len(problems) > 1 else ""
             refused[uri] = f"{path_url(url, fs, label_file or label_path(image))} {problems[0]}{more}"
-        polygons += shapes
     frame = long_frame(columns, extra)
     frame.attrs[ROOT_ATTR] = {"refused": refused}
     frame.attrs[BOX_UNITS_ATTR] = "normalized"
     if dataset.kpt_names:
         frame.attrs[KEYPOINTS_ATTR] = {"names": dataset.kpt_names, "skeleton": None}
-    if polygons:
-        dataset.warnings.append(f"{polygons} polygons of YOLO dataset {url!r} were stored as their boxes (the "
-                                f"extent of their points): instance masks are not written yet")
     skipped, orphans = _skipped(dataset, {f for f, _, _, _ in parsed if f is not None})
     if orphans:
         dataset.warnings.append(f"{len(orphans)} label files under {dataset.root!r} have no image in any split, "
@@ -339,7 +339,8 @@ def _in_folder(fs: Any, folder: str, name: str) -> str:
 
 # --- the label files ------------------------------------------------------------------------------------------
 
-Objects = list[tuple[str, tuple[float, float, float, float], list[float] | None]]
+# Each object's label, box edges (normalized), keypoints and polygon (as instance_mask JSON: [[x1, y1, ...]]).
+Objects = list[tuple[str, tuple[float, float, float, float], list[float] | None, bytes | None]]
 
 
 def label_path(image: str) -> str:
@@ -437,8 +438,8 @@ def _parse(text: str, dataset: _Dataset) -> tuple[Objects, list[str], int]:
         except _BadLine as e:
             problems.append(f"line {number}: {e}")
             continue
-        objects.append((label, edges, points))
-        polygons += polygon
+        objects.append((label, edges, points, polygon))
+        polygons += polygon is not None
     return objects, problems, polygons
 
 
@@ -447,9 +448,9 @@ class _BadLine(Exception):
 
 
 def _line(words: list[str], dataset: _Dataset) -> tuple[str, tuple[float, float, float, float], list[float] | None,
-                                                        bool]:
-    """A label line's class name, box edges (normalized), keypoints (``[x, y, v] * K``) and whether it was a
-    polygon; _BadLine says what is wrong."""
+                                                        bytes | None]:
+    """A label line's class name, box edges (normalized), keypoints (``[x, y, v] * K``) and polygon (COCO's
+    segmentation JSON of its points, normalized: its instance mask); _BadLine says what is wrong."""
     label = _class(words[0], dataset.names)
     try:
         values = [float(w) for w in words[1:]]
@@ -469,16 +470,16 @@ def _line(words: list[str], dataset: _Dataset) -> tuple[str, tuple[float, float,
         if len(values) != 4 + count * dims:
             raise _BadLine(f"{len(words)} values, where kpt_shape [{count}, {dims}] makes a line class, cx cy w h "
                            f"and {count} points of {dims}: {5 + count * dims}")
-        return label, _box(values[:4]), _keypoints(values[4:], dims), False
+        return label, _box(values[:4]), _keypoints(values[4:], dims), None
     if len(values) == 4:
-        return label, _box(values), None, False
+        return label, _box(values), None, None
     if len(values) % 2:
         raise _BadLine(f"an odd number of polygon values ({len(values)}): a polygon is class then x y of each point")
     if len(values) < 6:
         raise _BadLine(f"{len(words)} values: a box is class cx cy w h (5), a polygon class x1 y1 ... xn yn (3 "
                        f"points or more)")
     xs, ys = values[0::2], values[1::2]
-    return label, (min(xs), min(ys), max(xs), max(ys)), None, True
+    return label, (min(xs), min(ys), max(xs), max(ys)), None, json.dumps([values]).encode("ascii")
 
 
 def _class(word: str, names: Mapping[int, str]) -> str:
