@@ -194,6 +194,121 @@ NOTEBOOKS = {
                "Garden's segmentation decoder."),
         ("code", "tfrecorder.show(result.tfrecord_dir, split='TRAIN', n=8)"),
     ],
+    "08_from_yolo_and_hugging_face.ipynb": [
+        ("md", "# From YOLO, from images in a table, from Hugging Face\n\nData as people have it: a YOLO folder "
+               "(Ultralytics, Roboflow, CVAT and Label Studio export them) → TFRecord shards with boxes; a "
+               "DataFrame whose image column holds the images themselves (encoded bytes, PIL images, numpy "
+               "arrays); a Hugging Face `datasets.Dataset` with an `Image` feature. Each converts in one call."),
+        ("code", "import io, os, tempfile\nimport numpy as np, pandas as pd\nfrom PIL import Image\n"
+                 "import tfrecorder\nfrom tfrecorder.sample_data import make_detection_scenes, write_yolo\n\n"
+                 "work = tempfile.mkdtemp()\nscenes = make_detection_scenes(os.path.join(work, 'scenes'), n=12)\n"
+                 "yolo = write_yolo(scenes, os.path.join(work, 'yolo'))  # images/, labels/, data.yaml\n"
+                 "print(open(os.path.join(yolo, 'data.yaml')).read())\n"
+                 "print(open(os.path.join(yolo, 'labels', 'train', 'scene-0001.txt')).read())"),
+        ("md", "A label file holds a line per object: `class cx cy w h`, fractions of the picture as displayed "
+               "(a polygon's `class x1 y1 ... xn yn` is its box and its instance mask). `read_annotations` reads "
+               "the folder (or its `data.yaml`) into the long form, a row per box; `convert` takes the same path: "
+               "`train`, `val` and `test` are TRAIN, VALIDATION and TEST, and every box is checked."),
+        ("code", "boxes = tfrecorder.read_annotations(yolo)\nboxes.head()"),
+        ("code", "result = tfrecorder.convert(yolo, os.path.join(work, 'from_yolo'))\nprint(result)\n"
+                 "tfrecorder.show(result.tfrecord_dir, split='TRAIN', n=8)"),
+        ("md", "## Images held in the table\n\nAn `image` column may hold the images instead of their paths: "
+               "encoded bytes (stored as they are, after the same check a file gets), PIL images and uint8 "
+               "arrays (encoded once, as PNG: lossless). Each is named `row-<n>` in `image_uri` and in "
+               "`errors.csv`."),
+        ("code", "def jpeg(seed):\n    buffer = io.BytesIO()\n"
+                 "    pixels = np.random.default_rng(seed).integers(0, 256, (32, 48, 3), np.uint8)\n"
+                 "    Image.fromarray(pixels).save(buffer, 'JPEG')\n    return buffer.getvalue()\n\n"
+                 "held = pd.DataFrame({\n    'split': ['TRAIN'] * 4 + ['TEST'] * 2,\n"
+                 "    'image': [jpeg(0), jpeg(1), Image.new('RGB', (48, 32), 'red'), np.zeros((32, 48, 3), np.uint8),\n"
+                 "              jpeg(2), Image.new('RGB', (48, 32), (250, 10, 10))],\n"
+                 "    'label': ['noise', 'noise', 'red', 'black', 'noise', 'red'],\n})\n"
+                 "held_result = tfrecorder.convert(held, os.path.join(work, 'held'))\nprint(held_result)\n"
+                 "tfrecorder.read_tfr(held_result.tfrecord_dir)[['split', 'image_uri', 'image_format', 'label']]"),
+        ("code", "ds = tfrecorder.load_dataset(held_result.tfrecord_dir, split='TRAIN', batch_size=4, "
+                 "as_supervised=True)\nimages, labels = next(iter(ds))\n"
+                 "images.shape, labels.numpy(), tfrecorder.label_names(held_result.tfrecord_dir)"),
+        ("md", "## A Hugging Face dataset\n\nA `datasets.Dataset` or `DatasetDict` is a source itself "
+               "(`datasets` is optional: these cells say so and do nothing when it is not installed). Its splits "
+               "map to ours (`train` → TRAIN, `validation` → VALIDATION, `test` → TEST), its `ClassLabel` names "
+               "are the vocabulary in their order, its `Image` column the image; it is read in Arrow batches. "
+               "`tfrecorder.convert(datasets.load_dataset('beans'), 'out/')` works the same on a downloaded one."),
+        ("code", "try:\n    import datasets\nexcept ImportError:\n    datasets = None\n"
+                 "    print('datasets is not installed (pip install datasets): the Hugging Face example is skipped')\n"
+                 "if datasets is not None:\n    colours = ['red', 'green', 'blue']\n"
+                 "    features = datasets.Features({'image': datasets.Image(), "
+                 "'label': datasets.ClassLabel(names=colours)})\n\n"
+                 "    def part(n, seed):  # n noisy pictures of a colour each\n"
+                 "        rng = np.random.default_rng(seed)\n        ids = rng.integers(0, 3, n).tolist()\n"
+                 "        pictures = [Image.fromarray(np.clip(np.array(Image.new('RGB', (40, 30), colours[i]), int)\n"
+                 "                                            + rng.integers(-40, 41, (30, 40, 3)), 0, 255)"
+                 ".astype(np.uint8))\n                    for i in ids]\n"
+                 "        return datasets.Dataset.from_dict({'image': pictures, 'label': ids}, features=features)\n\n"
+                 "    hf = datasets.DatasetDict({'train': part(8, 0), 'test': part(4, 1)})\n    print(hf)"),
+        ("code", "if datasets is not None:\n"
+                 "    hf_result = tfrecorder.convert(hf, os.path.join(work, 'from_hugging_face'))\n"
+                 "    print(hf_result)\n"
+                 "    ds = tfrecorder.load_dataset(hf_result.tfrecord_dir, split='TRAIN', batch_size=8, "
+                 "as_supervised=True)\n"
+                 "    images, labels = next(iter(ds))\n"
+                 "    print(images.shape, labels.numpy(), tfrecorder.label_names(hf_result.tfrecord_dir))\n"
+                 "else:\n    print('skipped: datasets is not installed')"),
+    ],
+    "09_instance_segmentation.ipynb": [
+        ("md", "# Instance segmentation\n\nCOCO instances with `segmentation` polygons → TFRecord shards with one "
+               "mask per object (`objects/mask`) → a `tf.data` pipeline of images, masks and labels padded to a "
+               "fixed number of objects → a small Keras model trained for a few steps → `show` with each mask "
+               "laid over its picture. Some photos are stored turned (EXIF): the masks stay on their shapes."),
+        ("code", "import json, os, tempfile\nimport tfrecorder\n"
+                 "from tfrecorder.sample_data import make_instance_scenes\n\n"
+                 "work = tempfile.mkdtemp()\ncoco = make_instance_scenes(os.path.join(work, 'shapes'), n=12)\n"
+                 "annotations = json.load(open(coco))\n"
+                 "print(len(annotations['images']), 'images,', len(annotations['annotations']), 'objects')\n"
+                 "print(str(annotations['annotations'][0]['segmentation'])[:100], '...')"),
+        ("md", "`convert` reads the polygons (and RLE, for crowds) with `pycocotools`, checks each mask against "
+               "its image and its box, and stores it as a one-channel PNG per object."),
+        ("code", "result = tfrecorder.convert(coco, os.path.join(work, 'tfrecords'))\nprint(result)\n"
+                 "tfrecorder.info(result.tfrecord_dir)"),
+        ("md", "`load_dataset` yields `objects['mask']`, uint8 `[N, H, W]`, turned and resized with the image in "
+               "every `resize_mode`."),
+        ("code", "example = next(iter(tfrecorder.load_dataset(result.tfrecord_dir, split='TRAIN', "
+                 "image_size=(64, 64),\n"
+                 "                                              resize_mode='pad')))\n"
+                 "objects = example['objects']\n"
+                 "objects['mask'].shape, objects['mask'].dtype, objects['bbox'].shape, objects['label'].numpy()"),
+        ("md", "For a batch, `max_objects=` pads each record's objects to that count (empty masks, labels -1). "
+               "The model below predicts a mask per object slot (a channel each) and each slot's class; the "
+               "padded slots teach it empty masks and are left out of the class loss (`ignore_class=-1`)."),
+        ("code", "import tensorflow as tf\n\nMAX_OBJECTS = 3\nnames = tfrecorder.label_names(result.tfrecord_dir)\n\n"
+                 "def targets(example):  # masks [K, H, W] -> [H, W, K]: a channel per object slot\n"
+                 "    objects = example['objects']\n"
+                 "    masks = tf.transpose(tf.cast(objects['mask'], tf.float32), [0, 2, 3, 1])\n"
+                 "    return example['image'], {'masks': masks, 'labels': objects['label']}\n\n"
+                 "train = tfrecorder.load_dataset(result.tfrecord_dir, split='TRAIN', batch_size=4, shuffle=True, "
+                 "seed=0,\n"
+                 "                                image_size=(64, 64), resize_mode='pad', "
+                 "max_objects=MAX_OBJECTS).map(targets)\n"
+                 "images, target = next(iter(train))\nimages.shape, target['masks'].shape, target['labels'][0]"),
+        ("code", "tf.keras.utils.set_random_seed(0)\ninputs = tf.keras.Input((64, 64, 3))\n"
+                 "x = tf.keras.layers.Rescaling(1 / 255)(inputs)\n"
+                 "x = tf.keras.layers.Conv2D(16, 3, padding='same', activation='relu')(x)\n"
+                 "x = tf.keras.layers.Conv2D(16, 3, padding='same', activation='relu')(x)\n"
+                 "masks = tf.keras.layers.Conv2D(MAX_OBJECTS, 1, name='masks')(x)  # a mask's logits per slot\n"
+                 "pooled = tf.keras.layers.GlobalAveragePooling2D()(x)\n"
+                 "labels = tf.keras.layers.Reshape((MAX_OBJECTS, len(names)), name='labels')(\n"
+                 "    tf.keras.layers.Dense(MAX_OBJECTS * len(names))(pooled))\n"
+                 "model = tf.keras.Model(inputs, {'masks': masks, 'labels': labels})\n"
+                 "model.compile('adam', loss={'masks': tf.keras.losses.BinaryCrossentropy(from_logits=True),\n"
+                 "                            'labels': tf.keras.losses.SparseCategoricalCrossentropy(\n"
+                 "                                from_logits=True, ignore_class=-1)})\n"
+                 "history = model.fit(train, epochs=1, steps_per_epoch=2, verbose=0)\n"
+                 "print(f\"two steps, loss {history.history['loss'][-1]:.2f}\")"),
+        ("md", "`show` lays each object's mask over its picture in the colour its box is drawn in; `inspect` "
+               "writes the same pictures to a folder, and `verify(images=True)` decodes every mask. "
+               "`record_format='tf_object_detection'` writes the masks as `image/object/mask` for Model "
+               "Garden's `TfExampleDecoder(include_mask=True)`; TFDS reads the default layout as it is."),
+        ("code", "tfrecorder.show(result.tfrecord_dir, split='TRAIN', n=6)"),
+    ],
 }
 
 

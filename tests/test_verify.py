@@ -148,3 +148,68 @@ def test_verify_checks_the_tfds_files_against_dataset_json(dataset, damage, file
     assert [p.file for p in report.problems] == [file]
     assert message in str(report.problems[0]) and "TFDS" in str(report.problems[0])
     assert cli_verify(dataset).returncode == 1
+
+
+@pytest.fixture(scope="module")
+def instance_masks(tmp_path_factory) -> dict[str, Path]:
+    """2 scenes of shapes with COCO polygon masks (one a triangle and a circle), in both record layouts."""
+    from tfrecorder.sample_data import make_instance_scenes
+
+    root = tmp_path_factory.mktemp("masks")
+    coco = make_instance_scenes(str(root / "shapes"), n=2)
+    outs = {"tfrecorder": root / "ours", "tf_object_detection": root / "od"}
+    for record_format, out in outs.items():
+        tfrecorder.convert(coco, str(out), record_format=record_format, progress=False)
+    return outs
+
+
+def _damage_a_mask(out: Path, record_format: str, damage: str) -> tuple[str, int]:
+    """Rewrite the train shard with object 1's mask of a record of two objects damaged (its record CRCs right,
+    as a writer that stored a bad mask would leave it); returns the shard's name and the record's number."""
+    import io
+
+    import numpy as np
+    import tensorflow as tf
+    from PIL import Image
+
+    key = "objects/mask" if record_format == "tfrecorder" else "image/object/mask"
+    shard = next(out.glob("train-*.tfrecord"))
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
+    number = next(i for i, r in enumerate(records)
+                  if len(tf.train.Example.FromString(r).features.feature[key].bytes_list.value) == 2)
+    example = tf.train.Example.FromString(records[number])
+    masks = example.features.feature[key].bytes_list.value
+    png = masks[1]
+    if damage == "broken":  # the same length: the deflated pixels overwritten
+        masks[1] = png[:50] + bytes(len(png) - 62) + png[-12:]
+    else:
+        buffer = io.BytesIO()
+        Image.fromarray(np.ones((10, 12), np.uint8)).save(buffer, "PNG" if damage == "size" else "JPEG")
+        masks[1] = buffer.getvalue()
+    records[number] = example.SerializeToString()
+    with tf.io.TFRecordWriter(str(shard)) as writer:
+        for record in records:
+            writer.write(record)
+    return shard.name, number
+
+
+@pytest.mark.parametrize("record_format", ["tfrecorder", "tf_object_detection"])
+@pytest.mark.parametrize("damage, cause", [
+    ("broken", r"does not decode \((SyntaxError|OSError|zlib.error|ValueError)"),
+    ("size", r"does not decode \(ValueError: 12x10 pixels, its image is \d+x\d+\)"),
+    ("jpeg", r"does not decode \(ValueError: a JPEG image, not a PNG"),
+])
+def test_verify_with_images_decodes_every_instance_mask(instance_masks, tmp_path, record_format, damage, cause):
+    import re
+    import shutil
+
+    intact = tfrecorder.verify(str(instance_masks[record_format]), images=True)
+    assert intact.ok and "instance mask decoding" in intact.checked, str(intact)
+    out = tmp_path / "out"
+    shutil.copytree(instance_masks[record_format], out)
+    shard, number = _damage_a_mask(out, record_format, damage)
+    found = [p for p in tfrecorder.verify(str(out), images=True).problems
+             if p.file == shard and p.record is not None]  # the file's size, CRC and index aside
+    assert len(found) == 1 and (found[0].file, found[0].record) == (shard, number), found
+    assert re.match(rf"the instance mask of object 1 of '[^']*shapes-000\d\.jpg' {cause}", found[0].message), found
+    assert not [p for p in tfrecorder.verify(str(out)).problems if "mask" in p.message]  # images=False: not decoded

@@ -179,16 +179,40 @@ def overlay_mask(image: Image.Image, mask: Any, ignore_index: int) -> Image.Imag
     return Image.fromarray(pixels)
 
 
+def object_colors(labels: list[str]) -> list[str]:
+    """Each object's colour, by its label: the colour its box is drawn in and its mask laid in."""
+    colors = {name: _BOX_COLORS[i % len(_BOX_COLORS)] for i, name in enumerate(sorted(set(labels)))}
+    return [colors[name] for name in labels]
+
+
 def draw_boxes(image: Image.Image, boxes: Any, labels: list[str]) -> Image.Image:
     """Draw normalized ``[ymin, xmin, ymax, xmax]`` boxes on ``image`` (in place), each with its label."""
     draw = ImageDraw.Draw(image)
     width, height = image.size
-    colors = {name: _BOX_COLORS[i % len(_BOX_COLORS)] for i, name in enumerate(sorted(set(labels)))}
-    for (y0, x0, y1, x1), name in zip(np.asarray(boxes, np.float64).reshape(-1, 4), labels):
+    for (y0, x0, y1, x1), name, color in zip(np.asarray(boxes, np.float64).reshape(-1, 4), labels,
+                                             object_colors(labels)):
         box = (x0 * width, y0 * height, max(x0 * width, x1 * width - 1), max(y0 * height, y1 * height - 1))
-        draw.rectangle(box, outline=colors[name], width=2)
-        draw.text((box[0] + 3, box[1] + 2), name, fill=colors[name])
+        draw.rectangle(box, outline=color, width=2)
+        draw.text((box[0] + 3, box[1] + 2), name, fill=color)
     return image
+
+
+def overlay_instance_masks(image: Image.Image, masks: Any, labels: list[str]) -> Image.Image:
+    """``image`` with each object's mask (``[N, H, W]``, nonzero on the object, the image's size) laid over it
+    in its object's colour (``object_colors``), half transparent. Where masks overlap the later object is
+    shown, as ``mask_from_instances`` draws later objects over earlier ones. Masks of another size than the
+    image (a foreign dataset's) are not laid: a mask off its picture would mislead more than none."""
+    masks = np.asarray(masks)
+    pixels = np.asarray(image.convert("RGB")).copy()
+    if masks.ndim != 3 or not len(masks) or len(masks) != len(labels) or masks.shape[1:] != pixels.shape[:2]:
+        return Image.fromarray(pixels)
+    colours = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in object_colors(labels)], np.float64)
+    covered = masks > 0
+    # The last object covering each pixel: argmax over the reversed stack finds the first from the end.
+    last = len(covered) - 1 - np.argmax(covered[::-1], axis=0)
+    painted = covered.any(axis=0)
+    pixels[painted] = (pixels[painted] * 0.45 + colours[last[painted]] * 0.55).astype(np.uint8)
+    return Image.fromarray(pixels)
 
 
 def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = None) -> ImageGrid | str:
@@ -217,8 +241,11 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
             thumb = overlay_mask(image, mask[..., 0], (manifest.masks or {}).get("ignore_index", 255))
             thumb = ImageOps.contain(thumb, (THUMBNAIL, THUMBNAIL))
         objects = example.get(OBJECTS)
-        if objects is not None:  # a detection record: each box and its label drawn where it is
+        if objects is not None:  # a detection record: each mask laid, each box and its label drawn where it is
             labels = [names[int(v)] if names else str(int(v)) for v in objects["label"]]
+            if "mask" in objects:  # instance masks, the picture's size: laid before it shrinks to a thumbnail
+                thumb = ImageOps.contain(overlay_instance_masks(image, objects["mask"], labels),
+                                         (THUMBNAIL, THUMBNAIL))
             draw_boxes(thumb, objects["bbox"], labels)
         buffer = io.BytesIO()
         thumb.save(buffer, "PNG")

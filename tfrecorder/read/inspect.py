@@ -25,7 +25,7 @@ from tfrecorder.dataset.features import (
 )
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.info import draw_boxes, overlay_mask
+from tfrecorder.read.info import draw_boxes, overlay_instance_masks, overlay_mask
 from tfrecorder.read.open import open_dataset
 from tfrecorder.read.tf_data import load_dataset
 from tfrecorder.types import TRAIN
@@ -89,11 +89,12 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
         if mask is not None and IMAGE.name in example and example[IMAGE_FORMAT.name] != b"raw":
             row["mask_file"] = _write_mask(output_dir, index, example, mask, manifest.masks or {})
         if objects is not None:  # a detection record: its objects' lists, and its picture with the boxes drawn
+            masks = objects.pop("mask", None)  # PNGs: laid on the picture, not written into data.csv as text
             row.update({f"{OBJECTS}/{k}": _text(v) for k, v in objects.items()})
             names = [vocabulary[i] if vocabulary else str(i) for i in objects["label"].tolist()]
             row["label_name"] = "|".join(names)
             if IMAGE.name in example and example[IMAGE_FORMAT.name] != b"raw":
-                row["boxes_file"] = _write_boxes(output_dir, index, example, objects["bbox"], names)
+                row["boxes_file"] = _write_boxes(output_dir, index, example, objects["bbox"], names, masks)
             rows.append(row)
             continue
         if vocabulary is not None and label in example:
@@ -173,11 +174,20 @@ def _write_mask(output_dir: str, index: int, example: dict, mask: bytes, masks: 
     return name
 
 
-def _write_boxes(output_dir: str, index: int, example: dict, boxes: np.ndarray, names: list[str]) -> str:
+def _write_boxes(output_dir: str, index: int, example: dict, boxes: np.ndarray, names: list[str],
+                 masks: np.ndarray | None = None) -> str:
     """The record's picture as displayed (its EXIF orientation applied) with its boxes drawn, turned with it
-    from the stored pixels' frame they are kept in."""
+    from the stored pixels' frame they are kept in; its objects' instance masks (PNGs of the stored pixels)
+    laid over it first, each in its box's colour, in that frame, then turned with the picture."""
     orientation = int(example.get(IMAGE_ORIENTATION.name, 1))
-    shown = ImageOps.exif_transpose(Image.open(io.BytesIO(example[IMAGE.name]))).convert("RGB")
+    stored = Image.open(io.BytesIO(example[IMAGE.name]))
+    shown = ImageOps.exif_transpose(stored).convert("RGB")
+    if masks is not None and len(masks):
+        laid = overlay_instance_masks(stored, [np.asarray(Image.open(io.BytesIO(png))) for png in masks], names)
+        if orientation != 1:
+            laid.getexif()[0x0112] = orientation  # turned as viewers turn the photo
+            laid = ImageOps.exif_transpose(laid)
+        shown = laid
     turned = turn(np.asarray(boxes, np.float64).reshape(-1, 4)[:, [1, 0, 3, 2]], orientation)[:, [1, 0, 3, 2]]
     name = f"{index:05d}-boxes.png"
     _claim(output_dir, name)

@@ -19,6 +19,11 @@ from tfrecorder.dataset.features import (
     IMAGE_HEIGHT,
     IMAGE_URI,
     IMAGE_WIDTH,
+    OBJECT_MASK,
+    OD_FILENAME,
+    OD_IMAGE,
+    OD_OBJECT_MASK,
+    OD_SOURCE_ID,
     SEGMENTATION_MASK,
 )
 from tfrecorder.dataset.layouts import layout_of
@@ -82,6 +87,7 @@ def _what_is_checked(manifest: Manifest, images: bool) -> tuple[tuple[str, ...],
     checked += ["index files"] if any(s.index for s in shards) else []
     checked += ["parsing with dataset.json's features"]
     checked += ["image decoding"] if images and manifest.image is not None else []
+    checked += ["instance mask decoding"] if images and (manifest.objects or {}).get("instance_masks") else []
     unchecked = ["image pixels: images=True (--images) decodes every image"] if not images and manifest.image else []
     if described_files(manifest):
         checked.append("TFDS files")
@@ -303,7 +309,10 @@ def _parse_problem(data: bytes, features: list[FeatureInfo], decode: bool = Fals
         wrong = [i for i in stored[name].int64_list.value if not first <= i < first + size]
         if wrong:
             return f"label id {wrong[0]} is beyond the label vocabulary of {size} names in dataset.json"
-    return _image_problem(stored) if decode and IMAGE.name in stored else None
+    if not decode:
+        return None
+    problem = _image_problem(stored) if IMAGE.name in stored else None
+    return problem or _instance_mask_problem(stored)
 
 
 def _image_problem(stored: Any) -> str | None:
@@ -336,3 +345,56 @@ def _image_problem(stored: Any) -> str | None:
             uri = (value(IMAGE_URI) or b"").decode("utf-8", "replace")
             return f"the mask of {uri!r} does not decode ({type(e).__name__}: {e})"
     return None
+
+
+def _instance_mask_problem(stored: Any) -> str | None:
+    """Why an object's instance mask (our ``objects/mask`` or the Object Detection API's ``image/object/mask``)
+    does not decode as readers decode it - a PNG of the stored pixels' size - naming the object (its place in
+    the record, from 0) and the image; None when every one does. The size is that of the stored image as its
+    header gives it (``image/height`` and ``image/width`` in the OD layout, which are the stored pixels')."""
+    from PIL import Image
+
+    key = next((f.name for f in (OBJECT_MASK, OD_OBJECT_MASK) if f.name in stored), None)
+    if key is None:
+        return None
+    uri = _uri(stored)
+    size = _stored_size(stored)
+    for k, png in enumerate(stored[key].bytes_list.value):
+        try:
+            mask = Image.open(io.BytesIO(png))
+            mask.load()
+            if mask.format != "PNG":
+                raise ValueError(f"a {mask.format} image, not a PNG (readers decode masks with decode_png)")
+            if size is not None and mask.size != size:
+                raise ValueError(f"{mask.size[0]}x{mask.size[1]} pixels, its image is {size[0]}x{size[1]}")
+        except Exception as e:  # noqa: BLE001 - whatever the decoder says is the problem reported
+            return f"the instance mask of object {k} of {uri!r} does not decode ({type(e).__name__}: {e})"
+    return None
+
+
+def _uri(stored: Any) -> str:
+    """The record's image, named as a person finds it: its image_uri, or the OD layout's file name."""
+    for key in (IMAGE_URI.name, OD_FILENAME.name, OD_SOURCE_ID.name):
+        if key in stored and stored[key].bytes_list.value:
+            return stored[key].bytes_list.value[0].decode("utf-8", "replace")
+    return ""
+
+
+def _stored_size(stored: Any) -> tuple[int, int] | None:
+    """(width, height) of the record's stored pixels (before any EXIF turn), from the image's header; None when
+    it has no image that opens (its own problem, reported apart)."""
+    from PIL import Image
+
+    for key in (IMAGE.name, OD_IMAGE.name):
+        if key in stored and stored[key].bytes_list.value:
+            data = stored[key].bytes_list.value[0]
+            break
+    else:
+        return None
+    if IMAGE_FORMAT.name in stored and stored[IMAGE_FORMAT.name].bytes_list.value[:1] == [b"raw"]:
+        sizes = [stored[f.name].int64_list.value[:1] for f in (IMAGE_WIDTH, IMAGE_HEIGHT) if f.name in stored]
+        return (int(sizes[0][0]), int(sizes[1][0])) if len(sizes) == 2 and all(sizes) else None  # no header
+    try:
+        return Image.open(io.BytesIO(data)).size
+    except Exception:  # noqa: BLE001 - an image that does not open is its own problem
+        return None
