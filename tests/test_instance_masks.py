@@ -91,6 +91,26 @@ def test_masks_padded_to_max_objects_are_empty(converted):
     assert (masks.max(axis=(2, 3)) == (labels >= 0)).all()  # each object's mask has pixels; padding none
 
 
+def test_as_supervised_gives_masks_padded_to_the_most_objects_beside_boxes_and_labels(converted):
+    """What Keras and KerasHub instance segmentation models take: (image, {"boxes", "labels", "masks"}), the
+    masks padded with empty ones to the most objects an image holds, as boxes and labels are."""
+    most = tfrecorder.read_manifest(converted["polygons"]).objects["max_objects"]
+    ds = tfrecorder.load_dataset(converted["polygons"], "TRAIN", batch_size=6, image_size=(48, 48),
+                                 as_supervised=True)
+    images, targets = next(iter(ds))
+    assert sorted(targets) == ["boxes", "labels", "masks"] and most == 2
+    assert images.shape == (6, 48, 48, 3) and targets["boxes"].shape == (6, most, 4)
+    masks, labels = targets["masks"].numpy(), targets["labels"].numpy()
+    assert masks.shape == (6, most, 48, 48) and masks.dtype == np.uint8
+    assert (labels == -1).any() and not masks[labels == -1].any()  # the padding objects' masks are 0
+    assert all(mask.any() for mask in masks[labels >= 0])
+    for image, mask, label in zip(images.numpy(), masks, labels):
+        assert_on_shapes(image, mask[label >= 0], label[label >= 0], "as_supervised")
+    image, one = next(iter(tfrecorder.load_dataset(converted["polygons"], "TRAIN", as_supervised=True,
+                                                   max_objects=3, bounding_box_format="rel_yxyx")))
+    assert one["masks"].shape == (3, *image.shape[:2])
+
+
 def test_polygons_and_rle_give_the_same_masks(converted):
     masks = {kind: tfrecorder.read_tfr(out).sort_values(["image_name", "xmin"])["mask"].tolist()
              for kind, out in converted.items()}
