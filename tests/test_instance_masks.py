@@ -91,6 +91,26 @@ def test_masks_padded_to_max_objects_are_empty(converted):
     assert (masks.max(axis=(2, 3)) == (labels >= 0)).all()  # each object's mask has pixels; padding none
 
 
+def test_as_supervised_gives_masks_padded_to_the_most_objects_beside_boxes_and_labels(converted):
+    """What Keras and KerasHub instance segmentation models take: (image, {"boxes", "labels", "masks"}), the
+    masks padded with empty ones to the most objects an image holds, as boxes and labels are."""
+    most = tfrecorder.read_manifest(converted["polygons"]).objects["max_objects"]
+    ds = tfrecorder.load_dataset(converted["polygons"], "TRAIN", batch_size=6, image_size=(48, 48),
+                                 as_supervised=True)
+    images, targets = next(iter(ds))
+    assert sorted(targets) == ["boxes", "labels", "masks"] and most == 2
+    assert images.shape == (6, 48, 48, 3) and targets["boxes"].shape == (6, most, 4)
+    masks, labels = targets["masks"].numpy(), targets["labels"].numpy()
+    assert masks.shape == (6, most, 48, 48) and masks.dtype == np.uint8
+    assert (labels == -1).any() and not masks[labels == -1].any()  # the padding objects' masks are 0
+    assert all(mask.any() for mask in masks[labels >= 0])
+    for image, mask, label in zip(images.numpy(), masks, labels):
+        assert_on_shapes(image, mask[label >= 0], label[label >= 0], "as_supervised")
+    image, one = next(iter(tfrecorder.load_dataset(converted["polygons"], "TRAIN", as_supervised=True,
+                                                   max_objects=3, bounding_box_format="rel_yxyx")))
+    assert one["masks"].shape == (3, *image.shape[:2])
+
+
 def test_polygons_and_rle_give_the_same_masks(converted):
     masks = {kind: tfrecorder.read_tfr(out).sort_values(["image_name", "xmin"])["mask"].tolist()
              for kind, out in converted.items()}
@@ -226,3 +246,130 @@ def test_an_instance_mask_column_needs_boxes(tmp_path):
         tfrecorder.convert(table, str(tmp_path / "out"), progress=False,
                            schema={"split": tfrecorder.types.SplitKey, "label": tfrecorder.types.StringLabel,
                                    "instance_mask_uri": InstanceMaskUri})
+
+
+# --- mask_from_instances: the semantic mask drawn from the instance masks ---------------------------------------
+
+SEMANTIC = dict(mask_from_instances=True, progress=False)
+
+
+@pytest.fixture(scope="module")
+def crowded(scenes) -> pd.DataFrame:
+    """The polygon scenes' table with one object of scene 1 (two objects apart) a crowd (COCO's iscrowd)."""
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    crowd = table.index[table["image_uri"].str.endswith("shapes-0001.jpg")][0]
+    table.loc[crowd, "is_crowd"] = 1
+    return table
+
+
+@pytest.fixture(scope="module")
+def semantic(crowded, tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("semantic") / "out")
+    tfrecorder.convert(crowded, out, **SEMANTIC)
+    return out
+
+
+def expected_semantic(objects: dict, ignore_index: int = 255) -> np.ndarray:
+    """The rule: each object's pixels its label + 1, or ignore_index for a crowd, later objects over earlier."""
+    masks = objects["mask"].numpy()
+    out = np.zeros(masks.shape[1:], np.uint8)
+    for mask, label, crowd in zip(masks, objects["label"].numpy(), objects["is_crowd"].numpy()):
+        out[mask > 0] = ignore_index if crowd else label + 1
+    return out
+
+
+def test_the_semantic_mask_is_the_instance_masks_by_class_later_over_earlier_crowds_ignored(semantic):
+    overlapped = crowd_pixels = 0
+    for example in tfrecorder.load_dataset(semantic, "TRAIN"):
+        objects, mask = example["objects"], example["segmentation_mask"].numpy()
+        assert mask.shape == (*example["image"].shape[:2], 1) and mask.dtype == np.uint8
+        assert (mask[..., 0] == expected_semantic(objects)).all(), example["image_name"].numpy()
+        overlapped += int((objects["mask"].numpy().sum(axis=0) > 1).sum())
+        crowd_pixels += int((mask == 255).sum())
+    assert overlapped and crowd_pixels  # the overlapping pairs and the crowd were drawn by the rule
+    masks = tfrecorder.read_manifest(semantic).masks
+    assert masks["feature"] == "segmentation_mask" and masks["column"] == "instance_mask"
+    assert masks["classes"] == ["background", *NAMES] and masks["ignore_index"] == 255
+    assert masks["from_instances"].startswith("each object's pixels: its label id + 1 (0: background)")
+    assert masks["pixel_stride"] == {"TRAIN": 1} and masks["pixels"]["TRAIN"]["255"] == crowd_pixels
+
+
+def test_the_semantic_mask_of_a_padded_image_is_ignore_index_off_the_picture(crowded, tmp_path):
+    """image_size with resize_mode="pad" when writing: as a segmentation table's mask, the pad is ignore_index."""
+    out = str(tmp_path / "pad")
+    tfrecorder.convert(crowded, out, image_size=(48, 48), resize_mode="pad", ignore_index=200, **SEMANTIC)
+    for example in tfrecorder.load_dataset(out, "TRAIN"):
+        mask, objects = example["segmentation_mask"].numpy()[..., 0], example["objects"]
+        drawn = objects["mask"].numpy().max(axis=0) > 0
+        assert (mask[drawn] == expected_semantic(objects, 200)[drawn]).all()
+        assert (mask[0] == 200).all() and (mask[-1] == 200).all()  # 64x80 in 48x48: bands above and below
+        assert not (mask[24][~drawn[24]]).any()  # across the middle, the picture's background is 0
+
+
+def test_the_object_detection_layout_holds_the_same_semantic_mask(crowded, semantic, tmp_path):
+    out = str(tmp_path / "od")
+    tfrecorder.convert(crowded, out, **SEMANTIC, **OD)
+    spec = {"image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/segmentation/class/format": tf.io.FixedLenFeature([], tf.string),
+            "image/filename": tf.io.FixedLenFeature([], tf.string)}
+    theirs = {}
+    for file in sorted(f for f in os.listdir(out) if f.endswith(".tfrecord")):
+        for record in tf.data.TFRecordDataset(os.path.join(out, file)):
+            parsed = tf.io.parse_single_example(record, spec)
+            assert parsed["image/segmentation/class/format"] == b"png"
+            theirs[parsed["image/filename"].numpy()] = parsed["image/segmentation/class/encoded"].numpy()
+    ours = {e["image_name"].numpy(): e["segmentation_mask"].numpy()
+            for e in tfrecorder.load_dataset(semantic, "TRAIN", decode_images=False)}
+    assert len(theirs) == 6 and theirs == ours
+
+
+def test_the_semantic_mask_local_and_direct_runner_write_the_same_bytes(crowded, semantic, tmp_path):
+    pytest.importorskip("apache_beam")
+    tfrecorder.convert(crowded, str(tmp_path / "beam"), runner="DirectRunner", mask_from_instances=True)
+    shards = sorted(f for f in os.listdir(semantic) if f.endswith(".tfrecord"))
+    assert shards
+    for name in shards:
+        assert open(os.path.join(semantic, name), "rb").read() == (tmp_path / "beam" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("given, message", [
+    (dict(), r"mask_from_instances=True draws each record's semantic mask from its objects' instance masks, and "
+             r"this table has none: give a detection table an instance_mask column"),
+    (dict(mask_classes=["background", "thing"]), r"mask_classes=\['background', 'thing'\] with "
+                                                 r"mask_from_instances=True: the semantic mask's classes are the "
+                                                 r"labels' \(background, then the vocabulary\)"),
+    (dict(ignore_index=4), r"ignore_index=4 with mask_from_instances=True: the semantic mask's class ids are 1-4 "
+                           r"\(each label's id \+ 1; 0 is background\), so ignore_index must be above 4"),
+])
+def test_mask_from_instances_refuses_what_it_cannot_draw(scenes, tmp_path, given, message):
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    if not given:
+        table = table.drop(columns=["instance_mask"])
+    with pytest.raises(tfrecorder.TFRecorderError, match=message):
+        tfrecorder.convert(table, str(tmp_path / "out"), **given, **SEMANTIC)
+
+
+def test_an_object_without_a_mask_on_a_turned_photo_gets_an_empty_one_of_its_size(scenes, tmp_path):
+    """Kept bytes of a quarter-turned photo: an object without a mask is stored empty at the stored pixels' size
+    (as its image's other masks are), so load_dataset turns it with them."""
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    turned = table.index[table["image_uri"].str.endswith("shapes-0001.jpg")]  # EXIF 6, two objects
+    table.loc[turned[0], "instance_mask"] = None
+    out = str(tmp_path / "out")
+    tfrecorder.convert(table, out, progress=False)
+    example = next(e for e in tfrecorder.load_dataset(out, "TRAIN") if e["image_name"] == b"shapes-0001.jpg")
+    masks = example["objects"]["mask"].numpy()
+    assert masks.shape == (2, *example["image"].shape[:2])
+    assert sorted(int(m.max()) for m in masks) == [0, 1]
+
+
+def test_an_integer_label_that_would_be_ignore_index_is_a_row_error(scenes, tmp_path):
+    table = tfrecorder.read_annotations(scenes["polygons"])
+    table["label"] = [NAMES.index(name) for name in table["label"]]
+    table.loc[0, "label"] = 254  # class id 255 in the semantic mask: ignore_index
+    errors = _errors(table, str(tmp_path / "out"), mask_from_instances=True)
+    assert set(errors["error"]) == {"mask_class"}
+    assert set(errors["row"]) == set(table.index[table["image_uri"] == table["image_uri"][0]])
+    assert errors["message"][0].startswith("row 0: label 254 of image ")
+    assert errors["message"][0].endswith("cannot be drawn in its semantic mask (mask_from_instances=True): a class "
+                                         "id there is the label + 1, one of 1-255 other than ignore_index (255)")

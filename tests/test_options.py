@@ -15,7 +15,7 @@ import pytest
 import tfrecorder
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.sample_data import make_detection_scenes
+from tfrecorder.sample_data import make_instance_scenes
 from tfrecorder.write.convert import convert
 from tfrecorder.write.options import PIPELINE_SETTINGS, Options, option
 from tfrecorder.write.run.resume import _what_differs, finished_key, start_run
@@ -68,9 +68,10 @@ def test_the_convert_command_has_a_flag_for_each_option_in_their_order():
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> tuple:
-    """A small detection table (every option applies to it) and the folder of its finished conversion."""
+    """A small detection table with instance masks (every option applies to it, mask_from_instances too) and the
+    folder of its finished conversion."""
     work = tmp_path_factory.mktemp("finished")
-    scenes = make_detection_scenes(str(work / "scenes"), n=4, size=(32, 48))
+    scenes = make_instance_scenes(str(work / "scenes"), n=4, size=(32, 48))
     convert(scenes, str(work / "out"), progress=False)
     return scenes, work / "out"
 

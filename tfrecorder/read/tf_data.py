@@ -238,7 +238,8 @@ def load_dataset(
     takes as it is: padded with -1 to ``max_objects``, by default the most objects one image of the dataset
     holds (dataset.json's ``objects.max_objects``), boxes in ``bounding_box_format`` (Keras and KerasHub's
     names: "rel_yxyx", "yxyx", "rel_xyxy", "xyxy", "rel_xywh", "xywh", "rel_center_xywh", "center_xywh",
-    "center_yxhw"; "rel_" ones are fractions, the others pixels), by default "yxyx", KerasHub's.
+    "center_yxhw"; "rel_" ones are fractions, the others pixels), by default "yxyx", KerasHub's. Objects with
+    instance masks add ``"masks"``: uint8 ``[max_objects, H, W]``, a padding object's all 0.
 
     Examples:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))

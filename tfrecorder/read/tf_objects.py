@@ -1,6 +1,7 @@
 """A detection dataset's targets: a record's ``objects/`` lists gathered under ``objects``, padded to
-``max_objects``, split into ``(image, {"boxes", "labels"})`` with boxes in the format a detector asks for, and
-the most objects one record holds (what ``as_supervised=True`` pads to). ``tf_data.load_dataset`` chains them."""
+``max_objects``, split into ``(image, {"boxes", "labels"})`` (and ``"masks"`` where objects have instance masks)
+with boxes in the format a detector asks for, and the most objects one record holds (what ``as_supervised=True``
+pads to). ``tf_data.load_dataset`` chains them."""
 
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ def placed_members(manifest: Manifest) -> dict[str, connectors.Connector]:
 
 
 _BBOX, _KEYPOINTS, _LABEL = "bbox", "keypoints", "label"  # the members every layout's objects give
+_MASK = "mask"  # each object's instance mask, in every layout (``objects/mask``, ``image/object/mask``)
 _YXYX = ("ymin", "xmin", "ymax", "xmax")
 
 
@@ -122,7 +124,9 @@ def padder(max_objects: int | None):
 
 
 def supervised_objects(box_format: str):
-    """(image, {"boxes", "labels"}) from a detection example, boxes in ``box_format`` (padding stays -1)."""
+    """(image, {"boxes", "labels"}) from a detection example, boxes in ``box_format`` (padding stays -1); with
+    instance masks, (image, {"boxes", "labels", "masks"}), what Keras and KerasHub instance segmentation models
+    take: uint8 ``[max_objects, H, W]``, a padding object's mask 0."""
 
     def split(example: dict[str, Any]) -> Any:
         objects = example[OBJECTS]
@@ -131,7 +135,10 @@ def supervised_objects(box_format: str):
             size = tf.cast(tf.shape(example[IMAGE.name])[:2], tf.float32) if IMAGE.name in example else None
             padding = tf.reduce_all(tf.equal(boxes, -1.0), axis=-1, keepdims=True)
             boxes = tf.where(padding, -1.0, box_format_of(boxes, box_format, size))
-        return example.get(IMAGE.name, example), {"boxes": boxes, "labels": labels}
+        targets = {"boxes": boxes, "labels": labels}
+        if _MASK in objects:
+            targets["masks"] = objects[_MASK]
+        return example.get(IMAGE.name, example), targets
 
     return split
 

@@ -91,6 +91,7 @@ def convert(
     mask_classes: Sequence[str] | None = None,
     mask_colors: Mapping[tuple[int, int, int], int] | None = None,
     ignore_index: int = DEFAULT_IGNORE_INDEX,
+    mask_from_instances: bool = False,
     validate_images: str = DEFAULT_VALIDATE,
     on_error: str = DEFAULT_ON_ERROR,
     overwrite: bool = False,
@@ -161,6 +162,12 @@ def convert(
             (palette PNGs, VOC's ``SegmentationClass``, are read by their indices).
         ignore_index: the class id of pixels to ignore (VOC's 255 border), and what pads a mask when the
             image is padded (``resize_mode="pad"``).
+        mask_from_instances: a detection table with instance masks (COCO ``segmentation``, YOLO polygons,
+            ``instance_mask_uri``) also gets each record's semantic ``segmentation_mask`` (the Object Detection
+            API's layout: ``image/segmentation/class/encoded``): a PNG of class ids, each object's pixels its
+            label id + 1 (0 background; dataset.json's ``masks.classes`` are "background" then the labels), later
+            objects of the record over earlier ones, a crowd object's (``is_crowd``, COCO's ``iscrowd``) pixels
+            ``ignore_index``, as is the padding of ``resize_mode="pad"``.
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``. Without it, a folder holding

@@ -212,6 +212,11 @@ class Options:
     ignore_index: int = option(DEFAULT_IGNORE_INDEX, "segmentation tables: the class id of pixels to ignore, and "
                                                      "of a mask's padding",
                                cli_type=int, check=_check_ignore_index, identity=True, other=0)
+    mask_from_instances: bool = option(False, "detection tables with instance masks: also write the semantic "
+                                              "segmentation mask (each object's pixels its label id + 1, 0 "
+                                              "background, crowd objects ignore_index)",
+                                       check=lambda v: check_switch("mask_from_instances", v), identity=True,
+                                       other=True)
     validate_images: str = option(DEFAULT_VALIDATE, "full: decode every image once, so a bad image never reaches "
                                                     "training; header: read image headers only (faster)",
                                   choices=VALIDATE_MODES, identity=True, other="header")
@@ -270,7 +275,8 @@ class Options:
                                o.resize_mode)
         options = WriteOptions(images, o.compression, o.on_error, FetchLimits(o.max_image_bytes, o.image_timeout),
                                o.box_units, o.box_orientation, o.record_format,
-                               MaskSettings(o.mask_classes, o.mask_colors, o.ignore_index),  # type: ignore[arg-type]
+                               MaskSettings(o.mask_classes, o.mask_colors, o.ignore_index,  # type: ignore[arg-type]
+                                            o.mask_from_instances),
                                identity=o.identity())
         return Conversion(options, o.split_fractions, o.float_precision, o.num_shards,  # type: ignore[arg-type]
                           o.overwrite, o.storage_timeout)

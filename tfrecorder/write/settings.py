@@ -188,11 +188,13 @@ class ImageSettings:
 @dataclass(frozen=True)
 class MaskSettings:
     """A segmentation table's settings (convert's ``mask_*`` arguments): class names by id, the colours of an
-    RGB mask's classes, and the id of pixels to ignore (VOC's 255 border; what a pad fills with)."""
+    RGB mask's classes, and the id of pixels to ignore (VOC's 255 border; what a pad fills with); and whether a
+    detection table's instance masks also make each record's semantic mask (``mask_from_instances``)."""
 
     classes: tuple[str, ...] | None = None
     colors: tuple[tuple[tuple[int, int, int], int], ...] | None = None
     ignore_index: int = DEFAULT_IGNORE_INDEX
+    from_instances: bool = False
 
 
 @dataclass(frozen=True)

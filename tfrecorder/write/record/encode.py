@@ -11,11 +11,12 @@ import numpy as np
 from tfrecorder.dataset import features, layouts
 from tfrecorder.dataset.connectors import INSTANCE_MASK, KEYPOINTS, Connector, stored_connector
 from tfrecorder.dataset.example_proto import Example
+from tfrecorder.errors import ImageError
 from tfrecorder.types import BOX_EDGES, InstanceMaskUri, Role
 from tfrecorder.write.record.boxes import check_labels, long_labels, stored_boxes, stored_keypoints
 from tfrecorder.write.record.images import StoredImage
-from tfrecorder.write.record.instance_masks import ObjectMasks, png, stored_masks
-from tfrecorder.write.settings import FetchLimits
+from tfrecorder.write.record.instance_masks import ObjectMasks, png, semantic_mask, stored_masks
+from tfrecorder.write.settings import FetchLimits, MaskSettings
 from tfrecorder.write.table.table import Table
 
 
@@ -123,7 +124,8 @@ class ObjectEncoder:
 
     layout = layouts.DEFAULT
 
-    def __init__(self, table: Table, box_orientation: str, limits: FetchLimits = FetchLimits()):
+    def __init__(self, table: Table, box_orientation: str, limits: FetchLimits = FetchLimits(),
+                 mask_settings: MaskSettings = MaskSettings()):
         edges = {c.type.edge: c for c in table.features if c.type.role is Role.BOX}
         self._edges = np.stack([np.array([np.nan if v is None else v for v in _listed(edges[e].values)], np.float64)
                                 for e in BOX_EDGES], axis=1)
@@ -141,8 +143,14 @@ class ObjectEncoder:
         masks = [c for c in table.features if c.type.connector == INSTANCE_MASK.name]
         self._masks = (_listed(masks[0].values), masks[0].type is InstanceMaskUri) if masks else None
         self._limits = limits
-        # Of the last record: its objects with an instance mask, and the rows of those whose box does not hold it
+        # mask_from_instances: each record's semantic mask drawn from its instance masks (crowds: ignore_index)
+        self._semantic = mask_settings if mask_settings.from_instances and self._masks is not None else None
+        crowd = [c for c in table.features if c.name == CROWD_COLUMN]
+        self._crowd = _listed(crowd[0].values) if crowd else None
+        # Of the last record: its objects with an instance mask, the rows of those whose box does not hold it, and
+        # the pixels of each class id (256 counts) of its semantic mask (None: none written)
         self.masked, self.loose = 0, list[int]()
+        self.mask_pixels: np.ndarray | None = None
         self._table, self._frame = table, box_orientation
         self._split = [s.encode("ascii") for s in table.splits]
         self._keys = table.row_keys()  # objects are stored in the order of their rows' content
@@ -167,6 +175,7 @@ class ObjectEncoder:
                                           self._table.box_units, self._frame, annotated, image.geometry,
                                           [row_of[p] for p in objects])
         masks: list[bytes] = []
+        drawn: list[np.ndarray] = []
         self.masked, self.loose = 0, []
         if objects and self._masks is not None:
             values, located = self._masks
@@ -177,6 +186,12 @@ class ObjectEncoder:
             masks = [png(mask) for mask in drawn]
             self.masked = sum(values[p] is not None for p in objects)
         labels = [self._labels[p] for p in objects]
+        self.mask_pixels = None
+        if self._semantic is not None:
+            ids = self._semantic_ids(objects, [row_of[p] for p in objects] if objects else [], positions[0])
+            semantic = semantic_mask(drawn, ids, image, self._semantic.ignore_index)
+            image = replace(image, mask=png(semantic))
+            self.mask_pixels = np.bincount(semantic.ravel(), minlength=256)
         layout, vocabulary = self.layout, self._table.vocabulary
         example = Example()
         stored = example.features.feature
@@ -200,10 +215,31 @@ class ObjectEncoder:
         return example.SerializeToString(deterministic=True), labels, clipped
 
     def _set_image(self, stored: Any, image: StoredImage, position: int) -> None:
-        """Set the record's image features and split in ``stored`` (an Example's feature map)."""
+        """Set the record's image features, its semantic mask if it has one, and its split in ``stored`` (an
+        Example's feature map)."""
         for feature, value in zip(features.IMAGE_FEATURES, image_values(image, self._uris(position)).values()):
             getattr(stored[feature.name], feature.field).value.append(value)
+        if image.mask is not None:
+            stored[features.SEGMENTATION_MASK.name].bytes_list.value.append(image.mask)
         stored[features.SPLIT.name].bytes_list.value.append(self._split[position])
+
+    def _semantic_ids(self, objects: list[int], rows: list[int], position: int) -> list[int]:
+        """Each object's value in the semantic mask: its label id + 1, or ignore_index for a crowd. A label whose
+        id + 1 is no class id a mask can hold (above 255, or ignore_index: integer labels) is an ImageError."""
+        ignore = self._semantic.ignore_index  # type: ignore[union-attr]
+        ids = []
+        for p, row in zip(objects, rows):
+            if self._crowd is not None and self._crowd[p]:
+                ids.append(ignore)
+                continue
+            value = int(self._labels[p]) + 1
+            if not 0 < value <= 255 or value == ignore:
+                raise ImageError("mask_class", f"row {row}: label {self._labels[p]} of image {self._uris(position)} "
+                                               f"cannot be drawn in its semantic mask (mask_from_instances=True): "
+                                               f"a class id there is the label + 1, one of 1-255 other than "
+                                               f"ignore_index ({ignore})")
+            ids.append(value)
+        return ids
 
     def _uris(self, position: int) -> str:
         return self._table.image_uris[position]
@@ -271,6 +307,8 @@ ENCODERS = {
     layouts.OBJECT_DETECTION.name: Encoders(SegmentationAPIEncoder, DetectionAPIObjectEncoder),
 }
 
+
+CROWD_COLUMN = "is_crowd"  # COCO's iscrowd as read_annotations names it: a crowd's pixels are ignore_index
 
 # Columns stored as features of their own kind (not ``objects/<column>``): keypoints, instance masks.
 _OWN_FEATURES = (KEYPOINTS.name, INSTANCE_MASK.name)

@@ -7,7 +7,8 @@ EXIF-turned photos), checked there (not empty; its polygons inside the picture w
 holding it within ``CLIP_PIXELS``, else a warning), and moved where its picture's pixels went in the stored image,
 as the boxes are: turned, placed by a resize (``Geometry.placement``) with nearest-neighbour, so it stays 0/1. Each
 is stored as a one-channel PNG at a low zlib level: a 0/1 mask compresses about as well there, several times
-faster than the default.
+faster than the default. With ``mask_from_instances``, a record's masks also make its semantic mask of class
+ids (``semantic_mask``).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def stored_masks(objects: ObjectMasks, frame: str, annotated: tuple[float, float
         if isinstance(value, bytes):  # a text column's values are held as UTF-8
             value = value.decode("utf-8")
         if value is None:
-            masks.append(np.zeros((image.height, image.width), np.uint8))
+            masks.append(np.zeros(stored_size(image), np.uint8))
             continue
         if objects.located:
             drawn = _from_png(value, frame, size, geometry, where, limits)
@@ -76,8 +77,29 @@ def stored_masks(objects: ObjectMasks, frame: str, annotated: tuple[float, float
     return masks, loose
 
 
+def stored_size(image: StoredImage) -> tuple[int, int]:
+    """(height, width) of the stored pixels, which masks are stored in: kept bytes of a quarter-turned photo are
+    the displayed picture's width x height."""
+    turned = image.source is None and image.orientation in (5, 6, 7, 8)
+    return (image.width, image.height) if turned else (image.height, image.width)
+
+
+def semantic_mask(masks: Sequence[np.ndarray], ids: Sequence[int], image: StoredImage, fill: int) -> np.ndarray:
+    """The record's semantic mask (uint8, stored pixels) from its objects' stored instance masks: each object's
+    pixels its id (a class id, or ``fill`` for a crowd), later objects over earlier ones; 0 elsewhere, and
+    ``fill`` (ignore_index) where a resize with ``pad`` left no picture, as a segmentation table's mask is."""
+    out = np.zeros(stored_size(image), np.uint8)
+    for mask, value in zip(masks, ids):
+        out[mask.astype(bool)] = value
+    geometry = image.geometry
+    if image.source is not None and geometry.placement != (1.0, 1.0, 0.0, 0.0):  # only pad places it so
+        picture = _resampled(np.ones((geometry.height, geometry.width), np.uint8), out.shape, geometry.placement)
+        out[picture == 0] = fill
+    return out
+
+
 def png(mask: np.ndarray) -> bytes:
-    """A 0/1 mask as a one-channel PNG."""
+    """A 0/1 mask (or a semantic mask of class ids) as a one-channel PNG."""
     buffer = io.BytesIO()
     Image.fromarray(mask, "L").save(buffer, "PNG", compress_level=PNG_LEVEL)
     return buffer.getvalue()

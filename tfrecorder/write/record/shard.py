@@ -172,7 +172,7 @@ def write_shard(
             detection = table.is_detection
             if detection:  # a record per image: its box rows are together, in key order
                 objects = objects or ObjectStats()
-                encoder: Any = encoders.objects(table, options.box_orientation, options.fetch)
+                encoder: Any = encoders.objects(table, options.box_orientation, options.fetch, options.masks)
                 records = image_groups(table.image_locations)
             else:
                 encoder = encoders.rows(table)
@@ -186,6 +186,8 @@ def write_shard(
                     try:
                         data, labels, clipped = encoder.encode(record, record_rows, image)
                         objects = objects.add(len(record), labels, clipped, encoder.masked, encoder.loose)
+                        if encoder.mask_pixels is not None:  # mask_from_instances: every semantic mask counted
+                            image = replace(image, mask_pixels=encoder.mask_pixels)
                     except ImageError as e:  # a box beyond the image: the image and its rows are not written
                         image = e
                 elif not isinstance(image, ImageError):

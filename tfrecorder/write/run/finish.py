@@ -158,11 +158,11 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
                  "orientations": sorted(stats.orientations)}
     leaks = finish.leaks(results, same_bytes)
     objects = _objects(table, results, finish.options) if table.is_detection else None
-    masks = _masks(table, results, finish.options) if table.mask_uris is not None else None
+    masks = _masks(table, results, finish.options) if _semantic_masks(table, finish.options) else None
     return Manifest(
         leakage={"count": len(leaks), "groups": [leakage.bounded(e) for e in leaks[: leakage.MAX_REPORTED]]},
         tfrecorder_version=__version__,
-        features=_FEATURES[finish.options.layout.name](table),
+        features=_FEATURES[finish.options.layout.name](table, _semantic_masks(table, finish.options)),
         splits=shards,
         rows=_row_counts(finish.rows_in, results),
         compression=finish.options.compression,
@@ -174,20 +174,37 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
     )
 
 
+def _semantic_masks(table: Table, options: WriteOptions) -> bool:
+    """Whether the records hold a semantic mask: a segmentation table's, or one drawn from a detection table's
+    instance masks (``mask_from_instances``)."""
+    return table.mask_uris is not None or (options.masks.from_instances and _mask_column(table) is not None)
+
+
+# dataset.json's ``masks.from_instances``: how a semantic mask is drawn from a record's instance masks
+FROM_INSTANCES = ("each object's pixels: its label id + 1 (0: background), later objects of the record over "
+                  "earlier ones; a crowd's (is_crowd) pixels, and a pad's, ignore_index")
+
+
 def _masks(table: Table, results: Sequence[ShardResult], options: WriteOptions) -> dict[str, Any]:
     """dataset.json's ``masks``: the mask feature, its class names and ignore_index, and each split's pixels
     per class id, counted in the masks written of one rank in ``pixel_stride`` (1: every mask;
-    ``masks.pixel_stride``)."""
+    ``masks.pixel_stride``). A mask drawn from instance masks: its rule, classes "background" then the labels',
+    every mask counted."""
+    instances = table.mask_uris is None
     pixels: dict[str, Counter] = {}
     strides: dict[str, int] = {}
     for r in results:
         pixels.setdefault(r.spec.split, Counter()).update(dict(r.mask_pixels or ()))
-        strides[r.spec.split] = pixel_stride(r.spec.split_rows)
+        strides[r.spec.split] = 1 if instances else pixel_stride(r.spec.split_rows)
     settings = options.masks
+    classes = list(settings.classes) if settings.classes is not None else None
+    if instances and table.vocabulary is not None:
+        classes = ["background", *table.vocabulary]
     return {"record_format": options.layout.name,
             "feature": options.layout.masks[0].name,
-            "column": table.schema.column_for(Role.MASK),
-            "classes": list(settings.classes) if settings.classes is not None else None,
+            "column": _mask_column(table).name if instances else table.schema.column_for(Role.MASK),  # type: ignore[union-attr]
+            **({"from_instances": FROM_INSTANCES} if instances else {}),
+            "classes": classes,
             "ignore_index": settings.ignore_index,
             "pixels": {split: {str(k): v for k, v in sorted(found.items())} for split, found in pixels.items()},
             "pixel_stride": strides}
@@ -222,10 +239,11 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
     }
 
 
-def _detection_api_features(table: Table) -> list[FeatureInfo]:
-    """The features of a record in the Object Detection API's layout (``layouts.OBJECT_DETECTION``)."""
+def _detection_api_features(table: Table, semantic: bool = False) -> list[FeatureInfo]:
+    """The features of a record in the Object Detection API's layout (``layouts.OBJECT_DETECTION``); ``semantic``:
+    with a semantic mask."""
     layout = layouts.OBJECT_DETECTION
-    masks = layout.masks if table.mask_uris is not None else ()
+    masks = layout.masks if semantic else ()
     infos = [FeatureInfo(f.name, f.role.value, f.kind.value, [], connector=f.connector.name,
                          source="str" if f.kind.value == "string" else None)
              for f in (*layout.image_features, *masks)]
@@ -295,8 +313,9 @@ def _keypoints_entry(table: Table, options: WriteOptions) -> dict[str, Any]:
             "skeleton": [list(pair) for pair in names.skeleton] if names.skeleton else None}
 
 
-def _features(table: Table) -> list[FeatureInfo]:
-    """The features of a record in our layout (``layouts.DEFAULT``)."""
+def _features(table: Table, semantic: bool = False) -> list[FeatureInfo]:
+    """The features of a record in our layout (``layouts.DEFAULT``); ``semantic``: with a semantic mask (a
+    segmentation table's column, or drawn from instance masks: no column of its own)."""
     schema = table.schema
     image_column = schema.column_for(Role.IMAGE)
     held = image_column is not None and schema[image_column] is types.ImageBytes  # the images themselves
@@ -305,10 +324,11 @@ def _features(table: Table) -> list[FeatureInfo]:
         (features.IMAGE if held else features.IMAGE_URI): (image_column, types.ImageBytes if held
                                                             else types.ImageUri),
         features.SPLIT: (schema.column_for(Role.SPLIT), types.SplitKey),
-        features.SEGMENTATION_MASK: (schema.column_for(Role.MASK), types.MaskUri),
+        **({features.SEGMENTATION_MASK: (schema.column_for(Role.MASK), types.MaskUri)}
+           if table.mask_uris is not None else {}),  # drawn from instance masks: from no column
     }
     derived = [*(features.IMAGE_FEATURES if table.image_uris is not None else ()),
-               *((features.SEGMENTATION_MASK,) if table.mask_uris is not None else ()), features.SPLIT]
+               *((features.SEGMENTATION_MASK,) if semantic else ()), features.SPLIT]
     infos: list[FeatureInfo] = []
     for f in derived:
         column, col_type = role_columns.get(f, (None, None))
@@ -353,7 +373,7 @@ def _connector(table: Table, column: Column, per_object: bool) -> str:
 
 
 # What dataset.json lists for each record layout's records, by the layout's name (as encode.ENCODERS).
-_FEATURES: dict[str, Callable[[Table], list[FeatureInfo]]] = {
+_FEATURES: dict[str, Callable[[Table, bool], list[FeatureInfo]]] = {
     layouts.DEFAULT.name: _features, layouts.OBJECT_DETECTION.name: _detection_api_features}
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tfrecorder.dataset.connectors import INSTANCE_MASK
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.types import Role
@@ -126,6 +127,27 @@ def _check_detection_options(table: Table, options: Any) -> None:
         raise SchemaError(f"keypoints: the table's objects give {table.keypoint_count} keypoints each, and their "
                           f"names are {len(names)} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): "
                           f"give one name for each keypoint")
+    if options.masks.from_instances:
+        _check_mask_from_instances(table, options.masks)
+
+
+def _check_mask_from_instances(table: Table, masks: Any) -> None:
+    """``mask_from_instances`` needs instance masks to draw from and class ids a PNG holds: the labels' ids + 1
+    (0 is background) below ``ignore_index``; given names, they would be another table's."""
+    if not any(c.type.connector == INSTANCE_MASK.name for c in table.features):
+        raise TFRecorderError("mask_from_instances=True draws each record's semantic mask from its objects' "
+                              "instance masks, and this table has none: give a detection table an instance_mask "
+                              "column (COCO segmentation, YOLO polygons) or instance_mask_uri (a PNG per object)")
+    if masks.classes is not None:
+        raise TFRecorderError(f"mask_classes={list(masks.classes)!r} with mask_from_instances=True: the semantic "
+                              f"mask's classes are the labels' (background, then the vocabulary), named in "
+                              f"dataset.json; leave mask_classes out")
+    count = len(table.vocabulary) if table.vocabulary is not None else 0
+    if count >= masks.ignore_index:
+        raise TFRecorderError(f"ignore_index={masks.ignore_index} with mask_from_instances=True: the semantic mask's "
+                              f"class ids are 1-{count} (each label's id + 1; 0 is background), so ignore_index "
+                              f"must be above {count}" + (" (at most 255)" if count < 255 else
+                                                          f": {count} labels do not fit a PNG of 256 ids"))
 
 
 def image_splits_message(column: str | None, leaks: Sequence[dict[str, Any]]) -> str:
