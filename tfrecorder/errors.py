@@ -56,8 +56,9 @@ ROW_ERRORS: dict[str, tuple[str, str]] = {
     "mask_format": ("the mask is a JPEG: lossy compression changes class ids at every edge", "save masks as PNG"),
     "mask_channels": ("the mask has colour channels but no mask_colors= was given",
                       "save one channel of class ids, or pass mask_colors={(r, g, b): class_id}"),
-    "mask_class": ("the mask holds a class id or colour that mask_classes=/mask_colors= do not name",
-                   "name every class, or mark the pixels ignore_index"),
+    "mask_class": ("the mask holds a class id or colour that mask_classes=/mask_colors= do not name, or (with "
+                   "mask_from_instances=True) an integer label has no class id in the semantic mask",
+                   "name every class, or mark the pixels ignore_index; labels of 0-253 other than ignore_index - 1"),
 }
 
 
