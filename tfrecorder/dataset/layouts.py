@@ -161,6 +161,9 @@ OBJECT_DETECTION = RecordLayout(
         "load_dataset": f"this dataset was written with record_format={_OD!r}, for TF Model Garden's decoders and "
                         f"the Object Detection API; load_dataset reads the default record_format (convert again "
                         f"without record_format=)",
+        "data_source": f"this dataset was written with record_format={_OD!r}, for TF Model Garden's decoders; "
+                       f"data_source decodes the default record_format: pass decode=False for the serialized "
+                       f"records, or convert again without record_format=",
         "tfds": f"record_format={_OD!r} keeps the Object Detection API's keys; convert with the default "
                 f"record_format for TFDS",
     },
