@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.arguments import check_choice, check_image_size, check_switch, is_count
+from tfrecorder.dataset import array_records
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import Manifest, ShardInfo
@@ -41,8 +42,9 @@ def data_source(tfrecord_dir: str, split: str, *, decode: bool = True, image_siz
     ``load_dataset(..., image_size=, resize_mode=)`` resizes (a JPEG decoded at 1/2, 1/4 or 1/8 scale where
     that still covers the target); a detection record's ``objects`` (``bbox`` ``[N, 4]``, ``label`` ``[N]``,
     ...) moved with it; labels as ids (``label_names`` names them). Without ``decode``, the serialized
-    ``tf.train.Example``. Reads uncompressed shards (gs:// and other fsspec stores by ranges), each record's
-    CRCs checked. Thread-safe and picklable: workers open the files again.
+    ``tf.train.Example``. Reads uncompressed TFRecord shards (gs:// and other fsspec stores by ranges), each
+    record's CRCs checked, and ArrayRecord shards (``file_format="array_record"``) from local disk.
+    Thread-safe and picklable: workers open the files again.
 
     Examples:
         >>> source = tfrecorder.data_source(dataset_dir, "TRAIN", image_size=(32, 32))
@@ -78,6 +80,7 @@ class DataSource(Sequence):
         self._offsets: list[np.ndarray | None] = [None] * len(self._shards)  # each shard's index, read when first used
         self._files: dict[int, int] = {}  # local shards' file descriptors, opened when first read
         weakref.finalize(self, _close, self._files)  # closed with the source (or at exit)
+        self._readers: dict[int, Any] = {}  # ArrayRecord shards' readers, opened when first read
         self._lock = threading.Lock()
         self._decode = ExampleDecoder(manifest, size, resize_mode) if decode else None
 
@@ -117,6 +120,9 @@ class DataSource(Sequence):
         shard = bisect.bisect_right(self._starts, position) - 1
         number = position - self._starts[shard]
         where = self._folder.url_of(self._shards[shard].file)
+        if array_records.is_array_record(where):
+            record = self._array_record(shard, number, position)
+            return record if self._decode is None else self._decode(record, where, number)
         offsets = self._index(shard)
         offset, length = int(offsets[number, 0]), int(offsets[number, 1])
         try:
@@ -125,6 +131,24 @@ class DataSource(Sequence):
             raise TFRecorderError(f"{where}: record {number} (item {position} of {self.split}) is damaged: {e}; "
                                   f"`tfrecorder verify {self._folder.url}` checks every shard") from None
         return record if self._decode is None else self._decode(record, where, number)
+
+    def _array_record(self, shard: int, number: int, position: int) -> bytes:
+        """Record ``number`` of an ArrayRecord shard, by array_record's reader (the file indexes its records)."""
+        reader = self._readers.get(shard)
+        if reader is None:
+            with self._lock:
+                reader = self._readers.get(shard)
+                if reader is None:
+                    info = self._shards[shard]
+                    with reading(self._folder.url, self._args["storage_timeout"]):
+                        check_shard(self._folder, self.manifest, self.split, info)
+                    reader = self._readers[shard] = array_records.reader(self._folder.join(info.file))
+        try:
+            return reader.read([number])[0]
+        except (RuntimeError, ValueError, OSError) as e:  # riegeli's checks: a chunk's hash, its framing
+            raise TFRecorderError(f"{self._folder.url_of(self._shards[shard].file)}: record {number} (item "
+                                  f"{position} of {self.split}) is damaged ({e}); `tfrecorder verify "
+                                  f"{self._folder.url}` checks every shard") from None
 
     def _index(self, shard: int) -> np.ndarray:
         """The shard's ``offset length`` rows, read (and the shard checked) the first time it is used."""
@@ -184,7 +208,13 @@ def _refuse_unreadable(manifest: Manifest, folder: Folder, split: str, decode: b
         raise TFRecorderError(f"{folder.url} is {manifest.compression}-compressed: data_source reads each record "
                               f"at its offset, and a compressed stream can only be read from its start; convert "
                               f"again with compression=None (or read it with load_dataset)")
-    missing = next((s for s in manifest.splits[split] if s.records and s.index is None), None)
+    shards = [s for s in manifest.splits[split] if s.records]
+    arrays = [s for s in shards if array_records.is_array_record(s.file)]
+    if arrays and not folder.is_local:
+        raise TFRecorderError(f"{folder.url} holds ArrayRecord shards, which array_record's reader opens from local "
+                              f"disk only: copy the folder to a local disk, or convert with file_format='tfrecord' "
+                              f"(data_source reads those from object stores by ranges)")
+    missing = next((s for s in shards if s.index is None and s not in arrays), None)
     if missing is not None:
         raise TFRecorderError(f"{folder.url_of(missing.file)} has no .tfindex beside it: data_source finds records by "
                               f"their offsets in it (tfrecorder writes one beside each shard); convert with "

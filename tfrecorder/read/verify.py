@@ -11,6 +11,8 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from tfrecorder.dataset.array_records import is_array_record
+from tfrecorder.dataset.array_records import read_all as read_array_records
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.dataset.features import (
     IMAGE,
@@ -254,7 +256,8 @@ def _check_shard(folder: Folder, manifest: Manifest, info: ShardInfo, images: bo
         index = _IndexCheck.open(folder, info.index, stack, found)
         counted = ChecksumFile(raw)
         damaged = False
-        for number, frame, problem in _parse_all(counted, manifest, images):
+        frames = (_array_frames(folder, path) if is_array_record(name) else read_frames(counted, manifest.compression))
+        for number, frame, problem in _parse_all(frames, manifest, images):
             if problem is not None:
                 found.problems.append(Problem(name, number, problem))
                 damaged = True
@@ -310,10 +313,15 @@ class _IndexCheck:
         self.wrong = True
 
 
-def _parse_all(raw: Any, manifest: Manifest, images: bool) -> Iterator[tuple[int, Frame | None, str | None]]:
+def _array_frames(folder: Folder, path: str) -> Iterator[Frame]:
+    """An ArrayRecord shard's records as frames (no offsets: the file indexes its records itself)."""
+    return (Frame(0, len(data), data) for data in read_array_records(folder.fs, path))
+
+
+def _parse_all(frames: Iterator[Frame], manifest: Manifest, images: bool
+               ) -> Iterator[tuple[int, Frame | None, str | None]]:
     """(record number, frame, None) per good record; (record number, None, cause) for the first bad one, then stops."""
     index = 0
-    frames = read_frames(raw, manifest.compression)
     label = (manifest.label or {}).get("feature")
     first = layout_of(manifest).first_class_id
     labels = (label, first, len(manifest.vocabulary)) if label and manifest.vocabulary is not None else None
