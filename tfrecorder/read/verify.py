@@ -256,7 +256,8 @@ def _check_shard(folder: Folder, manifest: Manifest, info: ShardInfo, images: bo
         index = _IndexCheck.open(folder, info.index, stack, found)
         counted = ChecksumFile(raw)
         damaged = False
-        frames = (_array_frames(folder, path) if is_array_record(name) else read_frames(counted, manifest.compression))
+        frames = (_array_frames(folder, path) if is_array_record(name)
+                  else read_frames(counted, manifest.compression))  # type: ignore[arg-type]
         for number, frame, problem in _parse_all(frames, manifest, images):
             if problem is not None:
                 found.problems.append(Problem(name, number, problem))
