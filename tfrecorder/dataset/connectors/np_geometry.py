@@ -169,10 +169,12 @@ def _bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
     ylo, yhi, ylerp = axis(image.shape[0], size[0])
     xlo, xhi, xlerp = axis(image.shape[1], size[1])
-    xlerp = xlerp[None, :, None]
-    top = image[ylo][:, xlo] + (image[ylo][:, xhi] - image[ylo][:, xlo]) * xlerp
-    bottom = image[yhi][:, xlo] + (image[yhi][:, xhi] - image[yhi][:, xlo]) * xlerp
-    return top + (bottom - top) * ylerp[:, None, None]
+    # Each input row interpolated along x once: the rows it gives are TensorFlow's ``top`` and ``bottom``
+    # (``left + (right - left) * x_lerp``), the same float32 steps for a fraction of the gathers.
+    left = np.take(image, xlo, axis=1)  # np.take: half the time of fancy indexing along an inner axis
+    across = left + (np.take(image, xhi, axis=1) - left) * xlerp[None, :, None]
+    top = np.take(across, ylo, axis=0)
+    return top + (np.take(across, yhi, axis=0) - top) * ylerp[:, None, None]
 
 
 def _antialiased(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
