@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tfrecorder
+from tests.test_resume import csv_table  # noqa: F401 - the fixture: 30 images, one corrupt
 
 pytest.importorskip("array_record")
 
@@ -101,3 +102,24 @@ def test_direct_runner_writes_the_same_bytes_as_local(image_table, tmp_path):
             assert (a.pop("runner"), b.pop("runner")) == ("local", "DirectRunner")
         if name != ".conversion.json":  # what each conversion was made of: its runner among them
             assert a == b, name
+
+
+def test_a_killed_array_record_conversion_resumes_to_the_same_bytes(tmp_path, csv_table):
+    """As tests/test_resume.py's kill, with ArrayRecord files: the shards done before the kill are kept (they
+    have no .tfindex to check), the rest written, and the folder is the uninterrupted run's, byte for byte."""
+    import subprocess
+    import sys
+
+    from tests.test_resume import CHILD, files, kill
+
+    clean, out = tmp_path / "clean", tmp_path / "out"
+    tfrecorder.convert(str(csv_table), str(clean), num_shards=4, file_format="array_record", progress=False)
+    code = CHILD.replace("num_shards=4, progress=False)", "num_shards=4, progress=False, file_format='array_record')")
+    child = subprocess.Popen([sys.executable, "-c", code, str(csv_table), str(out), "local", "2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "BLOCKED", child.stderr.read()[-2000:]
+    kill(child)
+    done = [n for n in (out / ".tfrecorder" / "done").iterdir() if n.suffix == ".json"]
+    result = tfrecorder.convert(str(csv_table), str(out), num_shards=4, file_format="array_record", progress=False)
+    assert result.resumed_shards == len(done) >= 2
+    assert files(out) == files(clean)
