@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import tfrecorder
-from tests.test_resume import csv_table  # noqa: F401 - the fixture: 30 images, one corrupt
+from tests import test_resume
 
 pytest.importorskip("array_record")
+csv_table = test_resume.csv_table  # the fixture: 30 images in three splits, one corrupt
 
 
 @pytest.fixture(scope="module")
