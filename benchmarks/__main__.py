@@ -3,6 +3,7 @@
 from benchmarks import (
     bench_detection,
     bench_memory,
+    bench_random_access,
     bench_read,
     bench_runners,
     bench_scale,
@@ -12,6 +13,6 @@ from benchmarks import (
     bench_write,
 )
 
-for module in (bench_write, bench_read, bench_detection, bench_segmentation, bench_runners, bench_tabular,
+for module in (bench_write, bench_read, bench_random_access, bench_detection, bench_segmentation, bench_runners, bench_tabular,
                bench_wide, bench_scale, bench_memory):
     module.main([])

@@ -55,7 +55,7 @@ def main(argv=None) -> None:
         "array_record": lambda: tfrecorder.convert(table, str(fresh(array)), progress=False, num_shards=8,
                                                    file_format="array_record", overwrite=True),
     }
-    write_times = interleaved_best(write, max(1, args.runs // 2))
+    write_times = interleaved_best(write, args.runs)
     theirs_dir = tfds_converted(tfrecord, work)
 
     order = np.random.default_rng(0).integers(0, args.images, args.reads)

@@ -22,9 +22,11 @@ from tfrecorder.errors import TFRecorderError
 FILE_FORMATS = ("tfrecord", "array_record")  # convert's file_format: TFRecord (the default) or ArrayRecord
 ARRAY_RECORD = "array_record"
 SUFFIX = ".array_record"  # TFDS's name for the format and its files' suffix: train-00000-of-00002.array_record
-# A record per chunk: each record is read alone, never a group of them (TFDS's own convert_format writes these
-# options; a larger group compresses better and reads each record at the cost of its whole group).
-WRITER_OPTIONS = "group_size:1"
+# A record per chunk: each record is read alone, never a group of them (as TFDS's own convert_format writes; a
+# larger group compresses better and reads each record at the cost of its whole group). Uncompressed: the records'
+# images are compressed already, and array_record's default zstd costs a fifth of the write and part of each read
+# for files as large (benchmarks/bench_random_access.py).
+WRITER_OPTIONS = "group_size:1,uncompressed"
 READER_OPTIONS = "readahead_buffer_size:0"  # random reads: nothing read ahead (array_record's data source's)
 _READ_BUFFER = 32768
 _COPY_CHUNK = 1 << 22
