@@ -13,6 +13,6 @@ from benchmarks import (
     bench_write,
 )
 
-for module in (bench_write, bench_read, bench_random_access, bench_detection, bench_segmentation, bench_runners, bench_tabular,
-               bench_wide, bench_scale, bench_memory):
+for module in (bench_write, bench_read, bench_random_access, bench_detection, bench_segmentation, bench_runners,
+               bench_tabular, bench_wide, bench_scale, bench_memory):
     module.main([])
