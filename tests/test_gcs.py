@@ -245,3 +245,25 @@ def test_a_missing_bucket_is_one_line_before_any_work(tabular_table, gcs_bucket,
     assert proc.returncode == 1 and proc.stderr.splitlines() == [
         "tfrecorder: error: gs://no-such-bucket does not exist: create it, or check the bucket's name in "
         "output_dir='gs://no-such-bucket/out'"]
+
+
+def test_data_source_reads_gcs_by_ranges_and_array_record_shards_write_to_gcs(image_table, gcs_dir, tmp_path):
+    """Random access to a gs:// folder: each record one ranged read, as from a local disk; ArrayRecord shards
+    (written to a local temporary, then uploaded) are the local run's bytes, verify reads them from the store."""
+    local, out = str(tmp_path / "local"), f"{gcs_dir}/out"
+    tfrecorder.convert(image_table, local, num_shards=2, progress=False)
+    tfrecorder.convert(image_table, out, num_shards=2, progress=False)
+    remote, here = (tfrecorder.data_source(d, "TRAIN", image_size=(8, 8)) for d in (out, local))
+    for i in (5, 0, -1):
+        assert (remote[i]["image"] == here[i]["image"]).all() and remote[i]["label"] == here[i]["label"]
+    arrays = f"{gcs_dir}/arrays"
+    tfrecorder.convert(image_table, arrays, num_shards=2, file_format="array_record", progress=False)
+    tfrecorder.convert(image_table, str(tmp_path / "arrays"), num_shards=2, file_format="array_record",
+                       progress=False)
+    fs = fsspec.filesystem("gs")
+    name = "train-00001-of-00002.array_record"
+    assert fs.cat(f"{arrays}/{name}") == (tmp_path / "arrays" / name).read_bytes()
+    assert tfrecorder.verify(arrays).ok
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"holds ArrayRecord shards, which array_record's reader "
+                                                         r"opens from local disk only"):
+        tfrecorder.data_source(arrays, "TRAIN")

@@ -58,6 +58,28 @@ def test_tfds_load_finds_the_dataset_by_name_under_data_dir(pets):
     assert len(list(validation)) == 3
 
 
+def test_verify_accepts_tfds_convert_format_beside_our_shards(pets):
+    """TFDS's own convert_format, run in place (its --out_dir form cannot copy our folder: it expects the shards
+    there already), writes ArrayRecord shards beside ours and names the format in dataset_info.json: verify names
+    it instead of calling the folder damaged, and tfds.data_source reads it."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    pytest.importorskip("array_record")
+    from tensorflow_datasets.scripts.cli import convert_format_utils
+
+    convert_format_utils.convert_dataset(out_dir=None, out_file_format="array_record", dataset_version_dir=str(pets),
+                                         num_workers=1)
+    assert "alternativeFileFormats" in json.loads((pets / "dataset_info.json").read_text())
+    report = tfrecorder.verify(str(pets))
+    assert report.ok, str(report)
+    assert "TFDS's alternative file formats (array_record, added by its convert_format)" in str(report)
+    source = tfds.data_source("pets", data_dir=str(pets.parents[1]), split="train")
+    assert len(source) == 6 and source[0]["label"] in (0, 1, 2)
+    (pets / "test-00000-of-00002.array_record").unlink()
+    assert [str(p) for p in tfrecorder.verify(str(pets)).problems] == [
+        "dataset_info.json: lists alternative file format 'array_record' (TFDS's convert_format), but "
+        "test-00000-of-00002.array_record is missing"]
+
+
 def test_tfds_reads_a_tabular_table_and_leaves_out_columns_with_missing_values(tabular_table, tmp_path):
     tfds = pytest.importorskip("tensorflow_datasets")
     out = tmp_path / "table"

@@ -29,6 +29,7 @@ _LAZY = {
     "read_annotations": "tfrecorder.write.sources.annotations",
     "inspect": "tfrecorder.read.inspect",
     "read_tfr": "tfrecorder.read.pandas",
+    "data_source": "tfrecorder.read.data_source",
     "info": "tfrecorder.read.info",
     "show": "tfrecorder.read.info",
     "verify": "tfrecorder.read.verify",

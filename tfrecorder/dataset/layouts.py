@@ -166,6 +166,9 @@ OBJECT_DETECTION = RecordLayout(
     keypoints=features.OD_KEYPOINTS, instance_mask=features.OD_OBJECT_MASK,
     label=features.OD_CLASS_LABEL, first_class_id=1, label_map="label_map.pbtxt", plain_tables=False,
     not_read_by={
+        "data_source": f"this dataset was written with record_format={_OD!r}, for TF Model Garden's decoders; "
+                       f"data_source decodes the default record_format: pass decode=False for the serialized "
+                       f"records, or convert again without record_format=",
         "tfds": f"record_format={_OD!r} keeps the Object Detection API's keys; convert with the default "
                 f"record_format for TFDS",
     },

@@ -185,6 +185,22 @@ def read_frames(raw: BinaryIO, compression: str | None = None, *, check_crc: boo
             yield Frame(offset, len(data) + 16, data)
 
 
+def unframe(frame: bytes, length: int) -> bytes:
+    """The record in one whole frame read at an index's offset (``length``: the index's length of it), its CRCs
+    checked; TFRecorderError saying what is wrong with it (the caller names the file and record)."""
+    if len(frame) < 16 or len(frame) != length:
+        raise TFRecorderError(f"truncated ({len(frame)} of the {length} bytes the index gives it)")
+    (size,) = _LENGTH.unpack_from(frame)
+    if _CRC.unpack_from(frame, 8)[0] != masked_crc(frame[:8]):
+        raise TFRecorderError("length CRC mismatch (corrupt length field)")
+    if size != length - 16:
+        raise TFRecorderError(f"its length field says {size} bytes, its index {length - 16}")
+    data = frame[12:-4]
+    if _CRC.unpack_from(frame, length - 4)[0] != masked_crc(data):
+        raise TFRecorderError("data CRC mismatch (corrupt payload)")
+    return data
+
+
 @dataclass(frozen=True)
 class Block:
     """The records framed from one read of a stream: the number of the first, each frame's offset, the data."""

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfrecorder.dataset.array_records import ARRAY_RECORD, is_array_record
 from tfrecorder.dataset.connectors import TFDS_CLASS, Objects, named
 from tfrecorder.dataset.features import IMAGE, LABEL, OBJECT_LABEL, OBJECTS
 from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
@@ -133,7 +134,7 @@ def _dataset_info(name: str, version: str, shards: Mapping[str, Sequence[ShardIn
     info: dict[str, Any] = {
         "name": name,
         "version": version,
-        "fileFormat": "tfrecord",
+        "fileFormat": _file_format(shards),
         "description": "Written by tfrecorder; dataset.json beside this file describes every feature.",
         "splits": [{"name": split.lower(), "filepathTemplate": FILE_TEMPLATE,
                     "shardLengths": [str(s.records) for s in infos], "numBytes": str(sum(s.bytes for s in infos))}
@@ -142,6 +143,12 @@ def _dataset_info(name: str, version: str, shards: Mapping[str, Sequence[ShardIn
     if IMAGE.name in connectors and LABEL.name in connectors:
         info["supervisedKeys"] = {"tuple": {"items": [{"featureKey": IMAGE.name}, {"featureKey": LABEL.name}]}}
     return info
+
+
+def _file_format(shards: Mapping[str, Sequence[ShardInfo]]) -> str:
+    """TFDS's name of the shards' file format: "array_record" for ArrayRecord files (by their suffix)."""
+    names = [s.file for infos in shards.values() for s in infos]
+    return ARRAY_RECORD if names and all(is_array_record(n) for n in names) else "tfrecord"
 
 
 def _json(data: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
+from tfrecorder.dataset import array_records
 from tfrecorder.dataset.connectors import BY_KIND
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, EditedManifest, FeatureInfo, Manifest, ShardInfo
@@ -57,8 +58,7 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
         size = folder.fs.size(path)
         problem = None if size == shard.bytes else f"it has {size} bytes, dataset.json says {shard.bytes}"
         if problem is None and shard.first_crc is not None:
-            with folder.fs.open(path, "rb") as f:
-                first = next(iter(read_records(f, manifest.compression, check_crc=False)), None)
+            first = first_record(folder, path, manifest.compression)
             if first is None or masked_crc(first) != shard.first_crc:
                 problem = "its first record is not the one dataset.json lists"
     except FileNotFoundError:
@@ -76,6 +76,14 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
         problem = _index_count_problem(folder, split, shard)
     if problem:
         raise _edited(folder, problem)
+
+
+def first_record(folder: Folder, path: str, compression: str | None) -> bytes | None:
+    """The first record of the shard at ``path`` (a TFRecord or an ArrayRecord file), None if it has none."""
+    if array_records.is_array_record(path):
+        return next(array_records.read_all(folder.fs, path, batch=1), None)
+    with folder.fs.open(path, "rb") as f:
+        return next(iter(read_records(f, compression, check_crc=False)), None)
 
 
 def _edited(folder: Folder, problem: str) -> TFRecorderError:

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 from PIL import Image
 
-from tfrecorder.dataset import connectors, dtypes
+from tfrecorder.dataset import array_records, connectors, dtypes
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.connectors import Connector
 from tfrecorder.dataset.example_proto import parse_example
@@ -280,8 +280,10 @@ def _batches(folder: Folder, manifest: Manifest, split: str):
         with folder.open(shard.file) as f:
             batch: list[bytes] = []
             first = size = 0
+            blocks = (array_records.read_blocks(folder.fs, folder.join(shard.file))
+                      if array_records.is_array_record(shard.file) else read_blocks(f, manifest.compression))
             try:
-                for block in read_blocks(f, manifest.compression):
+                for block in blocks:
                     if not batch:
                         first = block.first
                     batch.extend(block.records)

@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfrecorder.arguments import check_choice, check_count, check_image_size, check_optional_count, is_count
-from tfrecorder.dataset import connectors
+from tfrecorder.dataset import array_records, connectors
 from tfrecorder.dataset.features import (
     BOX_FORMATS,
     DECODE_FEATURES,
@@ -23,7 +23,7 @@ from tfrecorder.dataset.features import (
 )
 from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, filesystem
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder, uniform_shape
@@ -411,6 +411,7 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
     record's features, and its record count against its index file)."""
     files = tf.constant([folder.url_of(s.file) for s in shards])
     compression = manifest.tf_compression_type
+    array_record = any(array_records.is_array_record(s.file) for s in shards)
 
     def problem(position: tf.Tensor) -> str:
         try:
@@ -423,6 +424,9 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
         message = tf.py_function(problem, [position], tf.string)
         with tf.control_dependencies([tf.debugging.Assert(tf.equal(message, ""), [message])]):
             file = tf.gather(files, position)
+        if array_record:  # array_record's own reader (no TensorFlow op reads ArrayRecord files), in order
+            return tf.data.Dataset.from_generator(_array_records, args=(file,),
+                                                  output_signature=tf.TensorSpec([], tf.string))
         return tf.data.TFRecordDataset(file, compression_type=compression)
 
     positions = tf.data.Dataset.range(len(shards))
@@ -431,6 +435,12 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
     positions = positions.shuffle(len(shards), seed=options.seed, reshuffle_each_iteration=True)
     return positions.interleave(_traced(open_shard), cycle_length=min(len(shards), 8), num_parallel_calls=AUTOTUNE,
                                 deterministic=options.deterministic)
+
+
+def _array_records(url: bytes) -> Iterator[bytes]:
+    """The records of the ArrayRecord shard at ``url``, in order (``Dataset.from_generator``'s generator)."""
+    fs, path = filesystem(url.decode("utf-8"))
+    yield from array_records.read_all(fs, path)
 
 
 def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from tfrecorder.dataset.array_records import is_array_record
+from tfrecorder.dataset.array_records import read_all as read_array_records
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.dataset.features import (
     IMAGE,
@@ -30,7 +32,7 @@ from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
-from tfrecorder.dataset.tfds import described_files
+from tfrecorder.dataset.tfds import DATASET_INFO_NAME, described_files
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import read_edited, reading, record_problem
 
@@ -148,24 +150,69 @@ def _verify(folder: Folder, images: bool, storage_timeout: float) -> VerifyRepor
         if counts.rows_in != counts.written + counts.errors + counts.discarded:
             problems.append(Problem("dataset.json", None, f"split {split}: rows in ({counts.rows_in}) != written + "
                                                           f"errors + discarded ({counts})"))
-    problems += _tfds_problems(folder, manifest)
-    return VerifyReport(folder.url, shards, records, size, tuple(problems), *_what_is_checked(manifest, images))
+    tfds_problems, alternatives = _tfds_problems(folder, manifest)
+    checked, unchecked = _what_is_checked(manifest, images)
+    if alternatives:
+        checked += (f"TFDS's alternative file formats ({', '.join(alternatives)}, added by its convert_format): "
+                    f"their shard files are listed, their records not read",)
+    return VerifyReport(folder.url, shards, records, size, tuple(problems + tfds_problems), checked, unchecked)
 
 
-def _tfds_problems(folder: Folder, manifest: Manifest) -> list[Problem]:
+# The field TFDS's convert_format adds to dataset_info.json when it writes the shards again in another format
+# beside ours (``tfds convert_format --dataset_version_dir``): the same dataset, readable in more formats.
+_ALTERNATIVES = "alternativeFileFormats"
+
+
+def _tfds_problems(folder: Folder, manifest: Manifest) -> tuple[list[Problem], list[str]]:
     """Each TFDS file that is missing or says something other than dataset.json (TFDS readers would get other
-    counts, miss a feature or the label names)."""
-    problems = []
+    counts, miss a feature or the label names); and the alternative file formats TFDS's ``convert_format`` added
+    to dataset_info.json, whose shards must be there."""
+    problems, alternatives = [], []
     for name, expected in described_files(manifest).items():
         try:
             actual = folder.read_text(name)
         except FileNotFoundError:
             problems.append(Problem(name, None, "is missing; dataset.json lists it for TFDS readers"))
             continue
-        if actual != expected:
+        if actual == expected:
+            continue
+        added = _alternative_formats(actual, expected) if name == DATASET_INFO_NAME else None
+        if added is None:
             problems.append(Problem(name, None, f"differs from what dataset.json describes "
                                                 f"({_difference(actual, expected)}): TFDS readers would see another "
                                                 f"dataset"))
+            continue
+        alternatives += added
+        problems += _missing_alternatives(folder, manifest, added)
+    return problems, alternatives
+
+
+def _alternative_formats(actual: str, expected: str) -> list[str] | None:
+    """The file formats TFDS's ``convert_format`` added to a dataset_info.json that otherwise says what
+    ``expected`` does (it writes the file again with its keys sorted); None when it says something else."""
+    try:
+        have, want = json.loads(actual), json.loads(expected)
+    except ValueError:
+        return None
+    added = have.pop(_ALTERNATIVES, None) if isinstance(have, dict) else None
+    if not isinstance(added, list) or not added or have != want:
+        return None
+    return [str(f) for f in added]
+
+
+def _missing_alternatives(folder: Folder, manifest: Manifest, formats: list[str]) -> list[Problem]:
+    """dataset_info.json's alternative formats whose shard files are not all there (a TFDS reader asking for
+    that format would fail)."""
+    names = set(folder.names())
+    problems = []
+    for file_format in formats:
+        for shards in manifest.splits.values():
+            missing = [f"{s.file.rsplit('.', 1)[0]}.{file_format}" for s in shards]
+            missing = [m for m in missing if m not in names]
+            if missing:
+                problems.append(Problem(DATASET_INFO_NAME, None, f"lists alternative file format {file_format!r} "
+                                                                 f"(TFDS's convert_format), but {missing[0]} is "
+                                                                 f"missing"))
     return problems
 
 
@@ -215,7 +262,9 @@ def _check_shard(folder: Folder, manifest: Manifest, info: ShardInfo, images: bo
         index = _IndexCheck.open(folder, info.index, stack, found)
         counted = ChecksumFile(raw)
         damaged = False
-        for number, frame, problem in _parse_all(counted, manifest, images):
+        frames = (_array_frames(folder, path) if is_array_record(name)
+                  else read_frames(counted, manifest.compression))  # type: ignore[arg-type]
+        for number, frame, problem in _parse_all(frames, manifest, images):
             if problem is not None:
                 found.problems.append(Problem(name, number, problem))
                 damaged = True
@@ -271,10 +320,15 @@ class _IndexCheck:
         self.wrong = True
 
 
-def _parse_all(raw: Any, manifest: Manifest, images: bool) -> Iterator[tuple[int, Frame | None, str | None]]:
+def _array_frames(folder: Folder, path: str) -> Iterator[Frame]:
+    """An ArrayRecord shard's records as frames (no offsets: the file indexes its records itself)."""
+    return (Frame(0, len(data), data) for data in read_array_records(folder.fs, path))
+
+
+def _parse_all(frames: Iterator[Frame], manifest: Manifest, images: bool
+               ) -> Iterator[tuple[int, Frame | None, str | None]]:
     """(record number, frame, None) per good record; (record number, None, cause) for the first bad one, then stops."""
     index = 0
-    frames = read_frames(raw, manifest.compression)
     label = (manifest.label or {}).get("feature")
     first = layout_of(manifest).first_class_id
     labels = (label, first, len(manifest.vocabulary)) if label and manifest.vocabulary is not None else None

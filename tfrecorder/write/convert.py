@@ -42,6 +42,7 @@ from tfrecorder.write.settings import (
     BOX_UNITS_ATTR,
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
+    DEFAULT_FILE_FORMAT,
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
     DEFAULT_IMAGE_TIMEOUT,
@@ -76,6 +77,7 @@ def convert(
     *,
     num_shards: int | None = None,
     compression: str | None = None,
+    file_format: str = DEFAULT_FILE_FORMAT,
     image_format: str = DEFAULT_IMAGE_FORMAT,
     image_size: tuple[int, int] | None = None,
     resize_mode: str = DEFAULT_RESIZE_MODE,
@@ -121,6 +123,9 @@ def convert(
             another runner class (or its dotted path). The result and dataset.json say which ran.
         num_shards: shards per split; None chooses from the bytes (about 128 MiB a shard).
         compression: None, ``"gzip"`` or ``"zlib"``.
+        file_format: ``"tfrecord"`` (TFRecord shards, each with a ``.tfindex``) or ``"array_record"`` (ArrayRecord
+            files of the same records, one record a chunk, for random access: Grain, ``tfds.data_source`` and
+            ``tfrecorder.data_source`` read them; needs the ``array_record`` package).
         image_format: ``"keep"`` the original bytes, ``"jpeg"``/``"png"`` re-encode, ``"raw"`` uint8 pixels.
         image_size: ``(height, width)`` to resize to (bicubic) before storing.
         resize_mode: with ``image_size``: ``"stretch"`` (ignore aspect ratio), ``"pad"`` (keep it, pad with
@@ -220,6 +225,7 @@ def convert(
     options = Options(**{f.name: given[f.name] for f in fields(Options)})
     runner = options.checked().runner  # a runner class or the path of a known one: its name
     how = options.conversion()
+    how.options.check_file_format()
     beam_options = options.beam()
     beam_options.check(runner, str(output_dir))
     if runner != LOCAL:  # the pipeline options, against Beam's own, before the folder is touched

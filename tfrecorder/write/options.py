@@ -21,6 +21,7 @@ from tfrecorder.arguments import (
     check_optional_count,
     check_switch,
 )
+from tfrecorder.dataset.array_records import ARRAY_RECORD, FILE_FORMATS
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, RECORD_FORMATS
 from tfrecorder.dataset.records import COMPRESSIONS, check_compression
@@ -34,6 +35,7 @@ from tfrecorder.write.settings import (
     BOX_UNITS,
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
+    DEFAULT_FILE_FORMAT,
     DEFAULT_FLOAT_PRECISION,
     DEFAULT_IMAGE_FORMAT,
     DEFAULT_IMAGE_TIMEOUT,
@@ -165,6 +167,9 @@ class Options:
                                            "uncompressed shards only (default: none)",
                                      choices=[c for c in COMPRESSIONS if c], check=check_compression,
                                      identity=True, other="gzip")
+    file_format: str = option(DEFAULT_FILE_FORMAT, "tfrecord: TFRecord shards, each with a .tfindex; array_record: "
+                                                   "ArrayRecord files for random access (Grain, tfds.data_source)",
+                              choices=FILE_FORMATS, identity=True, other=ARRAY_RECORD)
     image_format: str = option(DEFAULT_IMAGE_FORMAT,
                                "keep: the original encoded bytes; jpeg, png: re-encoded; raw: decoded uint8 pixels",
                                choices=IMAGE_FORMATS, identity=True, other="png")
@@ -277,7 +282,7 @@ class Options:
                                o.box_units, o.box_orientation, o.record_format,
                                MaskSettings(o.mask_classes, o.mask_colors, o.ignore_index,  # type: ignore[arg-type]
                                             o.mask_from_instances),
-                               identity=o.identity())
+                               identity=o.identity(), file_format=o.file_format)
         return Conversion(options, o.split_fractions, o.float_precision, o.num_shards,  # type: ignore[arg-type]
                           o.overwrite, o.storage_timeout)
 

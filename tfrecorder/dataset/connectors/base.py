@@ -108,6 +108,16 @@ class Connector:
         stays as it is."""
         return values, None
 
+    # data_source (numpy, no TensorFlow)
+    def array(self, values: Any) -> Any:
+        """A record's stored list of this feature's values (``numbers``' wire values, or bytes) as the values
+        they stand for (``decode``'s numpy twin: float64 from its bits)."""
+        return values
+
+    def follow_array(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
+        """``follow`` in numpy: ``frame`` is an ``np_geometry.Frame``; which objects stay (None: all)."""
+        return values, None
+
     # read_tfr
     def column(self, values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> Any:
         """The pandas column of a scalar number feature from its wire values and the mask of missing ones."""

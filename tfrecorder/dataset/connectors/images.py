@@ -44,6 +44,16 @@ class Mask(Image):
 
         return {**values, name: frame.mask(tf.io.decode_png(values[name], channels=1))}, None
 
+    def follow_array(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
+        import io
+
+        import numpy as np
+        from PIL import Image as PILImage
+
+        with PILImage.open(io.BytesIO(values[name])) as png:  # one channel of class ids (the writer's "L" PNG)
+            ids = np.asarray(png if png.mode == "L" else png.convert("L"))
+        return {**values, name: frame.mask(ids[:, :, None])}, None
+
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         return {"pythonClassName": TFDS_CLASS + "image_feature.Image",
                 "image": {"shape": {"dimensions": ["-1", "-1", "1"]}, "dtype": "uint8", "encodingFormat": "png"}}, ""

@@ -66,6 +66,9 @@ class _Nested(Connector):
     def text(self, feature: FeatureInfo) -> bool:
         return self.item.text(feature)
 
+    def array(self, values: Any) -> Any:
+        return self.item.array(values)
+
 
 class ListOf(_Nested):
     """A list of values of one kind per record (empty allowed; None where the row has no list)."""
@@ -113,6 +116,9 @@ class Objects(_Nested):
 
     def follow(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
         return self.item.follow(values, name, frame)
+
+    def follow_array(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
+        return self.item.follow_array(values, name, frame)
 
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         return self.item.tfds(feature, context)

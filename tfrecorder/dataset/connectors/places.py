@@ -34,6 +34,9 @@ class BoundingBoxes(Connector):
         boxes, kept = frame.boxes(values[name])
         return {**values, name: boxes}, kept
 
+    def follow_array(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
+        return self.follow(values, name, frame)  # frame.boxes is the rule, in either frame
+
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         return {"pythonClassName": TFDS_CLASS + "bounding_boxes.BBoxFeature",
                 "boundingBox": {"shape": {"dimensions": ["4"]}, "dtype": "float32", "bboxFormat": "REL_YXYX"}}, ""
@@ -84,6 +87,13 @@ class Keypoints(Connector):
         if VISIBILITY in values:
             visibility = values[VISIBILITY]
             out[VISIBILITY] = tf.where(inside, visibility, tf.zeros_like(visibility))
+        return out, None
+
+    def follow_array(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
+        points, inside = frame.points(values[name])
+        out = {**values, name: points}
+        if VISIBILITY in values:
+            out[VISIBILITY] = np.where(inside, values[VISIBILITY], 0)
         return out, None
 
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:

@@ -192,6 +192,9 @@ class Float64(Float32):
     def column(self, values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> Any:
         return super().column(values.view(np.float64), missing, feature)
 
+    def array(self, values: Any) -> Any:
+        return np.asarray(values, dtype=np.int64).view(np.float64)
+
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         return None, "float64, stored as the int64 bits of each value (tf.train.Example has no float64 list)"
 

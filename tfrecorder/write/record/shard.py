@@ -4,6 +4,7 @@ back and written), what it returns (ShardResult, RowFailure), and how it maps im
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 from array import array
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tfrecorder.dataset.array_records import ArrayRecordSink
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import ImageError, RowError
@@ -145,6 +147,11 @@ def serial_map(fn, rows):
     return map(fn, rows)
 
 
+def _index_file(folder: Folder, spec: ShardSpec, durable: bool) -> Any:
+    """The shard's .tfindex opened for writing; none for an ArrayRecord file (it indexes itself)."""
+    return contextlib.nullcontext(None) if spec.index_filename is None else folder.create(spec.index_filename, durable)
+
+
 def write_shard(
     spec: ShardSpec,
     parts: Iterable[tuple[Sequence[int], Table]],
@@ -164,9 +171,10 @@ def write_shard(
     mask_pixels: np.ndarray | None = None
     content_keys, content_key_rows = array("Q"), array("q")
     stride, seen = pixel_stride(spec.split_rows), 0  # masks whose pixels are counted; ranks before this part
-    with folder.create(spec.filename, durable) as raw, folder.create(spec.index_filename, durable) as index_raw:
+    with folder.create(spec.filename, durable) as raw, _index_file(folder, spec, durable) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
-        writer = RecordWriter(counted, options.compression, index)  # type: ignore[arg-type]
+        writer: Any = (ArrayRecordSink(counted) if index_raw is None  # type: ignore[arg-type]
+                       else RecordWriter(counted, options.compression, index))  # type: ignore[arg-type]
         encoders = ENCODERS[options.layout.name]
         for rows, table in parts:
             detection = table.is_detection

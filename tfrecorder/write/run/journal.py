@@ -56,7 +56,8 @@ class Journal:
                 logger.warning("%s: rewriting %s: its record is unreadable (%s)", self.folder.url, spec.filename, e)
                 continue
             problem = _check_file(self.folder, spec.filename, result.bytes, result.crc32c)
-            index_problem = _check_file(self.folder, spec.index_filename, result.index_bytes, result.index_crc32c)
+            index_problem = spec.index_filename and _check_file(self.folder, spec.index_filename, result.index_bytes,
+                                                                result.index_crc32c)
             problem = problem or (index_problem and f"its index {spec.index_filename}: {index_problem}")
             if problem:
                 logger.warning("%s: rewriting %s: %s", self.folder.url, spec.filename, problem)

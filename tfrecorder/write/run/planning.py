@@ -16,7 +16,7 @@ from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.types import Role
 from tfrecorder.write.record.encode import mean_record_bytes
 from tfrecorder.write.run.finish import Finish
-from tfrecorder.write.settings import FetchLimits
+from tfrecorder.write.settings import DEFAULT_FILE_FORMAT, FetchLimits
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage, spill, summary_pass
 from tfrecorder.write.table.facts import Facts
@@ -54,7 +54,8 @@ def bytes_per_row(summary: Summary, float_precision: str, limits: FetchLimits) -
 
 
 def spilled_shards(summary: Summary, *, num_shards: int | None, compression: str | None,
-                   bytes_per_row: dict[str, float], folder: Folder, float_precision: str) -> list[SpilledShard]:
+                   bytes_per_row: dict[str, float], folder: Folder, float_precision: str,
+                   file_format: str = DEFAULT_FILE_FORMAT) -> list[SpilledShard]:
     """The shards of every written split, as ``plan_shards`` divides them: near-equal ranges of its rows in
     key order."""
     facts = slim(summary.facts)
@@ -62,7 +63,7 @@ def spilled_shards(summary: Summary, *, num_shards: int | None, compression: str
     images = {WRITTEN_SPLITS[code]: boxes for code, (_, boxes) in summary.images.items()}
     shards = []
     for spec in plan_shards(rows, num_shards=num_shards, bytes_per_row=bytes_per_row, compression=compression,
-                            images=images):
+                            images=images, file_format=file_format):
         code = WRITTEN_SPLITS.index(spec.split)
         counts = summary.counts[:, code]
         first_ranks = np.concatenate([[0], np.cumsum(counts)])
@@ -86,7 +87,7 @@ def plan_table(summary: Summary, folder: Folder, options: Any, runner: str, *, n
     estimate = estimates_sizes(num_shards, images, summary.facts.rows)
     shards = spilled_shards(summary, num_shards=num_shards, compression=options.compression, folder=folder,
                   bytes_per_row=bytes_per_row(summary, float_precision, options.fetch) if estimate else {},
-                  float_precision=float_precision)
+                  float_precision=float_precision, file_format=options.file_format)
     template = finalize(summary.template, summary.facts, float_precision)
     leaks = uri_leaks(summary, folder) if same_uri is None else name_leaks(same_uri, summary, folder)
     _check_detection_options(template, options)

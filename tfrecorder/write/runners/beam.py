@@ -130,6 +130,7 @@ class WriteDataset(beam.PTransform):
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         how = self._how
+        how.options.check_file_format()
         folder = Folder.of(self._url, how.storage_timeout)
         staged = StagedRows(folder.url_of(INPUT_DIR))
         job = summary_pass.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision,

@@ -15,7 +15,7 @@ from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.write.record.shard import ImageStats, ShardResult
 from tfrecorder.write.run.spill_folder import room_in
-from tfrecorder.write.settings import WriteOptions
+from tfrecorder.write.settings import DEFAULT_FILE_FORMAT, WriteOptions
 from tfrecorder.write.table.plan import TARGET_SHARD_BYTES, ShardSpec
 from tfrecorder.write.table.spill import SpilledShard
 
@@ -64,9 +64,10 @@ def plan_units(shards: Sequence[SpilledShard], options: WriteOptions) -> list[Un
 
     Records are self-delimiting: segments written one after another are the shard's bytes, so a shard's
     segments are written by different writers and joined in order (``_join``) into the file one writer would
-    have written. Not for compressed shards (a gzip stream cannot be joined byte for byte)."""
+    have written. Not for compressed shards (a gzip stream cannot be joined byte for byte), nor ArrayRecord files
+    (their index of every record is at the end)."""
     cores = os.cpu_count() or 1
-    if options.compression is not None or cores < 2 or len(shards) == 0:
+    if options.compression is not None or options.file_format != DEFAULT_FILE_FORMAT or cores < 2 or len(shards) == 0:
         return None
     share = max(SEGMENT_MIN_ROWS, -(-sum(s.spec.rows for s in shards) // cores))
     counts = [max(1, min(s.spec.rows // SEGMENT_MIN_ROWS, -(-s.spec.rows // share)))

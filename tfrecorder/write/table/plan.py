@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfrecorder.dataset import array_records
 from tfrecorder.dataset.records import INDEX_SUFFIX, SUFFIXES
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.splits import WRITTEN_SPLITS
@@ -37,14 +38,19 @@ class ShardSpec:
         return self.stop - self.start
 
     @property
-    def index_filename(self) -> str:
-        """``train-00000-of-00002.tfindex``: the shard's record index, beside it."""
+    def index_filename(self) -> str | None:
+        """``train-00000-of-00002.tfindex``: the shard's record index, beside it (None: an ArrayRecord file, which
+        indexes its records itself)."""
+        if array_records.is_array_record(self.filename):
+            return None
         return shard_filename(self.split, self.index, self.count, None).removesuffix(SUFFIXES[None]) + INDEX_SUFFIX
 
 
-def shard_filename(split: str, index: int, count: int, compression: str | None) -> str:
-    """``train-00000-of-00002.tfrecord`` (``.gz`` with gzip)."""
-    return SHARD_TEMPLATE.format(split=split.lower(), index=index, count=count, suffix=SUFFIXES[compression])
+def shard_filename(split: str, index: int, count: int, compression: str | None,
+                   file_format: str = array_records.FILE_FORMATS[0]) -> str:
+    """``train-00000-of-00002.tfrecord`` (``.gz`` with gzip; ``.array_record`` for ArrayRecord files)."""
+    suffix = array_records.SUFFIX if file_format == array_records.ARRAY_RECORD else SUFFIXES[compression]
+    return SHARD_TEMPLATE.format(split=split.lower(), index=index, count=count, suffix=suffix)
 
 
 def shard_count(num_rows: int, bytes_per_row: float, num_shards: int | None) -> int:
@@ -79,6 +85,7 @@ def plan_shards(
     bytes_per_row: Mapping[str, float] | None = None,
     compression: str | None = None,
     images: Mapping[str, np.ndarray] | None = None,
+    file_format: str = array_records.FILE_FORMATS[0],
 ) -> tuple[ShardSpec, ...]:
     """Divide each written split's rows (``split_rows``: how many), in stored order, into shards of near-equal
     size (``shard_count``): contiguous ranges of ranks, so that the same rows make the same shards whatever
@@ -94,7 +101,7 @@ def plan_shards(
         if images is not None and split in images:
             count = whole_image_shards(images[split], count)
         for index in range(count):
-            specs.append(ShardSpec(split, index, count, shard_filename(split, index, count, compression),
+            specs.append(ShardSpec(split, index, count, shard_filename(split, index, count, compression, file_format),
                                    total * index // count, total * (index + 1) // count, total))
     return tuple(specs)
 

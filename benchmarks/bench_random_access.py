@@ -1,0 +1,91 @@
+"""Random access: single records read at random and decoded, from several threads (what a Grain or PyTorch
+worker does), by ``tfrecorder.data_source`` over our TFRecord shards and their .tfindex, and over
+``file_format="array_record"`` shards, against ``tfds.data_source`` over the ArrayRecord copy that TFDS's own
+``convert_format`` makes of the same folder; and writing ArrayRecord shards against TFRecord ones."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import fresh, interleaved_best, jpeg_table, print_table, work_dir
+
+THREADS = 4
+
+
+def read_all(source, order: np.ndarray, decode) -> int:
+    """Every index of ``order`` read (and decoded by ``decode``) by THREADS threads: the pixels touched, so that
+    nothing is left lazy."""
+    with ThreadPoolExecutor(THREADS) as pool:
+        return sum(pool.map(lambda i: decode(source[int(i)]), order))
+
+
+def tfds_converted(tfrecord_dir: Path, work: Path) -> Path:
+    """A copy of the folder to which TFDS's convert_format (in place: its --out_dir cannot start from our files)
+    added ArrayRecord shards."""
+    from tensorflow_datasets.scripts.cli import convert_format_utils
+
+    copy = work / "tfds" / "bench" / "1.0.0"
+    shutil.copytree(tfrecord_dir, copy)
+    convert_format_utils.convert_dataset(out_dir=None, out_file_format="array_record", dataset_version_dir=str(copy),
+                                         num_workers=1)
+    return copy
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--images", type=int, default=2000, help="500x375 JPEGs")
+    parser.add_argument("--reads", type=int, default=2000, help="records read at random a run")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    import tensorflow_datasets as tfds
+
+    import tfrecorder
+
+    work = work_dir("bench-random-access-")
+    table = jpeg_table(args.images).assign(split="TRAIN")
+    tfrecord, array = work / "tfrecord", work / "array_record"
+    write = {
+        "tfrecord": lambda: tfrecorder.convert(table, str(fresh(tfrecord)), progress=False, num_shards=8,
+                                               overwrite=True),
+        "array_record": lambda: tfrecorder.convert(table, str(fresh(array)), progress=False, num_shards=8,
+                                                   file_format="array_record", overwrite=True),
+    }
+    write_times = interleaved_best(write, args.runs)
+    theirs_dir = tfds_converted(tfrecord, work)
+
+    order = np.random.default_rng(0).integers(0, args.images, args.reads)
+    pixels = lambda record: int(record["image"].shape[0])  # noqa: E731 - the decoded image's rows
+    sources = {
+        "ours": tfrecorder.data_source(str(tfrecord), "TRAIN"),
+        "ours_array": tfrecorder.data_source(str(array), "TRAIN"),
+        "tfds": tfds.data_source("bench", data_dir=str(theirs_dir.parents[1]), split="train"),
+        "ours_224": tfrecorder.data_source(str(tfrecord), "TRAIN", image_size=(224, 224)),
+    }
+    cases = {key: (lambda s=source: read_all(s, order, pixels)) for key, source in sources.items()}
+    for fn in cases.values():  # each source's files opened and in the page cache
+        fn()
+    times = interleaved_best(cases, args.runs)
+    rate = lambda key: f"{args.reads / times[key]:,.0f} rec/s"  # noqa: E731
+    tfds_name = "tfds.data_source over TFDS's convert_format ArrayRecord"
+    rows = [
+        ("data_source, TFRecord + .tfindex", rate("ours"), f"{tfds_name}: {rate('tfds')}",
+         f"{times['tfds'] / times['ours']:.2f}x"),
+        ("data_source, file_format='array_record'", rate("ours_array"), f"{tfds_name}: {rate('tfds')}",
+         f"{times['tfds'] / times['ours_array']:.2f}x"),
+        ("data_source, TFRecord, image_size=224 (1/2-scale JPEG decode)", rate("ours_224"),
+         f"same at full size: {rate('ours')}", "report"),
+        ("write file_format='array_record'", f"{args.images / write_times['array_record']:,.0f} img/s",
+         f"TFRecord shards: {args.images / write_times['tfrecord']:,.0f} img/s",
+         f"{write_times['tfrecord'] / write_times['array_record']:.2f}x"),
+    ]
+    print_table(f"Random access: {args.reads:,} records of {args.images:,} 500x375 JPEGs read at random, decoded, "
+                f"{THREADS} threads; best of {args.runs} interleaved runs", rows)
+
+
+if __name__ == "__main__":
+    main()

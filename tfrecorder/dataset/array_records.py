@@ -1,0 +1,123 @@
+"""ArrayRecord shards (``file_format="array_record"``): the same serialized Examples as our TFRecord shards, in
+files of Google's ``array_record`` package, which index every record for random access (what Grain and
+``tfds.data_source`` read). ``array_record`` is imported only by the functions that read or write them.
+
+Its reader and writer open local paths only: a shard is written to a local temporary file and then copied into
+the dataset folder through the caller's file object (so an object store gets it like any other shard, counted
+and checksummed); a shard in an object store is read from a local copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from tfrecorder.dataset.records import Block, masked_crc
+from tfrecorder.errors import TFRecorderError
+
+FILE_FORMATS = ("tfrecord", "array_record")  # convert's file_format: TFRecord (the default) or ArrayRecord
+ARRAY_RECORD = "array_record"
+SUFFIX = ".array_record"  # TFDS's name for the format and its files' suffix: train-00000-of-00002.array_record
+# A record per chunk: each record is read alone, never a group of them (as TFDS's own convert_format writes; a
+# larger group compresses better and reads each record at the cost of its whole group). Uncompressed: the records'
+# images are compressed already, and array_record's default zstd costs a fifth of the write and part of each read
+# for files as large (benchmarks/bench_random_access.py).
+WRITER_OPTIONS = "group_size:1,uncompressed"
+READER_OPTIONS = "readahead_buffer_size:0"  # random reads: nothing read ahead (array_record's data source's)
+_READ_BUFFER = 32768
+_COPY_CHUNK = 1 << 22
+
+
+def is_array_record(name: str) -> bool:
+    """Whether the shard file ``name`` is an ArrayRecord file (by its suffix, as TFDS names them)."""
+    return name.endswith(SUFFIX)
+
+
+def _module() -> Any:
+    try:
+        from array_record.python import array_record_module
+    except ImportError as e:
+        raise TFRecorderError(f"ArrayRecord shards need the array_record package ({e}): pip install "
+                              f"array-record") from e
+    return array_record_module
+
+
+class ArrayRecordSink:
+    """``RecordWriter``'s interface (``write``, ``close``, ``records``, ``first_crc``) over an ArrayRecord file:
+    written to a local temporary file, whose bytes ``close`` copies into ``raw``."""
+
+    def __init__(self, raw: BinaryIO):
+        self._raw = raw
+        self._dir = tempfile.mkdtemp(prefix="tfrecorder-array-record-")
+        self._path = os.path.join(self._dir, "shard" + SUFFIX)
+        self._writer = _module().ArrayRecordWriter(self._path, WRITER_OPTIONS)
+        self.records = 0
+        self.first_crc: int | None = None
+
+    def write(self, record: bytes) -> None:
+        if self.first_crc is None:
+            self.first_crc = masked_crc(record)
+        self._writer.write(record)
+        self.records += 1
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+            with open(self._path, "rb") as f:
+                for chunk in iter(lambda: f.read(_COPY_CHUNK), b""):
+                    self._raw.write(chunk)
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def local_path(fs: Any, path: str) -> Iterator[str]:
+    """A local path of the file ``path`` of filesystem ``fs``: itself where it is local, else a temporary copy."""
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    if protocol in ("file", "local"):
+        yield path
+        return
+    folder = tempfile.mkdtemp(prefix="tfrecorder-array-record-")
+    try:
+        copy = os.path.join(folder, os.path.basename(path))
+        fs.get_file(path, copy)
+        yield copy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def reader(path: str) -> Any:
+    """An ``ArrayRecordReader`` of the local file ``path`` for random reads (``read([i, ...])``), or a
+    TFRecorderError naming the file where it is not an ArrayRecord file."""
+    try:
+        return _module().ArrayRecordReader(path, options=READER_OPTIONS, file_reader_buffer_size=_READ_BUFFER)
+    except (RuntimeError, ValueError, OSError) as e:
+        raise TFRecorderError(f"{path}: not a readable ArrayRecord file ({e})") from e
+
+
+def read_all(fs: Any, path: str, batch: int = 256) -> Iterator[bytes]:
+    """Every record of the ArrayRecord file ``path`` of ``fs``, in order; a damaged one a TFRecorderError
+    ``record N: why`` (the caller names the file)."""
+    for block in read_blocks(fs, path, batch):
+        yield from block.records
+
+
+def read_blocks(fs: Any, path: str, batch: int = 256) -> Iterator[Block]:
+    """The records of the ArrayRecord file ``path`` of ``fs`` ``batch`` at a time, as ``records.read_blocks``
+    gives a TFRecord file's (no offsets: the file's own index finds them)."""
+    with local_path(fs, path) as local:
+        opened = reader(local)
+        try:
+            count = opened.num_records()
+            for start in range(0, count, batch):
+                try:
+                    records = opened.read(list(range(start, min(start + batch, count))))
+                except (RuntimeError, ValueError, OSError) as e:  # riegeli's checks: a chunk's hash, its framing
+                    raise TFRecorderError(f"record {start}: damaged ArrayRecord chunk ({e})") from e
+                yield Block(start, [], list(records))
+        finally:
+            opened.close()

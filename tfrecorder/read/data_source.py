@@ -1,0 +1,223 @@
+"""Random access (read side, no TensorFlow): ``data_source``, a sequence of one split's records for Grain, JAX and
+PyTorch map-style datasets. Each record is read by itself - its offset and length from its shard's ``.tfindex``, a
+ranged read, its CRCs checked - and decoded by ``np_example`` as ``load_dataset`` decodes it.
+
+It is thread-safe (reads at offsets share no file position) and picklable: a pickle holds the arguments, never an
+open file, so a Grain or DataLoader worker opens the dataset again."""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tfrecorder.arguments import check_choice, check_image_size, check_switch, is_count
+from tfrecorder.dataset import array_records
+from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.layouts import layout_of
+from tfrecorder.dataset.manifest import Manifest, ShardInfo
+from tfrecorder.dataset.records import unframe
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, check_storage_timeout
+from tfrecorder.errors import TFRecorderError
+from tfrecorder.read.np_example import ExampleDecoder
+from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading, records_problem
+
+logger = logging.getLogger(__name__)
+
+
+def data_source(tfrecord_dir: str, split: str, *, decode: bool = True, image_size: tuple[int, int] | int | None = None,
+                resize_mode: str = DEFAULT_RESIZE_MODE, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT
+                ) -> DataSource:
+    """One split's records as a sequence: ``len(source)``, ``source[i]`` (negative ``i`` too), ``source[a:b]`` and
+    ``source[[i, j, ...]]`` (lists). What Grain's ``MapDataset.source`` and a PyTorch map-style ``Dataset`` need.
+
+    With ``decode`` (the default) a record is a dict of numpy values as ``load_dataset`` gives it: the image uint8
+    ``(H, W, C)``, turned by its EXIF orientation and, with ``image_size``, resized by ``resize_mode`` as
+    ``load_dataset(..., image_size=, resize_mode=)`` resizes (a JPEG decoded at 1/2, 1/4 or 1/8 scale where
+    that still covers the target); a detection record's ``objects`` (``bbox`` ``[N, 4]``, ``label`` ``[N]``,
+    ...) moved with it; labels as ids (``label_names`` names them). Without ``decode``, the serialized
+    ``tf.train.Example``. Reads uncompressed TFRecord shards (gs:// and other fsspec stores by ranges), each
+    record's CRCs checked, and ArrayRecord shards (``file_format="array_record"``) from local disk.
+    Thread-safe and picklable: workers open the files again.
+
+    Examples:
+        >>> source = tfrecorder.data_source(dataset_dir, "TRAIN", image_size=(32, 32))
+        >>> len(source), source[0]["image"].shape, source[-1]["label"].dtype
+        (6, (32, 32, 3), dtype('int64'))
+    """
+    return DataSource(tfrecord_dir, split, decode=decode, image_size=image_size, resize_mode=resize_mode,
+                      storage_timeout=storage_timeout)
+
+
+class DataSource(Sequence):
+    """A split's records by position (see ``data_source``)."""
+
+    def __init__(self, tfrecord_dir: str, split: str, *, decode: bool = True, image_size: Any = None,
+                 resize_mode: str = DEFAULT_RESIZE_MODE, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT):
+        self._args = dict(tfrecord_dir=tfrecord_dir, split=split, decode=decode, image_size=image_size,
+                          resize_mode=resize_mode, storage_timeout=storage_timeout)
+        check_switch("decode", decode)
+        size = check_image_size(image_size)
+        check_choice("resize_mode", resize_mode, RESIZE_MODES)
+        if resize_mode != DEFAULT_RESIZE_MODE and size is None:
+            raise TFRecorderError(f"resize_mode={resize_mode!r} says how image_size= resizes: give image_size="
+                                  f"(height, width) too (without it images keep their own size)")
+        storage_timeout = check_storage_timeout(storage_timeout)
+        with reading(tfrecord_dir, storage_timeout):
+            manifest, folder = open_dataset(tfrecord_dir, storage_timeout)
+            self.split = manifest.split_name(split)
+            _refuse_unreadable(manifest, folder, self.split, decode)
+            check_shards(manifest, folder, [self.split])
+        self.manifest, self._folder = manifest, folder
+        self._shards = [s for s in manifest.splits[self.split] if s.records]
+        self._starts = [0, *np.cumsum([s.records for s in self._shards]).tolist()]
+        self._offsets: list[np.ndarray | None] = [None] * len(self._shards)  # each shard's index, read when first used
+        self._files: dict[int, int] = {}  # local shards' file descriptors, opened when first read
+        weakref.finalize(self, _close, self._files)  # closed with the source (or at exit)
+        self._readers: dict[int, Any] = {}  # ArrayRecord shards' readers, opened when first read
+        self._lock = threading.Lock()
+        self._decode = ExampleDecoder(manifest, size, resize_mode) if decode else None
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __repr__(self) -> str:
+        return f"data_source({self._folder.url!r}, {self.split!r}: {len(self)} records)"
+
+    def __getitem__(self, key: Any) -> Any:
+        if is_count(key):
+            return self._record(self._position(int(key)))
+        if isinstance(key, slice):
+            return [self._record(i) for i in range(*key.indices(len(self)))]
+        if isinstance(key, (list, tuple, np.ndarray)) and all(is_count(k) for k in key):
+            return [self._record(self._position(int(k))) for k in key]
+        raise TypeError(f"data_source indices are ints, slices or lists of ints, not {type(key).__name__}")
+
+    def __getitems__(self, keys: Sequence[int]) -> list[Any]:
+        """Many records at once (PyTorch's DataLoader asks for a batch's indices together)."""
+        return self[list(keys)]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self._args  # the arguments, never an open file: a worker opens the dataset again
+
+    def __setstate__(self, args: dict[str, Any]) -> None:
+        args = dict(args)
+        self.__init__(args.pop("tfrecord_dir"), args.pop("split"), **args)  # type: ignore[misc]
+
+    def _position(self, index: int) -> int:
+        position = index + len(self) if index < 0 else index
+        if not 0 <= position < len(self):
+            raise IndexError(f"index {index} is out of range for {len(self)} records of {self.split}")
+        return position
+
+    def _record(self, position: int) -> Any:
+        shard = bisect.bisect_right(self._starts, position) - 1
+        number = position - self._starts[shard]
+        where = self._folder.url_of(self._shards[shard].file)
+        if array_records.is_array_record(where):
+            record = self._array_record(shard, number, position)
+            return record if self._decode is None else self._decode(record, where, number)
+        offsets = self._index(shard)
+        offset, length = int(offsets[number, 0]), int(offsets[number, 1])
+        try:
+            record = unframe(self._read(shard, offset, length), length)
+        except TFRecorderError as e:
+            raise TFRecorderError(f"{where}: record {number} (item {position} of {self.split}) is damaged: {e}; "
+                                  f"`tfrecorder verify {self._folder.url}` checks every shard") from None
+        return record if self._decode is None else self._decode(record, where, number)
+
+    def _array_record(self, shard: int, number: int, position: int) -> bytes:
+        """Record ``number`` of an ArrayRecord shard, by array_record's reader (the file indexes its records)."""
+        reader = self._readers.get(shard)
+        if reader is None:
+            with self._lock:
+                reader = self._readers.get(shard)
+                if reader is None:
+                    info = self._shards[shard]
+                    with reading(self._folder.url, self._args["storage_timeout"]):
+                        check_shard(self._folder, self.manifest, self.split, info)
+                    reader = self._readers[shard] = array_records.reader(self._folder.join(info.file))
+        try:
+            return reader.read([number])[0]
+        except (RuntimeError, ValueError, OSError) as e:  # riegeli's checks: a chunk's hash, its framing
+            raise TFRecorderError(f"{self._folder.url_of(self._shards[shard].file)}: record {number} (item "
+                                  f"{position} of {self.split}) is damaged ({e}); `tfrecorder verify "
+                                  f"{self._folder.url}` checks every shard") from None
+
+    def _index(self, shard: int) -> np.ndarray:
+        """The shard's ``offset length`` rows, read (and the shard checked) the first time it is used."""
+        offsets = self._offsets[shard]
+        if offsets is None:
+            with self._lock:
+                offsets = self._offsets[shard]
+                if offsets is None:
+                    offsets = self._offsets[shard] = self._read_index(self._shards[shard])
+        return offsets
+
+    def _read_index(self, shard: ShardInfo) -> np.ndarray:
+        folder = self._folder
+        with reading(folder.url, self._args["storage_timeout"]):
+            check_shard(folder, self.manifest, self.split, shard)  # the file dataset.json describes, not another
+            try:
+                with folder.open(str(shard.index)) as f:
+                    text = f.read()
+            except FileNotFoundError:
+                raise TFRecorderError(f"{folder.url_of(str(shard.index))} is missing: data_source finds records by "
+                                      f"their shard's index; `tfrecorder verify {folder.url}` checks the "
+                                      f"dataset") from None
+        rows = np.array(text.split(), dtype=np.int64).reshape(-1, 2) if text.strip() else np.zeros((0, 2), np.int64)
+        if len(rows) != shard.records:
+            raise TFRecorderError(f"{folder.url_of(str(shard.index))}: {records_problem(self.split, shard, len(rows))}"
+                                  f" (lines of its index): `tfrecorder verify {folder.url}` checks the dataset")
+        return rows
+
+    def _read(self, shard: int, offset: int, length: int) -> bytes:
+        folder = self._folder
+        name = self._shards[shard].file
+        if not (folder.is_local and hasattr(os, "pread")):
+            path = name if "://" in name else folder.join(name)
+            with reading(folder.url, self._args["storage_timeout"]):
+                return folder.fs.cat_file(path, start=offset, end=offset + length)
+        fd = self._files.get(shard)
+        if fd is None:
+            with self._lock:
+                fd = self._files.get(shard)
+                if fd is None:
+                    fd = self._files[shard] = os.open(folder.join(name) if not name.startswith("/") else name,
+                                                      os.O_RDONLY)
+        return os.pread(fd, length, offset)
+
+
+def _close(files: dict[int, int]) -> None:
+    for fd in files.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _refuse_unreadable(manifest: Manifest, folder: Folder, split: str, decode: bool) -> None:
+    """A dataset data_source cannot read by offsets, in one line saying why and what to do."""
+    if manifest.compression is not None:
+        raise TFRecorderError(f"{folder.url} is {manifest.compression}-compressed: data_source reads each record "
+                              f"at its offset, and a compressed stream can only be read from its start; convert "
+                              f"again with compression=None (or read it with load_dataset)")
+    shards = [s for s in manifest.splits[split] if s.records]
+    arrays = [s for s in shards if array_records.is_array_record(s.file)]
+    if arrays and not folder.is_local:
+        raise TFRecorderError(f"{folder.url} holds ArrayRecord shards, which array_record's reader opens from local "
+                              f"disk only: copy the folder to a local disk, or convert with file_format='tfrecord' "
+                              f"(data_source reads those from object stores by ranges)")
+    missing = next((s for s in shards if s.index is None and s not in arrays), None)
+    if missing is not None:
+        raise TFRecorderError(f"{folder.url_of(missing.file)} has no .tfindex beside it: data_source finds records by "
+                              f"their offsets in it (tfrecorder writes one beside each shard); convert with "
+                              f"tfrecorder, or read it with load_dataset")
+    if decode:
+        layout_of(manifest).check_reader("data_source")
