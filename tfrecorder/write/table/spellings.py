@@ -65,6 +65,7 @@ def one_spelling(locations: list[str | None], uris: list[str | None], first_row:
     spellings of a file keeps its locations and URIs (and so its bytes)."""
     first: dict[str, tuple[str, str | None]] = {}  # resolved path -> (first location, its URI)
     resolved: dict[str, str] = {}
+    folders: dict[str, str] = {}  # each folder's real path, resolved once for all its files
     out_locations, out_keys = list(locations), list(uris)
     rows: dict[str, int] = {}  # resolved path -> the part's first position naming it
     for pos, (location, uri) in enumerate(zip(locations, uris)):
@@ -72,7 +73,7 @@ def one_spelling(locations: list[str | None], uris: list[str | None], first_row:
             continue
         path = resolved.get(location)
         if path is None:
-            path = resolved[location] = os.path.realpath(location)
+            path = resolved[location] = _realpath(location, folders)
             rows.setdefault(path, pos)
         out_locations[pos], out_keys[pos] = first.setdefault(path, (location, uri))
     paths = list(rows)
@@ -88,6 +89,18 @@ def one_spelling(locations: list[str | None], uris: list[str | None], first_row:
     facts = SpellingFacts(((hashes, BYTES.hashes(names) if names else np.zeros(0, np.uint64),
                             np.array([first_row + rows[p] for p in paths], np.int64)),))
     return out_locations, out_keys, facts
+
+
+def _realpath(location: str, folders: dict[str, str]) -> str:
+    """``os.path.realpath(location)``, its folder's links resolved once for all the files in it (``folders``):
+    only the file itself is looked at again, and fully resolved when it is a link."""
+    folder, name = os.path.split(location)
+    if name in ("", ".", "..") or os.path.islink(location):
+        return os.path.realpath(location)
+    real = folders.get(folder)
+    if real is None:
+        real = folders[folder] = os.path.realpath(folder)
+    return os.path.join(real, name)
 
 
 def _table_first(spellings: Spellings, paths: Sequence[str], hashes: np.ndarray,
