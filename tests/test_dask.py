@@ -1,7 +1,8 @@
 """Beam's DaskRunner on a real Dask cluster (a ``distributed.LocalCluster`` of 2 worker processes): a CSV glob, a
 DataFrame, ``WriteDataset`` inside a user's pipeline and an image table with a broken image each write the bytes
-the local runner writes; the runner that ran is what the result and dataset.json say; a run stopped part-way
-leaves no lock and is resumed to the same bytes. Needs ``apache-beam[dask]`` (the test extra installs it)."""
+the local runner writes; the runner that ran is what the result and dataset.json say; a worker killed mid-run
+costs nothing but time, and a run stopped part-way leaves no lock and is resumed to the same bytes. Needs
+``apache-beam[dask]`` (the test extra installs it)."""
 
 from __future__ import annotations
 
@@ -122,3 +123,42 @@ def test_a_runner_class_or_its_path_runs_as_its_name(tmp_path):
                                  runner="apache_beam.runners.direct.direct_runner.DirectRunner")
     assert by_class.runner == by_path.runner == "DirectRunner"
     assert tfrecorder.read_manifest(str(tmp_path / "path")).runner == "DirectRunner"
+
+
+def test_a_worker_killed_mid_run_leaves_the_local_bytes(image_table, tmp_path, cluster, on_dask):
+    """A worker process killed once the first shard is written (its nanny starts another; Dask gives the lost
+    tasks to a worker): the run ends with the local runner's bytes, or, if it fails, the same call resumes to
+    them, keeping the shards already written."""
+    import os
+    import signal
+    import threading
+    import time
+
+    tfrecorder.convert(image_table, str(tmp_path / "local"), num_shards=6, progress=False)
+    output = tmp_path / "dask"
+    done = output / ".tfrecorder" / "done"
+    outcome: dict = {}
+
+    def convert() -> None:
+        try:
+            outcome["result"] = tfrecorder.convert(image_table, str(output), num_shards=6, **on_dask)
+        except TFRecorderError as e:  # the run lost to the kill: resumed below
+            outcome["error"] = e
+
+    run = threading.Thread(target=convert)
+    run.start()
+    deadline = time.monotonic() + 120
+    while not (done.is_dir() and any(done.iterdir())) and run.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling the journal, not waiting for time: the kill must land between two shards
+    killed = run.is_alive()
+    if killed:
+        with distributed.Client(cluster.scheduler_address) as client:
+            victim = sorted(client.scheduler_info()["workers"])[0]
+            os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+    run.join(300)
+    assert killed, "the run ended before a worker could be killed: give it more shards"
+    if "error" in outcome:
+        resumed = tfrecorder.convert(image_table, str(output), num_shards=6, **on_dask)
+        assert resumed.resumed_shards > 0
+    cluster.wait_for_workers(2)
+    same_files(tmp_path / "local", output)
