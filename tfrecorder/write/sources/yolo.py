@@ -18,14 +18,9 @@ only: its rows stay, and the fetch makes it a row error ``bad_annotation`` namin
 
 from __future__ import annotations
 
-import contextvars
-import json
-import math
 import os
 import posixpath
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -45,13 +40,12 @@ from tfrecorder.write.sources.long_form import (
     quoted,
     utf8_text,
 )
+from tfrecorder.write.sources.yolo_labels import YoloDataset, is_local, label_path, read_labels
 from tfrecorder.write.splits import TEST, TRAIN, VALIDATION
 
 DARKNET_NAMES = ("obj.names", "obj.data")  # a Darknet folder's
 YAML_SPLITS = {"train": TRAIN, "val": VALIDATION, "valid": VALIDATION, "validation": VALIDATION, "test": TEST}
 DARKNET_LISTS = {"train": TRAIN, "valid": VALIDATION, "val": VALIDATION, "test": TEST}  # <name>.txt, obj.data keys
-TOLERANCE = 0.005  # a coordinate this far beyond [0, 1] is kept (the writer clips it, as any normalized box)
-LABEL_THREADS = 16  # label files read at once: small files, whose reads are mostly waiting
 SHOWN_FILES = 5  # files a note names
 
 
@@ -75,22 +69,6 @@ def yolo_file(url: str) -> str | None:
                           f"its folder")
 
 
-@dataclass
-class _Dataset:
-    """What a data.yaml or a Darknet folder says: the root, the class names, the images of each split (paths on
-    ``fs``) and the files read to learn them."""
-
-    fs: Any
-    url: str  # the dataset's file as given
-    root: str  # the dataset's root (a path on fs): every file named must be inside it
-    names: dict[int, str]
-    images: dict[str, str] = field(default_factory=dict)  # image path -> split, in the order found
-    read: set[str] = field(default_factory=set)  # files read to find them (the yaml, lists, obj.names)
-    warnings: list[str] = field(default_factory=list)
-    kpt_shape: tuple[int, int] | None = None
-    kpt_names: list[str] | None = None
-
-
 def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     """The long form of the YOLO dataset read by ``url`` (a data.yaml, or a Darknet ``obj.data``/``obj.names``):
     a row per object, each image without objects one row with no label and box; ``keypoints`` with
@@ -104,7 +82,7 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
                               f"{'(train.txt, valid.txt, test.txt)' if darknet else '(train, val, test)'} are "
                               f"missing or empty")
     guard = Root(path_url(url, fs, dataset.root), url)
-    parsed = _read_labels(dataset, guard)
+    parsed = read_labels(dataset, guard)
     polygons = sum(shapes for *_, shapes in parsed)
     extra = (*((KEYPOINTS_COLUMN,) if dataset.kpt_shape else ()), *((INSTANCE_MASK_COLUMN,) if polygons else ()))
     columns = empty_columns(extra)
@@ -143,11 +121,11 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
 
 # --- what the dataset's file says -----------------------------------------------------------------------------
 
-def _ultralytics(fs: Any, url: str, path: str, images_dir: str | None) -> _Dataset:
+def _ultralytics(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDataset:
     data = _yaml(fs, url, path)
     folder = posixpath.dirname(path)
     root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
-    dataset = _Dataset(fs, url, root, _names(url, data), read={path})
+    dataset = YoloDataset(fs, url, root, _names(url, data), read={path})
     base = root if images_dir is not None else _base(dataset, data.get("path"), folder)
     dataset.kpt_shape, dataset.kpt_names = _kpt_shape(url, data)
     for key, split in YAML_SPLITS.items():
@@ -221,7 +199,7 @@ def _kpt_shape(url: str, data: Mapping[str, Any]) -> tuple[tuple[int, int] | Non
     return (shape[0], shape[1]), names
 
 
-def _base(dataset: _Dataset, given: Any, folder: str) -> str:
+def _base(dataset: YoloDataset, given: Any, folder: str) -> str:
     """The folder split entries are relative to: data.yaml's ``path`` (absolute, or relative to the yaml's folder)
     where it exists, else the yaml's folder (Ultralytics' rule when there is no ``path``)."""
     if given is None or given == "":
@@ -248,11 +226,11 @@ def _resolved(fs: Any, base: str, entry: str) -> str:
     return path
 
 
-def _add_entry(dataset: _Dataset, key: str, split: str, path: str) -> None:
+def _add_entry(dataset: YoloDataset, key: str, split: str, path: str) -> None:
     """The images of one split entry: every image under a folder (sorted), or each line of a .txt list."""
     fs = dataset.fs
     if fs.isdir(path):
-        found = [p for p in _files_under(fs, path) if p.lower().endswith(IMAGE_EXTENSIONS)]
+        found = [p for p in files_under(fs, path) if p.lower().endswith(IMAGE_EXTENSIONS)]
         for image in found:
             _add_image(dataset, image, split)
     elif fs.isfile(path):
@@ -264,7 +242,7 @@ def _add_entry(dataset: _Dataset, key: str, split: str, path: str) -> None:
                                 f"which does not exist: no {split} images from it")
 
 
-def _add_image(dataset: _Dataset, image: str, split: str) -> None:
+def _add_image(dataset: YoloDataset, image: str, split: str) -> None:
     """``image`` in ``split``; one that two splits name is refused: it would be trained and judged on."""
     given = dataset.images.setdefault(image, split)
     if given != split:
@@ -272,7 +250,7 @@ def _add_image(dataset: _Dataset, image: str, split: str) -> None:
                           f"{given} and {split}: name each image in one split")
 
 
-def _listed(dataset: _Dataset, path: str, darknet: bool) -> list[str]:
+def _listed(dataset: YoloDataset, path: str, darknet: bool) -> list[str]:
     """The images a .txt list names, one a line: relative ones from the list's folder (Ultralytics' ``./``),
     and, in a Darknet list, without their first folder where they are not there (CVAT writes
     ``data/obj_train_data/a.jpg``, relative to the folder Darknet runs in)."""
@@ -295,7 +273,7 @@ def _listed(dataset: _Dataset, path: str, darknet: bool) -> list[str]:
     return images
 
 
-def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> _Dataset:
+def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDataset:
     """A Darknet folder: ``obj.data`` (``names = data/obj.names``, ``train = data/train.txt``, ...) where there is
     one, else ``obj.names`` and ``train.txt``, ``valid.txt``, ``test.txt`` beside it."""
     folder = posixpath.dirname(path)
@@ -306,7 +284,7 @@ def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> _Dataset:
         raise TFRecorderError(f"Darknet dataset {url!r}: no {settings.get('names', 'obj.names')} naming its classes")
     with fs.open(names_file, "rb") as f:
         lines = [line.strip() for line in utf8_text(f.read(), f"{path_url(url, fs, names_file)!r}").splitlines()]
-    dataset = _Dataset(fs, url, root, dict(enumerate(n for n in lines if n)), read={names_file})
+    dataset = YoloDataset(fs, url, root, dict(enumerate(n for n in lines if n)), read={names_file})
     if fs.isfile(f"{folder}/obj.data"):
         dataset.read.add(f"{folder}/obj.data")
     for key, split in DARKNET_LISTS.items():
@@ -337,210 +315,23 @@ def _in_folder(fs: Any, folder: str, name: str) -> str:
     return path
 
 
-# --- the label files ------------------------------------------------------------------------------------------
-
-# Each object's label, box edges (normalized), keypoints and polygon (as instance_mask JSON: [[x1, y1, ...]]).
-Objects = list[tuple[str, tuple[float, float, float, float], list[float] | None, bytes | None]]
-
-
-def label_path(image: str) -> str:
-    """An image's label file: its path with the last ``images`` folder replaced by ``labels`` and its extension by
-    ``.txt`` (beside the image when no folder is called ``images``)."""
-    head, sep, tail = image.rpartition("/images/")
-    path = f"{head}/labels/{tail}" if sep else image
-    stem, dot, extension = path.rpartition(".")
-    return f"{stem}.txt" if dot and "/" not in extension else f"{path}.txt"
-
-
-def _read_labels(dataset: _Dataset, guard: Root) -> list[tuple[str | None, Objects, list[str], int]]:
-    """Each image's (label file or None when it has none, objects, problems, polygons), in the images' order; the
-    files read by ``LABEL_THREADS`` threads, a run of images each (a task per image costs more than a small
-    file's read). A label file outside the root is never read: a problem."""
-    fs = dataset.fs
-    listed, outside = _label_files(dataset, guard)
-    read = _read_local if _is_local(fs) else fs.cat_file
-
-    def one(image: str) -> tuple[str | None, Objects, list[str], int]:
-        path = label_path(image)
-        link = listed.get(path)
-        if posixpath.dirname(path) in outside or link and not guard.holds(path_url(dataset.url, fs, path)):
-            inside = guard.holds(path_url(dataset.url, fs, image))  # an image outside is a row error of its own
-            return None, [], ["its label file is outside the dataset's root: not read"] if inside else [], 0
-        if link is None:
-            return None, [], [], 0
-        data = read(path)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = data.count(b"\n", 0, e.start) + 1
-            return path, [], [f"line {line}: is not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"], 0
-        return (path, *_parse(text, dataset))
-
-    def run(images: list[str]) -> list[tuple[str | None, Objects, list[str], int]]:
-        return [one(image) for image in images]
-
-    images = list(dataset.images)
-    size = max(1, math.ceil(len(images) / (4 * LABEL_THREADS)))
-    with ThreadPoolExecutor(LABEL_THREADS) as pool:
-        pending = [pool.submit(contextvars.copy_context().run, run, images[i:i + size])
-                   for i in range(0, len(images), size)]
-        return [found for p in pending for found in p.result()]
-
-
-def _read_local(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def _is_local(fs: Any) -> bool:
-    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    return "file" in protocols
-
-
-def _label_files(dataset: _Dataset, guard: Root) -> tuple[dict[str, bool], set[str]]:
-    """The .txt files in every folder inside the root that holds a label file of the dataset's images, each with
-    whether it is a link (checked against the root where it is read), listed once a folder, not asked for once an
-    image; and those folders outside the root, never listed."""
-    fs = dataset.fs
-    folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
-    files: dict[str, bool] = {}
-    outside = set()
-    for folder in folders:
-        if not guard.holds(path_url(dataset.url, fs, folder)):
-            outside.add(folder)
-        elif _is_local(fs) and os.path.isdir(folder):  # the directory's entries say which are links: no stat each
-            with os.scandir(folder) as entries:
-                files.update((e.path, e.is_symlink()) for e in entries if e.name.endswith(".txt"))
-        elif not _is_local(fs) and fs.isdir(folder):
-            files.update((e["name"], bool(e.get("islink"))) for e in fs.ls(folder, detail=True)
-                         if e["name"].endswith(".txt"))
-    return files, outside
-
-
-def _files_under(fs: Any, folder: str) -> list[str]:
+def files_under(fs: Any, folder: str) -> list[str]:
     """Every file under ``folder``, sorted (os.walk for a local one: fsspec asks each file's details)."""
-    if not _is_local(fs):
+    if not is_local(fs):
         return sorted(fs.find(folder))
     return sorted(os.path.join(top, name) for top, _, names in os.walk(folder) for name in names)
 
 
-def _parse(text: str, dataset: _Dataset) -> tuple[Objects, list[str], int]:
-    """One label file's objects, the problem of each bad line (``line N: ...``), and how many were polygons."""
-    objects: Objects = []
-    problems: list[str] = []
-    polygons = 0
-    for number, line in enumerate(text.splitlines(), 1):
-        words = line.split()
-        if not words:
-            continue
-        try:
-            label, edges, points, polygon = _line(words, dataset)
-        except _BadLine as e:
-            problems.append(f"line {number}: {e}")
-            continue
-        objects.append((label, edges, points, polygon))
-        polygons += polygon is not None
-    return objects, problems, polygons
-
-
-class _BadLine(Exception):
-    """What is wrong with a label line."""
-
-
-def _line(words: list[str], dataset: _Dataset) -> tuple[str, tuple[float, float, float, float], list[float] | None,
-                                                        bytes | None]:
-    """A label line's class name, box edges (normalized), keypoints (``[x, y, v] * K``) and polygon (COCO's
-    segmentation JSON of its points, normalized: its instance mask); _BadLine says what is wrong."""
-    label = _class(words[0], dataset.names)
-    try:
-        values = [float(w) for w in words[1:]]
-    except ValueError:
-        values = [_number(w) for w in words[1:]]  # raises, naming the word
-    dims = dataset.kpt_shape[1] if dataset.kpt_shape is not None else 2
-    coordinates = values if dims == 2 else [v for i, v in enumerate(values) if i < 4 or (i - 4) % 3 != 2]  # not v
-    if not (coordinates and math.isfinite(sum(coordinates))  # a NaN or an infinity makes the sum not finite
-            and -TOLERANCE <= min(coordinates) and max(coordinates) <= 1 + TOLERANCE):
-        for value in coordinates:
-            if not math.isfinite(value):
-                raise _BadLine(f"{value} is not a finite number")
-            if not -TOLERANCE <= value <= 1 + TOLERANCE:
-                raise _BadLine(f"coordinate {value:g} is outside [0, 1] (YOLO's are normalized to the image's size)")
-    if dataset.kpt_shape is not None:
-        count = dataset.kpt_shape[0]
-        if len(values) != 4 + count * dims:
-            raise _BadLine(f"{len(words)} values, where kpt_shape [{count}, {dims}] makes a line class, cx cy w h "
-                           f"and {count} points of {dims}: {5 + count * dims}")
-        return label, _box(values[:4]), _keypoints(values[4:], dims), None
-    if len(values) == 4:
-        return label, _box(values), None, None
-    if len(values) % 2:
-        raise _BadLine(f"an odd number of polygon values ({len(values)}): a polygon is class then x y of each point")
-    if len(values) < 6:
-        raise _BadLine(f"{len(words)} values: a box is class cx cy w h (5), a polygon class x1 y1 ... xn yn (3 "
-                       f"points or more)")
-    xs, ys = values[0::2], values[1::2]
-    return label, (min(xs), min(ys), max(xs), max(ys)), None, json.dumps([values]).encode("ascii")
-
-
-def _class(word: str, names: Mapping[int, str]) -> str:
-    if word.isdigit() and int(word) in names:  # the usual line: a known id
-        return names[int(word)]
-    try:
-        number = float(word)
-    except ValueError:
-        raise _BadLine(f"class {quoted(word)} is not a number") from None
-    if not math.isfinite(number) or number != int(number) or number < 0:
-        raise _BadLine(f"class {quoted(word)} is not a class id (0, 1, ...)")
-    if int(number) not in names:
-        ids = sorted(names)
-        shown = f"{ids[0]}-{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1)) else ", ".join(map(str, ids[:10]))
-        raise _BadLine(f"class {int(number)} is not in names ({shown})")
-    return names[int(number)]
-
-
-def _number(word: str) -> float:
-    try:
-        value = float(word)
-    except ValueError:
-        raise _BadLine(f"{quoted(word)} is not a number") from None
-    if not math.isfinite(value):
-        raise _BadLine(f"{quoted(word)} is not a finite number")
-    return value
-
-
-def _box(values: list[float]) -> tuple[float, float, float, float]:
-    cx, cy, w, h = values
-    if w < 0 or h < 0:
-        raise _BadLine(f"the box's {'width' if w < 0 else 'height'} {min(w, h):g} is negative")
-    return cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
-
-
-def _keypoints(values: list[float], dims: int) -> list[float]:
-    """``[x, y, v] * K``: v as given (COCO's 0, 1, 2), or where only x y are given 2 for a point and 0 for (0, 0),
-    YOLO's mark of a point not labelled."""
-    points: list[float] = []
-    for i in range(0, len(values), dims):
-        x, y = values[i], values[i + 1]
-        if dims == 3:
-            visibility = values[i + 2]
-            if visibility not in (0, 1, 2):
-                raise _BadLine(f"keypoint {i // dims + 1}'s visibility {visibility:g} is not 0, 1 or 2")
-        else:
-            visibility = 0 if x == 0 and y == 0 else 2
-        points += [x, y, float(visibility)]
-    return points
-
-
 # --- every file under the root --------------------------------------------------------------------------------
 
-def _skipped(dataset: _Dataset, labels: set[str]) -> tuple[list[str], list[str]]:
+def _skipped(dataset: YoloDataset, labels: set[str]) -> tuple[list[str], list[str]]:
     """Every file under the root that is no row and was not read to make one, as ``"<path in it> (why)"``, and
     those of them that are label files without an image."""
     fs, root = dataset.fs, dataset.root
     used = set(dataset.images) | labels | dataset.read
     label_folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
     skipped, orphans = [], []
-    for path in _files_under(fs, root):
+    for path in files_under(fs, root):
         if path in used:
             continue
         inside = path[len(root) + 1:]
