@@ -1,7 +1,7 @@
-"""Instance masks (COCO polygons, COCO RLE compressed and not, a PNG per object): drawn when written, stored as a PNG
+"""Instance masks (COCO polygons, COCO RLE compressed and not, YOLO polygons, a PNG per object): drawn when written, stored as a PNG
 per object in the stored pixels' frame, and each object's mask found on its coloured shape - by load_dataset in
 every resize mode (some scenes EXIF-turned; a crop drops the objects it cuts off), by TFDS and by Model Garden's
-decoder in the Object Detection API's layout; the three inputs give the same masks; the DirectRunner the same
+decoder in the Object Detection API's layout; every input gives the same masks; the DirectRunner the same
 bytes. Each rule a user breaks is one row error (or a warning) naming the image and the object."""
 
 from __future__ import annotations
@@ -373,3 +373,33 @@ def test_an_integer_label_that_would_be_ignore_index_is_a_row_error(scenes, tmp_
     assert errors["message"][0].startswith("row 0: label 254 of image ")
     assert errors["message"][0].endswith("cannot be drawn in its semantic mask (mask_from_instances=True): a class "
                                          "id there is the label + 1, one of 1-255 other than ignore_index (255)")
+
+
+def test_yolo_polygons_give_the_masks_of_the_same_coco_polygons(tmp_path):
+    """The third input: the scenes' polygons written as a YOLO dataset (normalized, a line an object) make the masks
+    the COCO polygons make (upright scenes: YOLO's frame is the picture as displayed, COCO's here the stored one)."""
+    coco = make_instance_scenes(str(tmp_path / "coco"), n=4, orientations=(1,))
+    data = json.load(open(coco))
+    names = sorted(c["name"] for c in data["categories"])
+    category = {c["id"]: names.index(c["name"]) for c in data["categories"]}
+    root = tmp_path / "yolo"
+    for folder in ("images/train", "labels/train"):
+        (root / folder).mkdir(parents=True)
+    (root / "data.yaml").write_text(json.dumps({"path": ".", "train": "images/train", "names": names}))
+    for image in data["images"]:
+        name, width, height = image["file_name"], image["width"], image["height"]
+        os.link(os.path.join(os.path.dirname(os.path.dirname(coco)), "train", name), root / "images/train" / name)
+        lines = []
+        for note in (a for a in data["annotations"] if a["image_id"] == image["id"]):
+            assert len(note["segmentation"]) == 1  # one polygon an object: a YOLO line
+            points = note["segmentation"][0]
+            normalized = [v / (width if i % 2 == 0 else height) for i, v in enumerate(points)]
+            lines.append(" ".join([str(category[note["category_id"]]), *(repr(v) for v in normalized)]))
+        (root / "labels/train" / (os.path.splitext(name)[0] + ".txt")).write_text("\n".join(lines) + "\n")
+    masks = {}
+    for kind, source in (("coco", coco), ("yolo", str(root / "data.yaml"))):
+        out = str(tmp_path / f"out-{kind}")
+        tfrecorder.convert(source, out, progress=False)
+        frame = tfrecorder.read_tfr(out)
+        masks[kind] = sorted(zip(frame["image_name"], frame["label"], frame["mask"]))
+    assert len(masks["coco"]) >= 6 and masks["coco"] == masks["yolo"]
