@@ -1,8 +1,9 @@
-"""Instance masks (COCO polygons, COCO RLE compressed and not, YOLO polygons, a PNG per object): drawn when written, stored as a PNG
-per object in the stored pixels' frame, and each object's mask found on its coloured shape - by load_dataset in
-every resize mode (some scenes EXIF-turned; a crop drops the objects it cuts off), by TFDS and by Model Garden's
-decoder in the Object Detection API's layout; every input gives the same masks; the DirectRunner the same
-bytes. Each rule a user breaks is one row error (or a warning) naming the image and the object."""
+"""Instance masks (COCO polygons, COCO RLE compressed and not, YOLO polygons, a PNG per object): drawn when
+written, stored as a PNG per object in the stored pixels' frame, and each object's mask found on its coloured
+shape - by load_dataset in every resize mode (some scenes EXIF-turned; a crop drops the objects it cuts off), by
+TFDS and by Model Garden's decoder in the Object Detection API's layout; every input gives the same masks; the
+DirectRunner the same bytes. Each rule a user breaks is one row error (or a warning) naming the image and the
+object."""
 
 from __future__ import annotations
 
