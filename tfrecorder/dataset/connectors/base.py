@@ -135,6 +135,28 @@ class Connector:
                 "tensor": {"shape": {}, "dtype": feature.dtype, "encoding": "none"}}, ""
 
 
+class FloatValues(Connector):
+    """Values stored in an Example's ``FloatList``: what float32 numbers, boxes and points share."""
+
+    kind = Kind.FLOAT32
+    field = "float_list"
+    tf_dtype = "float32"
+    placeholder = 0.0
+    missing = "NaN"
+    object_missing = float("nan")
+
+
+class IntValues(Connector):
+    """Values stored in an Example's ``Int64List``: what integers and keypoint visibilities share."""
+
+    kind = Kind.INT64
+    field = "int64_list"
+    tf_dtype = "int64"
+    placeholder = 0
+    missing = 0
+    object_missing = 0
+
+
 def object_array(values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """``values`` as a 1-D object array (``np.array`` would make a list of lists 2-D)."""
     array = np.empty(len(values), dtype=object)

@@ -9,22 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector
+from tfrecorder.dataset.connectors.base import TFDS_CLASS, FloatValues, IntValues
 from tfrecorder.dataset.connectors.images import Mask
 from tfrecorder.dataset.feature_info import FeatureInfo
-from tfrecorder.types import Kind
 
 
-class BoundingBoxes(Connector):
+class BoundingBoxes(FloatValues):
     """An object's box: 4 float32 values (``[ymin, xmin, ymax, xmax]``, normalized), a TFDS ``BBoxFeature``.
     A record holds its objects' boxes one after another (``Objects(BoundingBoxes)``)."""
 
-    kind = Kind.FLOAT32
-    field = "float_list"
-    tf_dtype = "float32"
-    placeholder = 0.0
-    missing = "NaN"
-    object_missing = float("nan")
     in_picture = True
 
     def object_shape(self, feature: FeatureInfo) -> list[int]:
@@ -45,19 +38,13 @@ class BoundingBoxes(Connector):
 VISIBILITY = "keypoint_visibility"  # the member name of each object's keypoints' visibility, beside "keypoints"
 
 
-class Keypoints(Connector):
+class Keypoints(FloatValues):
     """An object's keypoints: ``K`` points of 2 float32 values each, normalized ``(y, x)``, the ``K`` of the
     dataset (dataset.json's shape ``[None, K, 2]``). An input row gives COCO's ``[x, y, v] * K`` in the box
     columns' units and frame; ``v`` (0 not labelled, 1 labelled but hidden, 2 visible) is stored beside them as
     ``KeypointVisibility``. ``follow`` moves the points with the picture and gives the points a crop cuts off
     visibility 0."""
 
-    kind = Kind.FLOAT32
-    field = "float_list"
-    tf_dtype = "float32"
-    placeholder = 0.0
-    missing = "NaN"
-    object_missing = float("nan")
     in_picture = True
 
     def counts(self, values: Sequence[Any] | np.ndarray) -> tuple[dict[int, list[int]], list[tuple[int, str]]]:
@@ -100,16 +87,9 @@ class Keypoints(Connector):
         return _tfds_tensor(feature, "float32"), ""
 
 
-class KeypointVisibility(Connector):
+class KeypointVisibility(IntValues):
     """Each keypoint's COCO visibility of an object: ``K`` int64 values (0 not labelled or cut off, 1 labelled
     but hidden, 2 visible), dataset.json's shape ``[None, K]``."""
-
-    kind = Kind.INT64
-    field = "int64_list"
-    tf_dtype = "int64"
-    placeholder = 0
-    missing = 0
-    object_missing = 0
 
     def object_shape(self, feature: FeatureInfo) -> list[int]:
         return [int(d) for d in feature.shape[1:]]

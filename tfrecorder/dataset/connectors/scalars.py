@@ -15,6 +15,8 @@ from tfrecorder.dataset.connectors.base import (
     MISSING_HASH,
     TFDS_CLASS,
     Connector,
+    FloatValues,
+    IntValues,
     missing_mask,
     object_array,
 )
@@ -24,15 +26,9 @@ from tfrecorder.types import Kind
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class Int64(Connector):
+class Int64(IntValues):
     """Integers and booleans (``source`` "bool": given back as booleans), datetimes as counts of their unit."""
 
-    kind = Kind.INT64
-    field = "int64_list"
-    tf_dtype = "int64"
-    placeholder = 0
-    missing = 0
-    object_missing = 0
     numbers = np.int64
     quick_type = int
     item_cast: ClassVar[Any] = int
@@ -96,16 +92,10 @@ class ClassLabel(Int64):
                 "classLabel": {"numClasses": str(len(vocabulary))}}, ""
 
 
-class Float32(Connector):
+class Float32(FloatValues):
     """Numbers stored as float32, the ``FloatList`` every reader expects. Until the whole column's facts decide
     its storage (``float_precision``), values are kept as float64: the spilled parts' Arrow type."""
 
-    kind = Kind.FLOAT32
-    field = "float_list"
-    tf_dtype = "float32"
-    placeholder = 0.0
-    missing = "NaN"
-    object_missing = float("nan")
     numbers = np.float32
     quick_type = float
     item_cast: ClassVar[Any] = float
