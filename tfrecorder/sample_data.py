@@ -302,13 +302,10 @@ def make_keypoint_scenes(directory: str, n: int = 12, size: tuple[int, int] = (9
         >>> os.path.basename(path)
         'person_keypoints_train.json'
     """
-    import json
 
     rng = np.random.default_rng(seed)
     height, width = size
-    images_dir, notes_dir = os.path.join(directory, "train"), os.path.join(directory, "annotations")
-    os.makedirs(images_dir, exist_ok=True)
-    os.makedirs(notes_dir, exist_ok=True)
+    images_dir = _coco_folders(directory)
     images: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     for i in range(n):
@@ -338,10 +335,7 @@ def make_keypoint_scenes(directory: str, n: int = 12, size: tuple[int, int] = (9
         images.append({"id": i + 1, "file_name": name, "width": stored_image.width, "height": stored_image.height})
     categories = [{"id": 1, "name": "person", "supercategory": "person", "keypoints": list(KEYPOINT_COLORS),
                    "skeleton": KEYPOINT_SKELETON}]
-    path = os.path.join(notes_dir, "person_keypoints_train.json")
-    with open(path, "w") as f:
-        json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
-    return path
+    return _write_coco(directory, "person_keypoints_train.json", images, annotations, categories)
 
 
 def _stored_box(box: tuple[float, float, float, float], size: tuple[int, int], orientation: int) -> list[float]:
@@ -374,7 +368,6 @@ def make_instance_scenes(directory: str, n: int = 6, size: tuple[int, int] = (64
         >>> os.path.basename(path)
         'instances_train.json'
     """
-    import json
     import warnings
 
     from pycocotools import mask as coco_mask
@@ -384,9 +377,7 @@ def make_instance_scenes(directory: str, n: int = 6, size: tuple[int, int] = (64
         raise ValueError(f"segmentation={segmentation!r}: one of {INSTANCE_SEGMENTATIONS}")
     rng = np.random.default_rng(seed)
     height, width = size
-    images_dir, notes_dir = os.path.join(directory, "train"), os.path.join(directory, "annotations")
-    os.makedirs(images_dir, exist_ok=True)
-    os.makedirs(notes_dir, exist_ok=True)
+    images_dir = _coco_folders(directory)
     images: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     colors = list(OBJECT_COLORS)
@@ -417,10 +408,7 @@ def make_instance_scenes(directory: str, n: int = 6, size: tuple[int, int] = (64
         Image.fromarray(picture).save(os.path.join(images_dir, name), quality=95, subsampling=0, exif=exif.tobytes())
         images.append({"id": i + 1, "file_name": name, "width": stored_w, "height": stored_h})
     categories = [{"id": j + 1, "name": color, "supercategory": "shape"} for j, color in enumerate(colors)]
-    path = os.path.join(notes_dir, "instances_train.json")
-    with open(path, "w") as f:
-        json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
-    return path
+    return _write_coco(directory, "instances_train.json", images, annotations, categories)
 
 
 def _instance_shapes(i: int, size: tuple[int, int], rng: np.random.Generator) -> list[list[tuple[float, float]]]:
@@ -453,6 +441,24 @@ def _runs(mask: np.ndarray) -> list[int]:
     bounds = np.concatenate([[0], changes, [flat.size]])
     runs = np.diff(bounds).tolist()
     return ([0] + runs) if flat[0] else runs
+
+
+def _coco_folders(directory: str) -> str:
+    """A COCO dataset's folders under ``directory`` made: ``train/`` for its images (returned), ``annotations/``."""
+    os.makedirs(os.path.join(directory, "annotations"), exist_ok=True)
+    images_dir = os.path.join(directory, "train")
+    os.makedirs(images_dir, exist_ok=True)
+    return images_dir
+
+
+def _write_coco(directory: str, name: str, images: list[Any], annotations: list[Any], categories: list[Any]) -> str:
+    """The COCO file ``annotations/<name>`` under ``directory``, written; its path."""
+    import json
+
+    path = os.path.join(directory, "annotations", name)
+    with open(path, "w") as f:
+        json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
+    return path
 
 
 SEGMENT_CLASSES = ("background", *OBJECT_COLORS)  # a segmentation scene's class ids: 0 background, then colours
