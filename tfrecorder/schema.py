@@ -42,18 +42,14 @@ def _check_image_roles(columns: Mapping[str, type[ColumnType]]) -> None:
     for name, col_type in columns.items():
         if col_type.role is Role.BOX:
             edges.setdefault(col_type.edge, []).append(name)
-    keypoints = [n for n, t in columns.items() if t is types.Keypoints]
-    if keypoints and not edges:
-        raise SchemaError(f"column {keypoints[0]!r} holds keypoints, an object's: the table needs box columns too "
-                          f"(xmin, ymin, xmax, ymax: a row per object)")
-    if len(keypoints) > 1:
-        raise SchemaError(f"columns {keypoints} all hold keypoints; an object has one set: give one column")
-    masks = [n for n, t in columns.items() if t in types.INSTANCE_MASK_TYPES]
-    if masks and not edges:
-        raise SchemaError(f"column {masks[0]!r} holds instance masks, an object's: the table needs box columns too "
-                          f"(xmin, ymin, xmax, ymax: a row per object)")
-    if len(masks) > 1:
-        raise SchemaError(f"columns {masks} all hold instance masks; an object has one mask: give one column")
+    for kinds, what, one in (((types.Keypoints,), "keypoints", "one set"),
+                             (types.INSTANCE_MASK_TYPES, "instance masks", "one mask")):  # an object's values
+        held = [n for n, t in columns.items() if t in kinds]
+        if held and not edges:
+            raise SchemaError(f"column {held[0]!r} holds {what}, an object's: the table needs box columns too "
+                              f"(xmin, ymin, xmax, ymax: a row per object)")
+        if len(held) > 1:
+            raise SchemaError(f"columns {held} all hold {what}; an object has {one}: give one column")
     if not edges:
         return
     twice = {edge: names for edge, names in edges.items() if len(names) > 1}
