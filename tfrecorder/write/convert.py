@@ -228,10 +228,6 @@ def convert(
     how.options.check_file_format()
     beam_options = options.beam()
     beam_options.check(runner, str(output_dir))
-    if runner != LOCAL:  # the pipeline options, against Beam's own, before the folder is touched
-        from tfrecorder.write.runners.beam_launch import checked_options
-
-        checked_options(runner, beam_options.pipeline)
     output = Folder.of(output_dir, how.storage_timeout)
     with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
         result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,

@@ -58,7 +58,11 @@ def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options:
                  beam_options: BeamOptions, fractions: Sequence[float], float_precision: str, *,
                  num_shards: int | None, overwrite: bool, started: float) -> ConvertResult:
     """Convert ``source`` with the Beam ``runner``: CSV or Parquet files, an image folder, or a DataFrame; any
-    other source is the error that says what ``source`` can be."""
+    other source is the error that says what ``source`` can be. The pipeline options are checked against Beam's
+    own first, before the folder is touched, and kept by the names Beam reads them under."""
+    from tfrecorder.write.runners.beam_launch import checked_options
+
+    beam_options = replace(beam_options, pipeline=checked_options(runner, beam_options.pipeline))
 
     def beam_files(files: BeamInput, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
         job = summary_pass.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,

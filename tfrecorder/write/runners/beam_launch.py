@@ -55,9 +55,7 @@ def job_name(label: str | None) -> str:
 
 
 def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> dict[str, Any]:
-    """The pipeline options for ``runner`` (``beam_options`` already checked by ``convert``), each of the user's
-    checked against Beam's option classes (the runner's own among them)."""
-    given = checked_options(runner, beam_options.pipeline)
+    """The pipeline options for ``runner`` (``beam_options`` already checked: ``beam_dispatch.convert_beam``)."""
     options: dict[str, Any] = {"runner": runner}
     if runner == "DataflowRunner":
         options.update(
@@ -66,7 +64,7 @@ def pipeline_options(runner: str, folder: Folder, beam_options: BeamOptions) -> 
         )
         if beam_options.wheel:
             options["extra_packages"] = [beam_options.wheel]
-    options.update(given)
+    options.update(beam_options.pipeline)
     return options
 
 
