@@ -194,6 +194,8 @@ def test_images_dir_names_the_root(rooted, tmp_path):
 def test_a_voc_filename_climbing_out_is_a_row_error(rooted, tmp_path):
     voc = rooted / "voc"
     (voc / "Annotations").mkdir(parents=True)
+    (voc / "ImageSets" / "Main").mkdir(parents=True)
+    (voc / "ImageSets" / "Main" / "train.txt").write_text("a\nb\n")  # both TRAIN, not split by a hash of the path
     write_image(voc / "JPEGImages" / "a.jpg")
     for stem, name in (("a", "a.jpg"), ("b", "../../../private.jpg")):
         (voc / "Annotations" / f"{stem}.xml").write_text(
