@@ -50,10 +50,9 @@ def main(argv=None) -> None:
     table = jpeg_table(args.images).assign(split="TRAIN")
     tfrecord, array = work / "tfrecord", work / "array_record"
     write = {
-        "tfrecord": lambda: tfrecorder.convert(table, str(fresh(tfrecord)), progress=False, num_shards=8,
-                                               overwrite=True),
-        "array_record": lambda: tfrecorder.convert(table, str(fresh(array)), progress=False, num_shards=8,
-                                                   file_format="array_record", overwrite=True),
+        "tfrecord": lambda: tfrecorder.convert(table, str(fresh(tfrecord)), progress=False, overwrite=True),
+        "array_record": lambda: tfrecorder.convert(table, str(fresh(array)), progress=False, overwrite=True,
+                                                   file_format="array_record"),
     }
     write_times = interleaved_best(write, args.runs)
     theirs_dir = tfds_converted(tfrecord, work)

@@ -2,9 +2,10 @@
 files of Google's ``array_record`` package, which index every record for random access (what Grain and
 ``tfds.data_source`` read). ``array_record`` is imported only by the functions that read or write them.
 
-Its reader and writer open local paths only: a shard is written to a local temporary file and then copied into
-the dataset folder through the caller's file object (so an object store gets it like any other shard, counted
-and checksummed); a shard in an object store is read from a local copy.
+Its reader and writer open local paths only. A shard of a local folder is written by the writer straight into the
+file the caller opened for it (its partial file), then read back once for its size and checksum; a shard of an
+object store is written to a local temporary file and copied into the caller's file object (so the store gets it
+like any other shard, counted and checksummed). A shard in an object store is read from a local copy.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import Any
 
-from tfrecorder.dataset.records import Block, masked_crc
+from tfrecorder.dataset.records import Block, ChecksumFile, masked_crc
 from tfrecorder.errors import TFRecorderError
 
 FILE_FORMATS = ("tfrecord", "array_record")  # convert's file_format: TFRecord (the default) or ArrayRecord
@@ -29,7 +30,7 @@ SUFFIX = ".array_record"  # TFDS's name for the format and its files' suffix: tr
 WRITER_OPTIONS = "group_size:1,uncompressed"
 READER_OPTIONS = "readahead_buffer_size:0"  # random reads: nothing read ahead (array_record's data source's)
 _READ_BUFFER = 32768
-_COPY_CHUNK = 1 << 22
+_COPY_CHUNK = 1 << 20
 
 
 def is_array_record(name: str) -> bool:
@@ -47,13 +48,19 @@ def _module() -> Any:
 
 
 class ArrayRecordSink:
-    """``RecordWriter``'s interface (``write``, ``close``, ``records``, ``first_crc``) over an ArrayRecord file:
-    written to a local temporary file, whose bytes ``close`` copies into ``raw``."""
+    """``RecordWriter``'s interface (``write``, ``close``, ``records``, ``first_crc``) over an ArrayRecord file.
 
-    def __init__(self, raw: BinaryIO):
+    ``raw`` is the ``ChecksumFile`` over the shard's file. With ``local``, that file's local file object (its
+    ``name`` the path it is open at), the writer writes there itself (copying a shard costs a tenth of its
+    write), tells ``local`` what it wrote (``wrote_elsewhere``: a durable file sends it to the disk as it comes,
+    as it does its own writes), and ``close`` counts the file's bytes into ``raw`` without writing them again;
+    without, the writer writes a local temporary file whose bytes ``close`` copies into ``raw``."""
+
+    def __init__(self, raw: ChecksumFile, local: Any = None):
         self._raw = raw
-        self._dir = tempfile.mkdtemp(prefix="tfrecorder-array-record-")
-        self._path = os.path.join(self._dir, "shard" + SUFFIX)
+        self._dir = None if local is not None else tempfile.mkdtemp(prefix="tfrecorder-array-record-")
+        self._path = local.name if local is not None else os.path.join(self._dir or "", "shard" + SUFFIX)
+        self._wrote = getattr(local, "wrote_elsewhere", None)
         self._writer = _module().ArrayRecordWriter(self._path, WRITER_OPTIONS)
         self.records = 0
         self.first_crc: int | None = None
@@ -63,15 +70,21 @@ class ArrayRecordSink:
             self.first_crc = masked_crc(record)
         self._writer.write(record)
         self.records += 1
+        if self._wrote is not None:
+            self._wrote(len(record))
 
     def close(self) -> None:
         try:
             self._writer.close()
             with open(self._path, "rb") as f:
                 for chunk in iter(lambda: f.read(_COPY_CHUNK), b""):
-                    self._raw.write(chunk)
+                    if self._dir is None:
+                        self._raw.count(chunk)
+                    else:
+                        self._raw.write(chunk)
         finally:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
 
 
 @contextlib.contextmanager

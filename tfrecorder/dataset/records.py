@@ -58,6 +58,10 @@ class ChecksumFile:
 
     def write(self, data: bytes) -> int:
         self._raw.write(data)
+        return self.count(data)
+
+    def count(self, data: bytes) -> int:
+        """Count ``data`` as written to ``raw`` by someone else (a writer that opens the file by its path)."""
         self._checksum.update(data)
         self.bytes += len(data)
         return len(data)

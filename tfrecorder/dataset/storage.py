@@ -160,18 +160,24 @@ class _WritebackFile:
 
     def __init__(self, raw: BinaryIO):
         self._raw = raw
+        self.name = raw.name  # the partial file's path, as a plain file's
         self._unsynced = 0
         self._sync: threading.Thread | None = None
 
     def write(self, data: Any) -> int:
         written = self._raw.write(data)
-        self._unsynced += written
+        self.wrote_elsewhere(written)
+        return written
+
+    def wrote_elsewhere(self, size: int) -> None:
+        """Count ``size`` bytes written to the file (by this object, or by a writer that opened it by ``name``):
+        every WRITEBACK_BYTES a background flush starts."""
+        self._unsynced += size
         if self._unsynced >= WRITEBACK_BYTES and (self._sync is None or not self._sync.is_alive()):
             self._raw.flush()
             self._sync = threading.Thread(target=_datasync, args=(self._raw.fileno(),), daemon=True)
             self._sync.start()
             self._unsynced = 0
-        return written
 
     def flush(self) -> None:
         self._raw.flush()
@@ -253,6 +259,8 @@ class Folder:
         ``durable``: a record that may be lost, such as the resume journal's), then renamed. Renames
         are made durable by ``sync()``, once for many files: after a power loss a file is whole or
         absent, and everything before a ``sync()`` is there.
+        The file object's ``name`` is that path, for a writer that opens the file itself (the fsync covers what
+        it wrote; a durable file's ``wrote_elsewhere`` sends it to the disk as it comes).
         An object store (gs://, s3://) shows an object only once its upload finishes, so it is written
         in place. On error nothing is left under ``name``; an OSError names the file.
         """

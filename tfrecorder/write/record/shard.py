@@ -173,7 +173,7 @@ def write_shard(
     stride, seen = pixel_stride(spec.split_rows), 0  # masks whose pixels are counted; ranks before this part
     with folder.create(spec.filename, durable) as raw, _index_file(folder, spec, durable) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
-        writer: Any = (ArrayRecordSink(counted) if index_raw is None  # type: ignore[arg-type]
+        writer: Any = (ArrayRecordSink(counted, raw if folder.is_local else None) if index_raw is None
                        else RecordWriter(counted, options.compression, index))  # type: ignore[arg-type]
         encoders = ENCODERS[options.layout.name]
         for rows, table in parts:
