@@ -161,3 +161,19 @@ def test_worker_processes_get_the_source_pickled(converted):
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         got = pool.starmap(_labels, [(source, b) for b in batches])
     assert got == [_labels(source, b) for b in batches]
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_numpy_resize_is_tensorflows(channels):
+    """data_source's numpy resize gives load_dataset's pixels bit for bit, whatever the channels, the size (grown,
+    shrunk, one axis each way, a shrink read from only some rows) and the mode."""
+    from tfrecorder.dataset.connectors import np_geometry
+    import tensorflow as tf
+
+    from tfrecorder.read import tf_image
+
+    pixels = np.random.default_rng(channels).integers(0, 256, (37, 50, channels), dtype=np.uint8)
+    for size in [(20, 28), (80, 90), (15, 70), (37, 50), (13, 49)]:
+        for mode in ("stretch", "pad", "crop"):
+            want = tf_image.resize(tf.constant(pixels), size, mode).numpy()
+            np.testing.assert_array_equal(np_geometry.resize(pixels, size, mode), want, err_msg=f"{size} {mode}")

@@ -5,6 +5,8 @@ shows what ``load_dataset`` shows."""
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,13 +155,42 @@ def resize(image: np.ndarray, size: Any, mode: str = DEFAULT_RESIZE_MODE) -> np.
     more than 3x; fitted by ``mode``; back to uint8 with half added and the fraction cut, as it does."""
     (h, w), (top, left) = fitted(image.shape[:2], size, mode)
     shrink = max(image.shape[0] / h, image.shape[1] / w)
-    pixels = image.astype(np.float32)
-    resized = _antialiased(pixels, (h, w)) if shrink > _ANTIALIAS_ABOVE else _bilinear(pixels, (h, w))
-    return place((resized + np.float32(0.5)).astype(np.uint8), size, top, left)
+    resized = _antialiased(image.astype(np.float32), (h, w)) if shrink > _ANTIALIAS_ABOVE else _bilinear(image, (h, w))
+    resized += np.float32(0.5)
+    return place(resized.astype(np.uint8), size, top, left)
 
 
 def _bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """TensorFlow's ``ResizeBilinear`` (half-pixel centres), its float32 interpolation in its order."""
+    """TensorFlow's ``ResizeBilinear`` (half-pixel centres) of uint8 ``(H, W, C)`` pixels: its float32
+    interpolation, ``a + (b - a) * lerp`` along x and then along y. The result is a scratch array of the thread,
+    good until its next call."""
+    height, width, channels = image.shape
+    rows, ylo, yhi, ylerp, xlo, xhi, xlerp = _bilinear_plan(height, width, channels, *size)
+    # Each read row interpolated along x once: the rows it gives are TensorFlow's ``top`` and ``bottom``, the same
+    # float32 steps for a fraction of the work. Rows are flat (W * C values), so that a gather and a multiply
+    # by the lerps run along one axis; only the gathered values are made float32, in the thread's scratch arrays.
+    flat = np.ascontiguousarray(image).reshape(height, width * channels)
+    if rows is not None:
+        flat = flat[rows]
+    shape = (flat.shape[0], len(xlo))
+    left, across = _scratch("left", shape), _scratch("across", shape)
+    np.copyto(left, flat[:, xlo])
+    np.copyto(across, flat[:, xhi])
+    across -= left
+    across *= xlerp
+    across += left
+    top = np.take(across, ylo, axis=0, out=_scratch("top", (len(ylo), shape[1])))
+    out = np.take(across, yhi, axis=0, out=_scratch("out", top.shape))
+    out -= top
+    out *= ylerp
+    out += top
+    return out.reshape(size[0], size[1], channels)
+
+
+@functools.lru_cache(maxsize=64)
+def _bilinear_plan(height: int, width: int, channels: int, want_h: int, want_w: int) -> tuple[Any, ...]:
+    """Where ``_bilinear`` reads for one picture size: the rows read (None: all), each output row's two rows
+    among them and its lerp ``[H', 1]``, each output value's two flat columns and its lerp ``[W' * C]``."""
     def axis(have: int, want: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         scale = np.float32(have) / np.float32(want)
         where = (np.arange(want, dtype=np.float32) + np.float32(0.5)) * scale - np.float32(0.5)
@@ -167,14 +198,29 @@ def _bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         lerp = (where - low).astype(np.float32)
         return (np.maximum(low, 0).astype(np.int64), np.minimum(np.ceil(where), have - 1).astype(np.int64), lerp)
 
-    ylo, yhi, ylerp = axis(image.shape[0], size[0])
-    xlo, xhi, xlerp = axis(image.shape[1], size[1])
-    # Each input row interpolated along x once: the rows it gives are TensorFlow's ``top`` and ``bottom``
-    # (``left + (right - left) * x_lerp``), the same float32 steps for a fraction of the gathers.
-    left = np.take(image, xlo, axis=1)  # np.take: half the time of fancy indexing along an inner axis
-    across = left + (np.take(image, xhi, axis=1) - left) * xlerp[None, :, None]
-    top = np.take(across, ylo, axis=0)
-    return top + (np.take(across, yhi, axis=0) - top) * ylerp[:, None, None]
+    ylo, yhi, ylerp = axis(height, want_h)
+    xlo, xhi, xlerp = axis(width, want_w)
+    rows = np.union1d(ylo, yhi)  # a shrink reads only some rows: the others are never interpolated
+    if len(rows) < height:
+        ylo, yhi = np.searchsorted(rows, ylo), np.searchsorted(rows, yhi)
+    else:
+        rows = None
+    spread = np.arange(channels)
+    columns = [(x[:, None] * channels + spread).ravel() for x in (xlo, xhi)]
+    return rows, ylo, yhi, ylerp[:, None], columns[0], columns[1], np.repeat(xlerp, channels)
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(name: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+    """The calling thread's scratch array ``name`` of ``shape``, kept for its next call: an array of a megabyte or
+    more, made anew, is new pages from the system for each record, which costs more than the resize itself."""
+    arrays = _SCRATCH.__dict__.setdefault("arrays", {})
+    array = arrays.get(name)
+    if array is None or array.shape != shape or array.dtype != dtype:
+        array = arrays[name] = np.empty(shape, dtype)
+    return array
 
 
 def _antialiased(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
