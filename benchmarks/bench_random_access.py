@@ -1,11 +1,16 @@
 """Random access: single records read at random and decoded, from several threads (what a Grain or PyTorch
 worker does), by ``tfrecorder.data_source`` over our TFRecord shards and their .tfindex, and over
 ``file_format="array_record"`` shards, against ``tfds.data_source`` over the ArrayRecord copy that TFDS's own
-``convert_format`` makes of the same folder; and writing ArrayRecord shards against TFRecord ones."""
+``convert_format`` makes of the same folder; writing ArrayRecord shards against TFRecord ones; and a Grain epoch
+(the docs' recipe at 224x224, batch 64) against ``load_dataset``'s epoch of the same split, with what bounds it:
+the same records decoded and resized by ``data_source`` in as many threads without Grain, and their JPEGs only
+decoded, by Pillow, in as many threads."""
 
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,11 +22,59 @@ from benchmarks.common import fresh, interleaved_best, jpeg_table, print_table, 
 THREADS = 4
 
 
-def read_all(source, order: np.ndarray, decode) -> int:
-    """Every index of ``order`` read (and decoded by ``decode``) by THREADS threads: the pixels touched, so that
-    nothing is left lazy."""
-    with ThreadPoolExecutor(THREADS) as pool:
+def read_all(source, order: np.ndarray, decode, threads: int = THREADS) -> int:
+    """Every index of ``order`` read (and decoded by ``decode``) by ``threads`` threads: the pixels touched, so
+    that nothing is left lazy."""
+    with ThreadPoolExecutor(threads) as pool:
         return sum(pool.map(lambda i: decode(source[int(i)]), order))
+
+
+def epochs(tfrecord_dir: Path, runs: int) -> list[tuple[str, str, str, str]]:
+    """The Grain epoch's rows (none without grain): its time and its bounds', each against load_dataset's."""
+    try:
+        import grain.python as grain
+    except ImportError:
+        return [("Grain epoch", "grain is not installed", "", "skipped")]
+    from PIL import Image
+
+    import tfrecorder
+    from tfrecorder.dataset.example_proto import parse_example
+
+    threads, size, batch = os.cpu_count() or 1, (224, 224), 64
+    source = tfrecorder.data_source(str(tfrecord_dir), "TRAIN", image_size=size)
+    raw = tfrecorder.data_source(str(tfrecord_dir), "TRAIN", decode=False)
+    jpegs = [parse_example(raw[i], "", i).features.feature["image"].bytes_list.value[0] for i in range(len(raw))]
+    order = np.random.default_rng(1).permutation(len(source))
+
+    def grain_epoch() -> int:
+        dataset = (grain.MapDataset.source(source).shuffle(seed=0).map(lambda record: record["image"])
+                   .batch(batch))
+        return sum(len(b) for b in dataset.to_iter_dataset(grain.ReadOptions(num_threads=threads)))
+
+    def tf_epoch() -> int:
+        dataset = tfrecorder.load_dataset(str(tfrecord_dir), "TRAIN", batch_size=batch, image_size=size,
+                                          shuffle=True, seed=0)
+        return sum(int(b["image"].shape[0]) for b in dataset)
+
+    def decoded(data: bytes) -> int:
+        with Image.open(io.BytesIO(data)) as picture:
+            return int(np.asarray(picture).shape[0])
+
+    def jpegs_decoded() -> int:
+        with ThreadPoolExecutor(threads) as pool:
+            return sum(pool.map(decoded, jpegs))
+
+    cases = {"grain": grain_epoch, "tf": tf_epoch, "alone": lambda: read_all(source, order, lambda r: 1, threads),
+             "decode": jpegs_decoded}
+    cases["tf"]()  # TensorFlow's functions traced, as in every epoch after a training run's first
+    times = interleaved_best(cases, runs)
+    base = f"load_dataset epoch: {times['tf']:.2f} s"
+    return [(f"Grain epoch ({len(source):,} records, {threads} threads)", f"{times['grain']:.2f} s", base,
+             f"{times['tf'] / times['grain']:.2f}x"),
+            ("  bound: data_source alone, same threads, no Grain", f"{times['alone']:.2f} s", base,
+             f"{times['tf'] / times['alone']:.2f}x"),
+            ("  bound: the JPEGs only decoded (Pillow), same threads", f"{times['decode']:.2f} s", base,
+             f"{times['tf'] / times['decode']:.2f}x")]
 
 
 def tfds_converted(tfrecord_dir: Path, work: Path) -> Path:
@@ -76,12 +129,13 @@ def main(argv=None) -> None:
          f"{times['tfds'] / times['ours']:.2f}x"),
         ("data_source, file_format='array_record'", rate("ours_array"), f"{tfds_name}: {rate('tfds')}",
          f"{times['tfds'] / times['ours_array']:.2f}x"),
-        ("data_source, TFRecord, image_size=224 (1/2-scale JPEG decode)", rate("ours_224"),
+        ("data_source, TFRecord, image_size=224 (resized, bilinear)", rate("ours_224"),
          f"same at full size: {rate('ours')}", "report"),
         ("write file_format='array_record'", f"{args.images / write_times['array_record']:,.0f} img/s",
          f"TFRecord shards: {args.images / write_times['tfrecord']:,.0f} img/s",
          f"{write_times['tfrecord'] / write_times['array_record']:.2f}x"),
     ]
+    rows += epochs(tfrecord, args.runs)
     print_table(f"Random access: {args.reads:,} records of {args.images:,} 500x375 JPEGs read at random, decoded, "
                 f"{THREADS} threads; best of {args.runs} interleaved runs", rows)
 
