@@ -230,7 +230,7 @@ def _add_entry(dataset: YoloDataset, key: str, split: str, path: str) -> None:
     """The images of one split entry: every image under a folder (sorted), or each line of a .txt list."""
     fs = dataset.fs
     if fs.isdir(path):
-        found = [p for p in files_under(fs, path) if p.lower().endswith(IMAGE_EXTENSIONS)]
+        found = [p for p in _files_under(dataset, path) if p.lower().endswith(IMAGE_EXTENSIONS)]
         for image in found:
             _add_image(dataset, image, split)
     elif fs.isfile(path):
@@ -315,6 +315,18 @@ def _in_folder(fs: Any, folder: str, name: str) -> str:
     return path
 
 
+def _files_under(dataset: YoloDataset, folder: str) -> list[str]:
+    """``files_under`` a folder of the dataset: the root walked once (``_skipped`` walks it all), a folder in it
+    read from that walk."""
+    root = dataset.root
+    if folder != root and not folder.startswith(root + "/"):
+        return files_under(dataset.fs, folder)
+    if dataset.files is None:
+        dataset.files = files_under(dataset.fs, root)
+    prefix = folder.rstrip("/") + "/"
+    return dataset.files if folder == root else [p for p in dataset.files if p.startswith(prefix)]
+
+
 def files_under(fs: Any, folder: str) -> list[str]:
     """Every file under ``folder``, sorted (os.walk for a local one: fsspec asks each file's details)."""
     if not is_local(fs):
@@ -327,11 +339,11 @@ def files_under(fs: Any, folder: str) -> list[str]:
 def _skipped(dataset: YoloDataset, labels: set[str]) -> tuple[list[str], list[str]]:
     """Every file under the root that is no row and was not read to make one, as ``"<path in it> (why)"``, and
     those of them that are label files without an image."""
-    fs, root = dataset.fs, dataset.root
+    root = dataset.root
     used = set(dataset.images) | labels | dataset.read
     label_folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
     skipped, orphans = [], []
-    for path in files_under(fs, root):
+    for path in _files_under(dataset, root):
         if path in used:
             continue
         inside = path[len(root) + 1:]

@@ -19,7 +19,7 @@ from tfrecorder.write.settings import Root
 from tfrecorder.write.sources.long_form import path_url, quoted
 
 TOLERANCE = 0.005  # a coordinate this far beyond [0, 1] is kept (the writer clips it, as any normalized box)
-LABEL_THREADS = 16  # label files read at once: small files, whose reads are mostly waiting
+LABEL_THREADS = 16  # label files of an object store read at once: small files, whose reads are mostly waiting
 
 
 @dataclass
@@ -36,12 +36,11 @@ class YoloDataset:
     warnings: list[str] = field(default_factory=list)
     kpt_shape: tuple[int, int] | None = None
     kpt_names: list[str] | None = None
+    files: list[str] | None = None  # every file under the root, sorted, once walked
 
 
 # Each object's label, box edges (normalized), keypoints and polygon (as instance_mask JSON: [[x1, y1, ...]]).
 Objects = list[tuple[str, tuple[float, float, float, float], list[float] | None, bytes | None]]
-
-
 
 
 def label_path(image: str) -> str:
@@ -53,12 +52,11 @@ def label_path(image: str) -> str:
     return f"{stem}.txt" if dot and "/" not in extension else f"{path}.txt"
 
 
-
-
 def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Objects, list[str], int]]:
     """Each image's (label file or None when it has none, objects, problems, polygons), in the images' order; the
-    files read by ``LABEL_THREADS`` threads, a run of images each (a task per image costs more than a small
-    file's read). A label file outside the root is never read: a problem."""
+    files read by threads, a run of images each (a task per image costs more than a small file's read):
+    ``LABEL_THREADS`` for an object store, a thread per core for local files, whose reads (from the page cache,
+    mostly) wait less than their lines take to parse. A label file outside the root is never read: a problem."""
     fs = dataset.fs
     listed, outside = _label_files(dataset, guard)
     read = _read_local if is_local(fs) else fs.cat_file
@@ -83,13 +81,12 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
         return [one(image) for image in images]
 
     images = list(dataset.images)
-    size = max(1, math.ceil(len(images) / (4 * LABEL_THREADS)))
-    with ThreadPoolExecutor(LABEL_THREADS) as pool:
+    threads = (os.cpu_count() or 1) if is_local(fs) else LABEL_THREADS
+    size = max(1, math.ceil(len(images) / (4 * threads)))
+    with ThreadPoolExecutor(threads) as pool:
         pending = [pool.submit(contextvars.copy_context().run, run, images[i:i + size])
                    for i in range(0, len(images), size)]
         return [found for p in pending for found in p.result()]
-
-
 
 
 def _read_local(path: str) -> bytes:
@@ -97,13 +94,9 @@ def _read_local(path: str) -> bytes:
         return f.read()
 
 
-
-
 def is_local(fs: Any) -> bool:
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     return "file" in protocols
-
-
 
 
 def _label_files(dataset: YoloDataset, guard: Root) -> tuple[dict[str, bool], set[str]]:
@@ -126,8 +119,6 @@ def _label_files(dataset: YoloDataset, guard: Root) -> tuple[dict[str, bool], se
     return files, outside
 
 
-
-
 def parse(text: str, dataset: YoloDataset) -> tuple[Objects, list[str], int]:
     """One label file's objects, the problem of each bad line (``line N: ...``), and how many were polygons."""
     objects: Objects = []
@@ -147,12 +138,8 @@ def parse(text: str, dataset: YoloDataset) -> tuple[Objects, list[str], int]:
     return objects, problems, polygons
 
 
-
-
 class _BadLine(Exception):
     """What is wrong with a label line."""
-
-
 
 
 def _line(words: list[str], dataset: YoloDataset) -> tuple[str, tuple[float, float, float, float], list[float] | None,
@@ -190,8 +177,6 @@ def _line(words: list[str], dataset: YoloDataset) -> tuple[str, tuple[float, flo
     return label, (min(xs), min(ys), max(xs), max(ys)), None, json.dumps([values]).encode("ascii")
 
 
-
-
 def _class(word: str, names: Mapping[int, str]) -> str:
     if word.isdigit() and int(word) in names:  # the usual line: a known id
         return names[int(word)]
@@ -208,8 +193,6 @@ def _class(word: str, names: Mapping[int, str]) -> str:
     return names[int(number)]
 
 
-
-
 def _number(word: str) -> float:
     try:
         value = float(word)
@@ -220,15 +203,11 @@ def _number(word: str) -> float:
     return value
 
 
-
-
 def _box(values: list[float]) -> tuple[float, float, float, float]:
     cx, cy, w, h = values
     if w < 0 or h < 0:
         raise _BadLine(f"the box's {'width' if w < 0 else 'height'} {min(w, h):g} is negative")
     return cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
-
-
 
 
 def _keypoints(values: list[float], dims: int) -> list[float]:
