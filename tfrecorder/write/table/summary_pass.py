@@ -216,8 +216,9 @@ class Spiller:
                 continue
             order = mine[np.argsort(bucket[mine], kind="stable")]
             found, starts = np.unique(bucket[order], return_index=True)
+            ordered = arrow.take(pa.array(order))  # one gather, then a slice (no copy) a bucket
             for b, start, stop in zip(found.tolist(), starts.tolist(), [*starts[1:].tolist(), len(order)]):
-                self._put(code, b, arrow.take(pa.array(order[start:stop])))
+                self._put(code, b, ordered.slice(start, stop - start))
                 self._counts[b, code] += stop - start
             earlier = self._sample.get(split)
             self._sample[split] = smallest([arrow.take(pa.array(mine)), *([earlier] if earlier is not None else [])])
