@@ -167,9 +167,9 @@ def test_worker_processes_get_the_source_pickled(converted):
 def test_numpy_resize_is_tensorflows(channels):
     """data_source's numpy resize gives load_dataset's pixels bit for bit, whatever the channels, the size (grown,
     shrunk, one axis each way, a shrink read from only some rows) and the mode."""
-    from tfrecorder.dataset.connectors import np_geometry
     import tensorflow as tf
 
+    from tfrecorder.dataset.connectors import np_geometry
     from tfrecorder.read import tf_image
 
     pixels = np.random.default_rng(channels).integers(0, 256, (37, 50, channels), dtype=np.uint8)
