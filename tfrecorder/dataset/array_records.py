@@ -51,8 +51,8 @@ class ArrayRecordSink:
     """``RecordWriter``'s interface (``write``, ``close``, ``records``, ``first_crc``) over an ArrayRecord file.
 
     ``raw`` is the ``ChecksumFile`` over the shard's file. With ``local``, that file's local file object (its
-    ``name`` the path it is open at), the writer writes there itself (copying a shard costs a tenth of its
-    write), tells ``local`` what it wrote (``wrote_elsewhere``: a durable file sends it to the disk as it comes,
+    ``name`` the path it is open at), the writer writes there itself (a copy would write every byte twice),
+    tells ``local`` what it wrote (``wrote_elsewhere``: a durable file sends it to the disk as it comes,
     as it does its own writes), and ``close`` counts the file's bytes into ``raw`` without writing them again;
     without, the writer writes a local temporary file whose bytes ``close`` copies into ``raw``."""
 

@@ -211,11 +211,15 @@ def _bilinear_plan(height: int, width: int, channels: int, want_h: int, want_w: 
 
 
 _SCRATCH = threading.local()
+_SCRATCH_MAX_BYTES = 4 * 1024 * 1024  # a larger array is made anew: its pages are a small part of its resize
 
 
 def _scratch(name: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
-    """The calling thread's scratch array ``name`` of ``shape``, kept for its next call: an array of a megabyte or
-    more, made anew, is new pages from the system for each record, which costs more than the resize itself."""
+    """The calling thread's scratch array ``name`` of ``shape``, kept for its next call: an array of a megabyte,
+    made anew, is new pages from the system for each record, which costs more than the resize itself. Up to
+    _SCRATCH_MAX_BYTES an array: each of many reading threads (Grain's) keeps four at most."""
+    if int(np.prod(shape)) * np.dtype(dtype).itemsize > _SCRATCH_MAX_BYTES:
+        return np.empty(shape, dtype)
     arrays = _SCRATCH.__dict__.setdefault("arrays", {})
     array = arrays.get(name)
     if array is None or array.shape != shape or array.dtype != dtype:
