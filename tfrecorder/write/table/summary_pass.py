@@ -44,6 +44,7 @@ from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_sche
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.facts import Facts
+from tfrecorder.write.table.plan import SAMPLE_ROWS
 from tfrecorder.write.table.schema_check import check_schema
 from tfrecorder.write.table.spellings import Spellings
 from tfrecorder.write.table.spill import HeldPart, HeldRows, Summary, image_rows, smallest
@@ -221,7 +222,9 @@ class Spiller:
                 self._put(code, b, ordered.slice(start, stop - start))
                 self._counts[b, code] += stop - start
             earlier = self._sample.get(split)
-            self._sample[split] = smallest([arrow.take(pa.array(mine)), *([earlier] if earlier is not None else [])])
+            candidates = mine[np.lexsort((rows[mine], keys[mine]))[:SAMPLE_ROWS]]  # only these can be smallest
+            self._sample[split] = smallest([arrow.take(pa.array(candidates)),
+                                            *([earlier] if earlier is not None else [])])
 
     def spill(self, parts: Iterator[tuple[pd.DataFrame, Any, int]]) -> Summary:
         """``add`` each part, then ``close``."""
