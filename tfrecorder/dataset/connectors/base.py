@@ -164,5 +164,18 @@ def object_array(values: Sequence[Any] | np.ndarray) -> np.ndarray:
     return array
 
 
+def object_hashes(values: np.ndarray) -> np.ndarray:
+    """pandas' ``hash_array`` of an object array, as it hashes it by default (a missing value: all bits set),
+    without first finding the distinct values (``categorize``): a second hash of each value, which costs more than
+    it saves even where values repeat."""
+    from pandas.util import hash_array
+
+    hashes = hash_array(values, categorize=False)
+    missing = pd.isna(values)
+    if missing.any():
+        hashes[missing] = np.iinfo(np.uint64).max
+    return hashes
+
+
 def missing_mask(values: Sequence[Any]) -> np.ndarray:
     return np.fromiter((v is None for v in values), dtype=bool, count=len(values))

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector, object_array
+from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector, object_array, object_hashes
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.types import Kind
 
@@ -78,11 +78,9 @@ class ListOf(_Nested):
 
     def hashes(self, values: Sequence[Any] | np.ndarray) -> np.ndarray:
         """By the repr of each list's stored values (an int given as 1 or 1.0 hashes alike)."""
-        from pandas.util import hash_array
-
         cast = self.item.item_cast
-        return hash_array(object_array([None if v is None else repr([cast(x) for x in v] if cast else list(v))
-                                        for v in values]))
+        return object_hashes(object_array([None if v is None else repr([cast(x) for x in v] if cast else list(v))
+                                           for v in values]))
 
     def arrow_type(self) -> Any:
         import pyarrow as pa

@@ -19,6 +19,7 @@ from tfrecorder.dataset.connectors.base import (
     IntValues,
     missing_mask,
     object_array,
+    object_hashes,
 )
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.types import Kind
@@ -231,9 +232,7 @@ class Bytes(Connector):
             return None
 
     def hashes(self, values: Sequence[Any] | np.ndarray) -> np.ndarray:
-        from pandas.util import hash_array
-
-        return hash_array(object_array(values))
+        return object_hashes(object_array(values))
 
     def arrow_type(self) -> Any:
         import pyarrow as pa
