@@ -315,3 +315,29 @@ def test_shards_written_in_segments_by_several_writers_hold_the_bytes_one_writer
         with pytest.raises(tfrecorder.errors.RowError) as segmented:
             tfrecorder.convert(source, str(tmp_path / "segments-raise"), progress=False, on_error="raise", **options)
         assert str(segmented.value) == str(whole.value)
+
+
+def test_segments_are_joined_by_reads_where_the_kernel_cannot_copy_them(tmp_path, forked, monkeypatch):
+    """A file system without ``copy_file_range`` (EXDEV between two, ENOSYS on an old kernel), even one that
+    fails after copying a part: the segments are joined by reads and writes into the same bytes."""
+    import errno
+    import os
+
+    from tfrecorder.write.runners import segments
+
+    source = table(600)
+    tfrecorder.convert(source, str(tmp_path / "one"), progress=False, num_workers=1)
+    monkeypatch.setattr(segments, "SEGMENT_MIN_ROWS", 4)
+    calls = []
+
+    def copy_some_then_fail(src: int, dst: int, count: int) -> int:
+        calls.append(count)
+        if len(calls) % 2:  # a first call copies a part, the next one fails
+            return os.write(dst, os.read(src, min(count, 1000)))
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", copy_some_then_fail)
+    tfrecorder.convert(source, str(tmp_path / "segments"), progress=False)
+    assert calls  # the kernel's copy was tried
+    assert files_of(tmp_path / "segments") == files_of(tmp_path / "one")
+    assert tfrecorder.verify(str(tmp_path / "segments")).ok

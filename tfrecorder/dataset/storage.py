@@ -182,6 +182,9 @@ class _WritebackFile:
     def flush(self) -> None:
         self._raw.flush()
 
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
     def wait(self) -> None:
         """Wait for the background flush (before the file is closed)."""
         if self._sync is not None:

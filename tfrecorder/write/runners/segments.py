@@ -10,8 +10,9 @@ from array import array
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
+from typing import Any
 
-from tfrecorder.dataset.records import ChecksumFile
+from tfrecorder.dataset.records import ChecksumFile, joined_crc
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.write.record.shard import ImageStats, ShardResult
 from tfrecorder.write.run.spill_folder import room_in
@@ -101,19 +102,21 @@ def joined(units: Sequence[Unit], written: Iterator[ShardResult], folder: Folder
 
 def _join(segments: Sequence[tuple[Unit, ShardResult]], folder: Folder) -> ShardResult:
     """A shard's segments joined in order into its file and index in place, with one ShardResult: the bytes, the
-    index (each segment's offsets moved by its start) and the checksums one writer would have written."""
+    index (each segment's offsets moved by its start) and the checksums one writer would have written. Each
+    segment is appended by the kernel where it can (``_append``); the shard's CRC is joined from its writers'
+    (``joined_crc``), so its bytes are not read again."""
     spec = replace(segments[0][1].spec, stop=segments[-1][1].spec.stop)
+    size, crc = 0, ""
     with folder.create(spec.filename) as raw, folder.create(spec.index_filename) as index_raw:
-        data, index = ChecksumFile(raw), ChecksumFile(index_raw)
-        for unit, _ in segments:
+        index = ChecksumFile(index_raw)
+        for unit, result in segments:
             part = segment_folder(unit.shard, unit.segment or 0)
-            offset = data.bytes
-            with part.open(spec.filename) as f:
-                while chunk := f.read(SEGMENT_COPY_BYTES):
-                    data.write(chunk)
+            _append(part, spec.filename, raw, result.bytes, kernel=folder.is_local and part.is_local)
+            crc = joined_crc(crc, result.crc32c, result.bytes) if crc else result.crc32c
             lines = part.read_text(spec.index_filename).splitlines()
-            index.write("".join(f"{int(at) + offset} {length}\n" for at, length in
+            index.write("".join(f"{int(at) + size} {length}\n" for at, length in
                                 (line.split() for line in lines)).encode("ascii"))
+            size += result.bytes
             part.remove("", folder=True)
     results = [result for _, result in segments]
     images, objects = ImageStats(), None
@@ -126,10 +129,35 @@ def _join(segments: Sequence[tuple[Unit, ShardResult]], folder: Folder) -> Shard
         key_rows.extend(result.content_key_rows)
         masks.update(dict(result.mask_pixels or ()))
     any_masks = any(result.mask_pixels is not None for result in results)
-    return ShardResult(spec, sum(r.records for r in results), data.bytes, data.crc32c,
+    return ShardResult(spec, sum(r.records for r in results), size, crc,
                        tuple(f for r in results for f in r.failures), images, keys, key_rows, index.bytes,
                        index.crc32c, next((r.first_crc for r in results if r.first_crc is not None), None), objects,
                        tuple(sorted(masks.items())) if any_masks else None)
+
+
+def _append(part: Folder, name: str, raw: Any, size: int, kernel: bool) -> None:
+    """Append the segment file ``name`` of ``part`` (``size`` bytes, as its writer counted them) to ``raw``: with
+    ``kernel`` (two local files) by ``os.copy_file_range``, the kernel copying the pages (``raw`` is told what was
+    written behind it: ``wrote_elsewhere``), else read and written SEGMENT_COPY_BYTES at a time. A segment of
+    another size than its writer counted is an OSError naming it."""
+    copied = 0
+    with part.open(name) as f:
+        if kernel:
+            raw.flush()
+            wrote = getattr(raw, "wrote_elsewhere", None)
+            try:
+                while copied < size and (n := os.copy_file_range(f.fileno(), raw.fileno(), size - copied)):
+                    copied += n
+                    if wrote is not None:
+                        wrote(n)
+            except OSError:  # a kernel or file system without it (EXDEV, ENOSYS, EINVAL): copied by reads below
+                f.seek(copied)
+        while chunk := f.read(min(SEGMENT_COPY_BYTES, size - copied) if copied < size else 1):
+            raw.write(chunk)
+            copied += len(chunk)
+    if copied != size:
+        raise OSError(f"{part.url_of(name)}: {copied} bytes where its writer wrote {size}: the temporary folder's "
+                      f"files were changed while the conversion ran")
 
 
 @contextlib.contextmanager
