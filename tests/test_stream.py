@@ -341,3 +341,19 @@ def test_segments_are_joined_by_reads_where_the_kernel_cannot_copy_them(tmp_path
     assert calls  # the kernel's copy was tried
     assert files_of(tmp_path / "segments") == files_of(tmp_path / "one")
     assert tfrecorder.verify(str(tmp_path / "segments")).ok
+
+
+def test_a_segment_changed_before_its_join_is_one_line_naming_it(tmp_path, forked, monkeypatch):
+    """A segment whose file is not the size its writer counted (changed in the temporary folder meanwhile) stops
+    the run with one line naming the segment, not a shard built from it."""
+    from dataclasses import replace
+
+    from tfrecorder.write.runners import segments
+
+    monkeypatch.setattr(segments, "SEGMENT_MIN_ROWS", 4)
+    real_join = segments._join
+    monkeypatch.setattr(segments, "_join", lambda pending, folder: real_join(
+        [(unit, replace(result, bytes=result.bytes + 1)) for unit, result in pending], folder))
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"segments/.*bytes where its writer wrote") as e:
+        tfrecorder.convert(table(600), str(tmp_path / "out"), progress=False)
+    assert "\n" not in str(e.value) and "Errno" not in str(e.value)

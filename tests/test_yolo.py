@@ -237,7 +237,7 @@ def test_an_image_named_from_outside_the_root_is_outside_folder(mixed):
     root, result = mixed
     errors = _errors(result.tfrecord_dir)
     outside = errors[errors["error"] == "outside_folder"]
-    assert outside["image_uri"].tolist() == [str(root / "../outside/images/secret.png")]
+    assert outside["image_uri"].tolist() == [str(root.parent / "outside" / "images" / "secret.png")]  # spelled once
     assert "outside the dataset's root" in outside["message"].iloc[0]
 
 
@@ -291,3 +291,22 @@ def test_box_units_other_than_normalized_are_refused(converted, tmp_path):
     layout, root, result = converted
     with pytest.raises(TFRecorderError, match=r"box_units='pixels': .* gives its boxes normalized"):
         tfrecorder.convert(root, str(tmp_path / "px"), box_units="pixels", progress=False)
+
+
+def test_split_folders_spelled_another_way_or_linked_keep_their_images(tmp_path):
+    """A data.yaml that names a split folder as ``./images/train``, ``images//val`` or through a link inside the
+    root gets every image of it, as one spelled plainly does (the root's walk does not follow links)."""
+    root = tmp_path / "yolo"
+    for split in ("train", "val", "real_test"):
+        for i in range(2):
+            tiny_png(root / "images" / split / f"{split}{i}.png")
+            (root / "labels" / split).mkdir(parents=True, exist_ok=True)
+            (root / "labels" / split / f"{split}{i}.txt").write_text("0 0.5 0.5 0.5 0.5\n")
+    (root / "images" / "test").symlink_to(root / "images" / "real_test", target_is_directory=True)
+    (root / "labels" / "test").symlink_to(root / "labels" / "real_test", target_is_directory=True)
+    (root / "data.yaml").write_text("train: ./images/train\nval: images//val\ntest: images/test\nnames: [cat]\n")
+    table = tfrecorder.read_annotations(str(root))
+    assert table.groupby("split")["image_uri"].nunique().to_dict() == {"TRAIN": 2, "VALIDATION": 2, "TEST": 2}
+    assert table["label"].eq("cat").all()
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert result.rows.written == 6 and result.skipped == ()  # each file a row, or read to make one

@@ -170,10 +170,11 @@ def object_hashes(values: np.ndarray) -> np.ndarray:
     it saves even where values repeat."""
     from pandas.util import hash_array
 
-    hashes = hash_array(values, categorize=False)
     missing = pd.isna(values)
-    if missing.any():
-        hashes[missing] = np.iinfo(np.uint64).max
+    if not missing.any():
+        return hash_array(values, categorize=False)
+    hashes = np.full(len(values), np.iinfo(np.uint64).max, np.uint64)
+    hashes[~missing] = hash_array(values[~missing], categorize=False)
     return hashes
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from tfrecorder.dataset.records import ChecksumFile, joined_crc
 from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.record.shard import ImageStats, ShardResult
 from tfrecorder.write.run.spill_folder import room_in
 from tfrecorder.write.settings import DEFAULT_FILE_FORMAT, WriteOptions
@@ -139,14 +140,15 @@ def _append(part: Folder, name: str, raw: Any, size: int, kernel: bool) -> None:
     """Append the segment file ``name`` of ``part`` (``size`` bytes, as its writer counted them) to ``raw``: with
     ``kernel`` (two local files) by ``os.copy_file_range``, the kernel copying the pages (``raw`` is told what was
     written behind it: ``wrote_elsewhere``), else read and written SEGMENT_COPY_BYTES at a time. A segment of
-    another size than its writer counted is an OSError naming it."""
+    another size than its writer counted is a TFRecorderError naming it."""
     copied = 0
     with part.open(name) as f:
-        if kernel:
+        copy = getattr(os, "copy_file_range", None)  # absent from Pythons built against an old C library
+        if kernel and copy is not None:
             raw.flush()
             wrote = getattr(raw, "wrote_elsewhere", None)
             try:
-                while copied < size and (n := os.copy_file_range(f.fileno(), raw.fileno(), size - copied)):
+                while copied < size and (n := copy(f.fileno(), raw.fileno(), size - copied)):
                     copied += n
                     if wrote is not None:
                         wrote(n)
@@ -156,8 +158,8 @@ def _append(part: Folder, name: str, raw: Any, size: int, kernel: bool) -> None:
             raw.write(chunk)
             copied += len(chunk)
     if copied != size:
-        raise OSError(f"{part.url_of(name)}: {copied} bytes where its writer wrote {size}: the temporary folder's "
-                      f"files were changed while the conversion ran")
+        raise TFRecorderError(f"{part.url_of(name)}: {copied} bytes where its writer wrote {size}: the temporary "
+                              f"folder's files were changed while the conversion ran; convert again")
 
 
 @contextlib.contextmanager

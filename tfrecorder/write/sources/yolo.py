@@ -219,10 +219,10 @@ def _resolved(fs: Any, base: str, entry: str) -> str:
     """A split entry's path: under ``base`` unless absolute; a ``../`` one that does not exist is taken from
     ``base`` itself, as Ultralytics does (Roboflow's ``../train/images`` beside its data.yaml)."""
     if entry.startswith("/") or "://" in entry:
-        return filesystem(entry)[1] if "://" in entry else entry
-    path = posixpath.join(base, entry)
+        return filesystem(entry)[1] if "://" in entry else posixpath.normpath(entry)
+    path = posixpath.normpath(posixpath.join(base, entry))  # one spelling of each file: ./images, images//val
     if not fs.exists(path) and entry.startswith("../"):
-        return posixpath.join(base, entry[3:])
+        return posixpath.normpath(posixpath.join(base, entry[3:]))
     return path
 
 
@@ -266,7 +266,7 @@ def _listed(dataset: YoloDataset, path: str, darknet: bool) -> list[str]:
         if name.startswith("/") or "://" in name:
             images.append(filesystem(name)[1] if "://" in name else name)
             continue
-        image = posixpath.join(folder, name.removeprefix("./"))
+        image = posixpath.normpath(posixpath.join(folder, name))
         if darknet and "/" in name and not fs.exists(image):
             image = posixpath.join(folder, name.split("/", 1)[1])
         images.append(image)
@@ -317,14 +317,17 @@ def _in_folder(fs: Any, folder: str, name: str) -> str:
 
 def _files_under(dataset: YoloDataset, folder: str) -> list[str]:
     """``files_under`` a folder of the dataset: the root walked once (``_skipped`` walks it all), a folder in it
-    read from that walk."""
+    read from that walk; walked itself where the walk has nothing under that name (a folder spelled another way,
+    ``./images/train``, or reached through a link, which a walk does not follow)."""
     root = dataset.root
     if folder != root and not folder.startswith(root + "/"):
         return files_under(dataset.fs, folder)
     if dataset.files is None:
         dataset.files = files_under(dataset.fs, root)
+    if folder == root:
+        return dataset.files
     prefix = folder.rstrip("/") + "/"
-    return dataset.files if folder == root else [p for p in dataset.files if p.startswith(prefix)]
+    return [p for p in dataset.files if p.startswith(prefix)] or files_under(dataset.fs, folder)
 
 
 def files_under(fs: Any, folder: str) -> list[str]:
@@ -338,14 +341,20 @@ def files_under(fs: Any, folder: str) -> list[str]:
 
 def _skipped(dataset: YoloDataset, labels: set[str]) -> tuple[list[str], list[str]]:
     """Every file under the root that is no row and was not read to make one, as ``"<path in it> (why)"``, and
-    those of them that are label files without an image."""
+    those of them that are label files without an image. A local file used under another name (a split folder
+    that is a link: the walk names its files by their own folder) is found by its real path."""
     root = dataset.root
     used = set(dataset.images) | labels | dataset.read
     label_folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
     skipped, orphans = [], []
+    used_real: set[str] | None = None  # resolved once, and only where a file's name is not in ``used``
     for path in _files_under(dataset, root):
         if path in used:
             continue
+        if is_local(dataset.fs):
+            used_real = used_real if used_real is not None else {os.path.realpath(p) for p in used}
+            if os.path.realpath(path) in used_real:
+                continue
         inside = path[len(root) + 1:]
         if any(part.startswith(".") for part in inside.split("/")):
             why = "hidden"
