@@ -103,3 +103,21 @@ def test_a_detection_split_gets_no_more_shards_than_images_and_none_empty():
     assert len(plan_shards({"TRAIN": 50_000}, num_shards=4, images={"TRAIN": np.array([49_999, 1])})) == 2
     even = {"TRAIN": np.full(100, 10)}
     assert plan_shards({"TRAIN": 1000}, num_shards=7, images=even) == plan_shards({"TRAIN": 1000}, num_shards=7)
+
+
+def test_content_hashes_of_text_and_bytes_are_pandas_default_hashes():
+    """Content keys (and so splits and record order) hash text and bytes as pandas' hash_array does by default,
+    beside bytes that are no ASCII; every kind of missing value (None, NaN, pd.NA, NaT) as None: a faster hash
+    that gave other values would move rows between splits."""
+    import numpy as np
+    import pandas as pd
+    from pandas.util import hash_array
+
+    from tfrecorder.dataset.connectors import BYTES
+
+    plain = [b"a.jpg", "b.jpg", None, float("nan"), b"caf\xc3\xa9", b"\xff\xfe", "", b"a.jpg"]
+    array = np.empty(len(plain), dtype=object)
+    array[:] = plain
+    got = BYTES.hashes([*plain, pd.NA, pd.NaT])
+    np.testing.assert_array_equal(got[:len(plain)], hash_array(array))
+    assert (got[len(plain):] == got[2]).all()
