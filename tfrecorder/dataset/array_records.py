@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,6 +61,8 @@ class ArrayRecordSink:
         self._raw = raw
         self._dir = None if local is not None else tempfile.mkdtemp(prefix="tfrecorder-array-record-")
         self._path = local.name if local is not None else os.path.join(self._dir or "", "shard" + SUFFIX)
+        # the temporary folder goes with the sink even when the shard fails before ``close``
+        self._remove = weakref.finalize(self, shutil.rmtree, self._dir, True) if self._dir is not None else None
         self._wrote = getattr(local, "wrote_elsewhere", None)
         self._writer = _module().ArrayRecordWriter(self._path, WRITER_OPTIONS)
         self.records = 0
@@ -83,8 +86,8 @@ class ArrayRecordSink:
                     else:
                         self._raw.write(chunk)
         finally:
-            if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
+            if self._remove is not None:
+                self._remove()
 
 
 @contextlib.contextmanager
