@@ -10,7 +10,9 @@ page may assume ``import pandas as pd`` and ``import tfrecorder``, and a Keras `
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,33 @@ READS_OUT = {"docs/reading.md", "docs/other-readers.md"}
 
 def blocks(page: str) -> list[str]:
     return grab_code_blocks((ROOT / page).read_text(), lang="python")
+
+
+# A block that needs an optional package says which in its fence: ```python title="needs jax (pip install jax)"
+NEEDS = re.compile(r'```python title="needs ([\w-]+) \(pip install [^)]*\)"')
+
+
+def page_blocks(page: str) -> list[tuple[str, str | None]]:
+    """The page's Python blocks in order, each with the optional package it needs (None: none); the blocks that
+    need a cloud or a cluster are left out."""
+    found: list[tuple[str, str | None]] = []
+    fence: str | None = None
+    lines: list[str] = []
+    for line in (ROOT / page).read_text().splitlines():
+        if fence is None and line.startswith("```"):
+            fence, lines = line.strip(), []
+        elif fence is not None and line.startswith("```"):
+            needs = NEEDS.fullmatch(fence)
+            if fence == "```python" or needs:
+                found.append(("\n".join(lines) + "\n", needs.group(1) if needs else None))
+            fence = None
+        elif fence is not None:
+            lines.append(line)
+    return found
+
+
+def installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +97,9 @@ def test_every_page_has_its_blocks_found():
     assert sum(found.values()) >= 9
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)])
-def test_the_code_blocks_of_a_page_run(page, files, tmp_path, monkeypatch):
+def run_page(page: str, files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, needing: str | None = None
+             ) -> None:
+    """The page's plain blocks, and those that need the package ``needing``, run in order in one namespace."""
     import shutil
 
     import tfrecorder
@@ -81,11 +111,28 @@ def test_the_code_blocks_of_a_page_run(page, files, tmp_path, monkeypatch):
         tfrecorder.convert("data.csv", "out/", progress=False)
     namespace: dict = {"__name__": "__docs__", "model": _model()}
     exec("import pandas as pd\nimport tfrecorder", namespace)  # noqa: S102 - what every page assumes imported
-    for number, code in enumerate(blocks(page), 1):
+    for number, (code, needs) in enumerate(page_blocks(page), 1):
+        if needs is not None and needs != needing:
+            continue
         try:
             exec(compile(code, f"{page} block {number}", "exec"), namespace)  # noqa: S102 - our own docs
         except Exception as e:  # noqa: BLE001 - the failing block named, with its error
             raise AssertionError(f"{page}, code block {number} fails: {type(e).__name__}: {e}\n{code}") from e
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)])
+def test_the_code_blocks_of_a_page_run(page, files, tmp_path, monkeypatch):
+    run_page(page, files, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("page, needs", sorted({(p, n) for p in PAGES for _, n in page_blocks(p) if n}))
+def test_a_pages_blocks_that_need_a_package_run_where_it_is_installed(page, needs, files, tmp_path, monkeypatch):
+    """A block titled "needs jax (pip install jax)" runs after its page's blocks where the package is installed
+    (the test extra installs jax; not torch, a download of gigabytes with its CUDA libraries): skipped, saying
+    so, where it is not."""
+    if not installed(needs):
+        pytest.skip(f"{needs} is not installed: {page}'s block that needs it is not run")
+    run_page(page, files, tmp_path, monkeypatch, needing=needs)
 
 
 def test_the_error_code_table_is_the_list_the_package_raises():
