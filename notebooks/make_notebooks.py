@@ -309,6 +309,74 @@ NOTEBOOKS = {
                "Garden's `TfExampleDecoder(include_mask=True)`; TFDS reads the default layout as it is."),
         ("code", "tfrecorder.show(result.tfrecord_dir, split='TRAIN', n=6)"),
     ],
+    "10_random_access.ipynb": [
+        ("md", "# Random access: Grain, JAX and PyTorch\n\nTFRecord shards are streams, but every shard we write "
+               "has a `.tfindex` beside it: the offset of each record. `tfrecorder.data_source` reads any record "
+               "by its position through it (each read checks the record's CRC), so Grain can shuffle the whole "
+               "split and resume exactly, and PyTorch's `DataLoader` can take it as a map-style dataset. "
+               "`file_format='array_record'` writes ArrayRecord files instead, which `tfds.data_source` reads too."),
+        ("code", "import os, tempfile\nimport numpy as np\nimport tfrecorder\n"
+                 "from tfrecorder.sample_data import make_sample_images\n\n"
+                 "work = tempfile.mkdtemp()\ndf = make_sample_images(os.path.join(work, 'images'), n=120)\n"
+                 "out = tfrecorder.convert(df, os.path.join(work, 'tfrecords')).tfrecord_dir\n"
+                 "source = tfrecorder.data_source(out, 'TRAIN', image_size=(32, 32))\n"
+                 "record = source[0]\n"
+                 "len(source), record['image'].shape, record['image'].dtype, record['label']"),
+        ("md", "A record is a dict of numpy values, as `load_dataset` gives it (the same pixels, resized by the "
+               "same rules); a list of positions gives a list of records. It is thread-safe and pickles to its "
+               "arguments, so worker processes open the files again."),
+        ("code", "import tensorflow as tf\n\n"
+                 "first = next(iter(tfrecorder.load_dataset(out, 'TRAIN', image_size=(32, 32))))\n"
+                 "assert (first['image'].numpy() == source[0]['image']).all()  # load_dataset's pixels\n"
+                 "[int(r['label']) for r in source[[5, 0, 5]]]"),
+        ("md", "## Grain\n\n`grain.MapDataset.source` takes the source as it is: a global shuffle (every "
+               "record, a new order each epoch), batches, and a thread per core to read them (`grain` is "
+               "optional: these cells say so and do nothing when it is not installed)."),
+        ("code", "try:\n    import grain.python as grain\nexcept ImportError:\n    grain = None\n"
+                 "    print('grain is not installed (pip install grain): the Grain example is skipped')\n"
+                 "if grain is not None:\n"
+                 "    dataset = (grain.MapDataset.source(source).shuffle(seed=0)\n"
+                 "               .map(lambda r: {'image': r['image'], 'label': r['label']})\n"
+                 "               .batch(16, drop_remainder=True))\n"
+                 "    batches = list(dataset.to_iter_dataset(grain.ReadOptions(num_threads=os.cpu_count())))\n"
+                 "    print(len(batches), 'batches of', batches[0]['image'].shape)"),
+        ("md", "A jitted JAX training step takes those numpy batches as they are (`jax` is optional too)."),
+        ("code", "try:\n    import jax, jax.numpy as jnp\nexcept ImportError:\n    jax = None\n"
+                 "    print('jax is not installed (pip install jax): the JAX step is skipped')\n"
+                 "if jax is not None and grain is not None:\n"
+                 "    @jax.jit\n    def step(params, images, labels):\n"
+                 "        def loss(params):\n"
+                 "            logits = images.reshape(len(images), -1).astype(jnp.float32) / 255 @ params\n"
+                 "            return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(len(labels)), labels])\n"
+                 "        value, grads = jax.value_and_grad(loss)(params)\n"
+                 "        return params - 0.1 * grads, value\n\n"
+                 "    params = jnp.zeros((32 * 32 * 3, len(tfrecorder.label_names(out))))\n"
+                 "    for epoch in range(3):\n"
+                 "        for batch in dataset.to_iter_dataset():\n"
+                 "            params, loss = step(params, batch['image'], batch['label'])\n"
+                 "        print(f'epoch {epoch}: loss {float(loss):.3f}')"),
+        ("md", "## PyTorch\n\n`torch.utils.data.DataLoader` takes the source as a map-style dataset (it has "
+               "`len` and `[i]`); each of its worker processes gets the source pickled and opens the files again. "
+               "`torch` is optional, and `make test` runs without it: its wheel brings gigabytes of CUDA "
+               "libraries. Where it is not installed the cell says so and does nothing."),
+        ("code", "try:\n    import torch\n    from torch.utils.data import DataLoader\nexcept ImportError:\n"
+                 "    torch = None\n"
+                 "    print('torch is not installed (pip install torch): the DataLoader example is skipped')\n"
+                 "if torch is not None:\n"
+                 "    loader = DataLoader(source, batch_size=16, shuffle=True, num_workers=2)\n"
+                 "    for batch in loader:\n"
+                 "        images = batch['image'].permute(0, 3, 1, 2)  # (N, C, H, W) uint8\n"
+                 "    print(images.shape, batch['label'][:4])"),
+        ("md", "## ArrayRecord files\n\n`file_format='array_record'` writes the same records into ArrayRecord "
+               "files, with TFDS metadata naming the format: `tfds.data_source` reads them, and so do "
+               "`data_source`, `load_dataset`, `read_tfr`, `verify` and `info`."),
+        ("code", "array_out = tfrecorder.convert(df, os.path.join(work, 'array_record'), "
+                 "file_format='array_record').tfrecord_dir\n"
+                 "print(sorted(name for name in os.listdir(array_out) if name.startswith('train')))\n"
+                 "again = tfrecorder.data_source(array_out, 'TRAIN', image_size=(32, 32))\n"
+                 "assert (again[3]['image'] == source[3]['image']).all()\n"
+                 "print(tfrecorder.verify(array_out))"),
+    ],
 }
 
 
