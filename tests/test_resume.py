@@ -20,6 +20,7 @@ from tfrecorder.write.run.lock import OutputLocked
 
 # The child converts the CSV; once `done_before_block` shards are finished it blocks on the
 # third image it loads, says so on stdout, and waits there to be killed (SIGKILL, no clean-up).
+# Forked writers each count their own loads: more than one may say so.
 CHILD = """
 import os, sys, threading
 import tfrecorder, tfrecorder.write.record.shard as shard
@@ -39,8 +40,8 @@ def load_image(location, settings, limits):
     done = os.path.join(out, ".tfrecorder", "done")
     if os.path.isdir(done) and len([n for n in os.listdir(done) if n.endswith(".json")]) >= done_before_block:
         loads.append(location)
-        if len(loads) == 3:
-            print("BLOCKED", flush=True)
+        if len(loads) == 3:  # one write, a whole line: two forked writers may both block here
+            os.write(1, b"BLOCKED\\n")
             threading.Event().wait()
     return real(location, settings, limits)
 shard.load_image = load_image
