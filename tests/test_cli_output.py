@@ -64,17 +64,20 @@ def test_verify_names_only_what_it_checked(dataset, tmp_path):
     assert checked.endswith("index files, parsing with dataset.json's features, image decoding, TFDS files")
 
 
-def test_inspect_writes_a_folder_of_its_own_and_replaces_only_its_earlier_files(dataset, tmp_path):
+def test_inspect_writes_a_folder_of_its_own_and_replaces_only_its_earlier_files(dataset, tmp_path, monkeypatch,
+                                                                                capsys):
     """Without --output-dir: ./inspect-<dataset>-<split>/, named in the output line; a second run leaves none of the
     first run's images beside its own, and deletes nothing it did not write."""
     work = tmp_path / "work"
     work.mkdir()
 
-    def inspect(*args):
-        proc = subprocess.run([sys.executable, "-m", "tfrecorder", "inspect", str(dataset), *args], cwd=work,
-                              capture_output=True, text=True, env=ENV, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
+    def inspect(*args):  # the command in this process (its output line and files; a subprocess is TF's start-up)
+        from tfrecorder import cli
+
+        monkeypatch.chdir(work)
+        capsys.readouterr()
+        assert cli.main(["inspect", str(dataset), *args]) == 0
+        return capsys.readouterr().out
 
     folder = work / "inspect-out-train"
     assert inspect("--num-records", "3") == f"wrote 3 record(s) of TRAIN to {folder}{os.sep} (images and data.csv)\n"
