@@ -262,6 +262,28 @@ def test_a_hugging_face_dataset_dict_is_a_source(tmp_path):
         assert np.array_equal(got, ARRAYS[i].reshape(got.shape))
 
 
+def test_a_parquet_that_datasets_wrote_keeps_its_class_names_on_every_runner(tmp_path):
+    """``Dataset.to_parquet`` (what the Beam runners' refusal of a Dataset says to do, and the Hub's files) keeps
+    the ClassLabel's names in the file's schema: read as the label names in their order, the ids the ids datasets
+    gave them; local and DirectRunner write the same bytes."""
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=["zebra", "cat", "dog"])})
+    ids = [1, 2, 0, 2, 1, 0]
+    with_split = datasets.Features({**features, "split": datasets.Value("string")})
+    datasets.Dataset.from_dict({"split": ["TRAIN"] * 4 + ["TEST"] * 2, "img": [pil(a) for a in ARRAYS],
+                                "label": ids}, features=with_split).to_parquet(str(tmp_path / "train.parquet"))
+    for runner in ("local", "DirectRunner"):
+        convert(str(tmp_path / "train.parquet"), tmp_path / runner, runner=runner)
+        assert tfrecorder.label_names(str(tmp_path / runner)) == ["zebra", "cat", "dog"]
+        table = tfrecorder.read_tfr(str(tmp_path / runner)).sort_values("image_uri")
+        assert table["label_id"].tolist() == ids
+        assert table["label"].tolist() == [["zebra", "cat", "dog"][i] for i in ids]
+    assert sorted(p.name for p in (tmp_path / "local").glob("*.tfrecord")) == sorted(
+        p.name for p in (tmp_path / "DirectRunner").glob("*.tfrecord"))
+    for shard in (tmp_path / "local").glob("*.tfrecord"):
+        assert shard.read_bytes() == (tmp_path / "DirectRunner" / shard.name).read_bytes()
+
+
 def test_a_hugging_face_dataset_of_unknown_splits_is_refused(tmp_path):
     datasets = pytest.importorskip("datasets")
     whole = datasets.Dataset.from_dict({"image": [Image.fromarray(ARRAYS[0])], "label": [0]})

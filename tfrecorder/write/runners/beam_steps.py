@@ -174,6 +174,7 @@ def _plan(summaries: list[tuple[int, spill.Summary]], table: _Input, same_uri: l
     summary = ordered[0]
     for other in ordered[1:]:
         summary = summary.merge(other)
+    summary = summary_pass.class_names(summary, table.files)
     try:
         summary.facts.check()
         shards, finish = planning.plan_table(summary, _spill_folder(folder), job.options, job.runner,

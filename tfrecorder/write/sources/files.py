@@ -17,6 +17,7 @@ import pandas as pd
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import LABEL_COLUMN
+from tfrecorder.write.sources.class_labels import chosen, named, named_schema, parquet_class_labels
 from tfrecorder.write.sources.csv_text import (
     SPARE_COLUMNS,
     as_kind,
@@ -227,9 +228,16 @@ def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
     for found in facts:
         for name, (kind, missing) in found.kinds.items():
             _add_kind(kinds, name, kind, missing)
+    class_label, vocabulary = None, None
+    if files.parquet and files.files:  # a Hugging Face export's ClassLabel: its ids read as their names
+        schema = parquet_schema(files.files)
+        labels = parquet_class_labels(schema)
+        class_label = chosen(labels, schema.names)
+        vocabulary = tuple(labels[class_label]) if class_label is not None else None
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
-                      files.paths_as_given, tuple(f.kept for f in facts), tuple(f.separator for f in facts))
+                      files.paths_as_given, tuple(f.kept for f in facts), tuple(f.separator for f in facts),
+                      class_label, vocabulary)
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,8 @@ class TableFiles:
     paths_as_given: bool = False  # StagedRows: relative image paths stay as given, as the DataFrame's do
     kept: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # each file's FileFacts.kept
     separators: tuple[str, ...] = ()  # CSV: each file's FileFacts.separator
+    class_label: str | None = None  # Parquet written by Hugging Face datasets: its ClassLabel column, read as names
+    vocabulary: tuple[str, ...] | None = None  # ... its names in id order: label ids stay the ids it gave them
 
     @property
     def rows(self) -> int:
@@ -268,9 +278,14 @@ class TableFiles:
     def columns(self) -> tuple[str, ...]:
         """The table's columns as its parts have them (a headerless CSV's labels merged into one)."""
         if self.parquet:
-            return tuple(parquet_schema(self.files).names)
+            return tuple(self.arrow_schema().names)
         labels = set(self.label_columns[0]) if self.label_columns else set()
         return tuple(c for c in self.kinds if c not in labels or c == LABEL_COLUMN)
+
+    def arrow_schema(self) -> Any:
+        """A Parquet table's Arrow schema as its parts have it (a ClassLabel column the text ``label``)."""
+        schema = parquet_schema(self.files)
+        return named_schema(schema, self.class_label) if self.class_label is not None else schema
 
     def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
         """What the schema is inferred from and checked against: the first part (its columns typed as the whole
@@ -312,8 +327,7 @@ class TableFiles:
                                       for c in part.columns if c not in labels})
                 yield merge_labels(part, labels) if labels else part
 
-    @staticmethod
-    def _parquet_parts(url: str, rows: int) -> Iterator[pd.DataFrame]:
+    def _parquet_parts(self, url: str, rows: int) -> Iterator[pd.DataFrame]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -324,7 +338,10 @@ class TableFiles:
                 if size < rows:  # rows of images: pre-buffered reads would stay held as the file is read on
                     file = pq.ParquetFile(f, pre_buffer=False, metadata=file.metadata)
                 for batch in file.iter_batches(batch_size=size):
-                    yield arrow_frame(pa.Table.from_batches([batch], schema=file.schema_arrow))
+                    table = pa.Table.from_batches([batch], schema=file.schema_arrow)
+                    if self.class_label is not None:
+                        table = named(table, self.class_label, self.vocabulary or ())
+                    yield arrow_frame(table)
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
 

@@ -14,6 +14,7 @@ import pandas as pd
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import TEST, TRAIN, VALIDATION
+from tfrecorder.write.sources.class_labels import chosen, named
 from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.files import arrow_frame
 
@@ -74,14 +75,9 @@ class DatasetSource:
     def _named(self, batch: Any, split: str | None) -> Any:
         """A batch with its ClassLabel ids as their names (-1, no label, as missing) and its split column."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         if self.class_label is not None:
-            ids = batch[self.class_label]
-            ids = pc.if_else(pc.less(ids, 0), pa.scalar(None, ids.type), ids)
-            names = pc.take(pa.array(self.vocabulary, pa.string()), ids)
-            index = batch.column_names.index(self.class_label)
-            batch = batch.set_column(index, LABEL_COLUMN, names)
+            batch = named(batch, self.class_label, self.vocabulary or ())
         if split is not None and SPLIT_COLUMN not in batch.column_names:
             batch = batch.add_column(0, SPLIT_COLUMN, pa.array([split] * batch.num_rows, pa.string()))
         return batch
@@ -108,9 +104,7 @@ def dataset_source(source: Any) -> DatasetSource:
             raise TFRecorderError(f"the DatasetDict's split {name!r} has columns {dataset.column_names}, but the "
                                   f"first has {columns}: every split needs the same columns")
     labels = {n: f.names for n, f in splits[0][1].features.items() if type(f).__name__ == "ClassLabel"}
-    label = LABEL_COLUMN if LABEL_COLUMN in labels else next(iter(labels), None)
-    if label is not None and label != LABEL_COLUMN and LABEL_COLUMN in columns:
-        label = None  # a "label" column of its own is the label; the ClassLabel stays its ids
+    label = chosen(labels, columns)
     return DatasetSource(splits, label, tuple(labels[label]) if label is not None else None)
 
 

@@ -40,7 +40,7 @@ from tfrecorder.dataset.storage import Folder
 from tfrecorder.schema import Schema
 from tfrecorder.types import ImageBytes
 from tfrecorder.write.settings import is_remote
-from tfrecorder.write.sources import BeamInput, Source, TableFiles, parquet_schema
+from tfrecorder.write.sources import BeamInput, Source, TableFiles
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.facts import Facts
@@ -105,10 +105,17 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     if aliased:  # parts name one file in two ways: summarized again, each file under its first name in the table
         logger.info("%d image files are named in several ways in different parts; summarizing again", len(aliased))
         summary = spilled(files.parts(part_rows or PART_ROWS), Spellings(frozenset(aliased)))
-    names = getattr(files, "vocabulary", None)  # a Hugging Face dataset's ClassLabel names: the ids it gives them
+    summary = class_names(summary, files)
+    summary.facts.check()
+    return summary
+
+
+def class_names(summary: Summary, files: Any) -> Summary:
+    """The summary with a Hugging Face ClassLabel's names (a Dataset's, or a Parquet file's that datasets wrote)
+    as its label vocabulary, in their order: the label ids stay the ids it gave them."""
+    names = getattr(files, "vocabulary", None)
     if names is not None and summary.facts.label is not None:
         summary.facts = replace(summary.facts, names=tuple(names))
-    summary.facts.check()
     return summary
 
 
@@ -130,7 +137,7 @@ def _first_part_schema(first: tuple[pd.DataFrame, Any, int] | None, schema: Sche
     """``schema``, or the one inferred from the first part's columns: their kinds from a Parquet file's own
     schema, from the whole file's text for a CSV (``TableFiles.kinds``), never from the part's values alone;
     a frame held in memory is judged whole (``FrameSource.schema_frame``)."""
-    arrow = parquet_schema(files.files) if files.parquet and schema is None else None
+    arrow = files.arrow_schema() if isinstance(files, TableFiles) and files.parquet and schema is None else None
     return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow)
 
 

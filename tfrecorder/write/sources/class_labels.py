@@ -1,0 +1,56 @@
+"""Hugging Face ``ClassLabel`` columns (pure): which column of a ``datasets`` table is its label, and its ids as
+their names - for a ``Dataset`` (its ``features``) and for the Parquet files ``datasets`` writes, whose schema
+keeps the same features in its ``huggingface`` metadata (``Dataset.to_parquet``, the Hub's ``data/*.parquet``).
+Read without them, such a file's labels would be bare ids, their names lost."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tfrecorder.schema import LABEL_COLUMN
+
+HF_METADATA = b"huggingface"  # the Arrow schema metadata key datasets writes its features under
+
+
+def chosen(labels: Mapping[str, Sequence[str]], columns: Sequence[str]) -> str | None:
+    """The ClassLabel column that is the label: ``label``, else the first; none where a ``label`` column of its
+    own is there (the ClassLabel then stays its ids)."""
+    label = LABEL_COLUMN if LABEL_COLUMN in labels else next(iter(labels), None)
+    if label is not None and label != LABEL_COLUMN and LABEL_COLUMN in columns:
+        return None
+    return label
+
+
+def parquet_class_labels(schema: Any) -> dict[str, list[str]]:
+    """The ClassLabel columns a Parquet file's Arrow ``schema`` names in its Hugging Face metadata, each with its
+    names in id order (none without that metadata, or where it is not the JSON datasets writes)."""
+    try:
+        features = json.loads((schema.metadata or {})[HF_METADATA])["info"]["features"]
+    except (KeyError, TypeError, ValueError):
+        return {}
+    if not isinstance(features, dict):
+        return {}
+    return {name: [str(n) for n in feature["names"]] for name, feature in features.items()
+            if isinstance(feature, dict) and feature.get("_type") == "ClassLabel"
+            and isinstance(feature.get("names"), list) and name in schema.names}
+
+
+def named(batch: Any, column: str, vocabulary: Sequence[str]) -> Any:
+    """An Arrow batch or table with its ClassLabel ``column`` as the ``label`` column of the ids' names (-1, no
+    label, as missing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = batch[column]
+    ids = pc.if_else(pc.less(ids, 0), pa.scalar(None, ids.type), ids)
+    names = pc.take(pa.array(list(vocabulary), pa.string()), ids)
+    return batch.set_column(batch.column_names.index(column), LABEL_COLUMN, names)
+
+
+def named_schema(schema: Any, column: str) -> Any:
+    """``schema`` as ``named`` leaves its batches: the ClassLabel ``column`` a text ``label``."""
+    import pyarrow as pa
+
+    return schema.set(schema.get_field_index(column), pa.field(LABEL_COLUMN, pa.string()))
