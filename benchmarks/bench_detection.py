@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.common import fresh, interleaved_best, jpeg_table, print_table, work_dir
+from benchmarks.common import (
+    bytes_feature,
+    float_feature,
+    fresh,
+    int64_feature,
+    interleaved_best,
+    jpeg_table,
+    print_table,
+    work_dir,
+)
 
 CLASSES = ("car", "person", "dog", "cat", "bicycle")
 
@@ -69,14 +78,7 @@ def _create_tf_example(group, tf):
         classes_text.append(row["label"].encode("utf8"))
         classes.append(class_text_to_int(row["label"]))
 
-    def b(values):
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
-
-    def f(values):
-        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
-
-    def i(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    b, f, i = bytes_feature, float_feature, int64_feature  # dataset_util's, as the script calls them
 
     return tf.train.Example(features=tf.train.Features(feature={
         "image/height": i([height]), "image/width": i([width]), "image/filename": b([filename]),

@@ -19,7 +19,16 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchmarks.common import fresh, interleaved_best, jpeg_table, print_table, work_dir
+from benchmarks.common import (
+    bytes_feature,
+    float_feature,
+    fresh,
+    int64_feature,
+    interleaved_best,
+    jpeg_table,
+    print_table,
+    work_dir,
+)
 
 CLASSES = ("car", "person", "dog", "cat", "bicycle")
 WIDTH, HEIGHT = 500, 375  # jpeg_table's scenes
@@ -103,14 +112,7 @@ def _create_tf_example(image, annotations_list, image_dir, category_index, tf, m
         pil_image.save(output_io, format="PNG")
         encoded_mask_png.append(output_io.getvalue())
 
-    def b(values):
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
-
-    def f(values):
-        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
-
-    def i(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    b, f, i = bytes_feature, float_feature, int64_feature  # dataset_util's, as the script calls them
 
     feature_dict = {
         "image/height": i([image_height]), "image/width": i([image_width]),

@@ -163,6 +163,26 @@ def run_child(module: str, case: str, *args: str, env: dict | None = None) -> st
     return proc.stdout.strip().splitlines()[-1]
 
 
+# The Object Detection API's dataset_util helpers, which its generate_tfrecord.py and create_coco_tf_record.py
+# (the baselines of bench_detection and bench_instance_masks) both call.
+def bytes_feature(values):
+    import tensorflow as tf
+
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+
+
+def float_feature(values):
+    import tensorflow as tf
+
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+def int64_feature(values):
+    import tensorflow as tf
+
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
 def work_dir(prefix: str) -> Path:
     """A temporary folder for a benchmark's files, removed when the process exits (however it exits)."""
     import atexit
