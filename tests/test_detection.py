@@ -109,17 +109,23 @@ def test_reading_gives_one_record_per_image_with_every_box(converted, scenes):
     assert counted == len(scenes)
 
 
+def boxes_on_objects_in(folder: str, mode: str | None, name: str, kind: str) -> int:
+    """Every TRAIN example load_dataset gives (resized to 64x80 by ``mode``; None: not resized) has its boxes on
+    their objects (named by its feature ``name`` where one is not); how many there were."""
+    size = {"image_size": (64, 80), "resize_mode": mode} if mode else {}
+    seen = 0
+    for example in tfrecorder.load_dataset(folder, "TRAIN", **size):
+        objects = example["objects"]
+        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(),
+                          f"{kind}, {mode}, {example[name].numpy().decode()}")
+        seen += 1
+    return seen
+
+
 @pytest.mark.parametrize("mode", [None, "stretch", "pad", "crop"])
 def test_boxes_sit_on_their_objects_in_every_resize_mode(converted, mode):
     kind, out = converted
-    size = {"image_size": (64, 80), "resize_mode": mode} if mode else {}
-    seen = 0
-    for example in tfrecorder.load_dataset(out, "TRAIN", **size):
-        objects = example["objects"]
-        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(),
-                          f"{kind}, {mode}, {example['image_uri'].numpy().decode()}")
-        seen += 1
-    assert seen
+    assert boxes_on_objects_in(out, mode, "image_uri", kind)
 
 
 def test_boxes_sit_on_their_objects_in_the_stored_frame(converted):
@@ -345,13 +351,7 @@ def test_model_garden_decodes_the_object_detection_layout_with_boxes_on_objects(
 def test_load_dataset_reads_the_object_detection_layout_with_boxes_on_objects(detection_api, mode):
     """Its images decoded as stored (no EXIF turn: its boxes are in the stored pixels' frame), boxes from the four
     edges, labels counted from 0 again; in every resize mode, as_supervised too."""
-    size = {"image_size": (64, 80), "resize_mode": mode} if mode else {}
-    seen = 0
-    for example in tfrecorder.load_dataset(detection_api, "TRAIN", **size):
-        objects = example["objects"]
-        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(),
-                          f"od, {mode}, {example['image/filename'].numpy().decode()}")
-        seen += 1
+    seen = boxes_on_objects_in(detection_api, mode, "image/filename", "od")
     assert seen == tfrecorder.read_manifest(detection_api).records("TRAIN") > 10
     images, targets = next(iter(tfrecorder.load_dataset(detection_api, "TRAIN", batch_size=4, as_supervised=True,
                                                         image_size=(64, 64), bounding_box_format="rel_yxyx")))
