@@ -1,6 +1,6 @@
 """Every Python code block of the README and of docs/ runs, page by page, as a reader follows it.
 
-The blocks are found with mktestdocs (`grab_code_blocks`): a small library that only finds the blocks, so
+The blocks are found by their fences (``page_blocks``), so
 each page's blocks run here one after the other in one namespace and one folder, as a reader runs them,
 with the files they name made first (a sample CSV of images, a VOC folder, image/mask pairs). A block that
 needs a Google Cloud project says so in its fence (```python title="needs a Google Cloud project: ...") and
@@ -13,10 +13,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
-from mktestdocs import grab_code_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
@@ -25,7 +25,8 @@ READS_OUT = {"docs/reading.md", "docs/other-readers.md"}
 
 
 def blocks(page: str) -> list[str]:
-    return grab_code_blocks((ROOT / page).read_text(), lang="python")
+    """The page's Python blocks that need nothing optional."""
+    return [code for code, needs in page_blocks(page) if needs is None]
 
 
 # A block that needs an optional package says which in its fence: ```python title="needs jax (pip install jax)"
@@ -44,7 +45,7 @@ def page_blocks(page: str) -> list[tuple[str, str | None]]:
         elif fence is not None and line.startswith("```"):
             needs = NEEDS.fullmatch(fence)
             if fence == "```python" or needs:
-                found.append(("\n".join(lines) + "\n", needs.group(1) if needs else None))
+                found.append((textwrap.dedent("\n".join(lines) + "\n"), needs.group(1) if needs else None))
             fence = None
         elif fence is not None:
             lines.append(line)
