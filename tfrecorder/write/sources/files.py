@@ -228,7 +228,7 @@ def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
     for found in facts:
         for name, (kind, missing) in found.kinds.items():
             _add_kind(kinds, name, kind, missing)
-    class_label, vocabulary = None, None
+    class_label, vocabulary, schema = None, None, None
     if files.parquet and files.files:  # a Hugging Face export's ClassLabel: its ids read as their names
         schema = parquet_schema(files.files)
         labels = parquet_class_labels(schema)
@@ -237,7 +237,7 @@ def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
                       files.paths_as_given, tuple(f.kept for f in facts), tuple(f.separator for f in facts),
-                      class_label, vocabulary)
+                      class_label, vocabulary, schema)
 
 
 @dataclass(frozen=True)
@@ -259,6 +259,7 @@ class TableFiles:
     separators: tuple[str, ...] = ()  # CSV: each file's FileFacts.separator
     class_label: str | None = None  # Parquet written by Hugging Face datasets: its ClassLabel column, read as names
     vocabulary: tuple[str, ...] | None = None  # ... its names in id order: label ids stay the ids it gave them
+    stored_schema: Any = field(default=None, compare=False, repr=False)  # Parquet: the first file's, read once
 
     @property
     def rows(self) -> int:
@@ -284,7 +285,7 @@ class TableFiles:
 
     def arrow_schema(self) -> Any:
         """A Parquet table's Arrow schema as its parts have it (a ClassLabel column the text ``label``)."""
-        schema = parquet_schema(self.files)
+        schema = self.stored_schema if self.stored_schema is not None else parquet_schema(self.files)
         return named_schema(schema, self.class_label) if self.class_label is not None else schema
 
     def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
