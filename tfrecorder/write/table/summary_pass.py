@@ -79,9 +79,10 @@ class FileJob:
     part_rows: int  # rows read, validated and spilled at a time (PART_ROWS)
 
 
-def bucket_count(files: Source) -> int:
-    """Spill buckets for a source of ``files.bytes`` (Parquet is about a quarter of the CSV's size)."""
-    size = files.bytes * (4 if files.parquet else 1)
+def bucket_count(files: Source, schema: Schema) -> int:
+    """Spill buckets for a source of ``files.bytes``: a Parquet file of text is about a quarter of its rows'
+    size in memory, but encoded images do not compress, so a table that holds them is counted at its size."""
+    size = files.bytes * (4 if files.parquet and ImageBytes not in schema.values() else 1)
     return int(min(MAX_BUCKETS, max(1, -(-size // BUCKET_SOURCE_BYTES))))
 
 
@@ -96,7 +97,7 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     schema = _first_part_schema(first, schema, files)
 
     def spilled(rows: Iterator[tuple[pd.DataFrame, Any, int]], spellings: Spellings | None = None) -> Summary:
-        spiller = Spiller(schema, bucket_count(files), spill, "all", fractions=fractions, run_digest=run_digest,
+        spiller = Spiller(schema, bucket_count(files, schema), spill, "all", fractions=fractions, run_digest=run_digest,
                           memory_bytes=MEMORY_SPILL_BYTES, spellings=spellings)
         return spiller.spill(rows)
 
@@ -123,7 +124,7 @@ def file_summary(files: TableFiles, index: int, schema: Schema, spill: Folder, *
                  part_rows: int | None = None) -> Summary:
     """The summary of one file of ``files`` (its spill files tagged with its index), to merge with the
     others' (``Summary.merge``): a Beam worker's share of the summary pass. Checks nothing of the whole."""
-    spiller = Spiller(schema, bucket_count(files), spill, f"{index:05d}", fractions=fractions)
+    spiller = Spiller(schema, bucket_count(files, schema), spill, f"{index:05d}", fractions=fractions)
     return spiller.spill(files.file_parts(index, part_rows or PART_ROWS))
 
 
