@@ -142,6 +142,23 @@ def _first_part_schema(first: tuple[pd.DataFrame, Any, int] | None, schema: Sche
     return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow)
 
 
+_END = object()
+
+
+def read_ahead(items: Iterator[Any]) -> Iterator[Any]:
+    """``items``, the next one made in a thread while the caller works on this one: a part's read (Parquet
+    decoding, a CSV's parse) waits on no lock for much of its time, so it overlaps the previous part's
+    validation and spill. Holds two parts at most."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="tfrecorder-read-ahead") as pool:
+        pending = pool.submit(next, items, _END)
+        while (item := pending.result()) is not _END:
+            pending = pool.submit(next, items, _END)
+            yield item
+            del item
+
+
 class Spiller:
     """Validates parts of a table and spills their rows, with their content keys, per (split, bucket) - to
     files named ``<split>-<bucket>-<tag>.arrow`` in the spill folder, or, up to ``memory_bytes`` of them, held
@@ -235,11 +252,11 @@ class Spiller:
                                             *([earlier] if earlier is not None else [])])
 
     def spill(self, parts: Iterator[tuple[pd.DataFrame, Any, int]]) -> Summary:
-        """``add`` each part, then ``close``."""
+        """``add`` each part, the next one read meanwhile (``read_ahead``), then ``close``."""
         try:
-            for df, base_dir, first_row in parts:
+            for df, base_dir, first_row in read_ahead(parts):
                 self.add(df, base_dir, first_row)
-                del df  # freed before the next part is read
+                del df  # freed before the part after the next is read
         finally:
             summary = self.close()
         return summary
