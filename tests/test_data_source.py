@@ -3,6 +3,7 @@ decodes them (pixels, boxes, keypoints, masks, labels), thread-safe and picklabl
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import pickle
 import shutil
@@ -177,3 +178,27 @@ def test_numpy_resize_is_tensorflows(channels):
         for mode in ("stretch", "pad", "crop"):
             want = tf_image.resize(tf.constant(pixels), size, mode).numpy()
             np.testing.assert_array_equal(np_geometry.resize(pixels, size, mode), want, err_msg=f"{size} {mode}")
+            # the same pixels as a view of wider ones (Pillow keeps RGB as RGBX): read where they lie, never the rest
+            wide = np.concatenate([pixels, np.full((37, 50, 1), 255, np.uint8)], axis=2)[..., :channels]
+            np.testing.assert_array_equal(np_geometry.resize(wide, size, mode), want, err_msg=f"{size} {mode} view")
+
+
+def test_pillows_own_pixels_are_read_after_the_image_is_closed():
+    from PIL import Image
+
+    from tfrecorder.dataset.connectors import np_geometry
+
+    pixels = np.random.default_rng(0).integers(0, 256, (30, 41, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    with Image.open(io.BytesIO(buffer.getvalue())) as picture:
+        picture.load()
+        view = np_geometry.pixel_view(picture)
+    if view is None:
+        pytest.skip("this Pillow does not share its pixels (Arrow export: Pillow 11.2 and later)")
+    del picture
+    others = [Image.new("RGB", (41, 30), (7, 7, 7)).load() for _ in range(20)]  # memory a freed image would give
+    assert others and not view.flags.writeable
+    np.testing.assert_array_equal(view, pixels)
+    np.testing.assert_array_equal(np_geometry.resize(view, (17, 23), "crop"),
+                                  np_geometry.resize(pixels, (17, 23), "crop"))

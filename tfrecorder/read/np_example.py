@@ -157,5 +157,7 @@ class ExampleDecoder:
                     picture.draft(picture.mode, (max(width // ratio, 1), max(height // ratio, 1)))
             mode = _MODES[self._want]
             converted = picture if picture.mode == mode else picture.convert(mode)
-            pixels = np.asarray(converted)
+            # to be resized: read where Pillow holds them (the resize makes the array returned)
+            view = np_geometry.pixel_view(converted) if self.image_size is not None else None
+            pixels = view if view is not None else np.asarray(converted)
         return pixels[:, :, None] if pixels.ndim == 2 else pixels

@@ -46,7 +46,12 @@ def orient_boxes(boxes: np.ndarray, orientation: int) -> np.ndarray:
 def fitted(shape: tuple[int, int], size: Any, mode: str) -> tuple[tuple[int, int], tuple[int, int]]:
     """Where ``resize`` puts a picture of ``shape`` in the ``size`` target: the size it is resized to, and its
     offset in the target (pad: positive; crop: negative). float32, as ``tf_image.resize`` computes it."""
-    height, width = (int(v) for v in size)
+    return _fitted(tuple(int(v) for v in shape), tuple(int(v) for v in size), mode)
+
+
+@functools.lru_cache(maxsize=256)
+def _fitted(shape: tuple[int, int], size: tuple[int, int], mode: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    height, width = size
     if mode == "stretch":
         return (height, width), (0, 0)
     have = np.array(shape, np.float32)
@@ -135,17 +140,19 @@ def nearest(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return image[sources(image.shape[0], size[0])][:, sources(image.shape[1], size[1])]
 
 
-def place(image: np.ndarray, size: Any, top: int, left: int, fill: int = 0) -> np.ndarray:
+def place(image: np.ndarray, size: Any, top: int, left: int, fill: int = 0, dtype: Any = None) -> np.ndarray:
     """``image`` put at (``top``, ``left``) of a ``size`` canvas of ``fill``: padded where the offset is positive,
-    its centre cut where negative (``pad_to_bounding_box`` and ``resize_with_crop_or_pad``)."""
+    its centre cut where negative (``pad_to_bounding_box`` and ``resize_with_crop_or_pad``); cast to ``dtype``
+    (None: the image's) as it is put, the fraction cut."""
     height, width = (int(v) for v in size)
+    dtype = image.dtype if dtype is None else np.dtype(dtype)
     if (top, left) == (0, 0) and image.shape[:2] == (height, width):
-        return image
-    canvas = np.full((height, width, *image.shape[2:]), fill, image.dtype)
+        return image if dtype == image.dtype else image.astype(dtype)
+    canvas = np.full((height, width, *image.shape[2:]), fill, dtype)
     src = image[max(-top, 0):, max(-left, 0):]
     y, x = max(top, 0), max(left, 0)
     h, w = min(src.shape[0], height - y), min(src.shape[1], width - x)
-    canvas[y:y + h, x:x + w] = src[:h, :w]
+    np.copyto(canvas[y:y + h, x:x + w], src[:h, :w], casting="unsafe")
     return canvas
 
 
@@ -157,25 +164,26 @@ def resize(image: np.ndarray, size: Any, mode: str = DEFAULT_RESIZE_MODE) -> np.
     shrink = max(image.shape[0] / h, image.shape[1] / w)
     resized = _antialiased(image.astype(np.float32), (h, w)) if shrink > _ANTIALIAS_ABOVE else _bilinear(image, (h, w))
     resized += np.float32(0.5)
-    return place(resized.astype(np.uint8), size, top, left)
+    return place(resized, size, top, left, dtype=np.uint8)  # only what the canvas shows is cast
 
 
 def _bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """TensorFlow's ``ResizeBilinear`` (half-pixel centres) of uint8 ``(H, W, C)`` pixels: its float32
     interpolation, ``a + (b - a) * lerp`` along x and then along y. The result is a scratch array of the thread,
-    good until its next call."""
+    good until its next call. Pixels may be a view of wider ones (``pixel_view``: RGB of Pillow's RGBX), read
+    where they lie."""
     height, width, channels = image.shape
-    rows, ylo, yhi, ylerp, xlo, xhi, xlerp = _bilinear_plan(height, width, channels, *size)
+    flat, stride = _rows(image)
+    rows, ylo, yhi, ylerp, xlo, xhi, xlerp = _bilinear_plan(height, width, channels, stride, *size)
     # Each read row interpolated along x once: the rows it gives are TensorFlow's ``top`` and ``bottom``, the same
-    # float32 steps for a fraction of the work. Rows are flat (W * C values), so that a gather and a multiply
+    # float32 steps for a fraction of the work. Rows are flat (W * stride values), so that a gather and a multiply
     # by the lerps run along one axis; only the gathered values are made float32, in the thread's scratch arrays.
-    flat = np.ascontiguousarray(image).reshape(height, width * channels)
     if rows is not None:
         flat = flat[rows]
     shape = (flat.shape[0], len(xlo))
-    left, across = _scratch("left", shape), _scratch("across", shape)
-    np.copyto(left, flat[:, xlo])
-    np.copyto(across, flat[:, xhi])
+    left, across, picked = _scratch("left", shape), _scratch("across", shape), _scratch("picked", shape, np.uint8)
+    np.copyto(left, np.take(flat, xlo, axis=1, out=picked))  # gathered into scratch: a new array is new pages
+    np.copyto(across, np.take(flat, xhi, axis=1, out=picked))
     across -= left
     across *= xlerp
     across += left
@@ -187,10 +195,51 @@ def _bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return out.reshape(size[0], size[1], channels)
 
 
+def _rows(image: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(H, W, C)`` uint8 pixels as ``(H, W * stride)`` rows and their pixel ``stride``: C for packed pixels, more
+    for a view of the first C channels of wider pixels whose memory holds every row whole (``pixel_view``'s), read
+    as they lie: the other channels are never gathered."""
+    height, width, channels = image.shape
+    row, pixel, channel = image.strides
+    if channel == 1 and channels < pixel and row == width * pixel and _holds(image, height * row):
+        return np.lib.stride_tricks.as_strided(image, (height, width * pixel), (row, 1), writeable=False), pixel
+    return np.ascontiguousarray(image).reshape(height, width * channels), channels
+
+
+def _holds(view: np.ndarray, length: int) -> bool:
+    """Whether the memory of the array ``view`` is a view of holds ``length`` bytes from the view's start."""
+    owner = view
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    start, begin = view.__array_interface__["data"][0], owner.__array_interface__["data"][0]
+    return owner.flags.c_contiguous and begin <= start and start + length <= begin + owner.nbytes
+
+
+def pixel_view(picture: Any) -> np.ndarray | None:
+    """A decoded RGB Pillow image's pixels as a read-only ``(H, W, 3)`` view of its own memory (Pillow keeps RGB
+    as RGBX; its Arrow export shares it), for ``resize`` to read: ``np.asarray`` would first pack a copy. None
+    where this Pillow cannot share them (before 11.2, an image in several blocks): decode with ``np.asarray``."""
+    if picture.mode != "RGB" or not hasattr(picture, "__arrow_c_array__"):
+        return None
+    import pyarrow as pa
+
+    try:
+        wide = pa.array(picture)
+    except (ValueError, TypeError, NotImplementedError, pa.ArrowException):
+        return None
+    data = wide.buffers()[-1]
+    if data is None or data.size < picture.width * picture.height * 4:
+        return None
+    return np.frombuffer(data, np.uint8, picture.width * picture.height * 4).reshape(
+        picture.height, picture.width, 4)[..., :3]
+
+
 @functools.lru_cache(maxsize=64)
-def _bilinear_plan(height: int, width: int, channels: int, want_h: int, want_w: int) -> tuple[Any, ...]:
+def _bilinear_plan(height: int, width: int, channels: int, stride: int, want_h: int,
+                   want_w: int) -> tuple[Any, ...]:
     """Where ``_bilinear`` reads for one picture size: the rows read (None: all), each output row's two rows
-    among them and its lerp ``[H', 1]``, each output value's two flat columns and its lerp ``[W' * C]``."""
+    among them and its lerp ``[H', 1]``, each output value's two flat columns (pixels ``stride`` values apart)
+    and its lerp ``[W' * C]``."""
     def axis(have: int, want: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         scale = np.float32(have) / np.float32(want)
         where = (np.arange(want, dtype=np.float32) + np.float32(0.5)) * scale - np.float32(0.5)
@@ -206,7 +255,7 @@ def _bilinear_plan(height: int, width: int, channels: int, want_h: int, want_w: 
     else:
         rows = None
     spread = np.arange(channels)
-    columns = [(x[:, None] * channels + spread).ravel() for x in (xlo, xhi)]
+    columns = [(x[:, None] * stride + spread).ravel() for x in (xlo, xhi)]
     return rows, ylo, yhi, ylerp[:, None], columns[0], columns[1], np.repeat(xlerp, channels)
 
 
@@ -217,7 +266,7 @@ _SCRATCH_MAX_BYTES = 4 * 1024 * 1024  # a larger array is made anew: its pages a
 def _scratch(name: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
     """The calling thread's scratch array ``name`` of ``shape``, kept for its next call: an array of a megabyte,
     made anew, is new pages from the system for each record, which costs more than the resize itself. Up to
-    _SCRATCH_MAX_BYTES an array: each of many reading threads (Grain's) keeps four at most."""
+    _SCRATCH_MAX_BYTES an array: each of many reading threads (Grain's) keeps five at most."""
     if int(np.prod(shape)) * np.dtype(dtype).itemsize > _SCRATCH_MAX_BYTES:
         return np.empty(shape, dtype)
     arrays = _SCRATCH.__dict__.setdefault("arrays", {})
