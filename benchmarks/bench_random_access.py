@@ -38,6 +38,7 @@ def epochs(tfrecord_dir: Path, runs: int) -> list[tuple[str, str, str, str]]:
     from PIL import Image
 
     import tfrecorder
+    from tfrecorder.dataset.connectors.np_geometry import pixel_view
     from tfrecorder.dataset.example_proto import parse_example
 
     threads, size, batch = os.cpu_count() or 1, (224, 224), 64
@@ -56,9 +57,11 @@ def epochs(tfrecord_dir: Path, runs: int) -> list[tuple[str, str, str, str]]:
                                           shuffle=True, seed=0)
         return sum(int(b["image"].shape[0]) for b in dataset)
 
-    def decoded(data: bytes) -> int:
+    def decoded(data: bytes) -> int:  # as data_source decodes a picture it resizes: read where Pillow holds it
         with Image.open(io.BytesIO(data)) as picture:
-            return int(np.asarray(picture).shape[0])
+            picture.load()
+            view = pixel_view(picture)
+            return int((view if view is not None else np.asarray(picture)).shape[0])
 
     def jpegs_decoded() -> int:
         with ThreadPoolExecutor(threads) as pool:
