@@ -41,6 +41,8 @@ def png16(path):
 # name, file name, writer, expected channels, stored format, how Pillow's pixels are compared
 KINDS = [
     ("jpeg baseline", "a.jpg", lambda p: _save(p, rgb(), quality=90), 3, "jpeg"),
+    ("jpeg 4:4:4", "a.jpg", lambda p: _save(p, rgb(), quality=90, subsampling=0), 3, "jpeg"),
+    ("jpeg 4:2:2", "a.jpg", lambda p: _save(p, rgb(), quality=90, subsampling=1), 3, "jpeg"),
     ("jpeg progressive", "a.jpg", lambda p: _save(p, rgb(), quality=90, progressive=True), 3, "jpeg"),
     ("jpeg grayscale", "a.jpg", lambda p: _save(p, rgb().convert("L"), quality=90), 1, "jpeg"),
     ("jpeg cmyk", "a.jpg", lambda p: _save(p, rgb().convert("CMYK"), quality=95), 3, "png"),
@@ -81,6 +83,13 @@ def test_image_kind_round_trip(tmp_path, name, filename, write, channels, stored
     assert example["image_channels"] == channels
     assert example["image"].shape == (20, 28, channels)
     np.testing.assert_array_equal(example["image"], pillow_pixels(path, channels))
+    # random access decodes every kind as load_dataset does, as stored and resized
+    np.testing.assert_array_equal(tfrecorder.data_source(str(tmp_path / "out"), "TRAIN")[0]["image"],
+                                  example["image"])
+    resized = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", image_size=(13, 37))
+                   .as_numpy_iterator())["image"]
+    np.testing.assert_array_equal(tfrecorder.data_source(str(tmp_path / "out"), "TRAIN", image_size=(13, 37))[0]
+                                  ["image"], resized)
 
 
 @pytest.mark.parametrize("orientation", [2, 3, 4, 5, 6, 7, 8])
