@@ -357,3 +357,25 @@ def test_a_segment_changed_before_its_join_is_one_line_naming_it(tmp_path, forke
     with pytest.raises(tfrecorder.TFRecorderError, match=r"segments/.*bytes where its writer wrote") as e:
         tfrecorder.convert(table(600), str(tmp_path / "out"), progress=False)
     assert "\n" not in str(e.value) and "Errno" not in str(e.value)
+
+
+def test_parts_read_ahead_belong_to_the_run_and_their_errors_reach_it():
+    """The summary pass reads the next part in a thread: that read is the run's (its object-store deadline, and
+    ``stop_requests`` ends it), a part that cannot be read raises its own error, and no thread is left."""
+    import threading
+
+    from tfrecorder.dataset import storage
+    from tfrecorder.write.table.summary_pass import read_ahead
+
+    def parts():
+        yield storage.run_requests()
+        yield storage.run_requests()
+        raise tfrecorder.TFRecorderError("Parquet file 'b.parquet' cannot be read: bad page")
+
+    before = threading.active_count()
+    with storage.requests_of_run(storage_timeout=7) as run:
+        seen = []
+        with pytest.raises(tfrecorder.TFRecorderError, match="'b.parquet' cannot be read"):
+            seen.extend(read_ahead(parts()))
+    assert seen == [run, run]
+    assert threading.active_count() == before

@@ -1,7 +1,8 @@
 """Numpy examples (read side, no TensorFlow): one serialized record as the dict of numpy values ``load_dataset``
 gives for it - every feature by its connector, a detection record's objects gathered under ``objects``, the image
-decoded (a JPEG by libjpeg-turbo through simplejpeg, the rest and reduced-scale JPEGs by Pillow), turned by its EXIF orientation and resized with ``load_dataset``'s rules (``np_geometry``),
-and every feature with a place in the picture moved with it. ``data_source`` decodes each record it reads here."""
+decoded (a JPEG by libjpeg-turbo through simplejpeg; other kinds and reduced-scale JPEGs by Pillow), turned by
+its EXIF orientation and resized with ``load_dataset``'s rules (``np_geometry``), and every feature with a place
+in the picture moved with it. ``data_source`` decodes each record it reads here."""
 
 from __future__ import annotations
 
