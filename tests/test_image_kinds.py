@@ -92,6 +92,19 @@ def test_image_kind_round_trip(tmp_path, name, filename, write, channels, stored
                                   ["image"], resized)
 
 
+def test_gray_and_colour_jpegs_in_one_dataset_read_alike_in_every_reader(tmp_path):
+    paths = [_save(tmp_path / "gray.jpg", rgb().convert("L"), quality=90), _save(tmp_path / "rgb.jpg", rgb())]
+    df = pd.DataFrame({"split": ["TRAIN"] * 2, "image_uri": [str(p) for p in paths], "label": ["x", "y"]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    for size in (None, (13, 37)):
+        loaded = [e["image"] for e in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN",
+                                                              image_size=size).as_numpy_iterator()]
+        source = tfrecorder.data_source(str(tmp_path / "out"), "TRAIN", image_size=size)
+        assert {image.shape[-1] for image in loaded} == {3}  # the gray one given three equal channels
+        for index, image in enumerate(loaded):
+            np.testing.assert_array_equal(source[index]["image"], image)
+
+
 @pytest.mark.parametrize("orientation", [2, 3, 4, 5, 6, 7, 8])
 @pytest.mark.parametrize("image_format", ["keep", "png"])
 def test_exif_orientation(tmp_path, orientation, image_format):

@@ -173,9 +173,9 @@ class ExampleDecoder:
 
 def _jpeg(data: bytes, channels: int) -> np.ndarray | None:
     """A JPEG's ``(H, W, channels)`` pixels by libjpeg-turbo (simplejpeg), as TensorFlow's ``decode_jpeg`` with
-    ``INTEGER_ACCURATE`` gives them (the accurate DCT and fancy upsampling both use), without Pillow's copies:
-    a tenth less time a picture. None where it refuses (CMYK, a damaged file): Pillow decodes those and has the
-    last word."""
+    ``INTEGER_ACCURATE`` gives them (the accurate DCT and fancy upsampling both use), into an array of its own,
+    without the copies Pillow makes. None where it refuses (CMYK, a damaged file): Pillow decodes those and has
+    the last word."""
     import simplejpeg
 
     try:

@@ -207,7 +207,7 @@ def _rows(image: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _holds(view: np.ndarray, length: int) -> bool:
-    """Whether the memory of the array ``view`` is a view of holds ``length`` bytes from the view's start."""
+    """Whether the memory that ``view`` is a view of holds ``length`` bytes from the view's start."""
     owner = view
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
