@@ -187,8 +187,9 @@ def _bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     across -= left
     across *= xlerp
     across += left
-    top = np.take(across, ylo, axis=0, out=_scratch("top", (len(ylo), shape[1])))
-    out = np.take(across, yhi, axis=0, out=_scratch("out", top.shape))
+    # the plan's rows are in range: "clip" skips numpy's check of each index (a third of a row gather's time)
+    top = np.take(across, ylo, axis=0, out=_scratch("top", (len(ylo), shape[1])), mode="clip")
+    out = np.take(across, yhi, axis=0, out=_scratch("out", top.shape), mode="clip")
     out -= top
     out *= ylerp
     out += top
