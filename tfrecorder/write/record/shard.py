@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tfrecorder import machine
 from tfrecorder.dataset.array_records import ArrayRecordSink
 from tfrecorder.dataset.records import ChecksumFile, RecordWriter
 from tfrecorder.dataset.storage import Folder
@@ -275,7 +275,7 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
 def default_workers(remote: bool = True) -> int:
     """Threads for images: one per core for local files (decoding is the work; more threads only
     fight over the GIL), many more for remote URLs (most of each fetch is waiting on the network)."""
-    cores = os.cpu_count() or 1
+    cores = machine.cores()
     return min(32, 8 * cores) if remote else cores
 
 

@@ -20,6 +20,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tfrecorder import machine
 from tfrecorder._notebook import in_notebook, progress_bar
 from tfrecorder.dataset.connectors import INSTANCE_MASK
 from tfrecorder.dataset.storage import Folder, stop_requests
@@ -96,7 +97,7 @@ def parallelism(sizes: Sequence[int], options: WriteOptions, *, images: bool, re
     waiting too, and a forked process must not use the parent's filesystem client (its event loop and
     connections stay behind in the parent)."""
     threads = image_threads(options, remote, workers) if images else 1
-    rows, cores = sum(sizes), os.cpu_count() or 1
+    rows, cores = sum(sizes), machine.cores()
     processes = min(len(sizes), cores)
     forked = (sys.platform == "linux" and processes > 1 and not remote and local_output and workers is None
               and rows >= FORK_MIN_ROWS["images" if images else "columns"]

@@ -12,6 +12,7 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tfrecorder import machine
 from tfrecorder.dataset.records import ChecksumFile, joined_crc
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
@@ -68,7 +69,7 @@ def plan_units(shards: Sequence[SpilledShard], options: WriteOptions) -> list[Un
     segments are written by different writers and joined in order (``_join``) into the file one writer would
     have written. Not for compressed shards (a gzip stream cannot be joined byte for byte), nor ArrayRecord files
     (their index of every record is at the end)."""
-    cores = os.cpu_count() or 1
+    cores = machine.cores()
     if options.compression is not None or options.file_format != DEFAULT_FILE_FORMAT or cores < 2 or len(shards) == 0:
         return None
     share = max(SEGMENT_MIN_ROWS, -(-sum(s.spec.rows for s in shards) // cores))

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfrecorder import machine
 from tfrecorder.write.settings import Root
 from tfrecorder.write.sources.long_form import path_url, quoted
 
@@ -81,7 +82,7 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
         return [one(image) for image in images]
 
     images = list(dataset.images)
-    threads = (os.cpu_count() or 1) if is_local(fs) else LABEL_THREADS
+    threads = machine.cores() if is_local(fs) else LABEL_THREADS
     size = max(1, math.ceil(len(images) / (4 * threads)))
     with ThreadPoolExecutor(threads) as pool:
         pending = [pool.submit(contextvars.copy_context().run, run, images[i:i + size])

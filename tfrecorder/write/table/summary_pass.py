@@ -154,10 +154,14 @@ def read_ahead(items: Iterator[Any]) -> Iterator[Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     context = contextvars.copy_context()  # entered by one read at a time
+
+    def read() -> Any:
+        return context.run(next, items, _END)
+
     with ThreadPoolExecutor(1, thread_name_prefix="tfrecorder-read-ahead") as pool:
-        pending = pool.submit(context.run, next, items, _END)
+        pending = pool.submit(read)
         while (item := pending.result()) is not _END:
-            pending = pool.submit(context.run, next, items, _END)
+            pending = pool.submit(read)
             yield item
             del item
 
