@@ -297,3 +297,42 @@ def test_a_table_of_only_corrupt_images_fails_naming_the_cause_not_the_working_d
                                                           r".* Causes: decode_error: 2 rows") as e:
         convert(frame([corrupt, corrupt]), tmp_path / "out")
     assert "working directory" not in str(e.value) and "\\x" not in str(e.value)
+
+
+@pytest.mark.parametrize("missing", [None, float("nan"), {"bytes": None, "path": None}])
+def test_a_row_without_an_image_in_a_small_table_is_an_errors_csv_row(tmp_path, missing):
+    """A row with no image among a split's sampled rows (every row of a small table) is a missing_uri row of
+    errors.csv, as in a large table: the size estimate was made of every sampled row and failed on it."""
+    images = [encoded(pixels(i)) for i in range(4)]
+    images[2] = missing
+    table = pd.DataFrame({"split": ["TRAIN"] * 4, "image": images, "label": LABELS[:4]})
+    result = tfrecorder.convert(table, str(tmp_path / "a"), progress=False)  # default shards: sizes estimated
+    assert (result.rows.written, result.rows.errors) == (3, 1)
+    assert [(row["row"], row["error"]) for row in errors(tmp_path / "a")] == [("2", "missing_uri")]
+    (tmp_path / "t.csv").write_text("split,image_uri,label\nTRAIN,a.png,cat\nTRAIN,,dog\n")
+    Image.fromarray(pixels(1)).save(tmp_path / "a.png")
+    result = tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "b"), progress=False)
+    assert (result.rows.written, result.rows.errors) == (1, 1)
+    assert [row["error"] for row in errors(tmp_path / "b")] == ["missing_uri"]
+
+
+def test_the_size_sample_keeps_each_images_size_not_its_bytes(hf_parquet, tmp_path, monkeypatch):
+    """The rows each split's size is estimated from are kept through the whole summary pass: their images'
+    sizes, not their bytes (a few dozen large images would outweigh the parts the pass is bounded by); the
+    shards are the same."""
+    from tfrecorder.write.table import spill, summary_pass
+
+    tfrecorder.convert(str(hf_parquet), str(tmp_path / "whole"), progress=False)  # shards planned by size
+    monkeypatch.setattr(embedded, "PART_BYTES", 700)  # a row a part: the sample is kept across parts
+    kept = []
+    original = summary_pass.Spiller.close
+    monkeypatch.setattr(summary_pass.Spiller, "close",
+                        lambda self: (kept.append(dict(self._sample)), original(self))[1])
+    tfrecorder.convert(str(hf_parquet), str(tmp_path / "parts"), progress=False)
+    samples = kept[0]
+    assert set(samples) == {"TRAIN", "VALIDATION", "TEST"}
+    for rows in samples.values():
+        assert set(rows["image_data"].to_pylist()) == {b""}
+        sizes = dict(zip(rows["image_uri"].to_pylist(), rows[spill.HELD_SIZES].to_pylist()))
+        assert sizes == {uri: len(encoded(pixels(int(uri.split(".")[0])))) for uri in sizes}
+    assert shard_bytes(tmp_path / "parts") == shard_bytes(tmp_path / "whole")

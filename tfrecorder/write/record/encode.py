@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -323,10 +324,11 @@ _RECORD_FRAMING = 16  # a TFRecord's length, its CRC and the data's CRC
 _BYTES_PREFIX = 4  # the image's length prefix inside the Example (a varint: 4 bytes up to 256 MiB)
 
 
-def mean_record_bytes(sample: Table, limits: Any) -> float:
+def mean_record_bytes(sample: Table, limits: Any, held_image_sizes: Sequence[int | None] | None = None) -> float:
     """The mean size of ``sample``'s records as stored: every feature and the framing, each image counted by
-    its file's size (``limits``: the FetchLimits to ask for it with), or by the size of the
-    bytes when the table holds its images."""
+    its file's size (``limits``: the FetchLimits to ask for it with), or by the size of the bytes when the
+    table holds its images (``held_image_sizes``: those sizes, where the sample kept them instead of the
+    bytes)."""
     from tfrecorder.write.record.fetch import size_of
 
     if sample.is_detection:
@@ -335,16 +337,22 @@ def mean_record_bytes(sample: Table, limits: Any) -> float:
     if sample.image_locations is None:
         sizes = [len(encoder.encode(i)) for i in range(sample.num_rows)]
     else:
+        # a row without an image is an error row (errors.csv), never a record: the estimate is of the others
+        rows = [i for i, uri in enumerate(sample.image_uris or []) if uri is not None]
+        if not rows:
+            return float(_DEFAULT_IMAGE_BYTES + _IMAGE_FEATURE_BYTES + _RECORD_FRAMING)
         held = sample.image_data or [None] * sample.num_rows  # an image the table holds: its bytes' size
-        files = [len(data) if data is not None else size_of(location, limits)
-                 for data, location in zip(held, sample.image_locations)]
+        held_sizes = held_image_sizes if held_image_sizes is not None else [
+            len(data) if data is not None else None for data in held]
+        files = [held_sizes[i] if held_sizes[i] is not None else size_of(sample.image_locations[i], limits)
+                 for i in rows]
         known = [size for size in files if size is not None]
         fallback = sum(known) / len(known) if known else _DEFAULT_IMAGE_BYTES
         empty = StoredImage(b"", 1, 1, 3, "jpeg", mask=b"")  # the record without its image, then the file's size
         sizes = [len(encoder.encode(i, empty)) + int(fallback if size is None else size) + _BYTES_PREFIX
-                 for i, size in enumerate(files)]
+                 for i, size in zip(rows, files)]
         if sample.mask_locations is not None:  # a mask is stored as a PNG about its file's size
-            masks = [size_of(location, limits) or 0 for location in sample.mask_locations]
+            masks = [size_of(sample.mask_locations[i], limits) or 0 for i in rows]
             sizes = [size + mask + _BYTES_PREFIX for size, mask in zip(sizes, masks)]
     return sum(sizes) / len(sizes) + _RECORD_FRAMING
 

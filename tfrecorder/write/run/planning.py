@@ -21,7 +21,7 @@ from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage, spill, summary_pass
 from tfrecorder.write.table.facts import Facts
 from tfrecorder.write.table.plan import SAMPLE_ROWS, estimates_sizes, plan_shards
-from tfrecorder.write.table.spill import SpilledShard, Summary
+from tfrecorder.write.table.spill import HELD_SIZES, SpilledShard, Summary
 from tfrecorder.write.table.table import Table
 from tfrecorder.write.table.validate import finalize
 
@@ -49,7 +49,8 @@ def bytes_per_row(summary: Summary, float_precision: str, limits: FetchLimits) -
     for split, sample in summary.sample.items():
         by_row = sample.take(pc.sort_indices(sample, [("row", "ascending")]))
         rows = finalize(summary.template.with_values(by_row), summary.facts, float_precision)
-        estimate[split] = mean_record_bytes(rows, limits)
+        held = by_row[HELD_SIZES].to_pylist() if HELD_SIZES in by_row.column_names else None
+        estimate[split] = mean_record_bytes(rows, limits, held)
     return estimate
 
 

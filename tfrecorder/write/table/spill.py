@@ -130,6 +130,24 @@ def image_rows(found: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarr
     return keys, rows.astype(np.int64)
 
 
+HELD_SIZES = "image_data_bytes"  # a size sample's column: each held image's size, its bytes left behind
+
+
+def sized(rows: Any) -> Any:
+    """Spilled rows (a pyarrow table) for a size sample: each image the table holds replaced by empty bytes
+    and its size kept (column HELD_SIZES), which is all the estimate reads of it. A sample of a split's rows is
+    kept through the whole summary pass: with the bytes, a few dozen large images would outweigh a part."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "image_data" not in rows.column_names or HELD_SIZES in rows.column_names:
+        return rows
+    data = rows["image_data"]
+    empty = pc.if_else(pc.is_null(data), pa.scalar(None, data.type), pa.scalar(b"", data.type))
+    return (rows.set_column(rows.column_names.index("image_data"), "image_data", empty)
+            .append_column(HELD_SIZES, pc.binary_length(data)))
+
+
 def smallest(tables: list[Any]) -> Any:
     """The SAMPLE_ROWS rows of smallest (key, row) of ``tables`` (pyarrow tables of spilled rows)."""
     import pyarrow as pa

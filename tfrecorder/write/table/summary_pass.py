@@ -47,7 +47,7 @@ from tfrecorder.write.table.facts import Facts
 from tfrecorder.write.table.plan import SAMPLE_ROWS
 from tfrecorder.write.table.schema_check import check_schema
 from tfrecorder.write.table.spellings import Spellings
-from tfrecorder.write.table.spill import HeldPart, HeldRows, Summary, image_rows, smallest
+from tfrecorder.write.table.spill import HeldPart, HeldRows, Summary, image_rows, sized, smallest
 from tfrecorder.write.table.table import Table
 from tfrecorder.write.table.uris import is_relative
 from tfrecorder.write.table.validate import validate_part
@@ -255,7 +255,7 @@ class Spiller:
                 self._counts[b, code] += stop - start
             earlier = self._sample.get(split)
             candidates = mine[np.lexsort((rows[mine], keys[mine]))[:SAMPLE_ROWS]]  # only these can be smallest
-            self._sample[split] = smallest([arrow.take(pa.array(candidates)),
+            self._sample[split] = smallest([sized(arrow.take(pa.array(candidates))),
                                             *([earlier] if earlier is not None else [])])
 
     def spill(self, parts: Iterator[tuple[pd.DataFrame, Any, int]]) -> Summary:
