@@ -336,3 +336,23 @@ def test_the_size_sample_keeps_each_images_size_not_its_bytes(hf_parquet, tmp_pa
         sizes = dict(zip(rows["image_uri"].to_pylist(), rows[spill.HELD_SIZES].to_pylist()))
         assert sizes == {uri: len(encoded(pixels(int(uri.split(".")[0])))) for uri in sizes}
     assert shard_bytes(tmp_path / "parts") == shard_bytes(tmp_path / "whole")
+
+
+def test_a_compressed_parquet_of_bmps_is_spilled_in_buckets_of_its_images_size(tmp_path, monkeypatch):
+    """Spill buckets (what a shard writer holds at once) are counted from the images' size: a zstd Parquet of
+    BMPs is a fraction of it on disk, which made one bucket of the whole table; the shards are the same."""
+    from tfrecorder.write import sources
+    from tfrecorder.write.table import summary_pass
+
+    flat = [encoded(np.full((64, 64, 3), i * 20, np.uint8), "BMP") for i in range(12)]  # 12 KiB each
+    table = pa.table({"split": ["TRAIN"] * 12, "image": pa.array([{"bytes": b, "path": f"{i}.bmp"}
+                                                                  for i, b in enumerate(flat)], IMAGE_STRUCT),
+                      "label": ["cat", "dog"] * 6})
+    pq.write_table(table, tmp_path / "bmps.parquet", compression="zstd", row_group_size=3)
+    tfrecorder.convert(str(tmp_path / "bmps.parquet"), str(tmp_path / "one"), progress=False)
+    monkeypatch.setattr(summary_pass, "BUCKET_SOURCE_BYTES", 30_000)
+    files = sources.table_source(str(tmp_path / "bmps.parquet"), summary_pass.PART_ROWS)
+    assert files.bytes < 30_000 < sum(len(b) for b in flat)
+    assert summary_pass.bucket_count(files, summary_pass.table_schema(files, None)) == -(-files.data_bytes // 30_000)
+    tfrecorder.convert(str(tmp_path / "bmps.parquet"), str(tmp_path / "many"), progress=False)
+    assert shard_bytes(tmp_path / "many") == shard_bytes(tmp_path / "one")

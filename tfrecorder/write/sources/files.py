@@ -153,6 +153,7 @@ class FileFacts:
     # parts pass need not read and parse the file again. Never pickled into a pipeline.
     kept: tuple[pd.DataFrame, dict[str, pd.Series]] | None = field(default=None, compare=False, repr=False)
     separator: str = ","  # CSV: its cells' separator (``csv_separator``)
+    data_bytes: int = 0  # Parquet: its row groups' bytes uncompressed (images held in a compressed file)
 
 
 def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFacts:
@@ -167,7 +168,8 @@ def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFa
                 metadata = pq.ParquetFile(f).metadata
             except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
                 raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
-        return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names))
+        return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names),
+                         data_bytes=sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)))
     with open_url(url) as f:
         sep = csv_separator(f, url)
         layout = csv_layout(f, sep)
@@ -237,7 +239,7 @@ def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
                       files.paths_as_given, tuple(f.kept for f in facts), tuple(f.separator for f in facts),
-                      class_label, vocabulary, schema)
+                      class_label, vocabulary, schema, sum(f.data_bytes for f in facts))
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,7 @@ class TableFiles:
     class_label: str | None = None  # Parquet written by Hugging Face datasets: its ClassLabel column, read as names
     vocabulary: tuple[str, ...] | None = None  # ... its names in id order: label ids stay the ids it gave them
     stored_schema: Any = field(default=None, compare=False, repr=False)  # Parquet: the first file's, read once
+    data_bytes: int = 0  # Parquet: the files' row groups' bytes uncompressed (FileFacts.data_bytes)
 
     @property
     def rows(self) -> int:

@@ -81,8 +81,12 @@ class FileJob:
 
 def bucket_count(files: Source, schema: Schema) -> int:
     """Spill buckets for a source of ``files.bytes``: a Parquet file of text is about a quarter of its rows'
-    size in memory, but encoded images do not compress, so a table that holds them is counted at its size."""
-    size = files.bytes * (4 if files.parquet and ImageBytes not in schema.values() else 1)
+    size in memory; a table that holds its images is counted at its images' size, uncompressed (a Parquet of
+    BMPs shrinks many times over; of JPEGs, not at all)."""
+    if ImageBytes in schema.values():
+        size = max(files.bytes, getattr(files, "data_bytes", 0))
+    else:
+        size = files.bytes * (4 if files.parquet else 1)
     return int(min(MAX_BUCKETS, max(1, -(-size // BUCKET_SOURCE_BYTES))))
 
 
