@@ -6,6 +6,7 @@ never showing the bytes."""
 from __future__ import annotations
 
 import csv
+import json
 import io
 
 import numpy as np
@@ -356,3 +357,42 @@ def test_a_compressed_parquet_of_bmps_is_spilled_in_buckets_of_its_images_size(t
     assert summary_pass.bucket_count(files, summary_pass.table_schema(files, None)) == -(-files.data_bytes // 30_000)
     tfrecorder.convert(str(tmp_path / "bmps.parquet"), str(tmp_path / "many"), progress=False)
     assert shard_bytes(tmp_path / "many") == shard_bytes(tmp_path / "one")
+
+
+def _labelled(datasets, names, ids, seed=0):
+    """A Dataset of PNGs whose ClassLabel has ``names`` (in id order) and rows of ``ids``."""
+    features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=names)})
+    return datasets.Dataset.from_dict({"img": [pil(pixels(seed + i)) for i in range(len(ids))], "label": ids},
+                                      features=features)
+
+
+def test_files_and_splits_whose_class_labels_differ_keep_each_rows_label(tmp_path):
+    """Each file (or split) of a Hugging Face table reads its ids with its own ClassLabel's names: a second file
+    that orders them otherwise, or names more, kept the first file's names before (wrong labels, or pyarrow's
+    IndexError). The vocabulary is the first's names, then the others' new ones; both runners agree."""
+    datasets = pytest.importorskip("datasets")
+    _labelled(datasets, ["cat", "dog"], [0, 1, 1], seed=0).to_parquet(str(tmp_path / "a.parquet"))
+    _labelled(datasets, ["dog", "cat", "bird"], [0, 0, 2], seed=10).to_parquet(str(tmp_path / "b.parquet"))
+    for runner in ("local", "DirectRunner"):
+        out = tmp_path / runner
+        tfrecorder.convert(str(tmp_path / "*.parquet"), str(out), progress=False, runner=runner)
+        assert tfrecorder.label_names(str(out)) == ["cat", "dog", "bird"]
+        assert sorted(tfrecorder.read_tfr(str(out))["label"]) == ["bird", "cat", "dog", "dog", "dog", "dog"]
+    assert shard_bytes(tmp_path / "local") == shard_bytes(tmp_path / "DirectRunner")
+    splits = datasets.DatasetDict({"train": _labelled(datasets, ["cat", "dog"], [0, 1, 1]),
+                                   "test": _labelled(datasets, ["dog", "cat"], [0, 0, 1], seed=10)})
+    convert(splits, tmp_path / "dict")
+    table = tfrecorder.read_tfr(str(tmp_path / "dict"))
+    assert sorted(table[table["split"] == "TEST"]["label"]) == ["cat", "dog", "dog"]
+
+
+def test_class_label_ids_beyond_their_names_are_one_line_naming_the_file(tmp_path):
+    structs = [{"bytes": encoded(pixels(i)), "path": f"{i}.png"} for i in range(3)]
+    features = {"img": {"_type": "Image"}, "label": {"_type": "ClassLabel", "names": ["cat", "dog"]}}
+    schema = pa.schema([("img", IMAGE_STRUCT), ("label", pa.int64())],
+                       metadata={b"huggingface": json.dumps({"info": {"features": features}}).encode()})
+    pq.write_table(pa.table({"img": pa.array(structs, IMAGE_STRUCT), "label": [0, 1, 5]}, schema=schema),
+                   tmp_path / "train.parquet")
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"^Parquet file '.*train.parquet': ClassLabel column "
+                                                         r"'label' holds id 5, but its names are 2 \(cat, dog\)"):
+        convert(str(tmp_path / "train.parquet"), tmp_path / "out")

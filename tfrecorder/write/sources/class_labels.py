@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import LABEL_COLUMN
 
 HF_METADATA = b"huggingface"  # the Arrow schema metadata key datasets writes its features under
@@ -37,16 +38,33 @@ def parquet_class_labels(schema: Any) -> dict[str, list[str]]:
             and isinstance(feature.get("names"), list) and name in schema.names}
 
 
-def named(batch: Any, column: str, vocabulary: Sequence[str]) -> Any:
+def named(batch: Any, column: str, vocabulary: Sequence[str], where: str) -> Any:
     """An Arrow batch or table with its ClassLabel ``column`` as the ``label`` column of the ids' names (-1, no
-    label, as missing)."""
+    label, as missing); an id beyond the names is a TFRecorderError naming ``where`` the batch is from."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     ids = batch[column]
     ids = pc.if_else(pc.less(ids, 0), pa.scalar(None, ids.type), ids)
+    largest = pc.max(ids).as_py()
+    if largest is not None and largest >= len(vocabulary):
+        shown = ", ".join(vocabulary[:5]) + (", ..." if len(vocabulary) > 5 else "")
+        raise TFRecorderError(f"{where}: ClassLabel column {column!r} holds id {largest}, but its names are "
+                              f"{len(vocabulary)} ({shown}): its features do not describe its values; cast the "
+                              f"column to the ClassLabel that does")
     names = pc.take(pa.array(list(vocabulary), pa.string()), ids)
     return batch.set_column(batch.column_names.index(column), LABEL_COLUMN, names)
+
+
+def union(names: Sequence[Sequence[str] | None]) -> tuple[str, ...]:
+    """The label vocabulary of files or splits whose ClassLabels name ``names`` (None: none of its own): the
+    first one's names in their order (its ids stay the ids it gave them), then each later name once, as found.
+    Each file's ids are read with its own names (``named``), so a later file that orders them otherwise keeps
+    its labels."""
+    vocabulary: dict[str, None] = {}
+    for found in names:
+        vocabulary.update(dict.fromkeys(found or ()))
+    return tuple(vocabulary)
 
 
 def named_schema(schema: Any, column: str) -> Any:

@@ -17,7 +17,7 @@ import pandas as pd
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import LABEL_COLUMN
-from tfrecorder.write.sources.class_labels import chosen, named, named_schema, parquet_class_labels
+from tfrecorder.write.sources.class_labels import chosen, named, named_schema, parquet_class_labels, union
 from tfrecorder.write.sources.csv_text import (
     SPARE_COLUMNS,
     as_kind,
@@ -154,6 +154,7 @@ class FileFacts:
     kept: tuple[pd.DataFrame, dict[str, pd.Series]] | None = field(default=None, compare=False, repr=False)
     separator: str = ","  # CSV: its cells' separator (``csv_separator``)
     data_bytes: int = 0  # Parquet: its row groups' bytes uncompressed (images held in a compressed file)
+    class_labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # Parquet: its ClassLabels' names
 
 
 def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFacts:
@@ -165,10 +166,12 @@ def file_facts(url: str, parquet: bool, rows: int, keep: bool = False) -> FileFa
 
         with open_url(url) as f:
             try:
-                metadata = pq.ParquetFile(f).metadata
+                file = pq.ParquetFile(f)
+                metadata, schema = file.metadata, file.schema_arrow
             except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
                 raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
-        return FileFacts(metadata.num_rows, tuple(metadata.schema.to_arrow_schema().names),
+        class_labels = {name: tuple(names) for name, names in parquet_class_labels(schema).items()}
+        return FileFacts(metadata.num_rows, tuple(schema.names), class_labels=class_labels,
                          data_bytes=sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)))
     with open_url(url) as f:
         sep = csv_separator(f, url)
@@ -235,7 +238,8 @@ def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
         schema = parquet_schema(files.files)
         labels = parquet_class_labels(schema)
         class_label = chosen(labels, schema.names)
-        vocabulary = tuple(labels[class_label]) if class_label is not None else None
+        if class_label is not None:  # every file's names: a later one may order them otherwise, or add some
+            vocabulary = union([labels[class_label], *(f.class_labels.get(class_label) for f in facts)])
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
                       files.paths_as_given, tuple(f.kept for f in facts), tuple(f.separator for f in facts),
@@ -341,13 +345,22 @@ class TableFiles:
                 size = part_rows(rows, _row_bytes(file.metadata))
                 if size < rows:  # rows of images: pre-buffered reads would stay held as the file is read on
                     file = pq.ParquetFile(f, pre_buffer=False, metadata=file.metadata)
+                names = _class_names_of(self, file.schema_arrow)
                 for batch in file.iter_batches(batch_size=size):
                     table = pa.Table.from_batches([batch], schema=file.schema_arrow)
                     if self.class_label is not None:
-                        table = named(table, self.class_label, self.vocabulary or ())
+                        table = named(table, self.class_label, names, f"Parquet file {url!r}")
                     yield arrow_frame(table)
+        except TFRecorderError:
+            raise
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+
+
+def _class_names_of(files: TableFiles, schema: Any) -> tuple[str, ...]:
+    """The names one file's ClassLabel ids stand for: its own, where its schema keeps them; else the table's."""
+    own = parquet_class_labels(schema).get(files.class_label) if files.class_label is not None else None
+    return tuple(own) if own is not None else files.vocabulary or ()
 
 
 def arrow_frame(table: Any) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pandas as pd
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import TEST, TRAIN, VALIDATION
-from tfrecorder.write.sources.class_labels import chosen, named
+from tfrecorder.write.sources.class_labels import chosen, named, union
 from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.files import arrow_frame
 
@@ -67,17 +67,18 @@ class DatasetSource:
         first_row = 0
         for split, dataset in self.splits:
             size = part_rows(rows, _arrow_bytes(dataset) / max(1, len(dataset)))
+            names = _class_names(dataset).get(self.class_label or "", self.vocabulary or ())
             for batch in dataset.with_format("arrow").iter(batch_size=size):
-                part = arrow_frame(self._named(batch, split))
+                part = arrow_frame(self._named(batch, split, names))
                 yield part, None, first_row
                 first_row += len(part)
 
-    def _named(self, batch: Any, split: str | None) -> Any:
+    def _named(self, batch: Any, split: str | None, names: tuple[str, ...]) -> Any:
         """A batch with its ClassLabel ids as their names (-1, no label, as missing) and its split column."""
         import pyarrow as pa
 
-        if self.class_label is not None:
-            batch = named(batch, self.class_label, self.vocabulary or ())
+        if self.class_label is not None:  # the split's own names: another split may order them otherwise
+            batch = named(batch, self.class_label, names, f"the Hugging Face dataset's {split or 'rows'}")
         if split is not None and SPLIT_COLUMN not in batch.column_names:
             batch = batch.add_column(0, SPLIT_COLUMN, pa.array([split] * batch.num_rows, pa.string()))
         return batch
@@ -103,9 +104,15 @@ def dataset_source(source: Any) -> DatasetSource:
         if dataset.column_names != columns:
             raise TFRecorderError(f"the DatasetDict's split {name!r} has columns {dataset.column_names}, but the "
                                   f"first has {columns}: every split needs the same columns")
-    labels = {n: f.names for n, f in splits[0][1].features.items() if type(f).__name__ == "ClassLabel"}
+    labels = _class_names(splits[0][1])
     label = chosen(labels, columns)
-    return DatasetSource(splits, label, tuple(labels[label]) if label is not None else None)
+    vocabulary = union([_class_names(dataset).get(label) for _, dataset in splits]) if label is not None else None
+    return DatasetSource(splits, label, vocabulary)
+
+
+def _class_names(dataset: Any) -> dict[str, tuple[str, ...]]:
+    """A Dataset's ClassLabel columns, each with its names in id order."""
+    return {n: tuple(f.names) for n, f in dataset.features.items() if type(f).__name__ == "ClassLabel"}
 
 
 def _our_split(name: str) -> str | None:
