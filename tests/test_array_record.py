@@ -81,6 +81,35 @@ def test_a_damaged_array_record_shard_is_named_by_verify(folders, tmp_path):
     assert any("CRC-32C of the file is" in p for p in problems), problems
 
 
+def test_a_damaged_block_header_is_one_line_naming_the_shard_in_every_reader(tmp_path):
+    """Damage riegeli finds only as it reads the file's structure (a block header every 64 KiB) or closes it:
+    a TFRecorderError naming the shard in every reader, never riegeli's RuntimeError."""
+    import pandas as pd
+    from PIL import Image
+
+    paths = []
+    for i in range(4):  # ~140 KB of noise PNGs: a shard with a block header at 64 KiB
+        paths.append(tmp_path / f"{i}.png")
+        Image.fromarray(np.random.default_rng(i).integers(0, 256, (100, 120, 3), np.uint8)).save(paths[-1])
+    out = tmp_path / "out"
+    tfrecorder.convert(pd.DataFrame({"split": "TRAIN", "image_uri": [str(p) for p in paths], "label": ["a", "b"] * 2}),
+                       str(out), file_format="array_record", progress=False)
+    shard = next(out.glob("*.array_record"))
+    data = bytearray(shard.read_bytes())
+    assert len(data) > 65536
+    data[65536] ^= 1  # the hash of the block header at 64 KiB
+    shard.write_bytes(bytes(data))
+    readers = {"data_source": lambda: list(tfrecorder.data_source(str(out), "TRAIN")),
+               "load_dataset": lambda: list(tfrecorder.load_dataset(str(out), "TRAIN")),
+               "read_tfr": lambda: tfrecorder.read_tfr(str(out))}
+    for name, read in readers.items():
+        # load_dataset's reads run inside TensorFlow, which raises the error as its own, message and all
+        with pytest.raises(Exception if name == "load_dataset" else tfrecorder.TFRecorderError,
+                           match=f"{shard.name}.* damaged"):
+            read()
+    assert any(p.file == shard.name for p in tfrecorder.verify(str(out)).problems)
+
+
 def test_compression_and_array_record_are_one_or_the_other(image_table, tmp_path):
     with pytest.raises(tfrecorder.TFRecorderError, match=r"compression='gzip' compresses TFRecord shards; "
                                                          r"file_format='array_record' writes ArrayRecord files"):

@@ -6,8 +6,8 @@ never showing the bytes."""
 from __future__ import annotations
 
 import csv
-import json
 import io
+import json
 
 import numpy as np
 import pandas as pd

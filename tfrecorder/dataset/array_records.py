@@ -127,13 +127,19 @@ def read_blocks(fs: Any, path: str, batch: int = 256) -> Iterator[Block]:
     gives a TFRecord file's (no offsets: the file's own index finds them)."""
     with local_path(fs, path) as local:
         opened = reader(local)
+        start, done = 0, False
         try:
             count = opened.num_records()
             for start in range(0, count, batch):
-                try:
-                    records = opened.read(list(range(start, min(start + batch, count))))
-                except (RuntimeError, ValueError, OSError) as e:  # riegeli's checks: a chunk's hash, its framing
-                    raise TFRecorderError(f"record {start}: damaged ArrayRecord chunk ({e})") from e
+                records = opened.read(list(range(start, min(start + batch, count))))
                 yield Block(start, [], list(records))
+            done = True
+        except (RuntimeError, ValueError, OSError) as e:  # riegeli's checks: a chunk's hash, its framing, its index
+            raise TFRecorderError(f"record {start}: damaged ArrayRecord chunk ({e})") from e
         finally:
-            opened.close()
+            # riegeli reports some damage (its footer, a block header) again, or only, as the file is closed
+            try:
+                opened.close()
+            except (RuntimeError, ValueError, OSError) as e:
+                if done:
+                    raise TFRecorderError(f"record {start}: damaged ArrayRecord file ({e})") from e

@@ -438,9 +438,13 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
 
 
 def _array_records(url: bytes) -> Iterator[bytes]:
-    """The records of the ArrayRecord shard at ``url``, in order (``Dataset.from_generator``'s generator)."""
+    """The records of the ArrayRecord shard at ``url``, in order (``Dataset.from_generator``'s generator); a
+    damaged one names the shard (TensorFlow raises it as its own error, with this message)."""
     fs, path = filesystem(url.decode("utf-8"))
-    yield from array_records.read_all(fs, path)
+    try:
+        yield from array_records.read_all(fs, path)
+    except TFRecorderError as e:
+        raise TFRecorderError(f"{url.decode('utf-8')}: {e}; `tfrecorder verify` checks every shard") from None
 
 
 def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any) -> None:
