@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -167,3 +169,50 @@ def test_a_directory_and_a_text_file_with_image_names_are_row_errors(tmp_path):
         tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
     errors = (tmp_path / "out" / "errors.csv").read_text()
     assert ",is_directory," in errors and ",unsupported_format," in errors
+
+
+def test_a_gif_with_a_transparent_colour_reads_alike_in_every_reader(tmp_path):
+    """TensorFlow draws a GIF's first frame on a black canvas: its transparent pixels are black, and data_source
+    shows them so too (Pillow would give the palette's colour for that index)."""
+    picture = rgb((24, 32)).convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
+    picture.save(tmp_path / "a.gif", transparency=3)
+    clear = np.asarray(Image.open(tmp_path / "a.gif")) == 3
+    assert clear.any()
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(tmp_path / "a.gif")], "label": ["x"]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    for size in (None, (13, 37)):
+        loaded = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", image_size=size)
+                      .as_numpy_iterator())["image"]
+        np.testing.assert_array_equal(tfrecorder.data_source(str(tmp_path / "out"), "TRAIN", image_size=size)[0]
+                                      ["image"], loaded)
+    stored = tfrecorder.data_source(str(tmp_path / "out"), "TRAIN")[0]["image"]
+    assert (stored[clear] == 0).all() and stored[~clear].any()
+
+
+def _damaged_jpeg(path, tail: bytes | None):
+    """A JPEG cut in half, or with its second half ``tail`` (zeros): bytes only a header check lets through."""
+    buffer = io.BytesIO()
+    rgb((40, 56), seed=4).save(buffer, format="JPEG", quality=90)
+    data = buffer.getvalue()
+    half = data[:len(data) // 2]
+    path.write_bytes(half if tail is None else half + tail * (len(data) - len(half)))
+    return path
+
+
+@pytest.mark.parametrize("damage", ["cut", "zeros", "png cut"])
+def test_a_damaged_image_is_one_line_naming_its_record_in_data_source(tmp_path, damage):
+    """Images that only a header check let through (validate_images="header"): load_dataset fails on them, and
+    data_source names the shard and record, at full size and at a reduced-scale decode - never Pillow's OSError,
+    nor a picture half filler."""
+    if damage == "png cut":
+        rgb((40, 56)).save(tmp_path / "a.png")
+        path = tmp_path / "a.png"
+        path.write_bytes(path.read_bytes()[:300])
+    else:
+        path = _damaged_jpeg(tmp_path / "a.jpg", None if damage == "cut" else b"\0")
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(path)], "label": ["x"]})
+    tfrecorder.convert(df, str(tmp_path / "out"), progress=False, validate_images="header")
+    for size in (None, (10, 14)):  # (10, 14): a quarter-scale JPEG decode
+        with pytest.raises(tfrecorder.TFRecorderError, match=r"train-00000-of-00001.tfrecord: record 0's image "
+                                                             r"cannot be decoded \(.+\); load_dataset fails on it"):
+            tfrecorder.data_source(str(tmp_path / "out"), "TRAIN", image_size=size)[0]

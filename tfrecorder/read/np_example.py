@@ -34,6 +34,7 @@ JPEG_RATIOS = (1, 2, 4, 8)  # the reduced-scale decodes libjpeg offers (tf_image
 _MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}  # Pillow's mode of each channel count
 _JPEG_START = b"\xff\xd8"
 _JPEG_SPACES = {1: "GRAY", 3: "RGB"}  # simplejpeg's colour space of each channel count a JPEG decodes to
+_JPEG_SOURCES = ("Gray", "YCbCr", "RGB")  # the stored colour spaces libjpeg turns into those
 
 
 def jpeg_ratio(height: int, width: int, size: Any, mode: str = DEFAULT_RESIZE_MODE) -> int:
@@ -89,7 +90,7 @@ class ExampleDecoder:
         if objects:
             out[OBJECTS] = objects
         if IMAGE.name in out:
-            out = self._picture(out)
+            out = self._picture(out, where, number)
         return out
 
     def _value(self, feature: FeatureInfo, connector: connectors.Connector, stored: Any, where: str,
@@ -109,10 +110,14 @@ class ExampleDecoder:
             return bytes(values[0])
         return connector.array(np.array(values[:1], dtype=dtype))[0]
 
-    def _picture(self, example: dict[str, Any]) -> dict[str, Any]:
+    def _picture(self, example: dict[str, Any], where: str, number: int) -> dict[str, Any]:
         """The example with its image decoded, turned and resized, and what has a place in it moved with it."""
         orientation = int(example.get(IMAGE_ORIENTATION.name, 1)) if self._turned else None
-        image = self._decoded(example)
+        try:
+            image = self._decoded(example)
+        except (OSError, ValueError, SyntaxError, EOFError) as e:  # Pillow's and libjpeg's words for damage
+            raise TFRecorderError(f"{where}: record {number}'s image cannot be decoded ({e}); load_dataset fails on "
+                                  f"it too: convert its source again with validate_images='full'") from None
         if orientation is not None:
             image = np_geometry.orient(image, orientation)
         frame = np_geometry.Frame(orientation, image.shape[:2], self.image_size, self.resize_mode, self._fill)
@@ -155,8 +160,8 @@ class ExampleDecoder:
             # decoded at the reduced scale load_dataset picks (from the size as displayed), in the DCT domain
             ratio = jpeg_ratio(example[IMAGE_HEIGHT.name], example[IMAGE_WIDTH.name], self.image_size,
                                self.resize_mode)
-        if ratio == 1 and data[:2] == _JPEG_START and self._want in _JPEG_SPACES:
-            pixels = _jpeg(data, self._want)
+        if data[:2] == _JPEG_START and self._want in _JPEG_SPACES:
+            pixels = _jpeg(data, self._want, ratio)
             if pixels is not None:
                 return pixels
         with Image.open(io.BytesIO(data)) as picture:
@@ -164,6 +169,8 @@ class ExampleDecoder:
                 width, height = picture.size
                 picture.draft(picture.mode, (max(width // ratio, 1), max(height // ratio, 1)))
             mode = _MODES[self._want]
+            if picture.format == "GIF" and picture.mode == "P" and picture.info.get("transparency") is not None:
+                return _gif(picture, mode)
             converted = picture if picture.mode == mode else picture.convert(mode)
             # to be resized: read where Pillow holds them (the resize makes the array returned)
             view = np_geometry.pixel_view(converted) if self.image_size is not None else None
@@ -171,15 +178,36 @@ class ExampleDecoder:
         return pixels[:, :, None] if pixels.ndim == 2 else pixels
 
 
-def _jpeg(data: bytes, channels: int) -> np.ndarray | None:
-    """A JPEG's ``(H, W, channels)`` pixels by libjpeg-turbo (simplejpeg), as TensorFlow's ``decode_jpeg`` with
-    ``INTEGER_ACCURATE`` gives them (the accurate DCT and fancy upsampling both use), into an array of its own,
-    without the copies Pillow makes. None where it refuses (CMYK, a damaged file): Pillow decodes those and has
-    the last word."""
+def _gif(picture: Any, mode: str) -> np.ndarray:
+    """A GIF's first frame as TensorFlow's ``decode_gif`` gives it: its transparent colour's pixels black (the
+    frame is drawn on a canvas of zeros), not the colour the palette gives that index."""
+    clear = np.asarray(picture) == picture.info["transparency"]
+    pixels = np.array(picture.convert(mode))
+    pixels[clear] = 0
+    return pixels[:, :, None] if pixels.ndim == 2 else pixels
+
+
+def _jpeg(data: bytes, channels: int, ratio: int = 1) -> np.ndarray | None:
+    """A JPEG's ``(H, W, channels)`` pixels by libjpeg-turbo (simplejpeg), decoded at 1/``ratio`` scale in the
+    DCT domain, as TensorFlow's ``decode_jpeg`` with ``INTEGER_ACCURATE`` and ``ratio`` gives them (the accurate
+    DCT and fancy upsampling both use), into an array of its own, without the copies Pillow makes; None for a
+    colour space it does not convert (CMYK, YCCK: Pillow does). As TensorFlow's decode, a JPEG that ends before
+    its last row is a ValueError, and libjpeg's warnings of damage it decodes past are not."""
     import simplejpeg
 
     try:
-        pixels = simplejpeg.decode_jpeg(data, colorspace=_JPEG_SPACES[channels], fastdct=False, fastupsample=False)
+        height, width, space, _ = simplejpeg.decode_jpeg_header(data)
     except ValueError:
+        return None  # no header simplejpeg reads: Pillow says what is wrong
+    if space not in _JPEG_SOURCES:
         return None
+    options = {"colorspace": _JPEG_SPACES[channels], "fastdct": False, "fastupsample": False}
+    if ratio > 1:  # exactly 1/ratio: the largest shrink of at least ``ratio`` that keeps libjpeg's rounded-up size
+        options.update(min_factor=ratio, min_height=-(-height // ratio), min_width=-(-width // ratio))
+    try:
+        pixels = simplejpeg.decode_jpeg(data, **options)
+    except ValueError as e:
+        if "Premature end" in str(e):
+            raise ValueError(f"the JPEG ends before its last row: {e}") from None
+        pixels = simplejpeg.decode_jpeg(data, strict=False, **options)
     return pixels.reshape(*pixels.shape[:2], channels)
