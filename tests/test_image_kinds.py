@@ -34,6 +34,12 @@ def animated_gif(path):
     return path
 
 
+def animated_webp(path):
+    frames = [rgb(seed=s) for s in (1, 2)]
+    frames[0].save(path, save_all=True, append_images=frames[1:], quality=80)
+    return path
+
+
 def png16(path):
     array = (pixels(3, 20, 28, 1)[..., 0].astype(np.uint16) * 257)
     Image.fromarray(array).save(path)  # uint16 array: mode I;16
@@ -59,6 +65,7 @@ KINDS = [
     ("gif animated", "a.gif", animated_gif, 3, "gif"),
     ("bmp", "a.bmp", lambda p: _save(p, rgb()), 3, "bmp"),
     ("webp lossless", "a.webp", lambda p: _save(p, rgb(), lossless=True), 3, "webp"),
+    ("webp animated", "a.webp", animated_webp, 3, "png"),  # TensorFlow reads animated WebP as RGBA only
     ("tiff", "a.tif", lambda p: _save(p, rgb()), 3, "png"),
 ]
 

@@ -111,6 +111,8 @@ def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
     keep_channels = _KEEP_CHANNELS.get(img.format or "", {}).get(img.mode)
     if img.format == "PNG" and img.mode == "P":
         keep_channels = 4 if "transparency" in img.info else 3
+    if img.format == "WEBP" and getattr(img, "is_animated", False) and img.mode != "RGBA":
+        keep_channels = None  # TensorFlow decodes an animated WebP as RGBA only: its first frame is re-encoded
     if settings.format == "keep" and settings.size is None and keep_channels is not None:
         if settings.validate == "full":
             with DECODE_MEMORY.hold(_pixel_bytes(img, scale=8 if img.format == "JPEG" else 1)):
