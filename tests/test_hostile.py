@@ -191,10 +191,11 @@ def test_a_test_shard_copied_over_a_train_shard_is_refused_by_read_tfr(tmp_path)
 
 def test_a_reader_gets_an_error_not_a_mixture_when_the_folder_is_overwritten(tmp_path):
     out = tmp_path / "out"
-    tfrecorder.convert(_tabular(60_000, seed=1), str(out), progress=False, num_shards=3)
+    # shards of 5,000 records: more than the reader's buffer holds (600 rows would be read whole at once)
+    tfrecorder.convert(_tabular(15_000, seed=1), str(out), progress=False, num_shards=3)
     records = iter(tfrecorder.load_dataset(str(out), split="TRAIN"))
     assert int(next(records)["x"]) % 10 == 1  # the first shard is open
-    tfrecorder.convert(_tabular(60_000, seed=2), str(out), progress=False, num_shards=3, overwrite=True)
+    tfrecorder.convert(_tabular(15_000, seed=2), str(out), progress=False, num_shards=3, overwrite=True)
     with pytest.raises(Exception, match="train-00001-of-00003.tfrecord is not the shard dataset.json describes"):
         seen = [int(r["x"]) for r in records]
         assert all(x % 10 == 1 for x in seen)  # if it ever got here, every record would be the old table's
