@@ -39,6 +39,8 @@ def test_the_shards_are_array_record_files_tfds_reads(folders):
     theirs = tfds.data_source("pets", data_dir=str(array.parents[1]), split="train")
     ours = list(tfrecorder.load_dataset(str(tfrecord), "TRAIN").as_numpy_iterator())
     assert len(theirs) == len(ours) == 6
+    anywhere = tfds.builder_from_directory(str(array)).as_data_source(split="train")  # any folder, by its path
+    assert [r["image_uri"] for r in anywhere] == [r["image_uri"] for r in theirs]
     for i, record in enumerate(ours):
         assert theirs[i]["label"] == record["label"] and theirs[i]["image_uri"] == record["image_uri"]
         if record["image_format"] == b"png":  # TFDS decodes JPEGs with the fast IDCT, ours the accurate one
