@@ -310,3 +310,55 @@ def test_split_folders_spelled_another_way_or_linked_keep_their_images(tmp_path)
     assert table["label"].eq("cat").all()
     result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
     assert result.rows.written == 6 and result.skipped == ()  # each file a row, or read to make one
+
+
+def _one_image_yolo(root: Path) -> Path:
+    (root / "images").mkdir(parents=True)
+    (root / "labels").mkdir()
+    Image.new("RGB", (64, 48), "gray").save(root / "images" / "a.jpg")
+    (root / "labels" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    return root
+
+
+@pytest.mark.parametrize("yaml", ["train: [images, {secret}]", "train: [images, ../outside/secret.txt]",
+                                  "path: ../outside\ntrain: [secret.txt]", "train: [images, linked.txt]",
+                                  "path: ../outside\ntrain: ."])
+def test_lists_folders_and_paths_outside_the_root_are_never_read(tmp_path, yaml):
+    """A data.yaml entry or ``path`` that leaves the dataset's folder (absolute, ``../``, a link out) is not
+    read, not even listed: a warning names it. Before, each line of any file it named became a row, and
+    errors.csv quoted them."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("root:x:0:0:the secret line\n")
+    root = _one_image_yolo(tmp_path / "yolo")
+    (root / "linked.txt").symlink_to(secret)
+    (root / "data.yaml").write_text(yaml.format(secret=secret) + "\nnames: [cat]\n")
+    try:
+        result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    except TFRecorderError as e:  # no split left: one line
+        assert "names no image" in str(e) and "secret line" not in str(e)
+        return
+    assert result.rows.written == 1 and result.errors == 0
+    assert any("outside the dataset's folder" in w for w in result.warnings), result.warnings
+    shown = (tmp_path / "out" / "errors.csv").read_text() + " ".join(result.warnings)
+    assert "secret line" not in shown
+    assert "secret line" not in " ".join(tfrecorder.read_annotations(str(root))["image_uri"].astype(str))
+
+
+@pytest.mark.parametrize("names", ["{secret}", "../outside/secret.txt"])
+def test_a_darknet_names_file_outside_the_root_is_refused_unread(tmp_path, names):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("the secret line\n")
+    root = tmp_path / "darknet"
+    (root / "obj_train_data").mkdir(parents=True)
+    Image.new("RGB", (64, 48)).save(root / "obj_train_data" / "a.jpg")
+    (root / "obj_train_data" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    (root / "train.txt").write_text("obj_train_data/a.jpg\n")
+    (root / "obj.data").write_text(f"classes = 1\nnames = {names.format(secret=outside / 'secret.txt')}\n"
+                                   f"train = train.txt\n")
+    with pytest.raises(TFRecorderError, match=r"its class names file .* is outside the dataset's folder .*: not "
+                                              r"read") as e:
+        tfrecorder.read_annotations(str(root))
+    assert "secret line" not in str(e.value)

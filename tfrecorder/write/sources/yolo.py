@@ -208,6 +208,11 @@ def _base(dataset: YoloDataset, given: Any, folder: str) -> str:
         raise TFRecorderError(f"YOLO data.yaml {dataset.url!r}: path {quoted(given)} is not a folder")
     base = given if given.startswith("/") or "://" in given else posixpath.normpath(posixpath.join(folder, given))
     base = filesystem(base)[1] if "://" in given else base
+    if dataset.fs.isdir(base) and not _inside(dataset, base):
+        dataset.warnings.append(f"YOLO data.yaml {dataset.url!r}: path {given!r} is outside the dataset's folder "
+                                f"{dataset.root!r}, so it was not read: its splits were read from the yaml's own "
+                                f"folder (give images_dir= the folder that holds the images to read there)")
+        return folder
     if dataset.fs.isdir(base):
         return base.rstrip("/")
     dataset.warnings.append(f"YOLO data.yaml {dataset.url!r}: path {given!r} is not a folder here; its splits were "
@@ -227,8 +232,14 @@ def _resolved(fs: Any, base: str, entry: str) -> str:
 
 
 def _add_entry(dataset: YoloDataset, key: str, split: str, path: str) -> None:
-    """The images of one split entry: every image under a folder (sorted), or each line of a .txt list."""
+    """The images of one split entry: every image under a folder (sorted), or each line of a .txt list; one
+    outside the dataset's root (``../``, an absolute path, a link out) is neither listed nor read."""
     fs = dataset.fs
+    if fs.exists(path) and not _inside(dataset, path):
+        dataset.warnings.append(f"YOLO dataset {dataset.url!r}: {key} names {path_url(dataset.url, fs, path)!r}, "
+                                f"outside the dataset's folder {dataset.root!r}: not read, no {split} images from "
+                                f"it (give images_dir= the folder that holds them to read there)")
+        return
     if fs.isdir(path):
         found = [p for p in _files_under(dataset, path) if p.lower().endswith(IMAGE_EXTENSIONS)]
         for image in found:
@@ -280,6 +291,10 @@ def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDatase
     root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
     settings = _obj_data(fs, url, f"{folder}/obj.data")
     names_file = _in_folder(fs, folder, settings.get("names", "obj.names"))
+    guard = Root(path_url(url, fs, root), url)
+    if fs.exists(names_file) and not guard.holds(path_url(url, fs, names_file)):
+        raise TFRecorderError(f"Darknet dataset {url!r}: its class names file {settings.get('names', 'obj.names')!r} "
+                              f"is outside the dataset's folder {root!r}: not read; put it in the folder")
     if not fs.isfile(names_file):
         raise TFRecorderError(f"Darknet dataset {url!r}: no {settings.get('names', 'obj.names')} naming its classes")
     with fs.open(names_file, "rb") as f:
@@ -289,6 +304,10 @@ def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDatase
         dataset.read.add(f"{folder}/obj.data")
     for key, split in DARKNET_LISTS.items():
         listed = _in_folder(fs, folder, settings[key]) if key in settings else f"{folder}/{key}.txt"
+        if fs.exists(listed) and not _inside(dataset, listed):
+            dataset.warnings.append(f"Darknet dataset {url!r}: {key} names {path_url(url, fs, listed)!r}, outside "
+                                    f"the dataset's folder {root!r}: not read, no {split} images from it")
+            continue
         if fs.isfile(listed):
             dataset.read.add(listed)
             for image in _listed(dataset, listed, darknet=True):
@@ -304,6 +323,14 @@ def _obj_data(fs: Any, url: str, path: str) -> dict[str, str]:
         text = utf8_text(f.read(), f"Darknet {path_url(url, fs, path)!r}")
     pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
     return {key.strip(): value.strip() for key, value in pairs}
+
+
+def _inside(dataset: YoloDataset, path: str) -> bool:
+    """Whether ``path`` (a file or folder the dataset's own files name) is inside its root, links followed: the
+    only place a YOLO dataset's lists, names and images are read from."""
+    if dataset.guard is None:
+        dataset.guard = Root(path_url(dataset.url, dataset.fs, dataset.root), dataset.url)
+    return dataset.guard.holds(path_url(dataset.url, dataset.fs, path))
 
 
 def _in_folder(fs: Any, folder: str, name: str) -> str:

@@ -38,6 +38,7 @@ class YoloDataset:
     kpt_shape: tuple[int, int] | None = None
     kpt_names: list[str] | None = None
     files: list[str] | None = None  # every file under the root, sorted, once walked
+    guard: Root | None = None  # the root as a Root, made the first time a named file is checked against it
 
 
 # Each object's label, box edges (normalized), keypoints and polygon (as instance_mask JSON: [[x1, y1, ...]]).
