@@ -362,3 +362,32 @@ def test_a_darknet_names_file_outside_the_root_is_refused_unread(tmp_path, names
                                               r"read") as e:
         tfrecorder.read_annotations(str(root))
     assert "secret line" not in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["folder", "link to nothing", "fifo"])
+def test_a_label_file_that_is_no_file_refuses_its_image_and_waits_on_nothing(tmp_path, kind):
+    """A label path that is a folder, a link to nothing (an unfetched git-annex or DVC file) or a FIFO (a read
+    would wait forever): that image is a bad_annotation row naming it, the others are written."""
+    root = _one_image_yolo(tmp_path / "yolo")
+    Image.new("RGB", (64, 48), "gray").save(root / "images" / "b.jpg")
+    label = root / "labels" / "b.txt"
+    {"folder": lambda: label.mkdir(), "link to nothing": lambda: label.symlink_to(root / "labels" / "gone.txt"),
+     "fifo": lambda: os.mkfifo(label)}[kind]()
+    (root / "data.yaml").write_text("train: images\nnames: [cat]\n")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert (result.rows.written, result.error_codes) == (1, {"bad_annotation": 1})
+    message = _errors(result.tfrecord_dir)["message"].iloc[0]
+    assert message.startswith(f"{label} cannot be read ("), message
+
+
+def test_a_dataset_inside_a_folder_called_images_finds_its_labels_beside_its_images(tmp_path):
+    """The images -> labels rule applies inside the dataset's folder: one above it (~/images/my-dataset/) is not
+    the dataset's, and a label beside its image (Darknet's, CVAT's) is read."""
+    root = tmp_path / "images" / "ds"
+    (root / "train").mkdir(parents=True)
+    Image.new("RGB", (64, 48), "gray").save(root / "train" / "a.jpg")
+    (root / "train" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    (root / "data.yaml").write_text("train: train\nnames: [cat]\n")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert result.errors == 0 and result.skipped == ()
+    assert tfrecorder.read_tfr(str(tmp_path / "out"))["label"].tolist() == ["cat"]

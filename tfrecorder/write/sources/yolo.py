@@ -102,7 +102,7 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
             columns[INSTANCE_MASK_COLUMN] += [polygon for *_, polygon in rows]
         if problems:
             more = f" (and {len(problems) - 1} more bad lines)" if len(problems) > 1 else ""
-            refused[uri] = f"{path_url(url, fs, label_file or label_path(image))} {problems[0]}{more}"
+            refused[uri] = f"{path_url(url, fs, label_file or label_path(image, dataset.root))} {problems[0]}{more}"
     frame = long_frame(columns, extra)
     frame.attrs[ROOT_ATTR] = {"refused": refused}
     frame.attrs[BOX_UNITS_ATTR] = "normalized"
@@ -372,7 +372,7 @@ def _skipped(dataset: YoloDataset, labels: set[str]) -> tuple[list[str], list[st
     that is a link: the walk names its files by their own folder) is found by its real path."""
     root = dataset.root
     used = set(dataset.images) | labels | dataset.read
-    label_folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
+    label_folders = {posixpath.dirname(label_path(image, dataset.root)) for image in dataset.images}
     skipped, orphans = [], []
     used_real: set[str] | None = None  # resolved once, and only where a file's name is not in ``used``
     for path in _files_under(dataset, root):

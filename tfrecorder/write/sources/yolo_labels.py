@@ -6,10 +6,12 @@ dataset's images and turns the objects into the long form."""
 from __future__ import annotations
 
 import contextvars
+import errno
 import json
 import math
 import os
 import posixpath
+import stat
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,11 +47,14 @@ class YoloDataset:
 Objects = list[tuple[str, tuple[float, float, float, float], list[float] | None, bytes | None]]
 
 
-def label_path(image: str) -> str:
-    """An image's label file: its path with the last ``images`` folder replaced by ``labels`` and its extension by
-    ``.txt`` (beside the image when no folder is called ``images``)."""
-    head, sep, tail = image.rpartition("/images/")
-    path = f"{head}/labels/{tail}" if sep else image
+def label_path(image: str, root: str = "") -> str:
+    """An image's label file: its path with the last ``images`` folder inside ``root`` replaced by ``labels`` and
+    its extension by ``.txt`` (beside the image when no folder inside the root is called ``images``: one above
+    it, ``~/images/my-dataset/``, is not the dataset's)."""
+    inside = root.rstrip("/") + "/" if root and image.startswith(root.rstrip("/") + "/") else ""
+    head, sep, tail = image[len(inside):].rpartition("images/")
+    sep = sep if sep and (head == "" or head.endswith("/")) else ""
+    path = f"{inside}{head}labels/{tail}" if sep else image
     stem, dot, extension = path.rpartition(".")
     return f"{stem}.txt" if dot and "/" not in extension else f"{path}.txt"
 
@@ -64,14 +69,17 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
     read = _read_local if is_local(fs) else fs.cat_file
 
     def one(image: str) -> tuple[str | None, Objects, list[str], int]:
-        path = label_path(image)
+        path = label_path(image, dataset.root)
         link = listed.get(path)
         if posixpath.dirname(path) in outside or link and not guard.holds(path_url(dataset.url, fs, path)):
             inside = guard.holds(path_url(dataset.url, fs, image))  # an image outside is a row error of its own
             return None, [], ["its label file is outside the dataset's root: not read"] if inside else [], 0
         if link is None:
             return None, [], [], 0
-        data = read(path)
+        try:
+            data = read(path)
+        except OSError as e:
+            return path, [], [f"cannot be read ({e.strerror or e})"], 0
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -92,8 +100,16 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
 
 
 def _read_local(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    """A local label file's bytes; an OSError for anything but a regular file (a folder, a FIFO, which a read
+    would wait on forever, a link to nothing: what a git-annex or DVC checkout leaves unfetched)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def is_local(fs: Any) -> bool:
@@ -106,7 +122,7 @@ def _label_files(dataset: YoloDataset, guard: Root) -> tuple[dict[str, bool], se
     whether it is a link (checked against the root where it is read), listed once a folder, not asked for once an
     image; and those folders outside the root, never listed."""
     fs = dataset.fs
-    folders = {posixpath.dirname(label_path(image)) for image in dataset.images}
+    folders = {posixpath.dirname(label_path(image, dataset.root)) for image in dataset.images}
     files: dict[str, bool] = {}
     outside = set()
     for folder in folders:
