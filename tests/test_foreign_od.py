@@ -165,3 +165,30 @@ def test_convert_names_a_bad_image_of_a_datumaro_export_in_errors_csv(tmp_path):
     assert sorted(boxes["label"]) == sorted(b[0] for n, bs in SCENES.items() if n != "b.png" for b in bs)
     pixels = [(x, y, x + w, y + h) for n, bs in SCENES.items() if n != "b.png" for _, x, y, w, h in bs]
     assert sorted(map(tuple, boxes[EDGES].to_numpy(float).round(3))) == sorted(pixels)  # pixels of 16x16
+
+
+@pytest.mark.parametrize("damage", ["one label for two boxes", "a short ymax list", "a box of no area"])
+def test_a_record_whose_objects_do_not_add_up_is_an_errors_csv_row(tmp_path, damage):
+    """Box lists of different lengths (which box is whose is unknown) or a box of no area refuse that record's
+    image as a bad_annotation row naming the file and record; before, its boxes were dropped without a word,
+    or the whole conversion failed."""
+    export = tmp_path / "export"
+    shutil.copytree(DATUMARO, export)
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(export / "train.tfrecord"))]
+    damaged = tf.train.Example.FromString(records[0])  # a.png: two boxes
+    objects = damaged.features.feature
+    if damage == "one label for two boxes":
+        del objects["image/object/class/label"].int64_list.value[1:]
+    elif damage == "a short ymax list":
+        del objects["image/object/bbox/ymax"].float_list.value[1:]
+    else:
+        objects["image/object/bbox/xmax"].float_list.value[0] = objects["image/object/bbox/xmin"].float_list.value[0]
+    with tf.io.TFRecordWriter(str(export / "train.tfrecord")) as writer:
+        for record in [damaged.SerializeToString(), *records[1:]]:
+            writer.write(record)
+    result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
+    errors = pd.read_csv(tmp_path / "out" / "errors.csv")
+    assert errors["error"].tolist() == ["bad_annotation"] and result.errors == 1
+    assert errors["message"].iloc[0].startswith(f"file://{export}/train.tfrecord record 0: ")
+    boxes = tfrecorder.read_tfr(str(tmp_path / "out")).dropna(subset=["label"])
+    assert sorted(boxes["label"]) == sorted(b[0] for n, bs in SCENES.items() if n != "a.png" for b in bs)

@@ -115,6 +115,7 @@ def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
     if where is not None:
         logger.info("label names from %s", where)
     columns = empty_columns(())
+    refused: dict[str, str] = {}
     for path in paths:
         url, stem = fs.unstrip_protocol(path), posixpath.basename(path)
         os.makedirs(os.path.join(folder, stem), exist_ok=True)
@@ -123,18 +124,22 @@ def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
             f.seek(0)
             try:
                 for number, record in enumerate(read_records(f, compression)):
-                    _add_record(columns, parse_example(record, url, number), split_of(path),
-                                os.path.join(folder, stem), number, names)
+                    image, problem = _add_record(columns, parse_example(record, url, number), split_of(path),
+                                                 os.path.join(folder, stem), number, names)
+                    if problem is not None:
+                        refused[image] = f"{url} record {number}: {problem}"
             except TFRecorderError as e:
                 raise TFRecorderError(f"{url} is not a readable TFRecord file: {e}") from e
     frame = long_frame(columns, ())
-    frame.attrs[ROOT_ATTR] = {"root": folder, "annotations": fs.unstrip_protocol(paths[0])}
+    frame.attrs[ROOT_ATTR] = {"root": folder, "annotations": fs.unstrip_protocol(paths[0]), "refused": refused}
     return frame
 
 
 def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder: str, number: int,
-                names: dict[int, str]) -> None:
-    """One record's image unpacked into ``folder`` and its box rows (one empty row for an image without any)."""
+                names: dict[int, str]) -> tuple[str, str | None]:
+    """One record's image unpacked into ``folder`` and its box rows (one empty row for an image without any);
+    the image's path, and what is wrong with its objects (None: nothing), which refuses the image: its box lists
+    of different lengths, or a box of no area, would otherwise lose boxes, or fail the whole table."""
     stored = example.features.feature
     encoded = _values(stored, LAYOUT.image.name)
     data = encoded[0] if encoded else b""
@@ -143,22 +148,41 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
     image = os.path.join(folder, f"{number:06d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', posixpath.basename(given))}"[:120])
     with open(image, "wb") as out:
         out.write(data)
-    ids = [int(v) for v in _values(stored, LAYOUT.object_label.name)]
+    ids: list[int | None] = [int(v) for v in _values(stored, LAYOUT.object_label.name)]
     texts = [t.decode("utf-8", "replace") for t in _values(stored, LAYOUT.class_text.name)] if LAYOUT.class_text \
         else []
+    ids = ids or [None] * len(texts)  # named by their text alone
     edges = [np.asarray(_values(stored, f.name), np.float64) for f in LAYOUT.box_features]
     header = _header(data)
+    problem = _objects_problem(ids, edges)
     # An image whose header cannot be read is one row without boxes: the writer names it in errors.csv
-    if not ids or any(len(e) != len(ids) for e in edges) or header is None:
+    if not ids or problem is not None or header is None:
         add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS)})
-        return
+        return image, problem
     orientation, size = header
     boxes = LAYOUT.stored_boxes(edges)  # xmin, ymin, xmax, ymax: normalized, the stored pixels' frame
     boxes = turn(boxes, orientation) * np.tile(size, 2)  # pixels of the picture as displayed
     for i, class_id in enumerate(ids):
-        label = names.get(class_id) or (texts[i] if i < len(texts) and texts[i] else str(class_id))
+        text = texts[i] if i < len(texts) and texts[i] else None
+        label = (names.get(class_id) if class_id is not None else None) or text or str(class_id)
         add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: label,
                           **dict(zip(BOX_COLUMNS, boxes[i].tolist()))})
+    return image, None
+
+
+def _objects_problem(ids: list[Any], edges: list[np.ndarray]) -> str | None:
+    """What is wrong with a record's object lists: lengths that differ (which box is which object's is
+    unknown), or a box that is none (``xmin < xmax`` and ``ymin < ymax`` fail); None when each object has a
+    label and a box."""
+    lengths = {"labels": len(ids), **{f.name: len(e) for f, e in zip(LAYOUT.box_features, edges)}}
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{name}: {n}" for name, n in lengths.items())
+        return f"its object lists differ in length ({shown}): which box is which object's is unknown"
+    for i, (xmin, ymin, xmax, ymax) in enumerate(LAYOUT.stored_boxes(edges).tolist() if ids else []):
+        if not (xmin < xmax and ymin < ymax):
+            return (f"object {i}'s box (xmin {xmin:g}, ymin {ymin:g}, xmax {xmax:g}, ymax {ymax:g}) is none: it "
+                    f"needs xmin < xmax and ymin < ymax")
+    return None
 
 
 def _values(stored: Any, key: str) -> list[Any]:
