@@ -128,3 +128,22 @@ def test_annotations_that_cannot_be_read_name_the_file(tmp_path):
                                             "</bndbox></object></annotation>")
     with pytest.raises(TFRecorderError, match=r"a.xml: object 'x': xmin 'a' is not a number"):
         tfrecorder.read_annotations(str(tmp_path / "voc"))
+
+
+def test_coco_boxes_of_no_area_are_skipped_and_named_as_the_object_detection_api_does(tmp_path):
+    """A bbox of no width or height has no box to store: skipped with a warning naming its annotation (as
+    create_coco_tf_record.py skips it), where one failed the whole conversion naming an internal row."""
+    for name in ("a.jpg", "b.jpg"):
+        write_image(tmp_path / "images" / name, size=(64, 48))
+    coco = {"images": [{"id": 7, "file_name": "a.jpg", "width": 64, "height": 48},
+                       {"id": 8, "file_name": "b.jpg", "width": 64, "height": 48}],
+            "annotations": [{"id": 1, "image_id": 7, "bbox": [8, 4, 20, 20], "category_id": 1},
+                            {"id": 2, "image_id": 7, "bbox": [8, 4, 0, 20], "category_id": 1},
+                            {"id": 3, "image_id": 8, "bbox": [8, 4, -5, 20], "category_id": 1}],
+            "categories": [{"id": 1, "name": "dog"}]}
+    (tmp_path / "instances_train.json").write_text(json.dumps(coco))
+    result = tfrecorder.convert(str(tmp_path / "instances_train.json"), str(tmp_path / "out"), progress=False)
+    assert result.errors == 0 and result.splits["TRAIN"].images == 2
+    assert any("2 annotations have a bbox of no width or height" in w and "ids 2, 3" in w for w in result.warnings)
+    back = tfrecorder.read_tfr(str(tmp_path / "out"))
+    assert sorted(back["label"].dropna()) == ["dog"]

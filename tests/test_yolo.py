@@ -391,3 +391,17 @@ def test_a_dataset_inside_a_folder_called_images_finds_its_labels_beside_its_ima
     result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
     assert result.errors == 0 and result.skipped == ()
     assert tfrecorder.read_tfr(str(tmp_path / "out"))["label"].tolist() == ["cat"]
+
+
+def test_boxes_and_polygons_of_no_area_are_skipped_and_named(tmp_path):
+    """A YOLO line of no area (a width or height of 0, a polygon on one line) has no box to store: skipped with
+    a warning naming its file and line (Ultralytics drops such boxes as it trains), the image's other boxes kept;
+    before, one failed the whole conversion naming an internal row."""
+    root = _one_image_yolo(tmp_path / "yolo")
+    (root / "labels" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n0 0.5 0.5 0 0.1\n0 0.1 0.5 0.5 0.5 0.9 0.5\n")
+    (root / "data.yaml").write_text("train: images\nnames: [cat]\n")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert result.errors == 0
+    warning = next(w for w in result.warnings if "boxes of no area" in w)
+    assert warning.startswith("2 label lines") and "a.txt line 2" in warning and "a.txt line 3" in warning
+    assert tfrecorder.read_tfr(str(tmp_path / "out"))["label"].tolist() == ["cat"]

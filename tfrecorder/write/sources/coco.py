@@ -72,30 +72,41 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
         folder, note, found = _coco_images(url, [n for n in named if _inside(n)])
         logger.log(logging.INFO if found else logging.WARNING, "%s", note)
     columns = empty_columns(extra)
+    no_area: list[Any] = []  # annotations whose bbox has no width or height
     for image in images:
         base = {SPLIT_COLUMN: split, IMAGE_COLUMN: join_name(folder, image["file_name"]),
                 "width": image.get("width"), "height": image.get("height")}
         boxes = by_image.pop(image["id"], [])
+        kept = 0
         for annotation in boxes:
             where = f"{url}: annotation {annotation.get('id', '?')} of image {image['file_name']!r}"
             category = annotation.get("category_id")
             if not _is_id(category) or category not in labels:
                 raise TFRecorderError(f"{where}: category_id {quoted(category)} is not in 'categories'")
             x, y, w, h = (finite_number(v, where, "bbox") for v in _four(annotation.get("bbox"), where))
+            if w <= 0 or h <= 0:  # no box to store: skipped, as create_coco_tf_record.py skips them
+                no_area.append(annotation.get("id", "?"))
+                continue
+            kept += 1
             area = annotation.get("area")
             add_row(columns, {**base, LABEL_COLUMN: labels[category], "xmin": x, "ymin": y, "xmax": x + w,
                            "ymax": y + h, "is_crowd": _flag(annotation.get("iscrowd", 0), where, "iscrowd"),
                            "area": None if area is None else finite_number(area, where, "area"),
                            KEYPOINTS_COLUMN: _keypoints(annotation.get("keypoints"), names, where),
                            INSTANCE_MASK_COLUMN: annotation.get(SEGMENTATION) or None})
-        if not boxes:
+        if not kept:
             add_row(columns, {**base, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS), "is_crowd": None,
                            "area": None, KEYPOINTS_COLUMN: None, INSTANCE_MASK_COLUMN: None})
     frame = long_frame(columns, extra)
     if names is not None:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
-    if note is not None:
-        frame.attrs[NOTES_ATTR] = {"warnings": [note]}
+    warnings = [note] if note is not None else []
+    if no_area:
+        shown = ", ".join(str(i) for i in no_area[:5]) + (" ..." if len(no_area) > 5 else "")
+        warnings.append(f"{url}: {len(no_area)} annotations have a bbox of no width or height, not converted, as "
+                        f"the Object Detection API's create_coco_tf_record.py skips them: ids {shown}")
+    if warnings:
+        frame.attrs[NOTES_ATTR] = {"warnings": warnings}
     return frame
 
 

@@ -108,6 +108,12 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     frame.attrs[BOX_UNITS_ATTR] = "normalized"
     if dataset.kpt_names:
         frame.attrs[KEYPOINTS_ATTR] = {"names": dataset.kpt_names, "skeleton": None}
+    if dataset.no_area:
+        lines = sorted(dataset.no_area)
+        shown = ", ".join(f"{path_url(url, fs, f)} line {n}" for f, n in lines[:SHOWN_FILES])
+        dataset.warnings.append(f"{len(lines)} label lines are boxes of no area (a width or height of 0), not "
+                                f"converted, as Ultralytics drops them when it trains: {shown}"
+                                f"{' ...' if len(lines) > SHOWN_FILES else ''}")
     skipped, orphans = _skipped(dataset, {f for f, _, _, _ in parsed if f is not None})
     if orphans:
         dataset.warnings.append(f"{len(orphans)} label files under {dataset.root!r} have no image in any split, "

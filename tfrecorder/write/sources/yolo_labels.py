@@ -41,6 +41,7 @@ class YoloDataset:
     kpt_names: list[str] | None = None
     files: list[str] | None = None  # every file under the root, sorted, once walked
     guard: Root | None = None  # the root as a Root, made the first time a named file is checked against it
+    no_area: list[tuple[str, int]] = field(default_factory=list)  # (label file, line) of each box of no area
 
 
 # Each object's label, box edges (normalized), keypoints and polygon (as instance_mask JSON: [[x1, y1, ...]]).
@@ -85,7 +86,9 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
         except UnicodeDecodeError as e:
             line = data.count(b"\n", 0, e.start) + 1
             return path, [], [f"line {line}: is not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"], 0
-        return (path, *parse(text, dataset))
+        objects, problems, polygons, empty = parse(text, dataset)
+        dataset.no_area.extend((path, number) for number in empty)
+        return path, objects, problems, polygons
 
     def run(images: list[str]) -> list[tuple[str | None, Objects, list[str], int]]:
         return [one(image) for image in images]
@@ -137,10 +140,12 @@ def _label_files(dataset: YoloDataset, guard: Root) -> tuple[dict[str, bool], se
     return files, outside
 
 
-def parse(text: str, dataset: YoloDataset) -> tuple[Objects, list[str], int]:
-    """One label file's objects, the problem of each bad line (``line N: ...``), and how many were polygons."""
+def parse(text: str, dataset: YoloDataset) -> tuple[Objects, list[str], int, list[int]]:
+    """One label file's objects, the problem of each bad line (``line N: ...``), how many were polygons, and the
+    lines of boxes of no area (a width or height of 0: Ultralytics drops them as it trains; no box to store)."""
     objects: Objects = []
     problems: list[str] = []
+    empty: list[int] = []
     polygons = 0
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split()
@@ -151,9 +156,12 @@ def parse(text: str, dataset: YoloDataset) -> tuple[Objects, list[str], int]:
         except _BadLine as e:
             problems.append(f"line {number}: {e}")
             continue
+        if not (edges[0] < edges[2] and edges[1] < edges[3]):
+            empty.append(number)
+            continue
         objects.append((label, edges, points, polygon))
         polygons += polygon is not None
-    return objects, problems, polygons
+    return objects, problems, polygons, empty
 
 
 class _BadLine(Exception):
