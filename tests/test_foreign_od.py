@@ -99,6 +99,22 @@ def test_label_maps_are_read_as_the_object_detection_api_reads_them():
     text = ("item {\n\tid: 1\n\tname: 'cat'\n}\n\nitem { id: 2 name: \"a \\\"b\\\"\" }\n"
             "item {\n  name: 'n01'\n  id: 5\n  display_name: 'Dog'\n}\n")
     assert parse_label_map(text) == {1: "cat", 2: 'a "b"', 5: "Dog"}
+    # as protobuf's text format means them: a comment, a nested message's own id, escapes, a brace in a name,
+    # fields of newer label maps
+    assert parse_label_map("item { id: 1 name: 'cat' }\n# item { id: 1 name: 'old' }\n") == {1: "cat"}
+    assert parse_label_map("item { name: 'person' keypoints { id: 0 label: 'nose' } id: 1 }") == {1: "person"}
+    assert parse_label_map("item { id: 1 name: '\\303\\251t\\303\\251' } item { id: 2 name: \"caf\\u00e9\" }"
+                           " item { id: 3 name: 'a}b' frequency: FREQUENT ancestor_ids: 1 }") == {
+        1: "\u00e9t\u00e9", 2: "caf\u00e9", 3: "a}b"}
+
+
+def test_a_label_map_protobuf_cannot_read_is_one_line_naming_it(tmp_path):
+    export = tmp_path / "export"
+    shutil.copytree(DATUMARO, export)
+    (export / "label_map.pbtxt").write_text("item { id: 1 name: 'cat' \n")  # never closed
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"label_map.pbtxt is not a label map protobuf's text "
+                                                         r"format reads \(.+\): mend it"):
+        tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
 
 
 # --- our own Object Detection API layout, read without its dataset.json -------------------------------------

@@ -4,17 +4,15 @@ names, and the label map an Object Detection API export keeps beside them."""
 
 from __future__ import annotations
 
-import json
+import functools
 import posixpath
-import re
 import zlib
 from typing import Any
 
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TEST, TRAIN, VALIDATION
 
 LABEL_MAP_SUFFIX = "label_map.pbtxt"  # Datumaro's and ours: label_map.pbtxt; Roboflow's: <name>_label_map.pbtxt
-_ITEM = re.compile(r"item\s*\{(.*?)\}", re.DOTALL)
-_QUOTED = r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
 
 
 def sniff_compression(head: bytes) -> str | None:
@@ -53,28 +51,52 @@ def label_map(fs: Any, paths: list[str]) -> tuple[dict[int, str], str | None]:
         except (FileNotFoundError, NotImplementedError):
             continue
         if found:
-            return parse_label_map(fs.cat_file(found[0]).decode("utf-8", "replace")), fs.unstrip_protocol(found[0])
+            url = fs.unstrip_protocol(found[0])
+            try:
+                return parse_label_map(fs.cat_file(found[0]).decode("utf-8", "replace")), url
+            except ValueError as e:
+                raise TFRecorderError(f"{url} is not a label map protobuf's text format reads ({e}): mend it, or "
+                                      f"move it away to name the labels by the records' class text") from None
     return {}, None
 
 
 def parse_label_map(text: str) -> dict[int, str]:
     """The names of a label map's ``item { id: 1 name: 'cat' display_name: 'Cat' }`` entries by id (its
-    display_name where it has one, as the Object Detection API's label_map_util reads it)."""
-    names: dict[int, str] = {}
-    for item in _ITEM.findall(text):
-        found_id = re.search(r"\bid\s*:\s*(-?\d+)", item)
-        name = re.search(rf"\bdisplay_name\s*:\s*{_QUOTED}", item) or re.search(rf"\bname\s*:\s*{_QUOTED}", item)
-        if found_id and name:
-            names[int(found_id.group(1))] = _unquoted(name.group(1))
-    return names
+    display_name where it has one, the last item of an id where several share it), read by protobuf's text
+    format as the Object Detection API's label_map_util reads it: comments, escapes (``\\303\\251``, ``\\u00e9``)
+    and nested ``keypoints { id: 0 }`` as protobuf means them. A text it cannot read is a ValueError saying
+    where."""
+    from google.protobuf import text_format
 
-
-def _unquoted(quoted: str) -> str:
-    """A protobuf text-format string's value: its escapes read as JSON reads them (ours are json.dumps')."""
-    body = quoted[1:-1]
-    if quoted[0] == "'":
-        body = body.replace("\\'", "'").replace('"', '\\"')
+    found = _label_map_class()()
     try:
-        return json.loads(f'"{body}"')
-    except ValueError:
-        return body
+        text_format.Parse(text, found, allow_unknown_field=True)  # frequency, ancestor_ids, ... of newer maps
+    except text_format.ParseError as e:
+        raise ValueError(str(e)) from None
+    return {item.id: item.display_name if item.HasField("display_name") else item.name for item in found.item}
+
+
+@functools.lru_cache(maxsize=1)
+def _label_map_class() -> Any:
+    """The Object Detection API's ``StringIntLabelMap`` message (string_int_label_map.proto), the fields read
+    here: its package is not a dependency."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    proto = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="tfrecorder_label_map.proto", package="tfrecorder_label_map",
+                                              syntax="proto2")
+    keypoint = file.message_type.add(name="Keypoint")
+    keypoint.field.add(name="id", number=1, type=proto.TYPE_INT32, label=proto.LABEL_OPTIONAL)
+    keypoint.field.add(name="label", number=2, type=proto.TYPE_STRING, label=proto.LABEL_OPTIONAL)
+    item = file.message_type.add(name="Item")
+    item.field.add(name="name", number=1, type=proto.TYPE_STRING, label=proto.LABEL_OPTIONAL)
+    item.field.add(name="id", number=2, type=proto.TYPE_INT32, label=proto.LABEL_OPTIONAL)
+    item.field.add(name="display_name", number=3, type=proto.TYPE_STRING, label=proto.LABEL_OPTIONAL)
+    item.field.add(name="keypoints", number=4, type=proto.TYPE_MESSAGE, label=proto.LABEL_REPEATED,
+                   type_name=".tfrecorder_label_map.Keypoint")
+    labels = file.message_type.add(name="StringIntLabelMap")
+    labels.field.add(name="item", number=1, type=proto.TYPE_MESSAGE, label=proto.LABEL_REPEATED,
+                     type_name=".tfrecorder_label_map.Item")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfrecorder_label_map.StringIntLabelMap"))
