@@ -405,3 +405,35 @@ def test_boxes_and_polygons_of_no_area_are_skipped_and_named(tmp_path):
     warning = next(w for w in result.warnings if "boxes of no area" in w)
     assert warning.startswith("2 label lines") and "a.txt line 2" in warning and "a.txt line 3" in warning
     assert tfrecorder.read_tfr(str(tmp_path / "out"))["label"].tolist() == ["cat"]
+
+
+def test_a_byte_order_mark_is_no_part_of_a_list_or_a_label_line(tmp_path):
+    """Windows editors start a text file with a byte order mark: an image list and a label file saved so read as
+    any other (the first line's class was "\\ufeff0", a bad line, and the first image was not found)."""
+    root = _one_image_yolo(tmp_path / "yolo")
+    (root / "labels" / "a.txt").write_text("\ufeff0 0.5 0.5 0.2 0.2\n", encoding="utf-8")
+    (root / "train.txt").write_text("\ufeffimages/a.jpg\n", encoding="utf-8")
+    (root / "data.yaml").write_text("\ufefftrain: train.txt\nnames: [cat]\n", encoding="utf-8")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert result.errors == 0 and result.rows.written == 1
+    assert tfrecorder.read_tfr(str(tmp_path / "out"))["label"].tolist() == ["cat"]
+
+
+def test_a_yaml_alias_bomb_in_names_is_one_short_line(tmp_path):
+    """A few hundred bytes of YAML aliases name millions of items (9 ** 8 here; gigabytes at a level more):
+    the message quotes a few of them, never the repr of them all."""
+    import tracemalloc
+
+    root = _one_image_yolo(tmp_path / "yolo")
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(7)]
+    (root / "data.yaml").write_text("\n".join(levels) + "\ntrain: images\nnames: *h\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(tfrecorder.SchemaError) as e:
+            tfrecorder.read_annotations(str(root))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(str(e.value)) < 400 and "has the name" in str(e.value)
+    assert peak < 16 * 2**20  # reading the YAML takes 5 MB; the repr of class 0's name alone took 38

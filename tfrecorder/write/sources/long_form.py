@@ -9,6 +9,7 @@ import math
 import os
 import posixpath
 import re
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,8 +51,10 @@ def long_frame(columns: dict[str, list[Any]], extra: tuple[str, ...]) -> pd.Data
 
 
 def utf8_text(data: bytes, what: str, encoding: str = "utf-8") -> str:
+    """``data`` as text, without the byte order mark Windows editors put first; not UTF-8: one line naming
+    ``what`` and the line."""
     try:
-        return data.decode(encoding)
+        return data.decode(encoding).removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise TFRecorderError(f"{what} is not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}; save it as "
@@ -69,9 +72,16 @@ def finite_number(value: Any, where: str, name: str) -> float:
 
 
 def quoted(value: Any) -> str:
-    """``value`` as a message quotes it: its repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text)} characters)"
+    """``value`` as a message quotes it: its repr, cut short - made by ``reprlib``, which shows a few items of
+    each list and level, never the whole of a large value (a YAML alias bomb of a few hundred bytes expands to
+    gigabytes)."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}..."
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict, _SHORT.maxset = 3, 8, 8, 8, 8
+_SHORT.maxstring = _SHORT.maxother = SHOWN + 2
 
 
 def path_url(url: str, fs: Any, path: str) -> str:

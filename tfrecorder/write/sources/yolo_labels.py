@@ -82,7 +82,7 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
         except OSError as e:
             return path, [], [f"cannot be read ({e.strerror or e})"], 0
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8").removeprefix("\ufeff")  # Notepad's byte order mark
         except UnicodeDecodeError as e:
             line = data.count(b"\n", 0, e.start) + 1
             return path, [], [f"line {line}: is not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"], 0
