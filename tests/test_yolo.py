@@ -436,4 +436,4 @@ def test_a_yaml_alias_bomb_in_names_is_one_short_line(tmp_path):
     finally:
         tracemalloc.stop()
     assert len(str(e.value)) < 400 and "has the name" in str(e.value)
-    assert peak < 16 * 2**20  # reading the YAML takes 5 MB; the repr of class 0's name alone took 38
+    assert peak < 16 * 2**20  # reading the YAML takes 5 MB; the repr of class 0's name alone took 38 MB
