@@ -208,3 +208,14 @@ def test_a_record_whose_objects_do_not_add_up_is_an_errors_csv_row(tmp_path, dam
     assert errors["message"].iloc[0].startswith(f"file://{export}/train.tfrecord record 0: ")
     boxes = tfrecorder.read_tfr(str(tmp_path / "out")).dropna(subset=["label"])
     assert sorted(boxes["label"]) == sorted(b[0] for n, bs in SCENES.items() if n != "a.png" for b in bs)
+
+
+def test_one_record_file_is_a_source_as_its_folder_is(tmp_path):
+    """A single export file given by its path converts as its folder would (it was read as a CSV, which is not
+    UTF-8 text); its label map is the one beside it."""
+    export = tmp_path / "export"
+    shutil.copytree(DATUMARO, export)
+    result = tfrecorder.convert(str(export / "train.tfrecord"), str(tmp_path / "out"), progress=False)
+    assert result.errors == 0 and set(result.splits) == {"TRAIN"}
+    labels = set(tfrecorder.read_tfr(str(tmp_path / "out"))["label"].dropna())
+    assert labels and labels <= set(COLORS)

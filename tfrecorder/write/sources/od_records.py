@@ -50,8 +50,8 @@ _EXIF_ORIENTATION = 0x0112
 
 
 def record_files(source: Any) -> tuple[Any, list[str]] | None:
-    """(filesystem, paths) when ``source`` is a folder (without dataset.json) or a glob of TFRecord files whose
-    records are in the Object Detection API's layout; else None."""
+    """(filesystem, paths) when ``source`` is a folder (without dataset.json), a glob of TFRecord files or one
+    such file, whose records are in the Object Detection API's layout; else None."""
     if not isinstance(source, (str, os.PathLike)):
         return None
     url = os.fspath(source)
@@ -63,6 +63,8 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
         if any(posixpath.basename(n) == MANIFEST_NAME for n in names):
             return None  # a dataset of ours
         paths = sorted(names)
+    elif _is_record_file(path) and fs.isfile(path):
+        paths = [path]
     else:
         return None
     paths = [p for p in paths if _is_record_file(p) and fs.isfile(p)]
