@@ -112,14 +112,14 @@ def test_a_server_that_drips_its_answer_costs_one_row(tmp_path):
     with http_server(tmp_path / "www") as (base, hits):
         uris = [f"{base}/{i}.png" for i in range(19)] + [f"{base}/drip/slow.png"]
         df = pd.DataFrame({"split": "TRAIN", "image_uri": uris, "label": ["a", "b"] * 10})
-        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, image_timeout=1)
+        result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, image_timeout=0.5)
     assert result.splits["TRAIN"].written == 19 and result.errors == 1
     assert hits.reach("/drip/slow.png", 4) >= 4  # each of the 4 tries bounded (the size estimate may ask too)
     with open(tmp_path / "out" / "errors.csv", newline="") as f:
         (row,) = csv.DictReader(f)
     assert (row["row"], row["error"]) == ("19", "fetch_error")
-    assert row["message"].startswith(f"no complete answer within 1 s for {uris[-1]} after 4 tries")
-    assert "image_timeout=1: raise it, --image-timeout in the command, for slow servers" in row["message"]
+    assert row["message"].startswith(f"no complete answer within 0.5 s for {uris[-1]} after 4 tries")
+    assert "image_timeout=0.5: raise it, --image-timeout in the command, for slow servers" in row["message"]
 
 
 def test_masks_over_http_are_fetched_with_the_images_retries_and_errors(tmp_path):
