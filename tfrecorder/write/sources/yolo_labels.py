@@ -52,10 +52,12 @@ def label_path(image: str, root: str = "") -> str:
     """An image's label file: its path with the last ``images`` folder inside ``root`` replaced by ``labels`` and
     its extension by ``.txt`` (beside the image when no folder inside the root is called ``images``: one above
     it, ``~/images/my-dataset/``, is not the dataset's)."""
-    inside = root.rstrip("/") + "/" if root and image.startswith(root.rstrip("/") + "/") else ""
-    head, sep, tail = image[len(inside):].rpartition("images/")
-    sep = sep if sep and (head == "" or head.endswith("/")) else ""
-    path = f"{inside}{head}labels/{tail}" if sep else image
+    start = len(root) + 1 if root and image.startswith(root) and image[len(root):len(root) + 1] == "/" else 0
+    head, sep, tail = image.rpartition("/images/")
+    if sep and len(head) + 1 < start:  # the last images/ is above the root: is it the root's own first folder?
+        sep = "/images/" if image.startswith("images/", start) else ""
+        head, tail = image[:start - 1], image[start + len("images/"):]
+    path = f"{head}/labels/{tail}" if sep else image
     stem, dot, extension = path.rpartition(".")
     return f"{stem}.txt" if dot and "/" not in extension else f"{path}.txt"
 
@@ -75,11 +77,13 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
         if posixpath.dirname(path) in outside or link and not guard.holds(path_url(dataset.url, fs, path)):
             inside = guard.holds(path_url(dataset.url, fs, image))  # an image outside is a row error of its own
             return None, [], ["its label file is outside the dataset's root: not read"] if inside else [], 0
-        if link is None:
+        if path not in listed:
             return None, [], [], 0
         try:
+            if link is None or link and is_local(fs) and not stat.S_ISREG(os.stat(path).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")  # a folder, or a FIFO a read would wait on
             data = read(path)
-        except OSError as e:
+        except OSError as e:  # a link to nothing (an unfetched git-annex or DVC file), a folder, a FIFO
             return path, [], [f"cannot be read ({e.strerror or e})"], 0
         try:
             text = data.decode("utf-8").removeprefix("\ufeff")  # Notepad's byte order mark
@@ -103,16 +107,8 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
 
 
 def _read_local(path: str) -> bytes:
-    """A local label file's bytes; an OSError for anything but a regular file (a folder, a FIFO, which a read
-    would wait on forever, a link to nothing: what a git-annex or DVC checkout leaves unfetched)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def is_local(fs: Any) -> bool:
@@ -120,20 +116,22 @@ def is_local(fs: Any) -> bool:
     return "file" in protocols
 
 
-def _label_files(dataset: YoloDataset, guard: Root) -> tuple[dict[str, bool], set[str]]:
-    """The .txt files in every folder inside the root that holds a label file of the dataset's images, each with
-    whether it is a link (checked against the root where it is read), listed once a folder, not asked for once an
-    image; and those folders outside the root, never listed."""
+def _label_files(dataset: YoloDataset, guard: Root) -> tuple[dict[str, bool | None], set[str]]:
+    """The .txt entries in every folder inside the root that holds a label file of the dataset's images, each
+    with whether it is a link (checked against the root, and for what it points to, where it is read), or None
+    for an entry that is no regular file (a folder, a FIFO: never read), listed once a folder, not asked for
+    once an image; and those folders outside the root, never listed."""
     fs = dataset.fs
     folders = {posixpath.dirname(label_path(image, dataset.root)) for image in dataset.images}
-    files: dict[str, bool] = {}
+    files: dict[str, bool | None] = {}
     outside = set()
     for folder in folders:
         if not guard.holds(path_url(dataset.url, fs, folder)):
             outside.add(folder)
-        elif is_local(fs) and os.path.isdir(folder):  # the directory's entries say which are links: no stat each
+        elif is_local(fs) and os.path.isdir(folder):  # the directory's entries say what each is: no stat each
             with os.scandir(folder) as entries:
-                files.update((e.path, e.is_symlink()) for e in entries if e.name.endswith(".txt"))
+                files.update((e.path, True if e.is_symlink() else False if e.is_file() else None)
+                             for e in entries if e.name.endswith(".txt"))
         elif not is_local(fs) and fs.isdir(folder):
             files.update((e["name"], bool(e.get("islink"))) for e in fs.ls(folder, detail=True)
                          if e["name"].endswith(".txt"))
