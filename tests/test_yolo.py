@@ -437,3 +437,17 @@ def test_a_yaml_alias_bomb_in_names_is_one_short_line(tmp_path):
         tracemalloc.stop()
     assert len(str(e.value)) < 400 and "has the name" in str(e.value)
     assert peak < 16 * 2**20  # reading the YAML takes 5 MB; the repr of class 0's name alone took 38 MB
+
+
+def test_a_label_file_linked_out_of_the_root_is_refused_once(tmp_path):
+    """A label file that is a link to a file outside the root: its image is a bad_annotation row, the file is not
+    read, and it is not also named as a label file without an image."""
+    (tmp_path / "outside.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    root = _one_image_yolo(tmp_path / "yolo")
+    Image.new("RGB", (64, 48), "gray").save(root / "images" / "b.jpg")
+    (root / "labels" / "b.txt").symlink_to(tmp_path / "outside.txt")
+    (root / "data.yaml").write_text("train: images\nnames: [cat]\n")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert (result.rows.written, result.error_codes) == (1, {"bad_annotation": 1})
+    assert result.skipped == () and not [w for w in result.warnings if "without an image" in w]
+    assert "outside the dataset's root: not read" in _errors(result.tfrecord_dir)["message"].iloc[0]

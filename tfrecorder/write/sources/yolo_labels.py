@@ -76,7 +76,9 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
         link = listed.get(path)
         if posixpath.dirname(path) in outside or link and not guard.holds(path_url(dataset.url, fs, path)):
             inside = guard.holds(path_url(dataset.url, fs, image))  # an image outside is a row error of its own
-            return None, [], ["its label file is outside the dataset's root: not read"] if inside else [], 0
+            problems = ["its label file is outside the dataset's root: not read"] if inside else []
+            # a link in the root to a file out of it is the image's label file, refused: no orphan to note too
+            return (path if link else None), [], problems, 0
         if path not in listed:
             return None, [], [], 0
         try:
