@@ -147,3 +147,22 @@ def test_coco_boxes_of_no_area_are_skipped_and_named_as_the_object_detection_api
     assert any("2 annotations have a bbox of no width or height" in w and "ids 2, 3" in w for w in result.warnings)
     back = tfrecorder.read_tfr(str(tmp_path / "out"))
     assert sorted(back["label"].dropna()) == ["dog"]
+
+
+def test_a_coco_segmentation_that_is_neither_polygons_nor_rle_is_an_errors_csv_row(tmp_path):
+    """A segmentation object without RLE's size and counts was read as no segmentation: its image written without
+    the mask. It is the instance_mask_decode row of errors.csv; the other image is written with its mask."""
+    for name in ("a.jpg", "b.jpg"):
+        write_image(tmp_path / "images" / name, size=(48, 64))
+    coco = {"images": [{"id": 1, "file_name": "a.jpg", "width": 64, "height": 48},
+                       {"id": 2, "file_name": "b.jpg", "width": 64, "height": 48}],
+            "annotations": [{"id": 1, "image_id": 1, "bbox": [8, 4, 20, 20], "category_id": 1,
+                             "segmentation": [[8, 4, 28, 4, 28, 24]]},
+                            {"id": 2, "image_id": 2, "bbox": [8, 4, 20, 20], "category_id": 1,
+                             "segmentation": {"foo": 1}}],
+            "categories": [{"id": 1, "name": "dog"}]}
+    (tmp_path / "instances_train.json").write_text(json.dumps(coco))
+    result = tfrecorder.convert(str(tmp_path / "instances_train.json"), str(tmp_path / "out"), progress=False)
+    assert (result.rows.written, result.error_codes) == (1, {"instance_mask_decode": 1})
+    errors = pd.read_csv(tmp_path / "out" / "errors.csv")
+    assert errors["image_uri"].str.endswith("b.jpg").all()

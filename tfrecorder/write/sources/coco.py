@@ -172,6 +172,8 @@ def _coco_kept(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _segmentation_text(value: Any) -> str | bytes | None:
     """An annotation's segmentation (polygons or RLE) as compact JSON (UTF-8 bytes), the instance mask column's
     value (``types.InstanceMask``: drawn when written); None for none (``[]``)."""
+    if isinstance(value, Mapping) and not value:  # an object of none of RLE's keys: the mask's decode names it
+        return b"{}"
     if isinstance(value, str) or not value:  # text already (a file of another tool) or none
         return value or None
     return json.dumps(value, separators=(",", ":")).encode("ascii")
