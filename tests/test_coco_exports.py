@@ -68,3 +68,22 @@ def test_no_folder_holding_the_images_is_one_line_naming_where_it_looked(tmp_pat
     moved = tfrecorder.convert(path, str(tmp_path / "out"), images_dir=str(tmp_path / "elsewhere"), progress=False,
                                split_fractions=(1.0, 0.0, 0.0), overwrite=True)
     assert moved.rows.written == 2 and not any("COCO" in w for w in moved.warnings)
+
+
+def test_a_folder_of_roboflow_coco_exports_is_refused_not_read_as_an_image_folder(tmp_path):
+    """Roboflow's COCO export (train/ and valid/, each an _annotations.coco.json beside its images) given as a
+    folder: read as an image folder its labels would be 'train' and 'valid' and every box lost. It is refused
+    naming the JSON; the JSON itself converts, the split of its folder's name (valid: VALIDATION)."""
+    for split, count in (("train", 2), ("valid", 1)):
+        (tmp_path / split).mkdir()
+        images = [{"id": i, "file_name": f"{split}{i}.jpg", "width": 32, "height": 24} for i in range(count)]
+        for image in images:
+            Image.new("RGB", (32, 24), "red").save(tmp_path / split / image["file_name"])
+        (tmp_path / split / "_annotations.coco.json").write_text(json.dumps({
+            "images": images, "categories": [{"id": 1, "name": "cat"}],
+            "annotations": [{"id": i, "image_id": i, "category_id": 1, "bbox": [4, 4, 10, 10]} for i in range(count)]}))
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"holds annotation files \(train/_annotations.coco.json: "
+                                                         r"COCO\): as an image folder its labels would be"):
+        tfrecorder.convert(str(tmp_path), str(tmp_path / "out"), progress=False)
+    boxes = tfrecorder.read_annotations(str(tmp_path / "valid" / "_annotations.coco.json"))
+    assert boxes["split"].tolist() == ["VALIDATION"]

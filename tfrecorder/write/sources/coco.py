@@ -20,6 +20,7 @@ from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import KEYPOINTS_ATTR, NOTES_ATTR
+from tfrecorder.write.sources.folders import FOLDER_SPLITS
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     SIZE_COLUMNS,
@@ -253,7 +254,8 @@ def _coco_split(url: str) -> str:
     for word, split in COCO_SPLITS.items():
         if f"_{word}" in stem or stem.startswith(word):
             return split
-    return UNASSIGNED
+    # Roboflow's export names its file the same in each split folder: valid/_annotations.coco.json
+    return FOLDER_SPLITS.get(posixpath.basename(posixpath.dirname(url.rstrip("/"))).upper(), UNASSIGNED)
 
 
 def _coco_images(url: str, names: list[str]) -> tuple[str, str, bool]:

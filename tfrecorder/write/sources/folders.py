@@ -38,7 +38,36 @@ def image_folder_url(source: Any) -> str | None:
     looks = yolo_evidence(fs, path.rstrip("/"))
     if looks:
         raise not_read_yet(url, f"looks like a YOLO dataset ({looks})")
+    export = annotation_evidence(fs, path.rstrip("/"))
+    if export:
+        raise TFRecorderError(
+            f"source {url!r} holds annotation files ({export}): as an image folder its labels would be its folder "
+            f"names and every box lost. Give convert the annotation file itself (a COCO .json), or convert one "
+            f"table of them: pd.concat([tfrecorder.read_annotations(f) for f in files])")
     return url
+
+
+_ANNOTATION_HEAD = 1 << 16  # bytes of a .json or .xml file read to tell whether it is annotations
+
+
+def annotation_evidence(fs: Any, root: str) -> str:
+    """The first annotation file of another tool's export in the folder ``root`` or a folder in it (a COCO JSON:
+    Roboflow's ``train/_annotations.coco.json``, CVAT's; FiftyOne's ``labels.json``; labelImg's VOC XML beside
+    the images of a subfolder), told by its first bytes, with what it is; "" when there is none."""
+    folders = [root, *sorted(e["name"].rstrip("/") for e in fs.ls(root, detail=True) if e.get("type") == "directory")]
+    for folder in folders:
+        for path in sorted(fs.ls(folder, detail=False)):
+            name = path.rsplit("/", 1)[-1].lower()
+            if not name.endswith((".json", ".xml")) or name.startswith("."):
+                continue
+            with fs.open(path, "rb") as f:
+                head = f.read(_ANNOTATION_HEAD)
+            kind = ("COCO" if b'"images"' in head and b'"annotations"' in head else
+                    "FiftyOne" if b'"classes"' in head and b'"labels"' in head else
+                    "VOC" if b"<annotation" in head else "")
+            if kind:
+                return f"{path[len(root) + 1:]}: {kind}"
+    return ""
 
 
 def not_read_yet(url: str, looks: str) -> TFRecorderError:
