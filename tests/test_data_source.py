@@ -30,12 +30,15 @@ def converted(tmp_path_factory) -> dict[str, str]:
     scenes = sample_data.make_detection_scenes(str(root / "scenes"), n=10, size=(48, 64))  # EXIF 1, 3, 6, 8
     people = sample_data.make_keypoint_scenes(str(root / "people"), n=4, size=(48, 64))
     segments = sample_data.make_segmentation_scenes(str(root / "segments"), n=5, size=(48, 64))
-    out = {name: str(root / name) for name in ("classification", "detection", "keypoints", "segmentation")}
+    instances = sample_data.make_instance_scenes(str(root / "shapes"), n=4, size=(48, 64))  # EXIF-turned too
+    out = {name: str(root / name) for name in ("classification", "detection", "keypoints", "segmentation",
+                                               "instances")}
     tfrecorder.convert(images, out["classification"], num_shards=2, progress=False)
     tfrecorder.convert(scenes, out["detection"], progress=False)
     tfrecorder.convert(people, out["keypoints"], progress=False)
     tfrecorder.convert(segments[["split", "image_uri", "mask_uri"]], out["segmentation"],
                        mask_classes=list(sample_data.SEGMENT_CLASSES), progress=False)
+    tfrecorder.convert(instances, out["instances"], progress=False)
     return out
 
 
@@ -67,9 +70,9 @@ def _assert_same(expected: dict[str, Any], got: dict[str, Any], antialiased: boo
             np.testing.assert_array_equal(got[key], want, err_msg=key)
 
 
-@pytest.mark.parametrize("name", ["classification", "detection", "keypoints", "segmentation"])
+@pytest.mark.parametrize("name", ["classification", "detection", "keypoints", "segmentation", "instances"])
 def test_records_are_load_datasets(converted, name):
-    for image_size, mode in SIZES if name in ("classification", "detection") else SIZES[2:4]:
+    for image_size, mode in SIZES if name in ("classification", "detection", "instances") else SIZES[2:4]:
         kwargs = dict(image_size=image_size, resize_mode=mode) if image_size else {}
         source = tfrecorder.data_source(converted[name], "train", **kwargs)
         dataset = tfrecorder.load_dataset(converted[name], "TRAIN", **kwargs)

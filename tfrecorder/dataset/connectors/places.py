@@ -114,6 +114,9 @@ class InstanceMask(Mask):
     def follow(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
         return {**values, name: frame.instance_masks(values[name])}, None
 
+    def follow_array(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
+        return {**values, name: frame.instance_masks(values[name])}, None
+
 
 def _tfds_tensor(feature: FeatureInfo, dtype: str) -> dict[str, Any]:
     """A TFDS ``Tensor`` entry of one object's value (the feature's shape after its objects' axis)."""
