@@ -77,7 +77,10 @@ def _draw(label: str, size: tuple[int, int], rng: random.Random) -> tuple[Image.
 OBJECT_COLORS = {"red": (220, 30, 30), "green": (30, 190, 40), "blue": (30, 40, 220), "yellow": (230, 210, 30)}
 # The EXIF orientations the scenes cycle through: upright, and phone photos stored turned (6, 8, 3).
 SCENE_ORIENTATIONS = (1, 6, 1, 8, 1, 3)
-_STORED_TURN = {3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270}
+# What stores a picture so that its EXIF orientation shows it upright: the inverse of the turn a viewer makes.
+_STORED_TURN = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+                5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_90, 7: Image.Transpose.TRANSVERSE,
+                8: Image.Transpose.ROTATE_270}
 
 
 def _save_turned(shown: Image.Image, orientation: int, path: str) -> Image.Image:
