@@ -122,6 +122,25 @@ def test_a_damaged_record_is_named(converted, tmp_path):
         source[2]
 
 
+@pytest.mark.parametrize("damage", ["a huge length", "a negative offset", "words", "an odd count", "two lines swapped"])
+def test_a_damaged_index_is_one_line_naming_it(converted, tmp_path, damage):
+    """A .tfindex edited or damaged: a one-line error naming it, never numpy's or os.pread's (a MemoryError for a
+    huge length), nor - two lines swapped, each record's CRC fine - another record than the one asked for."""
+    copy = tmp_path / "copy"
+    shutil.copytree(converted["detection"], copy)
+    index = copy / "train-00000-of-00001.tfindex"
+    lines = index.read_text().splitlines()
+    first = lines[0].split()
+    lines = {"a huge length": [f"{first[0]} 99999999999", *lines[1:]],
+             "a negative offset": [f"-5 {first[1]}", *lines[1:]], "words": ["abc def", *lines[1:]],
+             "an odd count": [*lines[:-1], lines[-1].split()[0]],
+             "two lines swapped": [lines[1], lines[0], *lines[2:]]}[damage]
+    index.write_text("\n".join(lines) + "\n")
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"train-00000-of-00001.tfindex: .*the index is damaged; "
+                                                         r"`tfrecorder verify .*` checks the dataset$"):
+        tfrecorder.data_source(str(copy), "TRAIN")[0]
+
+
 def test_a_compressed_dataset_is_refused(tmp_path):
     table = sample_data.make_sample_images(str(tmp_path / "images"), n=3, size=(16, 16))
     out = str(tmp_path / "gz")

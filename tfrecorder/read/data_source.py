@@ -171,10 +171,28 @@ class DataSource(Sequence):
                 raise TFRecorderError(f"{folder.url_of(str(shard.index))} is missing: data_source finds records by "
                                       f"their shard's index; `tfrecorder verify {folder.url}` checks the "
                                       f"dataset") from None
-        rows = np.array(text.split(), dtype=np.int64).reshape(-1, 2) if text.strip() else np.zeros((0, 2), np.int64)
+        where = folder.url_of(str(shard.index))
+        try:
+            values = np.array(text.split(), dtype=np.int64)
+        except (ValueError, OverflowError):
+            values = np.zeros(1, np.int64)  # an odd count: refused below
+        if len(values) % 2:
+            raise TFRecorderError(f"{where}: its lines are not 'offset length' whole numbers: the index is damaged; "
+                                  f"`tfrecorder verify {folder.url}` checks the dataset")
+        rows = values.reshape(-1, 2)
         if len(rows) != shard.records:
-            raise TFRecorderError(f"{folder.url_of(str(shard.index))}: {records_problem(self.split, shard, len(rows))}"
+            raise TFRecorderError(f"{where}: {records_problem(self.split, shard, len(rows))}"
                                   f" (lines of its index): `tfrecorder verify {folder.url}` checks the dataset")
+        # each record starts where the one before ends, the first at 0, the last ends the shard's bytes; each is
+        # a frame of 16 bytes at least: an index that says otherwise would read the wrong bytes, or too many
+        ends = rows[:, 0] + rows[:, 1]
+        starts = np.concatenate([[0], ends[:-1]])
+        wrong = np.flatnonzero((rows[:, 0] != starts) | (rows[:, 1] < 16))
+        if len(wrong) or (len(rows) and ends[-1] != shard.bytes):
+            line = int(wrong[0]) + 1 if len(wrong) else len(rows)
+            raise TFRecorderError(f"{where}: line {line} does not give record {line - 1}'s place in "
+                                  f"{shard.file} (each record starts where the one before ends): the index is "
+                                  f"damaged; `tfrecorder verify {folder.url}` checks the dataset")
         return rows
 
     def _read(self, shard: int, offset: int, length: int) -> bytes:
