@@ -396,3 +396,25 @@ def test_class_label_ids_beyond_their_names_are_one_line_naming_the_file(tmp_pat
     with pytest.raises(tfrecorder.TFRecorderError, match=r"^Parquet file '.*train.parquet': ClassLabel column "
                                                          r"'label' holds id 5, but its names are 2 \(cat, dog\)"):
         convert(str(tmp_path / "train.parquet"), tmp_path / "out")
+
+
+def test_files_whose_names_say_their_splits_keep_them_on_every_runner(tmp_path):
+    """The Hub's layout - data/train-00000-of-00001.parquet beside data/test-00000-of-00001.parquet, no split
+    column - given as a glob: each file's rows are the split its name says, with a warning that says so (before,
+    all of them were hashed into the three splits: most test rows trained on). Files of one split keep the hash."""
+    (tmp_path / "data").mkdir()
+    for split, first in (("train", 0), ("test", 4)):
+        structs = [{"bytes": encoded(pixels(first + i)), "path": f"{split}{i}.png"} for i in range(4)]
+        pq.write_table(pa.table({"image": pa.array(structs, IMAGE_STRUCT), "label": ["cat", "dog"] * 2}),
+                       tmp_path / "data" / f"{split}-00000-of-00001.parquet")
+    results = {runner: tfrecorder.convert(str(tmp_path / "data" / "*.parquet"), str(tmp_path / runner),
+                                          progress=False, runner=runner) for runner in ("local", "DirectRunner")}
+    for runner, result in results.items():
+        assert {name: s.written for name, s in result.splits.items()} == {"TRAIN": 4, "TEST": 4}
+        table = tfrecorder.read_tfr(str(tmp_path / runner))
+        assert sorted(zip(table["split"], table["image_uri"].str[:4])) == [("TEST", "test")] * 4 + [
+            ("TRAIN", "trai")] * 4
+    assert any("its files' names say their splits" in w for w in results["local"].warnings)
+    assert shard_bytes(tmp_path / "local") == shard_bytes(tmp_path / "DirectRunner")
+    alone = tfrecorder.convert(str(tmp_path / "data" / "train-*.parquet"), str(tmp_path / "alone"), progress=False)
+    assert not any("names say" in w for w in alone.warnings)

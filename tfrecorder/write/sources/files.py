@@ -8,6 +8,7 @@ import contextlib
 import csv
 import os
 import posixpath
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -16,7 +17,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import LABEL_COLUMN
+from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.sources.class_labels import chosen, named, named_schema, parquet_class_labels, union
 from tfrecorder.write.sources.csv_text import (
     SPARE_COLUMNS,
@@ -35,6 +36,7 @@ from tfrecorder.write.sources.csv_text import (
 )
 from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, file_url, not_read_yet
+from tfrecorder.write.splits import TEST, TRAIN, VALIDATION
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
 _PARQUET_MAGIC = b"PAR1"
@@ -240,10 +242,11 @@ def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
         class_label = chosen(labels, schema.names)
         if class_label is not None:  # every file's names: a later one may order them otherwise, or add some
             vocabulary = union([labels[class_label], *(f.class_labels.get(class_label) for f in facts)])
+    splits = file_splits(files.files) if facts and SPLIT_COLUMN not in facts[0].columns else ()
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),
                       files.paths_as_given, tuple(f.kept for f in facts), tuple(f.separator for f in facts),
-                      class_label, vocabulary, schema, sum(f.data_bytes for f in facts))
+                      class_label, vocabulary, schema, sum(f.data_bytes for f in facts), splits)
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,7 @@ class TableFiles:
     vocabulary: tuple[str, ...] | None = None  # ... its names in id order: label ids stay the ids it gave them
     stored_schema: Any = field(default=None, compare=False, repr=False)  # Parquet: the first file's, read once
     data_bytes: int = 0  # Parquet: the files' row groups' bytes uncompressed (FileFacts.data_bytes)
+    splits: tuple[str, ...] = ()  # each file's split, from its name, for a table without a split column
 
     @property
     def rows(self) -> int:
@@ -275,7 +279,12 @@ class TableFiles:
     @property
     def warnings(self) -> tuple[str, ...]:
         """What the result says of how the files were read: each CSV read with a separator other than a comma."""
-        return tuple(separator_note(url, sep) for url, sep in zip(self.files, self.separators) if sep != ",")
+        notes = [separator_note(url, sep) for url, sep in zip(self.files, self.separators) if sep != ","]
+        if self.splits:
+            shown = ", ".join(f"{posixpath.basename(u)}: {s}" for u, s in list(zip(self.files, self.splits))[:4])
+            notes.append(f"the table has no {SPLIT_COLUMN!r} column; its files' names say their splits, so each "
+                         f"file's rows are that split ({shown}{', ...' if len(self.files) > 4 else ''})")
+        return tuple(notes)
 
     @property
     def skipped(self) -> tuple[str, ...]:
@@ -288,12 +297,16 @@ class TableFiles:
         if self.parquet:
             return tuple(self.arrow_schema().names)
         labels = set(self.label_columns[0]) if self.label_columns else set()
-        return tuple(c for c in self.kinds if c not in labels or c == LABEL_COLUMN)
+        named = (SPLIT_COLUMN,) if self.splits else ()
+        return named + tuple(c for c in self.kinds if c not in labels or c == LABEL_COLUMN)
 
     def arrow_schema(self) -> Any:
         """A Parquet table's Arrow schema as its parts have it (a ClassLabel column the text ``label``)."""
+        import pyarrow as pa
+
         schema = self.stored_schema if self.stored_schema is not None else parquet_schema(self.files)
-        return named_schema(schema, self.class_label) if self.class_label is not None else schema
+        schema = named_schema(schema, self.class_label) if self.class_label is not None else schema
+        return schema.insert(0, pa.field(SPLIT_COLUMN, pa.string())) if self.splits else schema
 
     def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
         """What the schema is inferred from and checked against: the first part (its columns typed as the whole
@@ -311,6 +324,8 @@ class TableFiles:
         first_row = sum(self.file_rows[:index])
         base_dir = None if self.paths_as_given else _parent(url)
         for part in (self._parquet_parts(url, rows) if self.parquet else self._csv_parts(index, url, rows)):
+            if self.splits:  # the split its file's name says
+                part.insert(0, SPLIT_COLUMN, pd.array([self.splits[index]] * len(part), dtype=pd.StringDtype()))
             yield part, base_dir, first_row
             first_row += len(part)
 
@@ -361,6 +376,26 @@ def _class_names_of(files: TableFiles, schema: Any) -> tuple[str, ...]:
     """The names one file's ClassLabel ids stand for: its own, where its schema keeps them; else the table's."""
     own = parquet_class_labels(schema).get(files.class_label) if files.class_label is not None else None
     return tuple(own) if own is not None else files.vocabulary or ()
+
+
+# A file's name (or its folder's) that says its split, as the Hugging Face Hub names its files
+# (data/train-00000-of-00002.parquet, data/test-*.parquet) and exporters their folders (valid/).
+_NAMED_SPLITS = {"train": TRAIN, "training": TRAIN, "validation": VALIDATION, "valid": VALIDATION,
+                 "val": VALIDATION, "dev": VALIDATION, "test": TEST, "testing": TEST}
+_SPLIT_NAME = re.compile(r"([a-z]+)(?=$|[-_.\d])")
+
+
+def file_splits(urls: Sequence[str]) -> tuple[str, ...]:
+    """Each file's split where every file's name (or folder) says one and they say two or more (the Hub's
+    train and test files: a table without a split column would hash them together); () otherwise, a table of
+    files of one split hashed into the three as before."""
+    found = []
+    for url in urls:
+        name = posixpath.basename(url).lower()
+        word = _SPLIT_NAME.match(name)
+        split = _NAMED_SPLITS.get(word.group(1)) if word else None
+        found.append(split or _NAMED_SPLITS.get(posixpath.basename(posixpath.dirname(url)).lower()))
+    return tuple(found) if None not in found and len(set(found)) > 1 else ()  # type: ignore[arg-type]
 
 
 def arrow_frame(table: Any) -> pd.DataFrame:
