@@ -166,3 +166,30 @@ def test_a_coco_segmentation_that_is_neither_polygons_nor_rle_is_an_errors_csv_r
     assert (result.rows.written, result.error_codes) == (1, {"instance_mask_decode": 1})
     errors = pd.read_csv(tmp_path / "out" / "errors.csv")
     assert errors["image_uri"].str.endswith("b.jpg").all()
+
+
+def test_voc_images_in_no_split_list_are_discarded_and_images_without_xml_named(tmp_path):
+    """Where ImageSets/Main lists exist they say which images are used: an annotated image in none is discarded
+    (counted, with a warning), not hashed into the three splits; an image without an XML is named as skipped."""
+    for stem in ("a", "b", "c"):
+        write_image(tmp_path / "JPEGImages" / f"{stem}.jpg", size=(48, 64))
+        if stem != "c":
+            (tmp_path / "Annotations").mkdir(exist_ok=True)
+            (tmp_path / "Annotations" / f"{stem}.xml").write_text(voc_xml(f"{stem}.jpg", [("cat", 2, 2, 20, 20, 0)]))
+    write_image(tmp_path / "JPEGImages" / "d.jpg", size=(48, 64))
+    (tmp_path / "Annotations" / "d.xml").write_text(voc_xml("d.jpg", [("cat", 2, 2, 20, 20, 0)]))
+    (tmp_path / "ImageSets" / "Main").mkdir(parents=True)
+    (tmp_path / "ImageSets" / "Main" / "train.txt").write_text("a\nb\n")
+    result = tfrecorder.convert(str(tmp_path), str(tmp_path / "out"), progress=False)
+    assert (result.rows.written, result.rows.discarded) == (2, 1)
+    assert any("1 annotated images" in w and "in no ImageSets/Main list" in w and "(d)" in w for w in result.warnings)
+    assert result.skipped == ("JPEGImages/c.jpg (an image without an annotation XML)",)
+
+
+def test_labelimg_xml_in_subfolders_are_read(tmp_path):
+    """labelImg writes an XML beside each image: a folder of batches in subfolders loses none of them."""
+    for folder, stem in (("", "a"), ("batch2/", "b"), ("batch2/", "c")):
+        write_image(tmp_path / f"{folder}{stem}.jpg", size=(48, 64))
+        (tmp_path / f"{folder}{stem}.xml").write_text(voc_xml(f"{stem}.jpg", [("cat", 2, 2, 20, 20, 0)]))
+    boxes = tfrecorder.read_annotations(str(tmp_path))
+    assert sorted(boxes["image_uri"]) == [str(tmp_path / n) for n in ("a.jpg", "batch2/b.jpg", "batch2/c.jpg")]

@@ -15,6 +15,8 @@ from defusedxml import ElementTree as SafeElementTree
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
+from tfrecorder.write.settings import NOTES_ATTR
+from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     SIZE_COLUMNS,
@@ -27,7 +29,7 @@ from tfrecorder.write.sources.long_form import (
     quoted,
     utf8_text,
 )
-from tfrecorder.write.splits import DEFAULT_FRACTIONS, TEST, TRAIN, UNASSIGNED, VALIDATION, hash_fraction
+from tfrecorder.write.splits import DEFAULT_FRACTIONS, DISCARD, TEST, TRAIN, UNASSIGNED, VALIDATION, hash_fraction
 
 VOC_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # ImageSets/Main/<name>.txt
 
@@ -37,20 +39,31 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
     root = root.rstrip("/")
     annotations = f"{root}/Annotations"
     xml_dir = annotations if fs.isdir(annotations) else root
-    files = sorted(p for p in fs.ls(xml_dir, detail=False) if p.lower().endswith(".xml"))
+    # labelImg's layout (XML beside each image) in its subfolders too: a folder of batches loses none of them
+    listed = fs.ls(xml_dir, detail=False) if xml_dir == annotations else fs.find(root)
+    files = sorted(p for p in listed if p.lower().endswith(".xml") and not _hidden(p[len(root) + 1:]))
     if not files:
         raise TFRecorderError(f"{url!r} is not a Pascal VOC folder: no Annotations/*.xml, nor XML files in it")
+    given_dir = images_dir
     if images_dir is None and fs.isdir(f"{root}/JPEGImages"):
         images_dir = path_url(url, fs, f"{root}/JPEGImages")
     splits = _voc_splits(url, fs, root)
     columns = empty_columns(("difficult", "truncated", *SIZE_COLUMNS))
+    unlisted: list[str] = []
+    images: set[str] = set()
     for xml in files:
         where = path_url(url, fs, xml)
         tree = _voc_xml(fs, xml, where)
         name = tree.findtext("filename") or posixpath.basename(xml)[:-4] + ".jpg"
         image_id = posixpath.splitext(name)[0]
         folder = images_dir if images_dir is not None else path_url(url, fs, posixpath.dirname(xml))
-        image = {SPLIT_COLUMN: splits.get(image_id, UNASSIGNED), IMAGE_COLUMN: join_name(folder, name),
+        # the lists name VOC's image ids, each its XML's name (and its image's): they say which are used
+        stem = posixpath.splitext(posixpath.basename(xml))[0]
+        split = splits.get(stem) or splits.get(image_id, DISCARD if splits else UNASSIGNED)
+        if split == DISCARD:
+            unlisted.append(stem)
+        images.add(join_name(folder, name))
+        image = {SPLIT_COLUMN: split, IMAGE_COLUMN: join_name(folder, name),
                  "width": _int(tree.findtext("size/width"), where, "<width>"),
                  "height": _int(tree.findtext("size/height"), where, "<height>")}
         objects = tree.findall("object")
@@ -71,7 +84,33 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
         if not objects:
             add_row(columns, {**image, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS),
                            "difficult": None, "truncated": None})
-    return long_frame(columns, ("difficult", "truncated", *SIZE_COLUMNS))
+    frame = long_frame(columns, ("difficult", "truncated", *SIZE_COLUMNS))
+    warnings = []
+    if unlisted:
+        warnings.append(f"{len(unlisted)} annotated images of {url!r} are in no ImageSets/Main list (train, val, "
+                        f"test, trainval), which say the splits: discarded ({', '.join(unlisted[:5])}"
+                        f"{', ...' if len(unlisted) > 5 else ''})")
+    skipped = _unannotated(fs, root, images) if given_dir is None else []  # images elsewhere: not the folder's
+    if skipped:
+        warnings.append(f"{len(skipped)} images under {url!r} have no annotation XML and were skipped: "
+                        f"{', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped lists them)")
+    if warnings:
+        frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped)}
+    return frame
+
+
+def _hidden(path: str) -> bool:
+    return any(part.startswith(".") for part in path.split("/"))
+
+
+def _unannotated(fs: Any, root: str, named: set[str]) -> list[str]:
+    """The images in the folders the dataset's images are in (``JPEGImages/``, or the folders of its XML files)
+    that no XML names: ``"<path in the root> (an image without an annotation XML)"``."""
+    paths = {filesystem(n)[1] for n in named}
+    folders = {posixpath.dirname(p) for p in paths}
+    return [f"{p[len(root) + 1:]} (an image without an annotation XML)" for p in sorted(fs.find(root))
+            if posixpath.dirname(p) in folders and p not in paths and p.lower().endswith(IMAGE_EXTENSIONS)
+            and not _hidden(p[len(root) + 1:])]
 
 
 def _voc_xml(fs: Any, xml: str, where: str) -> Any:
