@@ -148,8 +148,13 @@ def test_a_folder_without_label_folders_says_what_it_holds(tmp_path):
         _convert(str(tmp_path / "flat"), tmp_path / "out")
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "part.csv").write_text("image_uri,label\na.jpg,cat\n")
-    with pytest.raises(TFRecorderError, match=r"it holds CSV files; give one, or a glob of them \('.*/\*\.csv'\)"):
+    with pytest.raises(TFRecorderError, match=r"it holds CSV files; give one, or a glob of them "
+                                              r"\('.*/tables/\*\.csv'\)"):
         _convert(str(tmp_path / "tables"), tmp_path / "out")
+    (tmp_path / "hub" / "data").mkdir(parents=True)  # the Hugging Face Hub's layout: the glob is of data/
+    (tmp_path / "hub" / "data" / "train-00000-of-00001.csv").write_text("image_uri,label\na.jpg,cat\n")
+    with pytest.raises(TFRecorderError, match=r"give one, or a glob of them \('.*/hub/data/\*\.csv'\)"):
+        _convert(str(tmp_path / "hub"), tmp_path / "out")
     _images(tmp_path / "pets" / "train" / "cat", 1)  # in TRAIN: a hashed split could leave TRAIN without 'cat'
     (tmp_path / "pets" / "config.yaml").write_text("lr: 0.1\n")
     assert _convert(str(tmp_path / "pets"), tmp_path / "pets_out").skipped == ("config.yaml (not an image)",)

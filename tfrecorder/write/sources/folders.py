@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,7 +138,11 @@ def _what_it_holds(url: str) -> str:
         return (f": its {len(images)} images (e.g. {images[0].rsplit('/', 1)[-1]!r}) are not in label folders; "
                 f"move them into one folder per label, or give a table of image_uri and label")
     if tables:
-        return f": it holds {' and '.join(tables).upper()} files; give one, or a glob of them ('{url}/*.{tables[0]}')"
+        # the glob of the folder that holds them, in it or below (the Hugging Face Hub's data/)
+        first = next(p for p in files if p.lower().endswith(f".{tables[0]}"))
+        below = posixpath.dirname(first)[len(root.rstrip("/")):]
+        return (f": it holds {' and '.join(tables).upper()} files; give one, or a glob of them "
+                f"('{url.rstrip('/')}{below}/*.{tables[0]}')")
     return ""
 
 
