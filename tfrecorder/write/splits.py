@@ -10,10 +10,13 @@ from tfrecorder.types import DISCARD, TEST, TRAIN, UNASSIGNED, VALIDATION, Split
 
 __all__ = ["TRAIN", "VALIDATION", "TEST", "DISCARD", "UNASSIGNED", "WRITTEN_SPLITS", "KNOWN_SPLITS",
            "DEFAULT_FRACTIONS", "check_fractions", "normalize_splits", "split_values", "unknown_splits_message",
-           "hash_fraction", "assign_split"]
+           "hash_fraction", "assign_split", "NAMED_SPLITS"]
 WRITTEN_SPLITS = (TRAIN, VALIDATION, TEST)
 KNOWN_SPLITS = SplitKey.allowed_values
 DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
+# The names tools give splits -> ours: a Hugging Face DatasetDict's, the Hub's files (train-00000-of-00002.parquet)
+NAMED_SPLITS = {"train": TRAIN, "validation": VALIDATION, "valid": VALIDATION, "val": VALIDATION, "dev": VALIDATION,
+                "test": TEST}
 
 
 def check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:

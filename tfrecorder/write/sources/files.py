@@ -36,7 +36,7 @@ from tfrecorder.write.sources.csv_text import (
 )
 from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, file_url, not_read_yet
-from tfrecorder.write.splits import TEST, TRAIN, VALIDATION
+from tfrecorder.write.splits import NAMED_SPLITS
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
 _PARQUET_MAGIC = b"PAR1"
@@ -378,10 +378,7 @@ def _class_names_of(files: TableFiles, schema: Any) -> tuple[str, ...]:
     return tuple(own) if own is not None else files.vocabulary or ()
 
 
-# A file's name (or its folder's) that says its split, as the Hugging Face Hub names its files
-# (data/train-00000-of-00002.parquet, data/test-*.parquet) and exporters their folders (valid/).
-_NAMED_SPLITS = {"train": TRAIN, "training": TRAIN, "validation": VALIDATION, "valid": VALIDATION,
-                 "val": VALIDATION, "dev": VALIDATION, "test": TEST, "testing": TEST}
+# The word a file's name starts with, which may be its split (data/train-00000-of-00002.parquet)
 _SPLIT_NAME = re.compile(r"([a-z]+)(?=$|[-_.\d])")
 
 
@@ -393,8 +390,8 @@ def file_splits(urls: Sequence[str]) -> tuple[str, ...]:
     for url in urls:
         name = posixpath.basename(url).lower()
         word = _SPLIT_NAME.match(name)
-        split = _NAMED_SPLITS.get(word.group(1)) if word else None
-        found.append(split or _NAMED_SPLITS.get(posixpath.basename(posixpath.dirname(url)).lower()))
+        split = NAMED_SPLITS.get(word.group(1)) if word else None
+        found.append(split or NAMED_SPLITS.get(posixpath.basename(posixpath.dirname(url)).lower()))
     return tuple(found) if None not in found and len(set(found)) > 1 else ()  # type: ignore[arg-type]
 
 

@@ -13,14 +13,10 @@ import pandas as pd
 
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.types import TEST, TRAIN, VALIDATION
 from tfrecorder.write.sources.class_labels import chosen, named, union
 from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.files import arrow_frame
-
-# A Hugging Face split's name -> ours.
-HF_SPLITS = {"train": TRAIN, "validation": VALIDATION, "valid": VALIDATION, "val": VALIDATION, "dev": VALIDATION,
-             "test": TEST}
+from tfrecorder.write.splits import NAMED_SPLITS
 
 
 def is_hugging_face(source: Any) -> bool:
@@ -92,7 +88,7 @@ def dataset_source(source: Any) -> DatasetSource:
         unknown = [name for name in source if _our_split(name) is None]
         if unknown:
             raise TFRecorderError(
-                f"the DatasetDict's split {unknown[0]!r} is none of {', '.join(sorted(HF_SPLITS))}: convert the "
+                f"the DatasetDict's split {unknown[0]!r} is none of {', '.join(sorted(NAMED_SPLITS))}: convert the "
                 f"splits that are, e.g. DatasetDict({{'train': d['train'], 'test': d[{unknown[0]!r}]}})")
         splits = tuple((_our_split(name), source[name]) for name in source)
     else:
@@ -116,7 +112,7 @@ def _class_names(dataset: Any) -> dict[str, tuple[str, ...]]:
 
 
 def _our_split(name: str) -> str | None:
-    return HF_SPLITS.get(name.split("[", 1)[0].strip().lower())
+    return NAMED_SPLITS.get(name.split("[", 1)[0].strip().lower())
 
 
 def _arrow_bytes(dataset: Any) -> int:
