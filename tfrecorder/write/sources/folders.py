@@ -187,6 +187,11 @@ def _folders(fs: Any, path: str) -> list[str]:
             if e.get("type") == "directory" and not _hidden(e["name"])]
 
 
+def hidden_within(path: str) -> bool:
+    """Whether any name of the relative ``path`` starts with a dot: in a tool's folder, or a tool's file."""
+    return any(part.startswith(".") for part in path.split("/"))
+
+
 def _hidden(path: str) -> bool:
     """Whether the last name of ``path`` starts with a dot: a tool's file (``.DS_Store``, macOS's ``._a.jpg``,
     Jupyter's ``.ipynb_checkpoints``), not the user's data."""
@@ -221,7 +226,7 @@ def skipped_files(url: str) -> tuple[str, ...]:
         if parent in read and _is_row(name):
             continue
         inside = path[len(root) + 1:]
-        why = ("hidden" if any(part.startswith(".") for part in inside.split("/")) else
+        why = ("hidden" if hidden_within(inside) else
                "not an image" if not image else "at a level not read")
         skipped.append(f"{inside} ({why})")
     return tuple(skipped)

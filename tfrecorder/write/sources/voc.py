@@ -16,7 +16,7 @@ from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.settings import NOTES_ATTR
-from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS
+from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS, hidden_within
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     SIZE_COLUMNS,
@@ -40,8 +40,9 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
     annotations = f"{root}/Annotations"
     xml_dir = annotations if fs.isdir(annotations) else root
     # labelImg's layout (XML beside each image) in its subfolders too: a folder of batches loses none of them
-    listed = fs.ls(xml_dir, detail=False) if xml_dir == annotations else fs.find(root)
-    files = sorted(p for p in listed if p.lower().endswith(".xml") and not _hidden(p[len(root) + 1:]))
+    under = None if xml_dir == annotations else fs.find(root)  # the root walked once, where it is walked
+    listed = fs.ls(xml_dir, detail=False) if under is None else under
+    files = sorted(p for p in listed if p.lower().endswith(".xml") and not hidden_within(p[len(root) + 1:]))
     if not files:
         raise TFRecorderError(f"{url!r} is not a Pascal VOC folder: no Annotations/*.xml, nor XML files in it")
     given_dir = images_dir
@@ -90,7 +91,8 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
         warnings.append(f"{len(unlisted)} annotated images of {url!r} are in no ImageSets/Main list (train, val, "
                         f"test, trainval), which say the splits: discarded ({', '.join(unlisted[:5])}"
                         f"{', ...' if len(unlisted) > 5 else ''})")
-    skipped = _unannotated(fs, root, images) if given_dir is None else []  # images elsewhere: not the folder's
+    # images elsewhere (images_dir=) are not the folder's to name
+    skipped = _unannotated(root, images, fs.find(root) if under is None else under) if given_dir is None else []
     if skipped:
         warnings.append(f"{len(skipped)} images under {url!r} have no annotation XML and were skipped: "
                         f"{', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped lists them)")
@@ -99,18 +101,14 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
     return frame
 
 
-def _hidden(path: str) -> bool:
-    return any(part.startswith(".") for part in path.split("/"))
-
-
-def _unannotated(fs: Any, root: str, named: set[str]) -> list[str]:
+def _unannotated(root: str, named: set[str], under: list[str]) -> list[str]:
     """The images in the folders the dataset's images are in (``JPEGImages/``, or the folders of its XML files)
     that no XML names: ``"<path in the root> (an image without an annotation XML)"``."""
     paths = {filesystem(n)[1] for n in named}
     folders = {posixpath.dirname(p) for p in paths}
-    return [f"{p[len(root) + 1:]} (an image without an annotation XML)" for p in sorted(fs.find(root))
+    return [f"{p[len(root) + 1:]} (an image without an annotation XML)" for p in sorted(under)
             if posixpath.dirname(p) in folders and p not in paths and p.lower().endswith(IMAGE_EXTENSIONS)
-            and not _hidden(p[len(root) + 1:])]
+            and not hidden_within(p[len(root) + 1:])]
 
 
 def _voc_xml(fs: Any, xml: str, where: str) -> Any:
