@@ -134,7 +134,7 @@ def test_coco_boxes_of_no_area_are_skipped_and_named_as_the_object_detection_api
     """A bbox of no width or height has no box to store: skipped with a warning naming its annotation (as
     create_coco_tf_record.py skips it), where one failed the whole conversion naming an internal row."""
     for name in ("a.jpg", "b.jpg"):
-        write_image(tmp_path / "images" / name, size=(64, 48))
+        write_image(tmp_path / "images" / name, size=(48, 64))
     coco = {"images": [{"id": 7, "file_name": "a.jpg", "width": 64, "height": 48},
                        {"id": 8, "file_name": "b.jpg", "width": 64, "height": 48}],
             "annotations": [{"id": 1, "image_id": 7, "bbox": [8, 4, 20, 20], "category_id": 1},

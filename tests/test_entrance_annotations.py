@@ -73,7 +73,7 @@ def test_convert_finds_the_images_of_the_usual_coco_layouts(tmp_path, layout, im
     annotations/, and writes them."""
     data = copy.deepcopy(COCO)
     for image in data["images"]:
-        write_image(tmp_path / images / image["file_name"], "JPEG", size=(image["width"], image["height"]))
+        write_image(tmp_path / images / image["file_name"], "JPEG", size=(image["height"], image["width"]))
     result = tfrecorder.convert(coco_file(tmp_path / layout, data), str(tmp_path / "out"), progress=False)
     assert result.errors == 0 and sum(s.images for s in result.splits.values()) == 2
 
@@ -298,7 +298,7 @@ def test_convert_and_the_command_take_images_dir_as_read_annotations_does(tmp_pa
     (a COCO file whose images are elsewhere); for a table, whose image_uri names its images, it is one line."""
     data = copy.deepcopy(COCO)
     for image in data["images"]:
-        write_image(tmp_path / "photos" / image["file_name"], "JPEG", size=(image["width"], image["height"]))
+        write_image(tmp_path / "photos" / image["file_name"], "JPEG", size=(image["height"], image["width"]))
     coco = coco_file(tmp_path / "labels" / "instances_train.json", data)
     result = tfrecorder.convert(coco, str(tmp_path / "out"), images_dir=str(tmp_path / "photos"), progress=False)
     assert result.errors == 0 and sum(s.images for s in result.splits.values()) == 2

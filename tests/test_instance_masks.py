@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from PIL import Image
 
 import tfrecorder
 from tests.model_garden import model_garden
+from tests.test_detection import assert_on_objects
 from tfrecorder.sample_data import OBJECT_COLORS, make_instance_scenes
 from tfrecorder.types import InstanceMaskUri
 
@@ -229,6 +231,76 @@ def test_an_rle_or_png_of_another_size_is_a_row_error(scenes, tmp_path):
                                                          r"instance mask of object 1 of image .*shapes-0000.jpg "
                                                          r"\(.*small.png\) is 10x10, its image 80x64"):
         tfrecorder.convert(table, str(tmp_path / "png"), progress=False)
+
+
+def _annotated_at(coco: str, scale: float, root) -> str:
+    """``coco``'s annotations as drawn on its pictures at ``scale`` times their size (the images shrunk after
+    annotating, the JSON kept): width, height, boxes and polygons scaled; beside the same image files."""
+    data = json.load(open(coco))
+    for image in data["images"]:
+        image["width"], image["height"] = round(image["width"] * scale), round(image["height"] * scale)
+    for annotation in data["annotations"]:
+        annotation["bbox"] = [v * scale for v in annotation["bbox"]]
+        annotation["segmentation"] = [[v * scale for v in polygon] for polygon in annotation["segmentation"]]
+    return _beside(coco, data, root)
+
+
+def _beside(coco: str, data: dict, root) -> str:
+    """``data`` as a COCO JSON under ``root`` beside a copy of ``coco``'s images (a root of the same layout)."""
+    images = os.path.dirname(tfrecorder.read_annotations(coco)["image_uri"][0])
+    os.makedirs(root / "annotations")
+    shutil.copytree(os.path.dirname(images), root / "images")  # a link out of the root is not followed
+    path = root / "annotations" / os.path.basename(coco)
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("scale, options", [(2, {}), (0.5, {}), (2, {"image_size": (40, 50), "resize_mode": "pad"})])
+def test_annotations_drawn_at_another_scale_are_scaled_onto_the_pictures(scenes, converted, tmp_path, scale,
+                                                                         options):
+    """COCO annotations of pictures twice or half the files' size (a folder of images resized after annotating):
+    boxes and masks scaled onto each picture, as create_coco_tf_record.py normalizes by the annotation's size -
+    the records of the annotation at the files' size, kept bytes and re-encoded alike. They were drawn at the
+    JSON's size: outside the picture (a row error), or on its top-left quarter without a word."""
+    ours = str(tmp_path / "ours")
+    result = tfrecorder.convert(_annotated_at(scenes["polygons"], scale, tmp_path / "root"), ours, progress=False,
+                                **options)
+    assert result.errors == 0
+    theirs = converted["polygons"]
+    if options:
+        theirs = str(tmp_path / "theirs")
+        tfrecorder.convert(scenes["polygons"], theirs, progress=False, **options)
+    seen = 0
+    same_of = {e["image_name"].numpy(): e for e in tfrecorder.load_dataset(theirs, "TRAIN")}
+    for mine in tfrecorder.load_dataset(ours, "TRAIN"):
+        same = same_of[mine["image_name"].numpy()]  # in other shards: the width and height are in the row's key
+        (masks, boxes), (their_masks, their_boxes) = (_by_place(e["objects"]) for e in (mine, same))
+        assert np.array_equal(masks, their_masks)  # objects in other orders: their rows' keys differ too
+        np.testing.assert_allclose(boxes, their_boxes, atol=1e-6)
+        assert_on_objects(mine["image"].numpy(), mine["objects"]["bbox"].numpy(),
+                          mine["objects"]["label"].numpy(), f"{mine['image_name'].numpy()}")
+        seen += len(mine["objects"]["label"])
+    assert seen == 10
+
+
+def _by_place(objects: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A record's masks and boxes, its objects in the order of their boxes' top-left corners."""
+    boxes = objects["bbox"].numpy()
+    order = np.lexsort((boxes[:, 1].round(4), boxes[:, 0].round(4)))
+    return objects["mask"].numpy()[order], boxes[order]
+
+
+def test_an_annotation_of_another_picture_size_is_a_row_error_naming_both(scenes, tmp_path):
+    """An annotation whose width and height are no scale of its image's (another picture): its image is the
+    annotation_size row of errors.csv, where its boxes were written where they fell."""
+    data = json.load(open(scenes["polygons"]))
+    data["images"][0]["width"] = 160  # 64 high, as the file
+    out = str(tmp_path / "out")
+    result = tfrecorder.convert(_beside(scenes["polygons"], data, tmp_path / "root"), out, progress=False)
+    errors = pd.read_csv(os.path.join(out, "errors.csv"))
+    assert result.errors == len(errors) and set(errors["error"]) == {"annotation_size"}
+    assert errors["message"][0].startswith("row 0: the annotation was drawn on a 160x64 picture (its width and "
+                                           "height), but the image is 80x64, not that picture at another scale")
 
 
 def test_a_box_that_does_not_hold_its_mask_is_a_warning_naming_the_rows(scenes, tmp_path):

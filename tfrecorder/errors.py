@@ -33,6 +33,9 @@ ROW_ERRORS: dict[str, tuple[str, str]] = {
     "bad_annotation": ("a line of the image's annotation file is wrong (YOLO: a class outside names, a coordinate "
                        "outside [0, 1], an odd polygon, a word that is not a number)",
                        "fix the line the message names (file and line number)"),
+    "annotation_size": ("the width and height an annotation file gives its image are not the image's, nor its "
+                        "size at another scale (annotations at another scale are scaled to it)",
+                        "pair the annotation with its own image, or correct its width and height"),
     "empty_file": ("a zero-byte file", "replace the file (often an interrupted download)"),
     "too_large": ("over max_image_bytes= or the pixel limit (a decompression bomb guard)",
                   "raise max_image_bytes= / max_image_pixels= if the image is genuine"),

@@ -52,7 +52,7 @@ def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[flo
     annotation was drawn on, if the table says. Raises ImageError("box_outside_image") naming the row of
     the first box beyond the image (``what``: what a message calls one, "keypoint" for points as boxes of no
     size)."""
-    frame, (height, width) = annotation_frame(frame, annotated, geometry)
+    frame, (height, width) = annotation_frame(frame, annotated, geometry, rows)
     boxes = edges.astype(np.float64)
     if units == "pixels":
         boxes = boxes / np.array([width, height, width, height], np.float64)
@@ -75,19 +75,49 @@ def stored_boxes(edges: np.ndarray, units: str, frame: str, annotated: tuple[flo
     return boxes[:, [1, 0, 3, 2]].astype(np.float32), clipped
 
 
-def annotation_frame(frame: str, annotated: tuple[float, float] | None, geometry: Geometry
+def annotation_frame(frame: str, annotated: tuple[float, float] | None, geometry: Geometry, rows: Sequence[int] = ()
                      ) -> tuple[str, tuple[int, int]]:
-    """The frame an image's annotations are in ("stored" or "displayed") and its (height, width) in pixels:
-    ``frame`` (box_orientation) unless "auto", where an EXIF-turned photo annotated at its stored pixels' size
-    (``annotated``: (width, height)) is in the stored frame. One rule for boxes, points and instance masks."""
-    turned = geometry.source_orientation in (5, 6, 7, 8)
-    stored_size = (geometry.height, geometry.width) if not turned else (geometry.width, geometry.height)
+    """The frame an image's annotations are in ("stored" or "displayed") and the (height, width) in pixels their
+    coordinates count: ``frame`` (box_orientation) unless "auto", where an EXIF-turned photo annotated at its
+    stored pixels' size (``annotated``: (width, height)) is in the stored frame. One rule for boxes, points and
+    instance masks.
+
+    An annotation drawn on the picture at another scale (a folder of images resized after annotating, with its
+    COCO or VOC file kept) counts the annotated size's pixels: its coordinates are scaled to the picture, as
+    ``create_coco_tf_record.py`` and Ultralytics' converter normalize by the annotation's size. One whose size
+    is no scale of the picture's (another picture, a turn the file does not say) is ImageError
+    ("annotation_size") naming ``rows``' first: its boxes would land elsewhere on this one."""
+    drawn = None if annotated is None else (int(annotated[1]), int(annotated[0]))
+    if drawn is not None and min(drawn) <= 0:  # no size given (an exporter's 0): the picture's is taken
+        drawn = None
     if frame == "auto":
         frame = "displayed"
-        if annotated is not None and geometry.source_orientation != 1 and (
-                int(annotated[0]), int(annotated[1])) == (stored_size[1], stored_size[0]):
+        if drawn is not None and geometry.source_orientation != 1 and _scaled(drawn, frame_size("stored", geometry)):
             frame = "stored"
-    return frame, stored_size if frame == "stored" else (geometry.height, geometry.width)
+    size = frame_size(frame, geometry)
+    if drawn is None or drawn == size:
+        return frame, size
+    if _scaled(drawn, size):
+        return frame, drawn
+    row = f"row {rows[0]}: " if len(rows) else ""
+    raise ImageError("annotation_size",
+                     f"{row}the annotation was drawn on a {drawn[1]}x{drawn[0]} picture (its width and height), "
+                     f"but the image is {size[1]}x{size[0]}" + (" as stored" if frame == "stored" else "") +
+                     ", not that picture at another scale: its boxes would land elsewhere on this one; pair the "
+                     "annotation with its own image, or correct its width and height")
+
+
+def frame_size(frame: str, geometry: Geometry) -> tuple[int, int]:
+    """(height, width) of the picture in ``frame``: its stored pixels' or as displayed."""
+    turned = frame == "stored" and geometry.source_orientation in (5, 6, 7, 8)
+    return (geometry.width, geometry.height) if turned else (geometry.height, geometry.width)
+
+
+def _scaled(drawn: tuple[int, int], size: tuple[int, int]) -> bool:
+    """Whether a picture of ``size`` (height, width) is one of ``drawn`` resized, each side rounded to a whole
+    pixel: scaled by either side's ratio, the other side lands within a pixel of its own."""
+    (dh, dw), (h, w) = drawn, size
+    return abs(dh * w / dw - h) <= 1.0 or abs(dw * h / dh - w) <= 1.0
 
 
 def stored_keypoints(given: Sequence[Sequence[float] | None], count: int, units: str, frame: str,

@@ -25,7 +25,7 @@ from PIL import Image, UnidentifiedImageError
 
 from tfrecorder.dataset.boxes import INVERSE
 from tfrecorder.errors import ImageError
-from tfrecorder.write.record.boxes import CLIP_PIXELS, Geometry, annotation_frame
+from tfrecorder.write.record.boxes import CLIP_PIXELS, Geometry, annotation_frame, frame_size
 from tfrecorder.write.record.fetch import fetch
 from tfrecorder.write.record.images import StoredImage
 from tfrecorder.write.settings import FetchLimits
@@ -55,7 +55,8 @@ def stored_masks(objects: ObjectMasks, frame: str, annotated: tuple[float, float
     and the rows of those whose box does not hold their mask within ``CLIP_PIXELS``. Raises ImageError
     (``instance_mask_*``) naming the row, the object and the image."""
     geometry = image.geometry
-    frame, size = annotation_frame(frame, annotated, geometry)
+    frame, counted = annotation_frame(frame, annotated, geometry, objects.rows)
+    size = frame_size(frame, geometry)  # drawn at the picture's size; its coordinates count ``counted``
     masks, loose = [], []
     for i, (value, row) in enumerate(zip(objects.values, objects.rows)):
         where = f"row {row}: the instance mask of object {i + 1} of image {image_uri}"
@@ -67,11 +68,11 @@ def stored_masks(objects: ObjectMasks, frame: str, annotated: tuple[float, float
         if objects.located:
             drawn = _from_png(value, frame, size, geometry, where, limits)
         else:
-            drawn = drawn_mask(value, size, objects.units, where)
+            drawn = drawn_mask(value, size, objects.units, where, counted)
         if not drawn.any():
             raise ImageError("instance_mask_empty", f"{where} is empty: no pixel of the {size[1]}x{size[0]} "
                                                     f"picture is on the object; fix its segmentation or drop it")
-        if not _holds(objects.edges[i], objects.units, size, drawn):
+        if not _holds(objects.edges[i], objects.units, counted, drawn):
             loose.append(row)
         masks.append(_placed(drawn, frame, geometry, image))
     return masks, loose
@@ -105,29 +106,33 @@ def png(mask: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def drawn_mask(value: str, size: tuple[int, int], units: str, where: str) -> np.ndarray:
+def drawn_mask(value: str, size: tuple[int, int], units: str, where: str,
+               counted: tuple[int, int] | None = None) -> np.ndarray:
     """COCO segmentation JSON text drawn as a uint8 0/1 mask of ``size`` (height, width): polygons (in ``units``,
-    pixels or normalized) filled, RLE (its ``size`` the picture's) decoded."""
+    pixels or normalized) filled, RLE (its ``size`` the annotated picture's) decoded. ``counted``: the size
+    (height, width) pixel coordinates count, where the annotation was drawn at another scale (None: ``size``):
+    polygons are scaled to ``size`` before they are filled, RLE resampled after it is decoded."""
     from pycocotools import mask as coco_mask
 
-    height, width = size
+    counted = size if counted is None else counted
     try:
         given = json.loads(value)
     except ValueError as e:
         raise ImageError("instance_mask_decode", f"{where} is not COCO segmentation JSON: {e}") from None
     if isinstance(given, dict):
-        rle = _rle(given, size, where)
+        rle = _rle(given, counted, where)
     else:
-        polygons = _polygons(given, size, units, where)
+        polygons = _polygons(given, counted, units, where, size)
         if not polygons:
             return np.zeros(size, np.uint8)
-        rle = coco_mask.merge(coco_mask.frPyObjects(polygons, height, width))
+        rle = coco_mask.merge(coco_mask.frPyObjects(polygons, *size))
     try:
         with warnings.catch_warnings():  # pycocotools' own array protocol, which numpy 2 warns of
             warnings.simplefilter("ignore", DeprecationWarning)
-            return np.ascontiguousarray(coco_mask.decode(rle))
+            mask = np.ascontiguousarray(coco_mask.decode(rle))
     except (ValueError, TypeError) as e:
         raise ImageError("instance_mask_decode", f"{where}: its RLE cannot be decoded: {e}") from None
+    return _resampled(mask, size, (1.0, 1.0, 0.0, 0.0))  # an RLE of the annotated picture: onto this one
 
 
 def _rle(given: dict[str, Any], size: tuple[int, int], where: str) -> dict[str, Any]:
@@ -149,9 +154,11 @@ def _rle(given: dict[str, Any], size: tuple[int, int], where: str) -> dict[str, 
                                              f"{size[0] * size[1]} pixels, nor COCO's compressed text")
 
 
-def _polygons(given: Any, size: tuple[int, int], units: str, where: str) -> list[list[float]]:
+def _polygons(given: Any, size: tuple[int, int], units: str, where: str,
+              to: tuple[int, int] | None = None) -> list[list[float]]:
     """COCO polygons (a list of ``[x1, y1, x2, y2, ...]``; one flat list alike) in pixels of ``size``, each point
-    inside the picture within ``CLIP_PIXELS`` (else a row error); those of under 3 points left out (no area)."""
+    inside the picture within ``CLIP_PIXELS`` (else a row error), scaled to pixels of ``to`` (None: ``size``);
+    those of under 3 points left out (no area)."""
     if isinstance(given, list) and given and all(isinstance(v, (int, float)) for v in given):
         given = [given]
     if not isinstance(given, list) or not all(isinstance(p, list) for p in given):
@@ -173,7 +180,7 @@ def _polygons(given: Any, size: tuple[int, int], units: str, where: str) -> list
                              f"{where}: its polygon point ({x:g}, {y:g}) lies outside the {width}x{height} "
                              f"picture by more than 1 pixel")
         if len(points) >= 3:
-            polygons.append(points.ravel().tolist())
+            polygons.append((points * (np.array(to[::-1]) / (width, height) if to else 1)).ravel().tolist())
     return polygons
 
 
@@ -202,10 +209,12 @@ def _from_png(location: str, frame: str, size: tuple[int, int], geometry: Geomet
     return (np.asarray(picture) != 0).astype(np.uint8)
 
 
-def _holds(edges: np.ndarray, units: str, size: tuple[int, int], mask: np.ndarray) -> bool:
-    """Whether a box (xmin, ymin, xmax, ymax in ``units``) holds its mask's pixels within ``CLIP_PIXELS``."""
-    height, width = size
-    box = edges * (np.array([width, height, width, height]) if units == "normalized" else 1.0)
+def _holds(edges: np.ndarray, units: str, counted: tuple[int, int], mask: np.ndarray) -> bool:
+    """Whether a box (xmin, ymin, xmax, ymax in ``units``; pixels count ``counted``) holds its mask's pixels
+    within ``CLIP_PIXELS``."""
+    height, width = mask.shape
+    box = edges * np.array([width, height, width, height], np.float64)
+    box = box / (1.0 if units == "normalized" else np.array(counted[::-1] * 2, np.float64))
     rows, columns = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
     extent = np.array([columns[0], rows[0], columns[-1] + 1, rows[-1] + 1], np.float64)
     return bool((extent[:2] >= box[:2] - CLIP_PIXELS).all() and (extent[2:] <= box[2:] + CLIP_PIXELS).all())
