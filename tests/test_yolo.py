@@ -179,6 +179,7 @@ def mixed(tmp_path_factory) -> tuple[Path, tfrecorder.ConvertResult]:
         "hair": "1 0.5 0.5 1.004 0.5\n",  # 0.2% beyond the edges: kept and clipped, as normalized
         "class": "0 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.2 0.2\n",
         "coordinate": "0 1.2 0.5 0.2 0.2\n",
+        "past": "0 0.9 0.5 0.4 0.2\n",  # each value in [0, 1], its right edge at 1.1
         "odd": "\n1 0.1 0.1 0.9 0.1 0.9 0.9 0.1\n",
         "word": "0 0.5 abc 0.2 0.2\n0 0.5 0.5 0.2 0.2 0.1\n",
     }
@@ -216,6 +217,8 @@ def test_empty_and_missing_label_files_are_images_without_objects(mixed):
     ("class.png", r"labels/train/class.txt line 2: class 7 is not in names \(0-1\)$"),
     ("coordinate.png", r"labels/train/coordinate.txt line 1: coordinate 1.2 is outside \[0, 1\]"),
     ("odd.png", r"labels/train/odd.txt line 2: an odd number of polygon values \(7\)"),
+    ("past.png", r"labels/train/past.txt line 1: the box's right edge \(cx \+ w/2\) 1.1 is outside \[0, 1\]: past "
+                 r"the image's edge$"),
     ("word.png", r"labels/train/word.txt line 1: 'abc' is not a number \(and 1 more bad lines\)$"),
 ])
 def test_each_bad_line_is_a_row_error_naming_its_file_and_line(mixed, image, message):
@@ -229,7 +232,7 @@ def test_each_bad_line_is_a_row_error_naming_its_file_and_line(mixed, image, mes
 
 def test_bad_lines_refuse_only_their_images_and_every_row_is_counted(mixed):
     root, result = mixed
-    assert result.error_codes == {"bad_annotation": 4, "outside_folder": 1}  # class.png keeps its good line
+    assert result.error_codes == {"bad_annotation": 5, "outside_folder": 1}  # class.png keeps its good line
     assert result.rows.written + result.errors == result.rows.rows_in
 
 

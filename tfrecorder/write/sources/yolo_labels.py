@@ -233,7 +233,15 @@ def _box(values: list[float]) -> tuple[float, float, float, float]:
     cx, cy, w, h = values
     if w < 0 or h < 0:
         raise _BadLine(f"the box's {'width' if w < 0 else 'height'} {min(w, h):g} is negative")
-    return cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+    edges = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+    # an edge past the picture beyond the coordinates' tolerance: this line's fault, named here (the writer would
+    # refuse the image's box naming a row of the long form the user never saw)
+    for name, edge in zip(("left", "top", "right", "bottom"), edges):
+        if not -TOLERANCE <= edge <= 1 + TOLERANCE:
+            axis = "cx - w/2" if name == "left" else "cy - h/2" if name == "top" else \
+                "cx + w/2" if name == "right" else "cy + h/2"
+            raise _BadLine(f"the box's {name} edge ({axis}) {edge:g} is outside [0, 1]: past the image's edge")
+    return edges
 
 
 def _keypoints(values: list[float], dims: int) -> list[float]:
