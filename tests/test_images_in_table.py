@@ -219,6 +219,22 @@ def test_a_parquet_of_image_structs_converts_alike_on_every_runner(hf_parquet, t
     assert shard_bytes(tmp_path / "beam") == shard_bytes(tmp_path / "local")
 
 
+def test_a_dictionary_encoded_image_column_is_read_by_its_values(tmp_path):
+    """Parquet's dictionary encoding of repeated images (pandas: a categorical of bytes), in a file and in a
+    DataFrame: the images, where the column was refused as a name reserved for a feature to rename."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    images = [encoded(pixels(i % 3)) for i in range(6)]
+    table = pa.table({"split": SPLITS[:6], "image": pa.array(images).dictionary_encode(), "label": LABELS[:6]})
+    pq.write_table(table, tmp_path / "repeated.parquet")
+    for name, source in (("file", str(tmp_path / "repeated.parquet")), ("frame", table.to_pandas())):
+        assert convert(source, tmp_path / name).rows.written == 6
+        back = tfrecorder.read_tfr(str(tmp_path / name))
+        assert sorted(back["image"].map(lambda data: int(decoded(data)[0, 0, 0]))) == \
+            sorted(int(pixels(i % 3)[0, 0, 0]) for i in range(6))
+
+
 def test_parts_of_images_are_bounded_by_bytes_and_make_the_same_shards(hf_parquet, tmp_path, monkeypatch):
     convert(str(hf_parquet), tmp_path / "whole")
     monkeypatch.setattr(embedded, "PART_BYTES", 700)  # a row a part: spilled and read back part by part

@@ -368,7 +368,10 @@ def image_value_kind(value: Any) -> str | None:
 def holds_images(name: str, series: pd.Series) -> bool:
     """A column of the images themselves (``types.ImageBytes``): under any name, dicts of ``bytes`` and ``path``
     (Hugging Face's ``Image``) or PIL images; named ``image``, also encoded image bytes (told by their first
-    bytes) or uint8 arrays. Every value given is one of those kinds (a bad one is then a row error)."""
+    bytes) or uint8 arrays. Every value given is one of those kinds (a bad one is then a row error). A
+    categorical column (Parquet's dictionary encoding of repeated images) is read by its values."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        series = series.astype(object)
     if series.dtype != object:
         return False
     kinds: set[str] = set()
