@@ -205,6 +205,24 @@ def test_numpy_resize_is_tensorflows(channels):
             np.testing.assert_array_equal(np_geometry.resize(wide, size, mode), want, err_msg=f"{size} {mode} view")
 
 
+def test_a_crop_computes_only_what_it_keeps_and_keeps_the_full_resizes_pixels():
+    """A crop's cut rows and columns are never computed (a quarter of a 4:3 picture's work at a square size): what
+    it keeps is the whole resize's pixels, cut - bilinear and antialiased (a shrink of more than 3x) alike."""
+    from tfrecorder.dataset.connectors import np_geometry
+
+    pixels = np.random.default_rng(5).integers(0, 256, (37, 50, 3), dtype=np.uint8)
+    shrinks = []
+    for size in [(20, 20), (10, 12), (9, 30)]:  # columns cut; columns cut, antialiased; rows cut
+        (h, w), (top, left) = np_geometry.fitted(pixels.shape[:2], size, "crop")
+        shrinks.append(max(37 / h, 50 / w))
+        assert (top, left) != (0, 0)
+        whole = (np_geometry._antialiased(pixels.astype(np.float32), (h, w)) if shrinks[-1] > 3 else
+                 np_geometry._bilinear(pixels, (h, w)).copy()) + np.float32(0.5)
+        np.testing.assert_array_equal(np_geometry.resize(pixels, size, "crop"),
+                                      np_geometry.place(whole, size, top, left, dtype=np.uint8), err_msg=str(size))
+    assert max(shrinks) > 3 > min(shrinks)
+
+
 def test_pillows_own_pixels_are_read_after_the_image_is_closed():
     from PIL import Image
 

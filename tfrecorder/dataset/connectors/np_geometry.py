@@ -6,6 +6,7 @@ shows what ``load_dataset`` shows."""
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -185,19 +186,33 @@ def resize(image: np.ndarray, size: Any, mode: str = DEFAULT_RESIZE_MODE) -> np.
     more than 3x; fitted by ``mode``; back to uint8 with half added and the fraction cut, as it does."""
     (h, w), (top, left) = fitted(image.shape[:2], size, mode)
     shrink = max(image.shape[0] / h, image.shape[1] / w)
-    resized = _antialiased(image.astype(np.float32), (h, w)) if shrink > _ANTIALIAS_ABOVE else _bilinear(image, (h, w))
+    # a crop's cut rows and columns are never computed: each output pixel is its own sum, the same without them
+    kept = _kept(h, -top, int(size[0])), _kept(w, -left, int(size[1]))
+    if shrink > _ANTIALIAS_ABOVE:
+        resized = _antialiased(image.astype(np.float32), (h, w), kept)
+    else:
+        resized = _bilinear(image, (h, w), kept)
     resized += np.float32(0.5)
-    return place(resized, size, top, left, dtype=np.uint8)  # only what the canvas shows is cast
+    return place(resized, size, max(top, 0), max(left, 0), dtype=np.uint8)  # only what the canvas shows is cast
 
 
-def _bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """TensorFlow's ``ResizeBilinear`` (half-pixel centres) of uint8 ``(H, W, C)`` pixels: its float32
-    interpolation, ``a + (b - a) * lerp`` along x and then along y. The result is a scratch array of the thread,
-    good until its next call. Pixels may be a view of wider ones (``pixel_view``: RGB of Pillow's RGBX), read
-    where they lie."""
+def _kept(have: int, cut: int, want: int) -> tuple[int, int]:
+    """The (first, count) of ``have`` resized rows (or columns) a canvas of ``want`` keeps, ``cut`` of them cut
+    before it (a crop's; 0 or less: all kept)."""
+    return (cut, want) if cut > 0 or have > want else (0, have)
+
+
+def _bilinear(image: np.ndarray, size: tuple[int, int],
+              kept: tuple[tuple[int, int], tuple[int, int]] | None = None) -> np.ndarray:
+    """TensorFlow's ``ResizeBilinear`` (half-pixel centres) of uint8 ``(H, W, C)`` pixels to ``size``: its float32
+    interpolation, ``a + (b - a) * lerp`` along x and then along y; ``kept``: the (first, count) of the resized
+    rows and of its columns computed (None: all). The result is a scratch array of the thread, good until its
+    next call. Pixels may be a view of wider ones (``pixel_view``: RGB of Pillow's RGBX), read where they
+    lie."""
     height, width, channels = image.shape
     flat, stride = _rows(image)
-    rows, ylo, yhi, ylerp, xlo, xhi, xlerp = _bilinear_plan(height, width, channels, stride, *size)
+    kept = kept or ((0, size[0]), (0, size[1]))
+    rows, ylo, yhi, ylerp, xlo, xhi, xlerp = _bilinear_plan(height, width, channels, stride, *size, *kept)
     # Each read row interpolated along x once: the rows it gives are TensorFlow's ``top`` and ``bottom``, the same
     # float32 steps for a fraction of the work. Rows are flat (W * stride values), so that a gather and a multiply
     # by the lerps run along one axis; only the gathered values are made float32, in the thread's scratch arrays.
@@ -216,7 +231,7 @@ def _bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     out -= top
     out *= ylerp
     out += top
-    return out.reshape(size[0], size[1], channels)
+    return out.reshape(len(ylo), len(xlo) // channels, channels)
 
 
 def _rows(image: np.ndarray) -> tuple[np.ndarray, int]:
@@ -259,20 +274,21 @@ def pixel_view(picture: Any) -> np.ndarray | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _bilinear_plan(height: int, width: int, channels: int, stride: int, want_h: int,
-                   want_w: int) -> tuple[Any, ...]:
+def _bilinear_plan(height: int, width: int, channels: int, stride: int, want_h: int, want_w: int,
+                   kept_y: tuple[int, int], kept_x: tuple[int, int]) -> tuple[Any, ...]:
     """Where ``_bilinear`` reads for one picture size: the rows read (None: all), each output row's two rows
     among them and its lerp ``[H', 1]``, each output value's two flat columns (pixels ``stride`` values apart)
-    and its lerp ``[W' * C]``."""
-    def axis(have: int, want: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    and its lerp ``[W' * C]``: of the output rows and columns ``kept_y`` and ``kept_x`` (first, count) only."""
+    def axis(have: int, want: int, kept: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         scale = np.float32(have) / np.float32(want)
         where = (np.arange(want, dtype=np.float32) + np.float32(0.5)) * scale - np.float32(0.5)
+        where = where[kept[0]:kept[0] + kept[1]]
         low = np.floor(where)
         lerp = (where - low).astype(np.float32)
         return (np.maximum(low, 0).astype(np.int64), np.minimum(np.ceil(where), have - 1).astype(np.int64), lerp)
 
-    ylo, yhi, ylerp = axis(height, want_h)
-    xlo, xhi, xlerp = axis(width, want_w)
+    ylo, yhi, ylerp = axis(height, want_h, kept_y)
+    xlo, xhi, xlerp = axis(width, want_w, kept_x)
     rows = np.union1d(ylo, yhi)  # a shrink reads only some rows: the others are never interpolated
     if len(rows) < height:
         ylo, yhi = np.searchsorted(rows, ylo), np.searchsorted(rows, yhi)
@@ -291,7 +307,7 @@ def _scratch(name: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.n
     """The calling thread's scratch array ``name`` of ``shape``, kept for its next call: an array of a megabyte,
     made anew, is new pages from the system for each record, which costs more than the resize itself. Up to
     _SCRATCH_MAX_BYTES an array: each of many reading threads (Grain's) keeps five at most."""
-    if int(np.prod(shape)) * np.dtype(dtype).itemsize > _SCRATCH_MAX_BYTES:
+    if math.prod(shape) * np.dtype(dtype).itemsize > _SCRATCH_MAX_BYTES:
         return np.empty(shape, dtype)
     arrays = _SCRATCH.__dict__.setdefault("arrays", {})
     array = arrays.get(name)
@@ -300,11 +316,13 @@ def _scratch(name: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.n
     return array
 
 
-def _antialiased(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+def _antialiased(image: np.ndarray, size: tuple[int, int],
+                 kept: tuple[tuple[int, int], tuple[int, int]] | None = None) -> np.ndarray:
     """TensorFlow's ``ScaleAndTranslate`` with the triangle kernel, antialiased: each output a normalized
-    weighted sum over a span of inputs that widens with the shrink."""
-    rows = _weights(image.shape[0], size[0])
-    cols = _weights(image.shape[1], size[1])
+    weighted sum over a span of inputs that widens with the shrink; ``kept`` as ``_bilinear``'s."""
+    (y0, ny), (x0, nx) = kept or ((0, size[0]), (0, size[1]))
+    rows = _weights(image.shape[0], size[0])[y0:y0 + ny]
+    cols = _weights(image.shape[1], size[1])[x0:x0 + nx]
     return np.einsum("oi,ijc->ojc", rows, np.einsum("oj,ijc->ioc", cols, image))
 
 
