@@ -208,6 +208,36 @@ def test_a_voc_filename_climbing_out_is_a_row_error(rooted, tmp_path):
     assert _errors(out)["error"].tolist() == ["outside_folder"]
 
 
+def test_a_remote_table_never_names_a_local_file(tmp_path):
+    """A CSV or a Parquet of Hugging Face image structs fetched over http:// that names a file of this machine (an
+    image_uri, a struct's path without bytes: datasets' own to_parquet writes those): each such row is
+    outside_folder, where the local file was read into the shards; its own images (on the server, held in the
+    table) are written. The same table read into a DataFrame first reads them: the user said so."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.servers import http_server
+
+    www = tmp_path / "www"
+    write_image(www / "a.jpg")
+    private = write_image(tmp_path / "private.jpg", seed=3)
+    pd.DataFrame({"split": ["TRAIN"] * 3, "image_uri": ["a.jpg", str(private), f"file://{private}"],
+                  "label": ["cat", "dog", "cat"]}).to_csv(www / "table.csv", index=False)
+    struct = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    structs = [{"bytes": (www / "a.jpg").read_bytes(), "path": "a.jpg"}, {"bytes": None, "path": str(private)}]
+    pq.write_table(pa.table({"split": ["TRAIN"] * 2, "image": pa.array(structs, struct), "label": ["cat", "dog"]}),
+                   www / "images.parquet")
+    with http_server(www) as (base, _):
+        for name in ("table.csv", "images.parquet"):
+            out = tmp_path / name
+            result = tfrecorder.convert(f"{base}/{name}", str(out), progress=False)
+            assert (result.rows.written, set(_errors(out)["error"])) == (1, {"outside_folder"})
+            assert _errors(out)["message"][0].startswith(f"{private} is a file of this machine named by "
+                                                         f"{base}/{name}, a table read from a store or URL")
+        mine = pd.read_csv(f"{base}/table.csv")
+    assert tfrecorder.convert(mine.iloc[[1]], str(tmp_path / "mine"), progress=False).rows.written == 1
+
+
 def test_a_remote_coco_file_never_names_a_local_file(rooted, tmp_path):
     from tests.servers import http_server
 

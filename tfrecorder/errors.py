@@ -29,7 +29,8 @@ ROW_ERRORS: dict[str, tuple[str, str]] = {
     "unsupported_uri": ("no fsspec backend for the URL's scheme (s3://, abfs://, ...)",
                         "install the backend (s3fs, adlfs, ...) or fix the scheme"),
     "outside_folder": ("an annotation file names a file outside the dataset's root (absolute, ../, a URL, a "
-                       "symlink out)", "give images_dir= the folder that holds the images"),
+                       "symlink out), or a table read from a store or URL names a file of this machine",
+                       "give images_dir= the folder that holds the images; copy a remote table beside its images"),
     "bad_annotation": ("a line of the image's annotation file is wrong (YOLO: a class outside names, a coordinate "
                        "outside [0, 1], an odd polygon, a word that is not a number)",
                        "fix the line the message names (file and line number)"),

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from tfrecorder.dataset.manifest import ERRORS_NAME
+from tfrecorder.dataset.redact import redact
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, StoreUnreachable, requests_of_run
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
@@ -59,6 +60,7 @@ from tfrecorder.write.settings import (
     Root,
     RunDigest,
     WriteOptions,
+    is_remote,
 )
 from tfrecorder.write.sources import Source, table_source
 from tfrecorder.write.sources.annotations import annotation_table
@@ -330,7 +332,12 @@ def _convert_local(files: Source, folder: Folder, schema: Schema | None, options
 
 def _confined(source: Any, options: WriteOptions) -> WriteOptions:
     """``options`` reading only inside the dataset's root when ``source`` is an annotation file's table
-    (``read_annotations`` names its root in the frame's ``attrs``): its names cannot reach other files."""
+    (``read_annotations`` names its root in the frame's ``attrs``): its names cannot reach other files; and
+    never a file of this machine when ``source`` is a table read from a store or URL."""
+    named = [source] if isinstance(source, str) else list(source) if isinstance(source, (list, tuple)) else []
+    remote = next((u for u in named if isinstance(u, str) and is_remote(u)), None)
+    if remote is not None:
+        options = replace(options, fetch=replace(options.fetch, remote_table=redact(remote)))
     root = source.attrs.get(ROOT_ATTR) if isinstance(source, pd.DataFrame) else None
     if not root:
         return options

@@ -156,6 +156,24 @@ class FetchLimits:
     timeout: float = DEFAULT_IMAGE_TIMEOUT
     retry: Retry = field(default_factory=Retry)
     root: Root | None = None
+    # the table read from a store or URL that names the files (None: a local table, a DataFrame): a remote
+    # table never names a file of this machine, as a remote annotation file never does (``Root``)
+    remote_table: str | None = None
+
+    def check(self, location: str) -> None:
+        """An ImageError ``outside_folder`` where ``location`` is a file ``root`` or ``remote_table`` rules out
+        (``bad_annotation`` where its annotation is refused: ``Root.check``)."""
+        if self.remote_table is not None and not is_remote(location):
+            raise ImageError("outside_folder", f"{location} is a file of this machine named by {self.remote_table}, "
+                                               f"a table read from a store or URL, which never names one: copy the "
+                                               f"table beside its images, or read it into a DataFrame to convert")
+        if self.root is not None:
+            self.root.check(location)
+
+    def allows(self, location: str) -> bool:
+        """Whether ``check`` lets ``location`` be read (without reading it)."""
+        return not (self.remote_table is not None and not is_remote(location)) and (
+            self.root is None or self.root.holds(location))
 
     def __post_init__(self) -> None:
         if not 0 < self.max_bytes <= MAX_IMAGE_BYTES:

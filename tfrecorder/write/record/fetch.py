@@ -30,8 +30,7 @@ def fetch(location: str | None, limits: FetchLimits = FetchLimits()) -> bytes:
     """The bytes at ``location`` (local path, file://, or any fsspec URL), within ``limits``."""
     if location is None:
         raise ImageError("missing_uri", "the row has no image URI")
-    if limits.root is not None:
-        limits.root.check(location)
+    limits.check(location)
     try:
         data = _fetch_remote(location, limits) if is_remote(location) else _read_local(location, limits.max_bytes)
     except FileNotFoundError as e:
@@ -50,7 +49,7 @@ def fetch(location: str | None, limits: FetchLimits = FetchLimits()) -> bytes:
 def size_of(location: str | None, limits: FetchLimits = FetchLimits()) -> int | None:
     """The size of the file at ``location`` without reading it; None when it cannot be known (no answer within
     the timeout, no such file, a server that does not say)."""
-    if location is None or (limits.root is not None and not limits.root.holds(location)):
+    if location is None or not limits.allows(location):
         return None
     try:
         if not is_remote(location):
