@@ -210,7 +210,8 @@ def test_a_voc_filename_climbing_out_is_a_row_error(rooted, tmp_path):
 
 def test_a_remote_table_never_names_a_local_file(tmp_path):
     """A CSV or a Parquet of Hugging Face image structs fetched over http:// that names a file of this machine (an
-    image_uri, a struct's path without bytes: datasets' own to_parquet writes those): each such row is
+    image_uri, a struct's path without bytes: datasets' own to_parquet writes those; as a path, a file:// or
+    local:// URL, or a chain of fsspec's through a cache): each such row is
     outside_folder, where the local file was read into the shards; its own images (on the server, held in the
     table) are written. The same table read into a DataFrame first reads them: the user said so."""
     import pyarrow as pa
@@ -221,17 +222,19 @@ def test_a_remote_table_never_names_a_local_file(tmp_path):
     www = tmp_path / "www"
     write_image(www / "a.jpg")
     private = write_image(tmp_path / "private.jpg", seed=3)
-    pd.DataFrame({"split": ["TRAIN"] * 3, "image_uri": ["a.jpg", str(private), f"file://{private}"],
-                  "label": ["cat", "dog", "cat"]}).to_csv(www / "table.csv", index=False)
+    local = [str(private), f"file://{private}", f"FILE://{private}", f"local://{private}",
+             f"simplecache::file://{private}"]  # fsspec reads each from this machine: a cache chain too
+    pd.DataFrame({"split": "TRAIN", "image_uri": ["a.jpg", *local], "label": "cat"}).to_csv(www / "table.csv",
+                                                                                       index=False)
     struct = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    structs = [{"bytes": (www / "a.jpg").read_bytes(), "path": "a.jpg"}, {"bytes": None, "path": str(private)}]
-    pq.write_table(pa.table({"split": ["TRAIN"] * 2, "image": pa.array(structs, struct), "label": ["cat", "dog"]}),
+    structs = [{"bytes": (www / "a.jpg").read_bytes(), "path": "a.jpg"}, *({"bytes": None, "path": p} for p in local)]
+    pq.write_table(pa.table({"split": ["TRAIN"] * 6, "image": pa.array(structs, struct), "label": ["cat"] * 6}),
                    www / "images.parquet")
     with http_server(www) as (base, _):
         for name in ("table.csv", "images.parquet"):
             out = tmp_path / name
             result = tfrecorder.convert(f"{base}/{name}", str(out), progress=False)
-            assert (result.rows.written, set(_errors(out)["error"])) == (1, {"outside_folder"})
+            assert (result.rows.written, result.errors, set(_errors(out)["error"])) == (1, 5, {"outside_folder"})
             assert _errors(out)["message"][0].startswith(f"{private} is a file of this machine named by "
                                                          f"{base}/{name}, a table read from a store or URL")
         mine = pd.read_csv(f"{base}/table.csv")

@@ -163,7 +163,7 @@ class FetchLimits:
     def check(self, location: str) -> None:
         """An ImageError ``outside_folder`` where ``location`` is a file ``root`` or ``remote_table`` rules out
         (``bad_annotation`` where its annotation is refused: ``Root.check``)."""
-        if self.remote_table is not None and not is_remote(location):
+        if self.remote_table is not None and reads_this_machine(location):
             raise ImageError("outside_folder", f"{location} is a file of this machine named by {self.remote_table}, "
                                                f"a table read from a store or URL, which never names one: copy the "
                                                f"table beside its images, or read it into a DataFrame to convert")
@@ -172,7 +172,7 @@ class FetchLimits:
 
     def allows(self, location: str) -> bool:
         """Whether ``check`` lets ``location`` be read (without reading it)."""
-        return not (self.remote_table is not None and not is_remote(location)) and (
+        return not (self.remote_table is not None and reads_this_machine(location)) and (
             self.root is None or self.root.holds(location))
 
     def __post_init__(self) -> None:
@@ -186,6 +186,18 @@ class FetchLimits:
 def is_remote(location: str | None) -> bool:
     """True for URLs fetched through fsspec (gs://, http(s)://, ...); False for local paths and file://."""
     return location is not None and "://" in location and not location.startswith("file://")
+
+
+_LOCAL_PROTOCOLS = frozenset({"file", "local"})  # fsspec's names of this machine's file system
+
+
+def reads_this_machine(location: str) -> bool:
+    """Whether fsspec may read ``location`` from this machine's files: a path, ``file://`` or ``local://`` in any
+    case, or a chain (``simplecache::file://...``, ``zip://a.png::/x.zip``: a cache or an archive may wrap any
+    file system, this machine's too)."""
+    if "::" in location or "://" not in location:
+        return True
+    return location.split("://", 1)[0].lower() in _LOCAL_PROTOCOLS
 
 
 @dataclass(frozen=True)
