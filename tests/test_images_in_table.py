@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -181,6 +182,17 @@ def test_values_that_are_no_image_are_one_line_naming_the_row_without_bytes(tmp_
                                           r"of dtype float32: give uint8 pixels") as e:
         convert(frame(images), tmp_path / "out")
     assert "\n" not in str(e.value) and "PNG" not in str(e.value) and len(str(e.value)) < 400
+
+
+@pytest.mark.parametrize("wide, mode", [(np.int32, "I"), (np.uint16, "I;16"), (np.float32, "F")])
+def test_a_pil_image_of_more_than_8_bits_is_refused_as_its_array_would_be(tmp_path, wide, mode):
+    """Image.fromarray of int32, uint16 or float pixels (0-255 values, say): they were stored as 8-bit PNGs of
+    their high byte, or clamped floats - all black, without a word."""
+    images = [pil(pixels(1)), Image.fromarray(pixels(2, 1)[..., 0].astype(wide)), pil(pixels(3))]
+    assert images[1].mode == mode
+    with pytest.raises(SchemaError, match=rf"column 'image': 1 values are no image \(row 1\), e\.g\. row 1: a PIL "
+                                          rf"image of mode {re.escape(mode)} \(.*\): give 8-bit pixels"):
+        convert(frame(images), tmp_path / "out")
 
 
 def test_a_struct_column_under_an_image_uri_schema_is_not_dumped(tmp_path):

@@ -19,7 +19,8 @@ ROW_NAME = "row-{row}"
 # Array shapes an image is given as, by their channels: the Pillow mode each is encoded from.
 _ARRAY_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 # Pillow modes PNG stores as they are; any other is converted first (CMYK, YCbCr, LAB, HSV -> RGB).
-_PNG_MODES = {"1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"}
+_PNG_MODES = {"1", "L", "LA", "P", "RGB", "RGBA"}
+_WIDE_MODES = {"I": "32-bit integers", "F": "32-bit floats"}  # and I;16*: values of more than 8 bits
 _ORIENTATION = 0x0112  # EXIF orientation: kept in the PNG, so the picture turns as its file would
 # The most bytes of images a part of a table holds (a part is read, validated and spilled at a time): rows of
 # images make smaller parts than PART_ROWS, so a table of large images converts in the memory of a few parts.
@@ -64,7 +65,12 @@ def encode_array(pixels: np.ndarray) -> bytes:
 
 
 def encode_pil(image: Any) -> bytes:
-    """A PIL image as PNG bytes (its EXIF orientation kept)."""
+    """A PIL image as PNG bytes (its EXIF orientation kept). One of more than 8 bits a value (modes I, I;16, F:
+    integers or floats of no set range) is a ValueError, as an array of another dtype than uint8 is: stored as
+    8-bit pixels, 0-255 integers would become 0 and 0-1 floats black."""
+    if image.mode in _WIDE_MODES or image.mode.startswith("I;16"):
+        raise ValueError(f"a PIL image of mode {image.mode} ({_WIDE_MODES.get(image.mode, '16-bit integers')}): "
+                         f"give 8-bit pixels (mode L, RGB or RGBA), e.g. Image.fromarray(pixels.astype('uint8'))")
     if image.mode not in _PNG_MODES:
         image = image.convert("RGBA" if "A" in image.mode else "RGB")
     return _png(image)
