@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tfrecorder
@@ -221,6 +222,33 @@ def test_a_crop_computes_only_what_it_keeps_and_keeps_the_full_resizes_pixels():
         np.testing.assert_array_equal(np_geometry.resize(pixels, size, "crop"),
                                       np_geometry.place(whole, size, top, left, dtype=np.uint8), err_msg=str(size))
     assert max(shrinks) > 3 > min(shrinks)
+
+
+def test_a_strip_padded_keeps_a_pixel_of_picture_when_written_and_read(tmp_path):
+    """A 3x400 strip padded into 64x64 rounds to no row: the writer's PIL resize failed and took the whole
+    conversion down, load_dataset's TensorFlow failed, data_source divided by zero. Each keeps a row now."""
+    import tensorflow as tf
+    from PIL import Image
+
+    from tfrecorder.dataset.connectors import np_geometry
+    from tfrecorder.read import tf_image
+
+    strip = np.random.default_rng(2).integers(0, 256, (3, 400, 3), dtype=np.uint8)
+    for pixels in (strip, strip.transpose(1, 0, 2)):
+        want = tf_image.resize(tf.constant(pixels), (64, 64), "pad").numpy()
+        assert want.shape == (64, 64, 3) and want.any()
+        # a shrink of more than 3x is antialiased: a pixel may be a level apart (TensorFlow's sum order)
+        np.testing.assert_allclose(np_geometry.resize(pixels, (64, 64), "pad"), want, atol=1)
+    Image.fromarray(strip).save(tmp_path / "strip.png")
+    Image.fromarray(strip[:, :64]).save(tmp_path / "square.png")
+    table = pd.DataFrame({"split": "TRAIN", "image_uri": [str(tmp_path / "strip.png"), str(tmp_path / "square.png")],
+                          "label": ["a", "b"]})
+    result = tfrecorder.convert(table, str(tmp_path / "out"), progress=False, image_size=(64, 64), resize_mode="pad")
+    assert (result.rows.written, result.errors) == (2, 0)
+    source = tfrecorder.data_source(str(tmp_path / "out"), "TRAIN", image_size=(32, 32), resize_mode="pad")
+    for record, example in zip(source, tfrecorder.load_dataset(str(tmp_path / "out"), "TRAIN", image_size=(32, 32),
+                                                               resize_mode="pad")):
+        np.testing.assert_array_equal(record["image"], example["image"].numpy())
 
 
 def test_pillows_own_pixels_are_read_after_the_image_is_closed():

@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfrecorder.dataset import connectors
-from tfrecorder.dataset.connectors.tf_geometry import Frame, apply_orientation
+from tfrecorder.dataset.connectors.tf_geometry import Frame, apply_orientation, padded_size
 from tfrecorder.dataset.features import (
     DEFAULT_RESIZE_MODE,
     IMAGE,
@@ -118,9 +118,7 @@ def resize(image: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
     """
     height, width = (int(v) for v in size)
     if mode == "pad":
-        shape = tf.cast(tf.shape(image)[:2], tf.float32)
-        scale = tf.minimum(height / shape[0], width / shape[1])
-        fit = tf.cast(tf.math.round(shape * scale), tf.int32)
+        fit = tf.cast(padded_size(tf.cast(tf.shape(image)[:2], tf.float32), size), tf.int32)
         resized = tf.image.pad_to_bounding_box(_resized(image, fit, method), (height - fit[0]) // 2,
                                                (width - fit[1]) // 2, height, width)
     elif mode == "crop":

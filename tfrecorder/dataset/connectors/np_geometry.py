@@ -57,12 +57,18 @@ def _fitted(shape: tuple[int, int], size: tuple[int, int], mode: str) -> tuple[t
         return (height, width), (0, 0)
     have = np.array(shape, np.float32)
     if mode == "pad":
-        scale = np.minimum(np.float32(height) / have[0], np.float32(width) / have[1])
-        fit = np.round(have * scale).astype(np.int64)
+        fit = _padded_size(have, (height, width)).astype(np.int64)
         return (int(fit[0]), int(fit[1])), ((height - int(fit[0])) // 2, (width - int(fit[1])) // 2)
     scale = np.maximum(np.float32(height) / have[0], np.float32(width) / have[1])
     cover = np.ceil(have * scale).astype(np.int64)
     return (int(cover[0]), int(cover[1])), (-((int(cover[0]) - height) // 2), -((int(cover[1]) - width) // 2))
+
+
+def _padded_size(have: np.ndarray, size: Any) -> np.ndarray:
+    """``tf_geometry.padded_size``: float32 (height, width) of a picture of float32 ``have`` fitted inside ``size``
+    by ``pad``, rounded, at least a pixel a side."""
+    scale = np.minimum(np.float32(size[0]) / have[0], np.float32(size[1]) / have[1])
+    return np.maximum(np.round(have * scale), np.float32(1.0))
 
 
 def _placed(boxes: np.ndarray, shape: tuple[int, int], size: Any, mode: str) -> np.ndarray:
@@ -73,8 +79,7 @@ def _placed(boxes: np.ndarray, shape: tuple[int, int], size: Any, mode: str) -> 
     height, width = (np.float32(v) for v in size)
     have = np.array(shape, np.float32)
     if mode == "pad":
-        scale = np.minimum(height / have[0], width / have[1])
-        placed = np.round(have * scale)
+        placed = _padded_size(have, (height, width))
         offset = np.floor_divide(np.array([height, width], np.float32) - placed, np.float32(2.0))
     else:
         scale = np.maximum(height / have[0], width / have[1])

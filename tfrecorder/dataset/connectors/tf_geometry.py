@@ -132,8 +132,7 @@ def _placed(boxes: tf.Tensor, shape: tf.Tensor, size: Any, mode: str) -> tf.Tens
     height, width = (float(v) for v in size)
     shape = tf.cast(shape, tf.float32)
     if mode == "pad":  # as resize: the picture fitted inside, rounded, at an offset of half the rest
-        scale = tf.minimum(height / shape[0], width / shape[1])
-        placed = tf.math.round(shape * scale)
+        placed = padded_size(shape, (height, width))
         offset = tf.math.floordiv(tf.constant([height, width]) - placed, 2.0)
     else:  # crop: the picture covering the target, its centre kept
         scale = tf.maximum(height / shape[0], width / shape[1])
@@ -141,6 +140,13 @@ def _placed(boxes: tf.Tensor, shape: tf.Tensor, size: Any, mode: str) -> tf.Tens
         offset = -tf.math.floordiv(placed - tf.constant([height, width]), 2.0)
     target = tf.constant([height, width, height, width])
     return (boxes * tf.tile(placed, [2]) + tf.tile(offset, [2])) / target
+
+
+def padded_size(shape: tf.Tensor, size: Any) -> tf.Tensor:
+    """float32 (height, width) a picture of float32 ``shape`` is resized to inside ``size`` by ``pad``: scaled to
+    fit, rounded, at least a pixel a side (a 400x3 strip in 64x64 rounds to no row)."""
+    scale = tf.minimum(float(size[0]) / shape[0], float(size[1]) / shape[1])
+    return tf.maximum(tf.math.round(shape * scale), 1.0)
 
 
 def resize_mask(mask: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAULT_RESIZE_MODE,
@@ -153,8 +159,7 @@ def resize_mask(mask: tf.Tensor, shape: tf.Tensor, size: Any, mode: str = DEFAUL
         return nearest(mask, (height, width))
     shape = tf.cast(shape, tf.float32)
     if mode == "pad":
-        scale = tf.minimum(height / shape[0], width / shape[1])
-        fit = tf.cast(tf.math.round(shape * scale), tf.int32)
+        fit = tf.cast(padded_size(shape, (height, width)), tf.int32)
         fitted = tf.cast(nearest(mask, fit), tf.int32) - fill
         padded = tf.image.pad_to_bounding_box(fitted, (height - fit[0]) // 2, (width - fit[1]) // 2, height, width)
         return tf.cast(padded + fill, tf.uint8)

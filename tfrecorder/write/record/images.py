@@ -251,7 +251,7 @@ def resize(img: Image.Image, size: tuple[int, int], mode: str = DEFAULT_RESIZE_M
     pixels, centred) or centre-cropped; and where the picture went (``Geometry.placement``, normalized)."""
     height, width = size
     if mode == "pad":
-        fitted = ImageOps.contain(img, (width, height), Image.Resampling.BICUBIC)
+        fitted = _contained(img, (width, height))
         top, left = round((height - fitted.height) * 0.5), round((width - fitted.width) * 0.5)
         out = Image.new(img.mode, (width, height), 0)
         out.paste(fitted, (left, top))
@@ -262,6 +262,17 @@ def resize(img: Image.Image, size: tuple[int, int], mode: str = DEFAULT_RESIZE_M
                      (height - img.height * scale) / 2 / height, (width - img.width * scale) / 2 / width)
         return ImageOps.fit(img, (width, height), Image.Resampling.BICUBIC), placement
     return img.resize((width, height), Image.Resampling.BICUBIC), (1.0, 1.0, 0.0, 0.0)
+
+
+def _contained(img: Image.Image, box: tuple[int, int]) -> Image.Image:
+    """``ImageOps.contain``'s fit inside ``box`` (width, height), bicubic, at least a pixel a side: a strip it
+    would round to no row or column (400x3 in 64x64) fails PIL's resize, and with it the conversion."""
+    width, height = box
+    if img.width * height > img.height * width and round(img.height / img.width * width) < 1:
+        return img.resize((width, 1), Image.Resampling.BICUBIC)
+    if img.width * height < img.height * width and round(img.width / img.height * height) < 1:
+        return img.resize((1, height), Image.Resampling.BICUBIC)
+    return ImageOps.contain(img, box, Image.Resampling.BICUBIC)
 
 
 def _target_mode(img: Image.Image) -> str:
