@@ -4,6 +4,7 @@ the fix. Image reads are bounded in bytes and time; dataset.json cannot send rea
 from __future__ import annotations
 
 import csv
+import json
 import os
 import threading
 from pathlib import Path
@@ -196,9 +197,47 @@ def test_a_reader_gets_an_error_not_a_mixture_when_the_folder_is_overwritten(tmp
     records = iter(tfrecorder.load_dataset(str(out), split="TRAIN"))
     assert int(next(records)["x"]) % 10 == 1  # the first shard is open
     tfrecorder.convert(_tabular(15_000, seed=2), str(out), progress=False, num_shards=3, overwrite=True)
-    with pytest.raises(Exception, match="train-00001-of-00003.tfrecord is not the shard dataset.json describes"):
+    with pytest.raises(Exception, match="dataset.json changed since this reader opened the folder"):
         seen = [int(r["x"]) for r in records]
         assert all(x % 10 == 1 for x in seen)  # if it ever got here, every record would be the old table's
+
+
+def _shard_heads(out: str) -> list:
+    """Each shard's size and first record: what a reader checked as it opened the shard."""
+    manifest = json.load(open(os.path.join(out, "dataset.json")))
+    source = tfrecorder.data_source(out, "TRAIN", decode=False)
+    starts = np.cumsum([0] + [s["records"] for s in manifest["splits"]["TRAIN"]])[:-1]
+    return [(s["bytes"], source[int(i)]) for s, i in zip(manifest["splits"]["TRAIN"], starts)]
+
+
+@pytest.mark.parametrize("file_format", ["tfrecord", "array_record"])
+def test_an_overwrite_that_keeps_every_shards_size_and_first_record_is_still_an_error(tmp_path, file_format):
+    """Another conversion flips a label past a shard's first record: every shard keeps its size and first
+    record, which were all a reader checked as it opened one, so data_source and load_dataset read the old
+    first shard and the new second one without a word. dataset.json changed: that is the error."""
+    images = [write_image(tmp_path / f"{i}.png", "PNG", size=(8, 8), seed=i) for i in range(8)]
+    table = pd.DataFrame({"split": "TRAIN", "image_uri": [str(p) for p in images], "label": ["a", "b"] * 4})
+    out = str(tmp_path / "out")
+    options = dict(progress=False, num_shards=2, file_format=file_format)
+    tfrecorder.convert(table, out, **options)
+    heads = _shard_heads(out)
+    for row in range(8):  # a flip whose rows keep every shard's size and first record (rows are keyed by content)
+        flipped = table.copy()
+        flipped.loc[row, "label"] = {"a": "b", "b": "a"}[table["label"][row]]
+        tfrecorder.convert(flipped, str(tmp_path / "trial"), overwrite=True, **options)
+        if _shard_heads(str(tmp_path / "trial")) == heads:
+            break
+    else:
+        pytest.fail("no flip keeps the shards' heads")
+    source = tfrecorder.data_source(out, "TRAIN")
+    source[0]  # noqa: B018 - its first shard opened
+    records = iter(tfrecorder.load_dataset(out, "TRAIN"))
+    next(records)
+    tfrecorder.convert(flipped, out, overwrite=True, **options)
+    with pytest.raises(tfrecorder.TFRecorderError, match="dataset.json changed since this reader opened the folder"):
+        source[:]  # noqa: B018
+    with pytest.raises(Exception, match="dataset.json changed since this reader opened the folder"):
+        list(records)
 
 
 def test_overwrite_deletes_only_what_our_dataset_json_lists(tmp_path):

@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import fsspec
@@ -206,11 +206,13 @@ def _datasync(fd: int) -> None:
 
 @dataclass(frozen=True)
 class Folder:
-    """A folder on a filesystem: ``fs`` and the path of the folder within it."""
+    """A folder on a filesystem: ``fs`` and the path of the folder within it; ``opened``: what its dataset.json
+    was when a reader read it (``read.open.manifest_identity``; () when none was read)."""
 
     fs: Any
     path: str
     url: str
+    opened: tuple = field(default=(), compare=False)
 
     @classmethod
     def of(cls, url: str, storage_timeout: float | None = None) -> Folder:

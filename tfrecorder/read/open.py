@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import posixpath
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from tfrecorder.dataset import array_records
@@ -52,6 +53,12 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
     """
     if not shard.crc32c:
         return  # another tool's file: nothing recorded to compare with
+    if folder.opened and manifest_identity(folder) != folder.opened:
+        # another conversion into the folder since the reader opened it: its shards may keep their sizes and
+        # first records (a changed label further in), which the checks below cannot tell from the old ones
+        raise TFRecorderError(f"{folder.url_of(MANIFEST_NAME)} changed since this reader opened the folder "
+                              f"(another conversion into it?): the shards it would read next are not the "
+                              f"dataset it opened; read it again")
     path = folder.join(shard.file)
     first = None
     try:
@@ -163,6 +170,19 @@ def read_manifest(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TI
         return _read_manifest(Folder.of(tfrecord_dir, storage_timeout))
 
 
+_IDENTITY_KEYS = ("ino", "size", "mtime", "generation", "etag", "ETag", "LastModified", "updated")
+
+
+def manifest_identity(folder: Folder) -> tuple:
+    """What tells this dataset.json from another written over it: its file's inode, size and time, or a store's
+    generation or ETag (whichever the file system gives); ("missing",) when there is none."""
+    try:
+        info = folder.fs.info(folder.join(MANIFEST_NAME))
+    except FileNotFoundError:
+        return ("missing",)
+    return tuple((key, str(info[key])) for key in _IDENTITY_KEYS if info.get(key) is not None)
+
+
 def _read_manifest(folder: Folder) -> Manifest:
     try:
         return Manifest.from_json(_manifest_text(folder), where=folder.url_of(MANIFEST_NAME))
@@ -232,6 +252,7 @@ def open_dataset(source: Any, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) 
             return infer_manifest(source, storage_timeout), parent
         folder = Folder.of(source, storage_timeout)
         try:
-            return _read_manifest(folder), folder
+            opened = manifest_identity(folder)  # before it is read: a change after this is a change seen
+            return _read_manifest(folder), replace(folder, opened=opened)
         except MissingManifest:
             return infer_manifest(source, storage_timeout), folder
