@@ -178,22 +178,28 @@ def test_a_directory_and_a_text_file_with_image_names_are_row_errors(tmp_path):
     assert ",is_directory," in errors and ",unsupported_format," in errors
 
 
-def test_a_gif_with_a_transparent_colour_reads_alike_in_every_reader(tmp_path):
-    """TensorFlow draws a GIF's first frame on a black canvas: its transparent pixels are black, and data_source
-    shows them so too (Pillow would give the palette's colour for that index)."""
+def test_a_gif_with_a_transparent_colour_is_stored_as_an_rgba_png_every_reader_sees_alike(tmp_path):
+    """TensorFlow draws a GIF's first frame on a black canvas (its transparent pixels black) where Pillow gives the
+    palette's colour: kept as it was, the GIF showed one picture to load_dataset and TFDS, another to a reader
+    decoding with Pillow. It is stored as an RGBA PNG, the transparent pixels clear (alpha 0), which both
+    decode alike - as data_source does, as stored and resized."""
     picture = rgb((24, 32)).convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
     picture.save(tmp_path / "a.gif", transparency=3)
     clear = np.asarray(Image.open(tmp_path / "a.gif")) == 3
     assert clear.any()
     df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(tmp_path / "a.gif")], "label": ["x"]})
     tfrecorder.convert(df, str(tmp_path / "out"), progress=False)
+    example = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN").as_numpy_iterator())
+    assert (example["image_format"].decode(), example["image_channels"]) == ("png", 4)
+    np.testing.assert_array_equal(example["image"], np.asarray(Image.open(tmp_path / "a.gif").convert("RGBA")))
+    assert (example["image"][clear][:, 3] == 0).all() and (example["image"][~clear][:, 3] == 255).all()
+    stored = tfrecorder.read_tfr(str(tmp_path / "out"))["image"][0]
+    np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(stored))), example["image"])  # Pillow alike
     for size in (None, (13, 37)):
         loaded = next(tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN", image_size=size)
                       .as_numpy_iterator())["image"]
         np.testing.assert_array_equal(tfrecorder.data_source(str(tmp_path / "out"), "TRAIN", image_size=size)[0]
                                       ["image"], loaded)
-    stored = tfrecorder.data_source(str(tmp_path / "out"), "TRAIN")[0]["image"]
-    assert (stored[clear] == 0).all() and stored[~clear].any()
 
 
 def _damaged_jpeg(path, tail: bytes | None):

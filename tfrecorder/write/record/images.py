@@ -113,6 +113,8 @@ def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
         keep_channels = 4 if "transparency" in img.info else 3
     if img.format == "WEBP" and getattr(img, "is_animated", False) and img.mode != "RGBA":
         keep_channels = None  # TensorFlow decodes an animated WebP as RGBA only: its first frame is re-encoded
+    if img.format == "GIF" and "transparency" in img.info:
+        keep_channels = None  # TensorFlow draws its transparent colour black, Pillow the palette's: an RGBA PNG
     if settings.format == "keep" and settings.size is None and keep_channels is not None:
         if settings.validate == "full":
             with DECODE_MEMORY.hold(_pixel_bytes(img, scale=8 if img.format == "JPEG" else 1)):
