@@ -178,7 +178,7 @@ def manifest_identity(folder: Folder) -> tuple:
     generation or ETag (whichever the file system gives); ("missing",) when there is none."""
     try:
         info = folder.fs.info(folder.join(MANIFEST_NAME))
-    except FileNotFoundError:
+    except OSError:  # none there (a source that is a file, not a folder, has none either)
         return ("missing",)
     return tuple((key, str(info[key])) for key in _IDENTITY_KEYS if info.get(key) is not None)
 
