@@ -153,6 +153,12 @@ class Schema(Mapping[str, type[ColumnType]]):
         kinds = {name: arrow_kind(arrow.field(name).type) for name in arrow.names} if arrow is not None else {}
         structs = {name for name in arrow.names if is_image_struct(arrow.field(name).type)} if arrow is not None \
             else set()
+        for name, feature in hf_features(arrow).items() if arrow is not None else ():
+            kind = feature.get("_type") if isinstance(feature, dict) else None
+            if name in structs and kind not in (None, "Image"):  # Audio, Video: the same struct, no image in it
+                raise SchemaError(f"column {name!r} holds Hugging Face {kind} values, not images: tfrecorder stores "
+                                  f"images and columns of numbers and text; drop it (Dataset.remove_columns"
+                                  f"([{name!r}]), or the column from the table) to convert the rest")
         names = [str(name) for name in df.columns]
         boxes = set(types.BOX_EDGES) <= set(names)  # the four edges by their names: a detection table
         return cls({name: types.BOX_TYPES[name] if boxes and name in types.BOX_TYPES else
@@ -330,6 +336,8 @@ def _iter_list(value: Any) -> Iterable[Any]:
     return value.ravel().tolist() if isinstance(value, np.ndarray) else value
 
 
+HF_METADATA = b"huggingface"  # the Arrow schema metadata key datasets writes its features under
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")  # file names read as images
 # The first bytes of each image format a column's bytes are told by (the formats Pillow reads and TensorFlow or
 # a re-encode stores): JPEG, PNG, GIF, BMP, TIFF (both byte orders); WebP is RIFF....WEBP.
 IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM", b"II*\x00", b"MM\x00*")
@@ -383,9 +391,31 @@ def holds_images(name: str, series: pd.Series) -> bool:
         if kind is None:
             return False
         kinds.add(kind)
-        told = told or kind in ("struct", "pil") or (kind == "bytes" and is_image_bytes(value)) or (
+        told = told or kind == "pil" or (kind == "bytes" and is_image_bytes(value)) or (
+            kind == "struct" and _image_struct(value)) or (
             kind == "array" and value.dtype == np.uint8 and value.ndim in (2, 3))
     return told and (name == IMAGE_BYTES_COLUMN or kinds <= {"struct", "pil"})
+
+
+def _image_struct(value: dict) -> bool:
+    """Whether a ``{bytes, path}`` struct is an image's (Hugging Face's ``Image``), told by its bytes, or by its
+    path's extension where it has only a path: ``Audio`` stores its clips in the same struct."""
+    data, path = value.get("bytes"), value.get("path")
+    if isinstance(data, (bytes, bytearray, memoryview)) and len(data):
+        return is_image_bytes(data)
+    return isinstance(path, str) and path.strip().lower().endswith(IMAGE_EXTENSIONS)
+
+
+def hf_features(arrow_schema: Any) -> dict[str, Any]:
+    """The features Hugging Face ``datasets`` keeps in an Arrow schema's ``huggingface`` metadata (a Parquet file
+    it wrote, a ``Dataset``'s table), by column; {} without them."""
+    import json
+
+    try:
+        features = json.loads((arrow_schema.metadata or {})[HF_METADATA])["info"]["features"]
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return features if isinstance(features, dict) else {}
 
 
 def brief(value: Any, limit: int = 80) -> str:

@@ -5,14 +5,11 @@ Read without them, such a file's labels would be bare ids, their names lost."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.schema import LABEL_COLUMN
-
-HF_METADATA = b"huggingface"  # the Arrow schema metadata key datasets writes its features under
+from tfrecorder.schema import LABEL_COLUMN, hf_features
 
 
 def chosen(labels: Mapping[str, Sequence[str]], columns: Sequence[str]) -> str | None:
@@ -27,12 +24,7 @@ def chosen(labels: Mapping[str, Sequence[str]], columns: Sequence[str]) -> str |
 def parquet_class_labels(schema: Any) -> dict[str, list[str]]:
     """The ClassLabel columns a Parquet file's Arrow ``schema`` names in its Hugging Face metadata, each with its
     names in id order (none without that metadata, or where it is not the JSON datasets writes)."""
-    try:
-        features = json.loads((schema.metadata or {})[HF_METADATA])["info"]["features"]
-    except (KeyError, TypeError, ValueError):
-        return {}
-    if not isinstance(features, dict):
-        return {}
+    features = hf_features(schema)
     return {name: [str(n) for n in feature["names"]] for name, feature in features.items()
             if isinstance(feature, dict) and feature.get("_type") == "ClassLabel"
             and isinstance(feature.get("names"), list) and name in schema.names}

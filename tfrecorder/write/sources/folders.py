@@ -16,10 +16,10 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.splits import KNOWN_SPLITS, VALIDATION
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
+__all__ = ["IMAGE_EXTENSIONS"]  # the file names read as images, from schema.py (their one place)
 
 
 # Split folders by other names tools give them (Roboflow's and YOLO's ``valid``, ``val``).
