@@ -14,8 +14,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.splits import KNOWN_SPLITS
 
 _COLUMN_NAMES = {SPLIT_COLUMN, IMAGE_COLUMN, LABEL_COLUMN}

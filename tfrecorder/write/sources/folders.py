@@ -19,9 +19,6 @@ from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.splits import KNOWN_SPLITS, VALIDATION
 
-__all__ = ["IMAGE_EXTENSIONS"]  # the file names read as images, from schema.py (their one place)
-
-
 # Split folders by other names tools give them (Roboflow's and YOLO's ``valid``, ``val``).
 FOLDER_SPLITS = {**{name: name for name in KNOWN_SPLITS}, "VALID": VALIDATION, "VAL": VALIDATION}
 YAML_EXTENSIONS = (".yaml", ".yml")

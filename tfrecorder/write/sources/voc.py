@@ -14,9 +14,9 @@ from defusedxml import ElementTree as SafeElementTree
 
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.settings import NOTES_ATTR
-from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS, hidden_within
+from tfrecorder.write.sources.folders import hidden_within
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     SIZE_COLUMNS,

@@ -28,10 +28,10 @@ import yaml
 
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, NOTES_ATTR, ROOT_ATTR, Root
-from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS, YAML_EXTENSIONS, yolo_evidence
+from tfrecorder.write.sources.folders import YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     empty_columns,

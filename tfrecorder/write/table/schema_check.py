@@ -9,9 +9,8 @@ import pandas as pd
 
 from tfrecorder.dataset.features import DERIVED_NAMES, ROLE_FEATURES
 from tfrecorder.errors import SchemaError
-from tfrecorder.schema import IMAGE_COLUMN, Schema
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, Schema
 from tfrecorder.types import ColumnType, Kind, Role
-from tfrecorder.write.sources.folders import IMAGE_EXTENSIONS
 
 
 def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None) -> Schema:
