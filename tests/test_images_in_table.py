@@ -195,6 +195,17 @@ def test_a_pil_image_of_more_than_8_bits_is_refused_as_its_array_would_be(tmp_pa
         convert(frame(images), tmp_path / "out")
 
 
+def test_a_column_of_lists_of_images_is_one_line_without_bytes(tmp_path):
+    """Hugging Face's Sequence(Image()): each row a list of image structs. The message showed the PNG's bytes
+    and named each row once an item ("rows 0, 0, 1, 1")."""
+    structs = [[{"bytes": encoded(pixels(i)), "path": None}] * 2 for i in range(2)]
+    df = pd.DataFrame({"split": ["TRAIN"] * 2, "images": structs, "label": ["cat", "dog"]})
+    with pytest.raises(SchemaError, match=r"^column 'images' holds lists of images such as \[\{'bytes': <\d+ bytes: "
+                                          r".* \(rows 0, 1\): a record holds one image; give each its own row") as e:
+        convert(df, tmp_path / "out")
+    assert "IHDR" not in str(e.value)
+
+
 def test_a_struct_column_under_an_image_uri_schema_is_not_dumped(tmp_path):
     df = frame([{"bytes": encoded(pixels(i)), "path": None} for i in range(4)])
     schema = {"split": types.SplitKey, "image": types.ImageUri, "label": types.StringLabel}

@@ -301,9 +301,9 @@ def _infer_object_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
             for item in _iter_list(value):
                 kind = _scalar_kind(item)
                 if kind is None:
-                    bad.append(pos)
-                else:
-                    element.setdefault(kind, []).append(pos)
+                    bad.append(pos)  # a row once, however many of its items are bad
+                    break
+                element.setdefault(kind, []).append(pos)
         elif not is_missing(value):
             kind = _scalar_kind(value)
             if kind is None:
@@ -312,6 +312,10 @@ def _infer_object_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
                 scalar.setdefault(kind, []).append(pos)
     if bad:
         example = series.iloc[bad[0]]
+        if isinstance(example, ListLike) and any(image_value_kind(v) for v in _iter_list(example)):
+            raise SchemaError(f"column {name!r} holds lists of images such as {brief(example)} "
+                              f"({describe_rows(bad)}): a record holds one image; give each its own row "
+                              f"(DataFrame.explode({name!r})) in a column named 'image'")
         raise SchemaError(
             f"column {name!r}: values of type {type(example).__name__} such as {brief(example)} "
             f"({describe_rows(bad)}) cannot be stored; use numbers, strings, bytes or lists of them"
@@ -427,5 +431,8 @@ def brief(value: Any, limit: int = 80) -> str:
         return "{" + ", ".join(f"{k!r}: {brief(v, 40)}" for k, v in list(value.items())[:4]) + "}"
     if isinstance(value, np.ndarray):
         return f"<array of shape {value.shape}, dtype {value.dtype}>"
+    if isinstance(value, (list, tuple)):  # its items as each is shown: a list of images shows no bytes either
+        items = ", ".join(brief(v, 40) for v in value[:3]) + (", ..." if len(value) > 3 else "")
+        return f"[{items}]" if isinstance(value, list) else f"({items})"
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
