@@ -206,6 +206,21 @@ def test_a_column_of_lists_of_images_is_one_line_without_bytes(tmp_path):
     assert "IHDR" not in str(e.value)
 
 
+@pytest.mark.parametrize("values, message", [
+    ([pixels(1).astype(np.uint16)] * 2, r"2 values are no image \(rows 0, 1\), e\.g\. row 0: an array of dtype "
+                                        r"uint16: give uint8 pixels"),  # was: "store each flattened (np.ravel)"
+    ([encoded(pixels(1)), encoded(pixels(2)), "x.png"], r"holds images, and in row 2 'x\.png', which is none"),
+    ([pil(pixels(1)), "x.png"], r"holds images, and in row 1 'x\.png', which is none"),  # was: "type Image ..."
+    ([b"hello", b"world"], r"holds bytes none of which is an image \(row 0: <5 bytes: b'hello'\.\.\.>\)"),
+])
+def test_an_image_column_that_is_not_all_images_names_what_is_wrong(tmp_path, values, message):
+    """Each was another column's message: to flatten arrays, to rename the column image_uri (which would lose the
+    bytes), a PIL image that "cannot be stored", a name reserved for a feature."""
+    df = pd.DataFrame({"split": SPLITS[:len(values)], "image": values, "label": LABELS[:len(values)]})
+    with pytest.raises(SchemaError, match=rf"^column 'image'(:)? .*{message}"):
+        convert(df, tmp_path / "out")
+
+
 def test_a_struct_column_under_an_image_uri_schema_is_not_dumped(tmp_path):
     df = frame([{"bytes": encoded(pixels(i)), "path": None} for i in range(4)])
     schema = {"split": types.SplitKey, "image": types.ImageUri, "label": types.StringLabel}

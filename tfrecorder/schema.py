@@ -380,25 +380,38 @@ def image_value_kind(value: Any) -> str | None:
 def holds_images(name: str, series: pd.Series) -> bool:
     """A column of the images themselves (``types.ImageBytes``): under any name, dicts of ``bytes`` and ``path``
     (Hugging Face's ``Image``) or PIL images; named ``image``, also encoded image bytes (told by their first
-    bytes) or uint8 arrays. Every value given is one of those kinds (a bad one is then a row error). A
-    categorical column (Parquet's dictionary encoding of repeated images) is read by its values."""
+    bytes) or arrays of pixels (of another dtype than uint8 a row error). Every value given is one of those
+    kinds (a bad one is then a row error); a value of none of them beside images, and a column named ``image``
+    of bytes none of which is an image, are SchemaErrors naming the row. A categorical column (Parquet's
+    dictionary encoding of repeated images) is read by its values."""
     if isinstance(series.dtype, pd.CategoricalDtype):
         series = series.astype(object)
     if series.dtype != object:
         return False
     kinds: set[str] = set()
     told = False
-    for value in series.tolist():
+    other: tuple[int, Any] | None = None  # the first value of no image kind, and its row
+    for row, value in enumerate(series.tolist()):
         if is_missing(value):
             continue
         kind = image_value_kind(value)
         if kind is None:
-            return False
+            other = other or (row, value)
+            continue
         kinds.add(kind)
         told = told or kind == "pil" or (kind == "bytes" and is_image_bytes(value)) or (
-            kind == "struct" and _image_struct(value)) or (
-            kind == "array" and value.dtype == np.uint8 and value.ndim in (2, 3))
-    return told and (name == IMAGE_BYTES_COLUMN or kinds <= {"struct", "pil"})
+            kind == "struct" and _image_struct(value)) or (kind == "array" and value.ndim in (2, 3))
+    images = told and (name == IMAGE_BYTES_COLUMN or kinds <= {"struct", "pil"})
+    if images and other is not None:
+        raise SchemaError(f"column {name!r} holds images, and in row {other[0]} {brief(other[1])}, which is none: "
+                          f"a column of images holds encoded bytes, {{'bytes', 'path'}} dicts, uint8 arrays or PIL "
+                          f"images (a file as {{'bytes': None, 'path': ...}})")
+    if not told and other is None and kinds == {"bytes"} and name == IMAGE_BYTES_COLUMN:
+        row, value = next((r, v) for r, v in enumerate(series.tolist()) if not is_missing(v))
+        raise SchemaError(f"column {name!r} holds bytes none of which is an image (row {row}: {brief(value)}): a "
+                          f"column named {name!r} holds encoded images (JPEG, PNG, GIF, BMP, WebP, TIFF); rename "
+                          f"it to store other bytes as a feature of their own")
+    return images
 
 
 def _image_struct(value: dict) -> bool:
