@@ -105,6 +105,9 @@ def test_index_lists_slices_and_negative_indices(converted):
         source[len(source)]
     with pytest.raises(TypeError, match="ints, slices or lists of ints, not str"):
         source["0"]
+    assert source[range(1, 7, 2)] == stored[1:7:2]  # a range is a list of ints
+    with pytest.raises(TypeError, match=r"lists of ints; this list holds a list \(\[0, 1\]\)"):
+        source[[[0, 1]]]  # it said "not list"
 
 
 def test_a_damaged_record_is_named(converted, tmp_path):

@@ -95,8 +95,12 @@ class DataSource(Sequence):
             return self._record(self._position(int(key)))
         if isinstance(key, slice):
             return [self._record(i) for i in range(*key.indices(len(self)))]
-        if isinstance(key, (list, tuple, np.ndarray)) and all(is_count(k) for k in key):
-            return [self._record(self._position(int(k))) for k in key]
+        if isinstance(key, (list, tuple, range, np.ndarray)):
+            wrong = next((k for k in key if not is_count(k)), None)
+            if wrong is None:
+                return [self._record(self._position(int(k))) for k in key]
+            raise TypeError(f"data_source indices are ints, slices or lists of ints; this {type(key).__name__} holds "
+                            f"a {type(wrong).__name__} ({wrong!r:.40})")
         raise TypeError(f"data_source indices are ints, slices or lists of ints, not {type(key).__name__}")
 
     def __getitems__(self, keys: Sequence[int]) -> list[Any]:
