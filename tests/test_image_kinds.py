@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -165,6 +167,16 @@ def test_images_over_the_pixel_limit_are_row_errors(tmp_path):
     assert result.splits["TRAIN"].written == 1
     errors = (tmp_path / "out" / "errors.csv").read_text()
     assert "too_large" in errors and "100x100 pixels is over the limit of 5000" in errors
+    # a header Pillow refuses on sight (a decompression bomb) names the user's limit too, not only Pillow's
+    ihdr = b"IHDR" + struct.pack(">IIBBBBB", 60000, 60000, 8, 2, 0, 0, 0)
+    idat = struct.pack(">I", 0) + b"IDAT" + struct.pack(">I", zlib.crc32(b"IDAT"))  # where Pillow stops reading
+    (tmp_path / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + ihdr
+                                        + struct.pack(">I", zlib.crc32(ihdr)) + idat)
+    df.loc[1, "image_uri"] = str(tmp_path / "bomb.png")
+    tfrecorder.convert(df, str(tmp_path / "bomb"), progress=False, max_image_pixels=5_000)
+    row = pd.read_csv(tmp_path / "bomb" / "errors.csv").iloc[0]
+    assert row["error"] == "too_large"
+    assert row["message"].startswith("over the limit of 5000 pixels, and Pillow's: Image size (3600000000 pixels)")
 
 
 def test_a_directory_and_a_text_file_with_image_names_are_row_errors(tmp_path):

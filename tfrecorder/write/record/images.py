@@ -101,8 +101,8 @@ def prepare_image(data: bytes, settings: ImageSettings) -> StoredImage:
         img = Image.open(io.BytesIO(data))
     except UnidentifiedImageError as e:
         raise ImageError("unsupported_format", "not an image file Pillow can read") from e
-    except Image.DecompressionBombError as e:
-        raise ImageError("too_large", str(e)) from e
+    except Image.DecompressionBombError as e:  # twice Pillow's own limit: refused before its size is ours to see
+        raise ImageError("too_large", f"over the limit of {settings.max_pixels} pixels, and Pillow's: {e}") from e
     except (OSError, SyntaxError, ValueError) as e:
         raise ImageError("decode_error", f"unreadable image header: {e}") from e
     width, height = img.size
