@@ -385,12 +385,19 @@ def test_a_row_without_an_image_in_a_small_table_is_an_errors_csv_row(tmp_path, 
     table = pd.DataFrame({"split": ["TRAIN"] * 4, "image": images, "label": LABELS[:4]})
     result = tfrecorder.convert(table, str(tmp_path / "a"), progress=False)  # default shards: sizes estimated
     assert (result.rows.written, result.rows.errors) == (3, 1)
-    assert [(row["row"], row["error"]) for row in errors(tmp_path / "a")] == [("2", "missing_uri")]
+    assert [(row["row"], row["error"], row["message"]) for row in errors(tmp_path / "a")] == [
+        ("2", "missing_uri", "the row has no image (an empty cell)")]  # it said "no image URI" of an image column
     (tmp_path / "t.csv").write_text("split,image_uri,label\nTRAIN,a.png,cat\nTRAIN,,dog\n")
     Image.fromarray(pixels(1)).save(tmp_path / "a.png")
     result = tfrecorder.convert(str(tmp_path / "t.csv"), str(tmp_path / "b"), progress=False)
     assert (result.rows.written, result.rows.errors) == (1, 1)
     assert [row["error"] for row in errors(tmp_path / "b")] == ["missing_uri"]
+
+
+def test_empty_bytes_in_an_image_column_are_an_empty_file_row(tmp_path):
+    images = [encoded(pixels(i)) for i in range(3)] + [b""]
+    result = convert(frame(images), tmp_path / "out")
+    assert (result.rows.written, result.error_codes) == (3, {"empty_file": 1})  # was unsupported_format
 
 
 def test_the_size_sample_keeps_each_images_size_not_its_bytes(hf_parquet, tmp_path, monkeypatch):

@@ -86,6 +86,8 @@ def load_image(location: str | None, settings: ImageSettings, limits: FetchLimit
 
 def held_image(data: bytes, settings: ImageSettings, limits: FetchLimits = FetchLimits()) -> StoredImage:
     """Check and (if settings ask) re-encode an image a table holds itself, within the size a file may have."""
+    if not data:
+        raise ImageError("empty_file", "zero-byte image: the row's image is empty bytes")
     if len(data) > limits.max_bytes:
         raise ImageError("too_large", f"{len(data)} bytes is over max_image_bytes={limits.max_bytes}")
     return prepare_image(data, settings)

@@ -258,6 +258,8 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
         try:
             if held is not None and held[row] is not None:
                 image = held_image(held[row], settings, options.fetch)
+            elif held is not None and locations[row] is None:  # a table of images: no URI was asked for
+                raise ImageError("missing_uri", "the row has no image (an empty cell)")
             else:
                 image = load_image(locations[row], settings, options.fetch)
             if masks is not None:
