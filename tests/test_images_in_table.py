@@ -221,6 +221,18 @@ def test_an_image_column_that_is_not_all_images_names_what_is_wrong(tmp_path, va
         convert(df, tmp_path / "out")
 
 
+@pytest.mark.parametrize("mode, stored", [("RGBa", "RGBA"), ("La", "LA"), ("LAB", "RGB")])
+def test_pil_images_of_rarer_modes_keep_their_alpha_and_no_other(tmp_path, mode, stored):
+    """RGBa (premultiplied alpha) lost its alpha, La failed to convert, LAB gained one: its "A" is a colour."""
+    picture = Image.fromarray(pixels(1, 4)).convert("RGBa" if mode == "RGBa" else "RGB")
+    picture = picture if mode == "RGBa" else picture.convert("LAB") if mode == "LAB" else \
+        Image.fromarray(pixels(1, 2), "LA").convert("La")
+    result = convert(frame([picture, pil(pixels(2))]), tmp_path / "out")
+    assert result.errors == 0
+    row = by_uri(tmp_path / "out")["row-0"]
+    np.testing.assert_array_equal(decoded(row["image"]), np.asarray(picture.convert(stored)))
+
+
 def test_a_struct_column_under_an_image_uri_schema_is_not_dumped(tmp_path):
     df = frame([{"bytes": encoded(pixels(i)), "path": None} for i in range(4)])
     schema = {"split": types.SplitKey, "image": types.ImageUri, "label": types.StringLabel}

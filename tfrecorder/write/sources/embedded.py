@@ -71,8 +71,10 @@ def encode_pil(image: Any) -> bytes:
     if image.mode in _WIDE_MODES or image.mode.startswith("I;16"):
         raise ValueError(f"a PIL image of mode {image.mode} ({_WIDE_MODES.get(image.mode, '16-bit integers')}): "
                          f"give 8-bit pixels (mode L, RGB or RGBA), e.g. Image.fromarray(pixels.astype('uint8'))")
-    if image.mode not in _PNG_MODES:
-        image = image.convert("RGBA" if "A" in image.mode else "RGB")
+    if image.mode == "La":  # premultiplied: Pillow converts it to LA only (un-premultiplied)
+        image = image.convert("LA")
+    if image.mode not in _PNG_MODES:  # alpha (RGBa's too) kept; LAB's "A" is a colour, not an alpha
+        image = image.convert("RGBA" if image.has_transparency_data else "RGB")
     return _png(image)
 
 
