@@ -20,6 +20,7 @@ ROW_NAME = "row-{row}"
 _ARRAY_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 # Pillow modes PNG stores as they are; any other is converted first (CMYK, YCbCr, LAB, HSV -> RGB).
 _PNG_MODES = {"1", "L", "LA", "P", "RGB", "RGBA"}
+_ALPHA_MODES = {"LA", "La", "PA", "RGBA", "RGBa"}  # Pillow's modes with an alpha band
 _WIDE_MODES = {"I": "32-bit integers", "F": "32-bit floats"}  # and I;16*: values of more than 8 bits
 _ORIENTATION = 0x0112  # EXIF orientation: kept in the PNG, so the picture turns as its file would
 # The most bytes of images a part of a table holds (a part is read, validated and spilled at a time): rows of
@@ -74,7 +75,8 @@ def encode_pil(image: Any) -> bytes:
     if image.mode == "La":  # premultiplied: Pillow converts it to LA only (un-premultiplied)
         image = image.convert("LA")
     if image.mode not in _PNG_MODES:  # alpha (RGBa's too) kept; LAB's "A" is a colour, not an alpha
-        image = image.convert("RGBA" if image.has_transparency_data else "RGB")
+        alpha = image.mode in _ALPHA_MODES or "transparency" in image.info
+        image = image.convert("RGBA" if alpha else "RGB")
     return _png(image)
 
 
