@@ -241,6 +241,27 @@ def test_a_remote_table_never_names_a_local_file(tmp_path):
     assert tfrecorder.convert(mine.iloc[[1]], str(tmp_path / "mine"), progress=False).rows.written == 1
 
 
+def test_an_automl_csv_names_images_as_a_table_does(tmp_path, monkeypatch):
+    """An AutoML Vision CSV names its images itself (by full gs:// URIs, in AutoML's own files): a relative name
+    is the CSV's folder's, never the working directory's (where a file of the same name was read instead, its
+    boxes on another picture); one read over http:// never names a file of this machine."""
+    from tests.servers import http_server
+
+    www = tmp_path / "www"
+    write_image(www / "a.jpg", seed=1)
+    write_image(tmp_path / "elsewhere" / "a.jpg", seed=2)  # the working directory's a.jpg: not the CSV's
+    private = write_image(tmp_path / "private.jpg")
+    (www / "boxes.csv").write_text(f"TRAIN,a.jpg,cat,0.1,0.1,,,0.5,0.5,,\nTRAIN,{private},dog,0.1,0.1,,,0.5,0.5,,\n")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert tfrecorder.read_annotations(str(www / "boxes.csv"))["image_uri"].tolist() == [str(www / "a.jpg"),
+                                                                                         str(private)]
+    with http_server(www) as (base, _):
+        out = tmp_path / "out"
+        result = tfrecorder.convert(f"{base}/boxes.csv", str(out), progress=False)
+    assert (result.rows.written, _errors(out)["error"].tolist()) == (1, ["outside_folder"])
+    assert tfrecorder.read_tfr(str(out))["image_uri"].tolist() == [f"{base}/a.jpg"]
+
+
 def test_a_remote_coco_file_never_names_a_local_file(rooted, tmp_path):
     from tests.servers import http_server
 

@@ -284,11 +284,12 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
               num_shards: int | None, overwrite: bool, progress: bool | None, num_workers: int | None,
               started: float, images_dir: str | None = None) -> ConvertResult:
     """Send the conversion down the route its source and runner take."""
+    given = source  # a table file read from a store or URL, annotations too, never names a local file
     with unpacked_records(source) as source:  # others' Object Detection TFRecords: their images and box rows
         boxes = annotation_table(source, images_dir)  # VOC, COCO, YOLO, an AutoML CSV: their long form
         if boxes is not None:
             source = boxes
-        options = _given_units(source, _keypoint_names(source, _confined(source, options)))
+        options = _given_units(source, _keypoint_names(source, _confined(source, options, given)))
         if runner == LOCAL:
             result = _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema),
                                     options, fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
@@ -330,11 +331,13 @@ def _convert_local(files: Source, folder: Folder, schema: Schema | None, options
             return read_as(result, files, schema)
 
 
-def _confined(source: Any, options: WriteOptions) -> WriteOptions:
+def _confined(source: Any, options: WriteOptions, given: Any = None) -> WriteOptions:
     """``options`` reading only inside the dataset's root when ``source`` is an annotation file's table
     (``read_annotations`` names its root in the frame's ``attrs``): its names cannot reach other files; and
-    never a file of this machine when ``source`` is a table read from a store or URL."""
-    named = [source] if isinstance(source, str) else list(source) if isinstance(source, (list, tuple)) else []
+    never a file of this machine when what the user ``given`` (else ``source``) is a file read from a store or
+    URL."""
+    given = source if given is None else given
+    named = [given] if isinstance(given, str) else list(given) if isinstance(given, (list, tuple)) else []
     remote = next((u for u in named if isinstance(u, str) and is_remote(u)), None)
     if remote is not None:
         options = replace(options, fetch=replace(options.fetch, remote_table=redact(remote)))

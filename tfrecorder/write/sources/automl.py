@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import posixpath
 
 import pandas as pd
 
@@ -22,6 +24,7 @@ from tfrecorder.write.sources.long_form import (
     utf8_text,
 )
 from tfrecorder.write.splits import TEST, TRAIN, UNASSIGNED, VALIDATION
+from tfrecorder.write.table.uris import resolve_uri
 
 AUTOML_WIDTH = 11  # split, image, label, then x,y of 4 vertices: 2-vertex rows leave two pairs empty
 
@@ -32,6 +35,9 @@ def read_automl(url: str) -> pd.DataFrame:
     objects. A file whose rows are in two units (some vertices over 1: pixels) is refused."""
     with open_url(url) as f:
         text = utf8_text(f.read(), f"AutoML Vision CSV {url!r}", "utf-8-sig")
+    # a table naming its images itself (AutoML's are full gs:// URIs): a relative name is the CSV's folder's, as
+    # in any CSV table, never the working directory's
+    folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
     columns = empty_columns(())
     pixels: list[int] = []  # the lines of boxes with a vertex over 1, and how many are within [0, 1]
     normalized = 0
@@ -53,7 +59,8 @@ def read_automl(url: str) -> pd.DataFrame:
         numbers = [None if not c else finite_number(c, where, "vertex") for c in cells[3:]]
         given = [(x, y) for x, y in zip(numbers[0::2], numbers[1::2]) if x is not None and y is not None]
         if not cells[2] and not given:
-            add_row(columns, {SPLIT_COLUMN: cells[0].upper(), IMAGE_COLUMN: cells[1], LABEL_COLUMN: None,
+            add_row(columns, {SPLIT_COLUMN: cells[0].upper(), IMAGE_COLUMN: resolve_uri(cells[1], folder),
+                              LABEL_COLUMN: None,
                            **dict.fromkeys(BOX_COLUMNS)})
             continue
         if len(given) < 2 or not cells[2]:
@@ -64,7 +71,8 @@ def read_automl(url: str) -> pd.DataFrame:
             pixels.append(line)
         else:
             normalized += 1
-        add_row(columns, {SPLIT_COLUMN: cells[0].upper(), IMAGE_COLUMN: cells[1], LABEL_COLUMN: cells[2],
+        add_row(columns, {SPLIT_COLUMN: cells[0].upper(), IMAGE_COLUMN: resolve_uri(cells[1], folder),
+                          LABEL_COLUMN: cells[2],
                        "xmin": min(xs), "ymin": min(ys), "xmax": max(xs), "ymax": max(ys)})
     if pixels and normalized:  # the table's units are read from its range: one row in pixels turns every box
         shown = ", ".join(map(str, pixels[:5])) + (", ..." if len(pixels) > 5 else "")
