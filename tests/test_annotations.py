@@ -168,6 +168,22 @@ def test_a_coco_segmentation_that_is_neither_polygons_nor_rle_is_an_errors_csv_r
     assert errors["image_uri"].str.endswith("b.jpg").all()
 
 
+def test_an_image_two_voc_xmls_name_is_refused_naming_both(tmp_path):
+    """b.xml copied from a.xml (its <filename> still a.jpg): a.jpg's record held both files' boxes, b's off their
+    objects, without a word. a.jpg's rows are bad_annotation rows naming both XMLs; c.jpg is written."""
+    for stem in "abc":
+        write_image(tmp_path / "JPEGImages" / f"{stem}.jpg", size=(48, 64))
+    (tmp_path / "Annotations").mkdir()
+    for stem, named in (("a", "a.jpg"), ("b", "a.jpg"), ("c", "c.jpg")):
+        (tmp_path / "Annotations" / f"{stem}.xml").write_text(voc_xml(named, [("cat", 1, 1, 10, 20, 0)]))
+    result = tfrecorder.convert(str(tmp_path), str(tmp_path / "out"), progress=False)
+    assert (result.rows.written, result.error_codes) == (1, {"bad_annotation": 2})
+    message = pd.read_csv(tmp_path / "out" / "errors.csv")["message"][0]
+    assert message.endswith(f"a.jpg is named by two annotation XMLs, {tmp_path / 'Annotations' / 'a.xml'} and "
+                            f"{tmp_path / 'Annotations' / 'b.xml'} (<filename> 'a.jpg'): one was copied or renamed; "
+                            f"give each XML its own image's <filename>")
+
+
 def test_voc_images_in_no_split_list_are_discarded_and_images_without_xml_named(tmp_path):
     """Where ImageSets/Main lists exist they say which images are used: an annotated image in none is discarded
     (counted, with a warning), not hashed into the three splits; an image without an XML is named as skipped."""

@@ -15,7 +15,7 @@ from defusedxml import ElementTree as SafeElementTree
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
-from tfrecorder.write.settings import NOTES_ATTR
+from tfrecorder.write.settings import NOTES_ATTR, ROOT_ATTR
 from tfrecorder.write.sources.folders import hidden_within
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
@@ -52,6 +52,8 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
     columns = empty_columns(("difficult", "truncated", *SIZE_COLUMNS))
     unlisted: list[str] = []
     images: set[str] = set()
+    named_by: dict[str, str] = {}  # each image, the first XML that names it
+    refused: dict[str, str] = {}  # an image two XMLs name (one copied or renamed): its rows, bad_annotation
     for xml in files:
         where = path_url(url, fs, xml)
         tree = _voc_xml(fs, xml, where)
@@ -63,8 +65,13 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
         split = splits.get(stem) or splits.get(image_id, DISCARD if splits else UNASSIGNED)
         if split == DISCARD:
             unlisted.append(stem)
-        images.add(join_name(folder, name))
-        image = {SPLIT_COLUMN: split, IMAGE_COLUMN: join_name(folder, name),
+        uri = join_name(folder, name)
+        if uri in named_by:  # merged, its record would hold the other picture's boxes too, off their objects
+            refused[uri] = (f"is named by two annotation XMLs, {named_by[uri]} and {where} (<filename> {name!r}): "
+                            f"one was copied or renamed; give each XML its own image's <filename>")
+        named_by.setdefault(uri, where)
+        images.add(uri)
+        image = {SPLIT_COLUMN: split, IMAGE_COLUMN: uri,
                  "width": _int(tree.findtext("size/width"), where, "<width>"),
                  "height": _int(tree.findtext("size/height"), where, "<height>")}
         objects = tree.findall("object")
@@ -98,6 +105,8 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
                         f"{', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped lists them)")
     if warnings:
         frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped)}
+    if refused:
+        frame.attrs[ROOT_ATTR] = {"refused": {uri: f"{uri} {why}" for uri, why in refused.items()}}
     return frame
 
 
