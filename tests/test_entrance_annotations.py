@@ -155,6 +155,10 @@ BAD_COCO = [
     (_set("annotations.0.bbox", [1, 2, float("inf"), 3]), TFRecorderError, r"bbox inf is not a finite number"),
     (_set("annotations.0.bbox", [1, 2, 3]), TFRecorderError, r"bbox \[1, 2, 3\] is not \[x, y, width, height\]"),
     (_set("annotations.0.category_id", [18]), TFRecorderError, r"category_id \[18\] is not in 'categories'"),
+    # JSON's true is no id nor number (Python's bool is the int 1: category 1, x 1, silently)
+    (_set("annotations.0.category_id", True), TFRecorderError, r"category_id True is not in 'categories'"),
+    (_set("annotations.0.bbox", [True, 1, 2, 3]), TFRecorderError, r"bbox True is not a number"),
+    (_set("images.0.id", True), TFRecorderError, r"images\[0\] \(file_name 'a.jpg'\): id True is not an id"),
     (_set("annotations.0.area", "big"), TFRecorderError, r"annotation 1 of image 'a.jpg': area 'big' is not a number"),
     # nothing lost without a word
     (_set("images.1.id", 7), SchemaError, r"images 'a.jpg' and 'b.jpg' share the id 7: each image needs its own id"),

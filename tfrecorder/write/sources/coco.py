@@ -308,7 +308,9 @@ def _coco_id(entry: Mapping[str, Any], key: str, where: str) -> Any:
 
 
 def _is_id(value: Any) -> bool:
-    return isinstance(value, (int, str)) or isinstance(value, float) and math.isfinite(value)
+    """A JSON id: a number or text - not true/false, which Python's bool makes the ints 1 and 0."""
+    return not isinstance(value, bool) and (isinstance(value, (int, str)) or isinstance(value, float)
+                                            and math.isfinite(value))
 
 
 def _entry(value: Any, where: str) -> Mapping[str, Any]:

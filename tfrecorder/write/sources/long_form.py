@@ -62,6 +62,8 @@ def utf8_text(data: bytes, what: str, encoding: str = "utf-8") -> str:
 
 
 def finite_number(value: Any, where: str, name: str) -> float:
+    if isinstance(value, bool):  # JSON's true/false: Python's 1 and 0, no coordinate
+        raise TFRecorderError(f"{where}: {name} {quoted(value)} is not a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
