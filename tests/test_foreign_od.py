@@ -162,6 +162,25 @@ def test_convert_revalidates_others_records_into_our_layout(od_shards, tmp_path)
         assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(), "re-converted")
 
 
+def test_per_object_features_convert_does_not_keep_are_named_in_a_warning(od_shards, tmp_path):
+    """An export's masks, is_crowd and area were dropped without a word: only boxes and labels are converted, and
+    the result's warnings say which of the records' per-object features are not."""
+    from tfrecorder.sample_data import make_instance_scenes
+
+    _, export = od_shards
+    assert not any("not converted" in w for w in tfrecorder.convert(export, str(tmp_path / "boxes"),
+                                                                     progress=False).warnings)
+    coco = make_instance_scenes(str(tmp_path / "shapes"), n=3)
+    tfrecorder.convert(coco, str(tmp_path / "od"), record_format="tf_object_detection", progress=False)
+    os.makedirs(tmp_path / "masks")
+    for name in glob.glob(str(tmp_path / "od" / "*.tfrecord")) + [str(tmp_path / "od" / "label_map.pbtxt")]:
+        shutil.copy(name, tmp_path / "masks")
+    result = tfrecorder.convert(str(tmp_path / "masks"), str(tmp_path / "out"), progress=False)
+    assert [w for w in result.warnings if "not converted" in w] == [
+        "per-object features of the Object Detection TFRecords are not converted, only each object's box and "
+        "label: image/object/area (3 records), image/object/is_crowd (3 records), image/object/mask (3 records)"]
+
+
 def test_convert_names_a_bad_image_of_a_datumaro_export_in_errors_csv(tmp_path):
     export = tmp_path / "export"
     shutil.copytree(DATUMARO, export)

@@ -38,7 +38,7 @@ from tfrecorder.dataset.records import read_records
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.write.settings import ROOT_ATTR
+from tfrecorder.write.settings import NOTES_ATTR, ROOT_ATTR
 from tfrecorder.write.sources.long_form import BOX_COLUMNS, add_row, empty_columns, long_frame
 
 logger = logging.getLogger(__name__)
@@ -118,6 +118,7 @@ def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
         logger.info("label names from %s", where)
     columns = empty_columns(())
     refused: dict[str, str] = {}
+    dropped: dict[str, int] = {}  # each per-object key not converted: the records holding it
     for path in paths:
         url, stem = fs.unstrip_protocol(path), posixpath.basename(path)
         os.makedirs(os.path.join(folder, stem), exist_ok=True)
@@ -126,15 +127,34 @@ def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
             f.seek(0)
             try:
                 for number, record in enumerate(read_records(f, compression)):
-                    image, problem = _add_record(columns, parse_example(record, url, number), split_of(path),
-                                                 os.path.join(folder, stem), number, names)
+                    example = parse_example(record, url, number)
+                    image, problem = _add_record(columns, example, split_of(path), os.path.join(folder, stem),
+                                                 number, names)
+                    for key in _not_converted(example):
+                        dropped[key] = dropped.get(key, 0) + 1
                     if problem is not None:
                         refused[image] = f"{url} record {number}: {problem}"
             except TFRecorderError as e:
                 raise TFRecorderError(f"{url} is not a readable TFRecord file: {e}") from e
     frame = long_frame(columns, ())
     frame.attrs[ROOT_ATTR] = {"root": folder, "annotations": fs.unstrip_protocol(paths[0]), "refused": refused}
+    if dropped:
+        shown = ", ".join(f"{key} ({count} records)" for key, count in sorted(dropped.items()))
+        frame.attrs[NOTES_ATTR] = {"warnings": [f"per-object features of the Object Detection TFRecords are not "
+                                                f"converted, only each object's box and label: {shown}"]}
     return frame
+
+
+# Each object's features a record may hold that the conversion reads: its box, class id and class text
+_CONVERTED = frozenset(f.name for f in LAYOUT.object_features)
+
+
+def _not_converted(example: Any) -> list[str]:
+    """The per-object features (``image/object/...``) of a record that its box rows do not keep (masks, is_crowd,
+    area, difficult, keypoints...), where it holds any value."""
+    stored = example.features.feature
+    return [key for key in stored if key.startswith(LAYOUT.object_prefix) and key not in _CONVERTED
+            and _values(stored, key)]
 
 
 def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder: str, number: int,
