@@ -155,6 +155,8 @@ BAD_COCO = [
     (_set("annotations.0.bbox", [1, 2, float("inf"), 3]), TFRecorderError, r"bbox inf is not a finite number"),
     (_set("annotations.0.bbox", [1, 2, 3]), TFRecorderError, r"bbox \[1, 2, 3\] is not \[x, y, width, height\]"),
     (_set("annotations.0.category_id", [18]), TFRecorderError, r"category_id \[18\] is not in 'categories'"),
+    (_set("annotations", []), TFRecorderError, r"hold 2 images but no annotation \(a test split's image_info "
+                                               r"file\?\)"),  # it said the label column's type was unknown
     # JSON's true is no id nor number (Python's bool is the int 1: category 1, x 1, silently)
     (_set("annotations.0.category_id", True), TFRecorderError, r"category_id True is not in 'categories'"),
     (_set("annotations.0.bbox", [True, 1, 2, 3]), TFRecorderError, r"bbox True is not a number"),

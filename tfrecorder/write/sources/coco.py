@@ -55,6 +55,10 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
         raise TFRecorderError(f"{url!r} is not COCO instances JSON: it has no 'images' list")
     images, annotations, categories = (_coco_section(url, data, name)
                                        for name in ("images", "annotations", "categories"))
+    if images and not annotations:  # a test split's image_info file: no box to learn, no label to type
+        raise TFRecorderError(f"COCO annotations {url!r} hold {len(images)} images but no annotation (a test "
+                              f"split's image_info file?): there are no boxes to convert; convert the images as a "
+                              f"folder or a table of image_uri instead")
     labels = _coco_categories(url, categories)
     names, skeleton = _coco_keypoint_names(url, categories)
     keypointed = names is not None or any(isinstance(a, Mapping) and a.get("keypoints") for a in annotations)
