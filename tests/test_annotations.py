@@ -128,6 +128,10 @@ def test_annotations_that_cannot_be_read_name_the_file(tmp_path):
                                             "</bndbox></object></annotation>")
     with pytest.raises(TFRecorderError, match=r"a.xml: object 'x': xmin 'a' is not a number"):
         tfrecorder.read_annotations(str(tmp_path / "voc"))
+    (tmp_path / "voc" / "a.xml").write_text(voc_xml("a.jpg", [("cat", 31, 50, 8, 93, 0)]))  # it named a row of ours
+    with pytest.raises(TFRecorderError, match=r"a.xml': object 'cat': its box \(xmin 31, ymin 50, xmax 8, ymax "
+                                              r"93\) needs xmin <= xmax and ymin <= ymax$"):
+        tfrecorder.read_annotations(str(tmp_path / "voc"))
 
 
 def test_coco_boxes_of_no_area_are_skipped_and_named_as_the_object_detection_api_does(tmp_path):

@@ -84,6 +84,10 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
             box = obj.find("bndbox")
             at = f"{where}: object {obj.findtext('name')!r}"
             edges = [finite_number(box.findtext(edge) if box is not None else None, at, edge) for edge in BOX_COLUMNS]
+            if edges[0] > edges[2] or edges[1] > edges[3]:  # named here: the table's check names a row of its own
+                raise SchemaError(f"Pascal VOC annotation {where!r}: object {obj.findtext('name')!r}: its box "
+                                  f"(xmin {edges[0]:g}, ymin {edges[1]:g}, xmax {edges[2]:g}, ymax {edges[3]:g}) "
+                                  f"needs xmin <= xmax and ymin <= ymax")
             # VOC counts pixels from 1, both ends included: as edges from 0, xmin and ymin move back one
             add_row(columns, {**image, LABEL_COLUMN: label,
                            "xmin": edges[0] - 1, "ymin": edges[1] - 1, "xmax": edges[2], "ymax": edges[3],
