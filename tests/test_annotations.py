@@ -200,9 +200,12 @@ def test_voc_images_in_no_split_list_are_discarded_and_images_without_xml_named(
     (tmp_path / "Annotations" / "d.xml").write_text(voc_xml("d.jpg", [("cat", 2, 2, 20, 20, 0)]))
     (tmp_path / "ImageSets" / "Main").mkdir(parents=True)
     (tmp_path / "ImageSets" / "Main" / "train.txt").write_text("a\nb\n")
+    (tmp_path / "ImageSets" / "Main" / "val.txt").write_text("b\n")  # b in two lists: it went to val, unsaid
     result = tfrecorder.convert(str(tmp_path), str(tmp_path / "out"), progress=False)
     assert (result.rows.written, result.rows.discarded) == (2, 1)
     assert any("1 annotated images" in w and "in no ImageSets/Main list" in w and "(d)" in w for w in result.warnings)
+    assert any("1 image ids of" in w and "are in two of ImageSets/Main's lists (train, val, test), each in the "
+               "last's split: b (train, val)" in w for w in result.warnings)
     assert result.skipped == ("JPEGImages/c.jpg (an image without an annotation XML)",)
 
 

@@ -48,7 +48,7 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
     given_dir = images_dir
     if images_dir is None and fs.isdir(f"{root}/JPEGImages"):
         images_dir = path_url(url, fs, f"{root}/JPEGImages")
-    splits = _voc_splits(url, fs, root)
+    splits, warnings = _voc_splits(url, fs, root)
     columns = empty_columns(("difficult", "truncated", *SIZE_COLUMNS))
     unlisted: list[str] = []
     images: set[str] = set()
@@ -97,7 +97,6 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
             add_row(columns, {**image, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS),
                            "difficult": None, "truncated": None})
     frame = long_frame(columns, ("difficult", "truncated", *SIZE_COLUMNS))
-    warnings = []
     if unlisted:
         warnings.append(f"{len(unlisted)} annotated images of {url!r} are in no ImageSets/Main list (train, val, "
                         f"test, trainval), which say the splits: discarded ({', '.join(unlisted[:5])}"
@@ -146,20 +145,26 @@ def read_voc_segmentation(url: str, images_dir: str | None) -> pd.DataFrame:
     if not masks:
         raise TFRecorderError(f"{url!r}: SegmentationClass/ holds no PNG masks")
     images = images_dir if images_dir is not None else path_url(url, fs, f"{root}/JPEGImages")
-    splits = _voc_splits(url, fs, root, "Segmentation")
+    splits, warnings = _voc_splits(url, fs, root, "Segmentation")
     rows = []
     for mask in masks:
         image_id = posixpath.splitext(posixpath.basename(mask))[0]
         rows.append({SPLIT_COLUMN: splits.get(image_id, UNASSIGNED), IMAGE_COLUMN: join_name(images, f"{image_id}.jpg"),
                      MASK_COLUMN: path_url(url, fs, mask)})
-    return pd.DataFrame(rows, columns=[SPLIT_COLUMN, IMAGE_COLUMN, MASK_COLUMN])
+    frame = pd.DataFrame(rows, columns=[SPLIT_COLUMN, IMAGE_COLUMN, MASK_COLUMN])
+    if warnings:
+        frame.attrs[NOTES_ATTR] = {"warnings": warnings}
+    return frame
 
 
-def _voc_splits(url: str, fs: Any, root: str, task: str = "Main") -> dict[str, str]:
+def _voc_splits(url: str, fs: Any, root: str, task: str = "Main") -> tuple[dict[str, str], list[str]]:
     """Image id -> split from ImageSets/<task>/{train,val,test,trainval}.txt (trainval: TRAIN or VALIDATION by
-    a stable hash of the id, in the default fractions' proportion)."""
+    a stable hash of the id, in the default fractions' proportion); and the warning naming the ids that two of
+    train, val and test list (the last list's split is taken: a list said otherwise), if any."""
     main = f"{root}/ImageSets/{task}"
     found: dict[str, str] = {}
+    listed: dict[str, str] = {}  # each id, the first of train/val/test that lists it
+    twice: list[str] = []
     for name in ("trainval", *VOC_SPLITS):  # train/val/test, where given, over trainval's guess
         path = f"{main}/{name}.txt"
         if not fs.exists(path):
@@ -173,7 +178,12 @@ def _voc_splits(url: str, fs: Any, root: str, task: str = "Main") -> dict[str, s
                 found[image_id] = TRAIN if hash_fraction(image_id) < train else VALIDATION
             else:
                 found[image_id] = VOC_SPLITS[name]
-    return found
+                if listed.setdefault(image_id, name) != name:
+                    twice.append(f"{image_id} ({listed[image_id]}, {name})")
+    warning = (f"{len(twice)} image ids of {url!r} are in two of ImageSets/{task}'s lists (train, val, test), "
+               f"each in the last's split: {', '.join(twice[:5])}{', ...' if len(twice) > 5 else ''}"
+               ) if twice else None
+    return found, [warning] if warning else []
 
 
 def _int(value: str | None, where: str, name: str) -> int | None:
