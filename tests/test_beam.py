@@ -232,7 +232,7 @@ def test_a_dataframe_with_bad_values_fails_the_pipeline_as_locally(tmp_path):
 def test_an_image_folder_is_listed_by_the_pipeline(tmp_path, monkeypatch):
     """Beam runners list an image folder inside the pipeline, a worker per label folder (this process lists
     nothing: image_folder_table fails here): the same files as the local runner, errors.csv included, for a
-    folder with split folders, loose images in a split folder (labelled with its name) and an unreadable
+    folder with split folders, loose images in a split folder (skipped: at a level not read) and an unreadable
     image. A folder without images is the local runner's error, and leaves output_dir as it was."""
     from tests.conftest import write_image
     from tfrecorder.write import sources
@@ -251,7 +251,8 @@ def test_an_image_folder_is_listed_by_the_pipeline(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sources, "image_folder_table", not_here)
     result = tfrecorder.convert(str(pets), str(tmp_path / "direct"), runner="DirectRunner", **options)
-    assert result.rows.rows_in == 10 and result.errors == 1
+    assert result.rows.rows_in == 8 and result.errors == 1
+    assert {"TRAIN/a.jpg (at a level not read)", "TRAIN/z.jpg (at a level not read)"} <= set(result.skipped)
     _same_files(tmp_path / "local", tmp_path / "direct")
 
     (tmp_path / "empty" / "cat").mkdir(parents=True)

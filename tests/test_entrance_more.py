@@ -46,6 +46,37 @@ def test_hidden_folders_and_files_of_an_image_folder_are_skipped_and_named(tmp_p
     assert result.errors == 0
 
 
+def test_an_image_beside_a_split_folders_label_folders_is_skipped_not_a_class_named_after_the_split(tmp_path):
+    """train/stray.jpg beside train/cat/ and train/dog/ was a row labelled "train": a class of its own, every
+    other class id one higher. It is at a level not read, as an image at the top is."""
+    root = _pets(tmp_path / "pets")
+    write_image(root / "train" / "stray.jpg")
+    result = _convert(root, tmp_path / "out")
+    assert tfrecorder.label_names(str(tmp_path / "out")) == ["cat", "dog"]
+    assert "train/stray.jpg (at a level not read)" in result.skipped and result.errors == 0
+
+
+def test_links_in_an_image_folder_are_rows_read_where_they_lead(tmp_path):
+    """Class folders made of links (to images in it, or elsewhere: a dataset built without copying) lost every
+    link without a word, a whole class; a link to a folder was skipped as "not an image". Each link is a row,
+    one to nothing a not_found row; a linked label folder is a label folder."""
+    root = tmp_path / "pets"
+    train = root / "train"  # one split: every class in it
+    for i in range(2):
+        write_image(train / "cat" / f"{i}.jpg", seed=i)
+    outside = write_image(tmp_path / "elsewhere" / "d.jpg", seed=5)
+    (train / "dog").mkdir()
+    os.symlink(train / "cat" / "0.jpg", train / "dog" / "inside.jpg")
+    os.symlink(outside, train / "dog" / "outside.jpg")
+    os.symlink(tmp_path / "nothing.jpg", train / "dog" / "gone.jpg")
+    os.symlink(tmp_path / "elsewhere", train / "bird")
+    result = _convert(root, tmp_path / "out")
+    table = tfrecorder.read_tfr(str(tmp_path / "out"))
+    assert sorted(zip(table["label"], table["image_name"])) == [
+        ("bird", "d.jpg"), ("cat", "0.jpg"), ("cat", "1.jpg"), ("dog", "inside.jpg"), ("dog", "outside.jpg")]
+    assert result.error_codes == {"not_found": 1} and result.skipped == ()
+
+
 # --- the Beam runners say how they read the source -----------------------------------------------------------
 
 def test_the_direct_runner_names_an_image_folders_skipped_files_as_the_local_runner_does(tmp_path):

@@ -171,17 +171,19 @@ def label_folders(url: str) -> list[LabelFolder]:
     found = []
     for top in _folders(fs, root):
         name = top.rsplit("/", 1)[-1]
-        found.append(LabelFolder(top, None, name))
-        if name.upper() in FOLDER_SPLITS:
-            split = FOLDER_SPLITS[name.upper()]
-            found += [LabelFolder(sub, split, sub.rsplit("/", 1)[-1]) for sub in _folders(fs, top)]
+        subs = _folders(fs, top) if name.upper() in FOLDER_SPLITS else []
+        if subs:  # a split folder: its folders are the labels; an image beside them is at a level not read
+            found += [LabelFolder(sub, FOLDER_SPLITS[name.upper()], sub.rsplit("/", 1)[-1]) for sub in subs]
+        else:  # a label folder, were its name a split's (a class called "test")
+            found.append(LabelFolder(top, None, name))
     return sorted(found, key=lambda f: f.path.split("/"))
 
 
 def _folders(fs: Any, path: str) -> list[str]:
-    """The folders in ``path`` but hidden ones (``.ipynb_checkpoints``, ``.git``): never label folders."""
+    """The folders in ``path`` (links to folders too) but hidden ones (``.ipynb_checkpoints``, ``.git``): never
+    label folders."""
     return [e["name"].rstrip("/") for e in fs.ls(path, detail=True)
-            if e.get("type") == "directory" and not _hidden(e["name"])]
+            if (e.get("type") == "directory" or e.get("islink") and fs.isdir(e["name"])) and not _hidden(e["name"])]
 
 
 def hidden_within(path: str) -> bool:
@@ -199,8 +201,11 @@ def folder_rows(url: str, folder: LabelFolder) -> tuple[list[tuple[str | None, s
     """The rows of one of ``label_folders(url)``, its images in name order, and the identity of what was listed
     (a SHA-256 of each image's name, size and modification time or object generation)."""
     fs = filesystem(url)[0]
+    # a link is a row too, read where it leads (class folders are often made of links to the images; one to
+    # nothing is a not_found row): fsspec lists links as neither file nor folder
     files = sorted((e for e in fs.ls(folder.path, detail=True)
-                    if e.get("type") == "file" and _is_row(e["name"])),
+                    if (e.get("type") == "file" or e.get("islink") and not fs.isdir(e["name"]))
+                    and _is_row(e["name"])),
                    key=lambda e: e["name"])
     identity = hashlib.sha256()
     for e in files:
@@ -220,7 +225,7 @@ def skipped_files(url: str) -> tuple[str, ...]:
     for path in sorted(fs.find(root)):
         parent, name = path.rsplit("/", 1)
         image = name.lower().endswith(IMAGE_EXTENSIONS)
-        if parent in read and _is_row(name):
+        if parent in read and _is_row(name) or path in read:  # a row; a link to a label folder (find lists it)
             continue
         inside = path[len(root) + 1:]
         why = ("hidden" if hidden_within(inside) else
