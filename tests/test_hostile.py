@@ -251,6 +251,15 @@ def test_overwrite_deletes_only_what_our_dataset_json_lists(tmp_path):
         tfrecorder.convert(str(folder / "data.csv"), str(folder), progress=False, overwrite=True)
     assert (folder / "other-dataset.tfrecord").read_bytes() == b"a user's own records"
     (folder / "other-dataset.tfrecord").unlink()
+    # another tool's files of the names we write: a Hugging Face save_to_disk's dataset_info.json, a dataset.json
+    # of its own. They were written over (an unreadable dataset.json was taken for a damaged one of ours).
+    for name, text in (("dataset_info.json", '{"mine": 1}'), ("dataset.json", '{"my": "own metadata"}')):
+        (folder / name).write_text(text)
+        with pytest.raises(tfrecorder.TFRecorderError, match=rf"holds {name}, which no conversion of tfrecorder "
+                                                            rf"wrote there.*overwrite=True would write over them"):
+            tfrecorder.convert(str(folder / "data.csv"), str(folder), progress=False, overwrite=True)
+        assert (folder / name).read_text() == text
+        (folder / name).unlink()
     tfrecorder.convert(str(folder / "data.csv"), str(folder), progress=False, overwrite=True)
     tfrecorder.convert(str(folder / "data.csv"), str(folder), progress=False, overwrite=True, num_shards=1)
     assert (folder / "data.csv").exists() and (folder / "images" / "a.jpg").exists()

@@ -281,7 +281,7 @@ def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: boo
     if manifest is not None:
         ours |= {MANIFEST_NAME, manifest.errors_file, *(manifest.tfds or {}).get("files", [])}
         ours |= {name for shards in manifest.splits.values() for s in shards for name in (s.file, s.index) if name}
-    if unfinished_run or (manifest is None and MANIFEST_NAME in names):
+    if unfinished_run:
         ours |= {n for n in names if _SHARD_NAME.match(n)} | {MANIFEST_NAME, *_METADATA_NAMES}
     strangers = [n for n in names if n not in ours and (".tfrecord" in n or n.endswith(INDEX_SUFFIX))]
     if strangers:
@@ -289,6 +289,14 @@ def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: boo
             f"output_dir {folder.url!r} holds TFRecord files that no dataset.json of tfrecorder lists: "
             f"{', '.join(strangers[:5])}{', ...' if len(strangers) > 5 else ''}; {why} deletes only what "
             f"an earlier conversion wrote. Move those files, or choose another output_dir")
+    # files of the names the new conversion writes beside its shards, that no conversion of ours wrote here (a
+    # dataset.json that is not ours: another tool's, a Hugging Face save_to_disk's dataset_info.json)
+    theirs = [n for n in names if n not in ours and n in (MANIFEST_NAME, *_METADATA_NAMES)]
+    if theirs:
+        raise TFRecorderError(
+            f"output_dir {folder.url!r} holds {', '.join(theirs)}, which no conversion of tfrecorder wrote "
+            f"there{' (its dataset.json is not one tfrecorder reads)' if MANIFEST_NAME in theirs else ''}; "
+            f"{why} would write over them. Move them, or choose another output_dir")
     removed = sorted(n for n in names if n in ours)
     for name in removed:
         folder.remove(name)
