@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pandas as pd
+import pytest
 from PIL import Image
 
 import tfrecorder
@@ -28,6 +29,14 @@ def test_show_saves_a_contact_sheet_outside_notebooks(image_table, tmp_path):
     assert path == str(tmp_path / "sheet.png")
     sheet = Image.open(path)
     assert sheet.size == (4 * 136, 2 * 158)
+
+
+def test_show_of_a_dataset_without_images_is_one_line(tmp_path):
+    pd.DataFrame({"split": ["TRAIN"] * 2, "x": [1.0, 2.0], "label": ["a", "b"]}).tensorflow.to_tfr(
+        str(tmp_path / "out"), progress=False)
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"holds no images \(a table of values\): show draws "
+                                                        r"pictures"):  # it was KeyError: 'image'
+        tfrecorder.show(str(tmp_path / "out"), split="TRAIN")
 
 
 def test_image_grid_renders_inline_html():

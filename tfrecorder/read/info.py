@@ -19,6 +19,7 @@ from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.features import IMAGE, IMAGE_URI, OBJECTS, SEGMENTATION_MASK
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import open_dataset
 from tfrecorder.types import TRAIN
 
@@ -228,6 +229,9 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     from tfrecorder.read.tf_data import load_dataset
 
     manifest = open_dataset(tfrecord_dir)[0]
+    if manifest.image is None:
+        raise TFRecorderError(f"{tfrecord_dir!r} holds no images (a table of values): show draws pictures; "
+                              f"tfrecorder.read_tfr({tfrecord_dir!r}) gives its rows")
     names = manifest.vocabulary
     label_feature = (manifest.label or {}).get("feature")
     ds: Any = load_dataset(tfrecord_dir, split=split, channels=3)  # one split: a Dataset
