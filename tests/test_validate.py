@@ -81,6 +81,8 @@ def test_non_empty_output_dir_needs_overwrite(tmp_path, tabular_table):
     ({"max_image_pixels": "abc"}, r"max_image_pixels='abc': give a positive whole number"),
     ({"num_shards": "2"}, r"num_shards='2': give a positive whole number, or None"),
     ({"num_shards": 0}, r"num_shards=0: give a positive whole number, or None"),
+    ({"num_workers": "4"}, r"num_workers='4': give a positive whole number, or None"),  # a TypeError deep in
+    ({"num_workers": -3}, r"num_workers=-3: give a positive whole number, or None"),  # taken without a word
     ({"jpeg_quality": 500}, r"jpeg_quality=500: give a whole number from 1 to 100"),
     ({"overwrite": "no"}, r"overwrite='no': give True or False"),
     ({"image_timeout": True}, r"image_timeout=True: give seconds above 0"),

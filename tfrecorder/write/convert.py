@@ -234,7 +234,8 @@ def convert(
     with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
         result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
                            how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite,
-                           progress=progress, num_workers=num_workers, started=started, images_dir=images_dir)
+                           progress=progress, num_workers=options.checked().num_workers, started=started,
+                           images_dir=images_dir)
         _check_written(result, output, from_frame=isinstance(source, pd.DataFrame))
         return result
 

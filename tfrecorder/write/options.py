@@ -235,7 +235,8 @@ class Options:
                                    other=False)
     num_workers: int | None = option(None, "threads fetching images (local runner; all shards written in this "
                                            "process) (default: one per core, more for remote URLs)",
-                                     cli_type=int, run=True, other=2)
+                                     cli_type=int, run=True, other=2,
+                                     check=lambda v: check_optional_count("num_workers", v, "one per core"))
     split_fractions: Sequence[float] = option(
         splits.DEFAULT_FRACTIONS, "TRAIN,VALIDATION,TEST fractions for rows without a split "
                                   f"(default: {','.join(map(str, splits.DEFAULT_FRACTIONS))})",
