@@ -135,6 +135,7 @@ DELETE = object()
 BAD_COCO = [
     (_set("annotations.0.iscrowd", "yes"), TFRecorderError,
      r"annotation 1 of image 'a.jpg': iscrowd 'yes' is not 0 or 1"),
+    (_set("annotations.0.iscrowd", 2), TFRecorderError, r"iscrowd 2 is not 0 or 1"),  # it was stored as 2
     (_set("images.0.id", DELETE), TFRecorderError, r"images\[0\] \(file_name 'a.jpg'\) has no 'id'"),
     (_set("images.0.id", [7]), TFRecorderError, r"images\[0\] \(file_name 'a.jpg'\): id \[7\] is not an id"),
     (_set("images.1.file_name", 5), TFRecorderError, r"images\[1\] \(id 8\): file_name 5 is not a file name"),

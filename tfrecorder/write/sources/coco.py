@@ -331,10 +331,10 @@ def _size(value: Any, where: str, name: str) -> None:
 
 
 def _flag(value: Any, where: str, name: str) -> int:
-    try:
+    """COCO's 0 or 1 (``iscrowd``): any other value is a TFRecorderError (a 2 was stored as 2)."""
+    if value in (0, 1) and not isinstance(value, str):  # 0, 1, 0.0, 1.0, false, true
         return int(value)
-    except (TypeError, ValueError, OverflowError):
-        raise TFRecorderError(f"{where}: {name} {quoted(value)} is not 0 or 1") from None
+    raise TFRecorderError(f"{where}: {name} {quoted(value)} is not 0 or 1")
 
 
 def _four(value: Any, where: str) -> list[Any]:
