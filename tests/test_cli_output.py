@@ -93,6 +93,23 @@ def test_inspect_writes_a_folder_of_its_own_and_replaces_only_its_earlier_files(
     assert (folder / "00000.jpg").exists()  # another split's look has a folder of its own
 
 
+def test_paths_of_the_wrong_kind_are_one_line_naming_them(dataset, tmp_path):
+    """Each was a raw [Errno 20], [Errno 2], [Errno 21] or [Errno 17] from deep inside."""
+    table = tmp_path / "t.csv"
+    table.write_text("x\n1\n")
+    images = write_image(tmp_path / "imgs" / "cat" / "a.png", "PNG").parents[1]
+    cases = [
+        (lambda: tfrecorder.convert(str(table), str(table), progress=False), r"output_dir '.*t.csv' is a file"),
+        (lambda: tfrecorder.create_image_csv(str(tmp_path / "nothing"), str(tmp_path / "o.csv")),
+         r"image folder '.*nothing' does not exist"),
+        (lambda: tfrecorder.create_image_csv(str(images), str(tmp_path)), r"is a folder: give the path of the CSV"),
+        (lambda: tfrecorder.inspect(dataset, output_dir=str(table)), r"output_dir '.*t.csv' is a file"),
+    ]
+    for call, message in cases:
+        with pytest.raises(tfrecorder.TFRecorderError, match=message):
+            call()
+
+
 def test_inspect_never_writes_over_a_users_own_data_csv(dataset, tmp_path):
     """--output-dir . in a folder holding the user's table: refused with one line, the table untouched (a
     data.csv with an image_file column is not taken for an earlier inspect's list either)."""

@@ -73,10 +73,17 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
     vocabulary = manifest.vocabulary
     ds: Any = load_dataset(tfrecord_dir, split=split, decode_images=False, storage_timeout=storage_timeout)
     ds = ds.take(max(0, int(num_records)))
-    os.makedirs(output_dir, exist_ok=True)
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+    except FileExistsError:
+        raise TFRecorderError(f"output_dir {output_dir!r} is a file: give a folder to write the records in") from None
     _refuse_foreign(output_dir, "data.csv")
     _clear_earlier(output_dir)
-    with open(os.path.join(output_dir, _MARKER), "w", encoding="utf-8") as f:
+    try:
+        marker = open(os.path.join(output_dir, _MARKER), "w", encoding="utf-8")
+    except PermissionError:
+        raise TFRecorderError(f"output_dir {output_dir!r}: no permission to write there") from None
+    with marker as f:
         f.write("data.csv\n")  # each file is added as it is claimed: an interrupted run's files stay ours
     rows = []
     label = (manifest.label or {}).get("feature")

@@ -232,6 +232,8 @@ def convert(
     beam_options.check(runner, str(output_dir))
     output = Folder.of(output_dir, how.storage_timeout)
     with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
+        if output.fs.isfile(output.path):  # [Errno 20] from inside the lock, else
+            raise TFRecorderError(f"output_dir {str(output_dir)!r} is a file: give a folder to write the dataset in")
         result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
                            how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite,
                            progress=progress, num_workers=options.checked().num_workers, started=started,

@@ -261,7 +261,14 @@ def create_image_csv(image_dir: str, output_csv: str) -> pd.DataFrame:
         >>> list(table.columns), len(table)
         (['split', 'image_uri', 'label'], 6)
     """
+    fs, path = filesystem(image_dir)
+    if not fs.isdir(path):
+        raise TFRecorderError(f"image folder {image_dir!r} {'is a file' if fs.exists(path) else 'does not exist'}: "
+                              f"give the folder of <SPLIT>/<label>/<file> or <label>/<file> images")
     df = image_folder_table(image_dir)
+    out_fs, out_path = filesystem(output_csv)
+    if out_fs.isdir(out_path):
+        raise TFRecorderError(f"output_csv {output_csv!r} is a folder: give the path of the CSV file to write")
     with fsspec.open(output_csv, "w", encoding="utf-8", newline="") as f:
         df.to_csv(f, index=False)
     return df
