@@ -64,9 +64,9 @@ from tfrecorder.write.settings import (
 )
 from tfrecorder.write.sources import Source, table_source
 from tfrecorder.write.sources.annotations import annotation_table
+from tfrecorder.write.sources.long_form import is_relative
 from tfrecorder.write.sources.od_records import unpacked_records
 from tfrecorder.write.table import summary_pass
-from tfrecorder.write.table.uris import is_relative
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def convert(
     beam_options.check(runner, str(output_dir))
     output = Folder.of(output_dir, how.storage_timeout)
     with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
-        if output.fs.isfile(output.path):  # [Errno 20] from inside the lock, else
+        if output.is_local and output.fs.isfile(output.path):  # [Errno 20] from inside the lock, else
             raise TFRecorderError(f"output_dir {str(output_dir)!r} is a file: give a folder to write the dataset in")
         result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
                            how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite,

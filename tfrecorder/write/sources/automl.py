@@ -21,10 +21,10 @@ from tfrecorder.write.sources.long_form import (
     finite_number,
     long_frame,
     quoted,
+    resolve_uri,
     utf8_text,
 )
 from tfrecorder.write.splits import TEST, TRAIN, UNASSIGNED, VALIDATION
-from tfrecorder.write.table.uris import resolve_uri
 
 AUTOML_WIDTH = 11  # split, image, label, then x,y of 4 vertices: 2-vertex rows leave two pairs empty
 

@@ -112,3 +112,17 @@ def annotation_folder(url: str) -> str:
         return posixpath.dirname(folder) if posixpath.basename(folder).lower() == "annotations" else folder
     folder = os.path.dirname(os.path.abspath(url))
     return os.path.dirname(folder) if os.path.basename(folder).lower() == "annotations" else folder
+
+
+def is_relative(uri: str | None) -> bool:
+    """A relative local path: read from a CSV's folder, or from the working directory for a DataFrame."""
+    return uri is not None and uri != "" and "://" not in uri and not os.path.isabs(uri)
+
+
+def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
+    """Join a relative path to ``base_dir`` (the CSV's folder); URLs and absolute paths stay."""
+    if base_dir is None or not is_relative(uri):
+        return uri
+    if "://" in base_dir:
+        return posixpath.join(base_dir, uri)
+    return os.path.join(base_dir, uri)

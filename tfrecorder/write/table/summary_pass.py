@@ -41,6 +41,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.types import ImageBytes
 from tfrecorder.write.settings import is_remote
 from tfrecorder.write.sources import BeamInput, Source, TableFiles
+from tfrecorder.write.sources.long_form import is_relative
 from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.facts import Facts
@@ -49,7 +50,6 @@ from tfrecorder.write.table.schema_check import check_schema
 from tfrecorder.write.table.spellings import Spellings
 from tfrecorder.write.table.spill import HeldPart, HeldRows, Summary, image_rows, sized, smallest
 from tfrecorder.write.table.table import Table
-from tfrecorder.write.table.uris import is_relative
 from tfrecorder.write.table.validate import validate_part
 
 logger = logging.getLogger(__name__)

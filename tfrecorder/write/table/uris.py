@@ -5,8 +5,6 @@ and resolved against the folder of the file each row came from; or, for a column
 from __future__ import annotations
 
 import hashlib
-import os
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +14,7 @@ from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample
 from tfrecorder.schema import brief, is_missing
 from tfrecorder.write.sources.embedded import ROW_NAME, image_bytes
+from tfrecorder.write.sources.long_form import resolve_uri
 from tfrecorder.write.table.facts import Problem
 
 
@@ -81,17 +80,3 @@ def locations(uris: list[str | None], base_dir: str | Sequence[str | None] | Non
     if base_dir is None or isinstance(base_dir, str):
         return [resolve_uri(u, base_dir) for u in uris]
     return [resolve_uri(u, base) for u, base in zip(uris, base_dir)]
-
-
-def is_relative(uri: str | None) -> bool:
-    """A relative local path: read from a CSV's folder, or from the working directory for a DataFrame."""
-    return uri is not None and uri != "" and "://" not in uri and not os.path.isabs(uri)
-
-
-def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
-    """Join a relative path to ``base_dir`` (the CSV's folder); URLs and absolute paths stay."""
-    if base_dir is None or not is_relative(uri):
-        return uri
-    if "://" in base_dir:
-        return posixpath.join(base_dir, uri)
-    return os.path.join(base_dir, uri)
