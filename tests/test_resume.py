@@ -187,6 +187,17 @@ def test_a_run_stopped_by_a_bad_image_resumes_once_the_file_is_fixed(tmp_path, c
     assert result.resumed_shards == len(done) and result.errors == 0 and result.rows.written == 31
 
 
+def test_an_unfinished_run_of_another_runner_says_which_runner_finishes_it(tmp_path, csv_table):
+    """Stopped on the DirectRunner, the same table and settings run locally were "a different table or
+    settings": the message says which runner it was started with."""
+    out = tmp_path / "out"
+    with pytest.raises(tfrecorder.errors.RowError):
+        tfrecorder.convert(str(csv_table), str(out), num_shards=4, on_error="raise", runner="DirectRunner")
+    with pytest.raises(TFRecorderError, match=r"holds an unfinished conversion started with runner='DirectRunner' "
+                                              r"\(started .*\); run it again with that runner to finish it"):
+        tfrecorder.convert(str(csv_table), str(out), num_shards=4, on_error="raise", progress=False)
+
+
 def test_a_failing_shard_stops_the_shard_written_beside_it():
     """Two shards are written at once by threads when images are decoded by threads; when one fails, the other
     stops at its next row (and its partial file is removed) instead of finishing into place after the run failed."""

@@ -84,10 +84,12 @@ class Journal:
             self.folder.remove(DONE_DIR)
         self.folder.write_text(INPUT_NAME, json.dumps({"identity": identity}), durable=False)
 
-    def start(self, identity: str, shards: int | None, started: str) -> None:
-        """Record a new run: the run identity, this version and the shard count (None: not yet known)."""
+    def start(self, identity: str, shards: int | None, started: str, runner: str | None = None) -> None:
+        """Record a new run: the run identity, this version, the shard count (None: not yet known) and its
+        runner (an unfinished run is resumed by the same one)."""
         self.folder.write_text(RUN_NAME, json.dumps({
             "fingerprint": identity, "tfrecorder_version": __version__, "shards": shards, "started": started,
+            "runner": runner,
         }, indent=2))
 
     def read_run(self) -> dict[str, Any] | None:
