@@ -1,4 +1,5 @@
-"""Security basics: data never decides where files are written, and nothing read is unpickled or evaluated."""
+"""Security basics: data never decides where files are written nor what is read, and nothing read is unpickled or
+evaluated."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import io
 import re
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 import tfrecorder
@@ -51,6 +53,25 @@ def test_image_uris_with_dot_dot_are_read_not_written(tmp_path, image_table):
     assert all((tmp_path / "out") in p.parents for p in files_under(tmp_path) - before)
     names = tfrecorder.read_tfr(str(tmp_path / "out"))["image_name"]
     assert all("/" not in n for n in names)
+
+
+def test_a_shard_that_is_a_link_out_of_the_folder_is_never_read(tmp_path, image_table):
+    """A dataset folder whose shard is a link to another file of the machine: verify read it whole and reported its
+    size and CRC; readers stat it through the link. Each names the link and reads nothing through it."""
+    out = tmp_path / "out"
+    tfrecorder.convert(image_table, str(out), progress=False, num_shards=1)
+    shard = sorted(out.glob("train-*.tfrecord"))[0]
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(shard.read_bytes())  # even a file that would pass every check is not the folder's
+    shard.unlink()
+    shard.symlink_to(secret)
+    report = tfrecorder.verify(str(out))
+    assert not report.ok and any(p.file == shard.name and "link out of the dataset folder" in p.message
+                                 for p in report.problems)
+    with pytest.raises(tfrecorder.TFRecorderError, match=rf"{shard.name} is a link out of the dataset folder"):
+        tfrecorder.read_tfr(str(out), split="TRAIN")
+    with pytest.raises(tfrecorder.TFRecorderError, match="is a link out of the dataset folder"):
+        tfrecorder.data_source(str(out), "TRAIN", decode=False)[0]
 
 
 def test_no_pickle_eval_or_exec_in_the_package():

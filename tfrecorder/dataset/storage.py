@@ -224,6 +224,14 @@ class Folder:
         """Path of ``name`` inside the folder, for ``self.fs``."""
         return f"{self.path}/{name}"
 
+    def leaves(self, name: str) -> str | None:
+        """Where the local file ``name`` of the folder really is when a link takes it out of the folder (a shard
+        replaced by a link to another file of the machine); None inside it, or on a store (no links there)."""
+        if not self.is_local:
+            return None
+        real, root = os.path.realpath(self.join(name)), os.path.realpath(self.path)
+        return None if real.startswith(root.rstrip(os.sep) + os.sep) else real
+
     def url_of(self, name: str) -> str:
         """URL of ``name`` inside the folder, for users and tf.data (a full URL or absolute path stays)."""
         if "://" in name or name.startswith("/"):

@@ -61,6 +61,10 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
                               f"dataset it opened; read it again")
     path = folder.join(shard.file)
     first = None
+    elsewhere = folder.leaves(shard.file)
+    if elsewhere is not None:  # never read, whatever it holds: the dataset's files are its folder's
+        raise TFRecorderError(f"{folder.url_of(shard.file)} is a link out of the dataset folder (to {elsewhere}): "
+                              f"not read; `tfrecorder verify {folder.url}` checks every shard")
     try:
         size = folder.fs.size(path)
         problem = None if size == shard.bytes else f"it has {size} bytes, dataset.json says {shard.bytes}"

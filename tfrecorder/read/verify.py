@@ -251,6 +251,11 @@ def _check_shard(folder: Folder, manifest: Manifest, info: ShardInfo, images: bo
     found = _Found()
     name = info.file
     path = folder.join(name)
+    elsewhere = folder.leaves(name)
+    if elsewhere is not None:  # never read: a link may lead to any file of the machine
+        found.problems.append(Problem(name, None, f"the shard is a link out of the dataset folder (to {elsewhere}): "
+                                                  f"not read"))
+        return found
     try:
         actual = int(folder.fs.info(path).get("size", -1))
     except FileNotFoundError:
