@@ -62,6 +62,14 @@ def test_errors_are_one_line_without_traceback(tmp_path, args, message):
     assert re.search(message, lines[-1]), proc.stderr
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_shows_the_traceback_before_or_after_the_command(tmp_path, where):
+    """After the command it was read as a Beam pipeline option ("unrecognized arguments --verbose")."""
+    args = ["convert", str(tmp_path / "missing.csv"), str(tmp_path / "out")]
+    proc = run(*(["--verbose", *args] if where == "before" else [*args, "--verbose"]), check=False)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "does not exist" in proc.stderr
+
+
 def test_version_is_the_packages():
     from tfrecorder import __version__
 

@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     csv = commands.add_parser("create-image-csv", help="write the CSV table of an image folder")
     csv.add_argument("image_dir", help="<dir>/<SPLIT>/<label>/<file> or <dir>/<label>/<file>")
     csv.add_argument("output_csv", help="the CSV file to write: split,image_uri,label")
+    for command in commands.choices.values():  # --verbose after the command too (it was read as a Beam option)
+        command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="log details and show tracebacks on errors")
     return parser
 
 
