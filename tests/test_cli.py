@@ -117,7 +117,7 @@ def test_convert_flags_have_the_library_defaults_and_choices():
     from tfrecorder.write.convert import convert
 
     convert_parser = _parser()._subparsers._group_actions[0].choices["convert"]
-    flags = {a.dest: a for a in convert_parser._actions if a.dest not in ("help", "source", "output_dir")}
+    flags = {a.dest: a for a in convert_parser._actions if a.dest not in ("help", "source", "output_dir", "verbose")}
     defaults = {name: p.default for name, p in inspect.signature(convert).parameters.items()}
     renamed = {"no_progress": None, "split_fractions": None}  # flags whose value is translated before the call
     for dest, action in flags.items():
