@@ -56,7 +56,7 @@ def test_the_convert_command_has_a_flag_for_each_option_in_their_order():
     from tfrecorder.cli import _parser
 
     commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
-    flags = [a for a in commands["convert"]._actions if a.option_strings and a.dest != "help"]
+    flags = [a for a in commands["convert"]._actions if a.option_strings and a.dest not in ("help", "verbose")]
     with_flags = [f for f in OPTIONS if f.metadata["cli"]]
     assert [a.option_strings[0] for a in flags] == [f.metadata["flag"] or "--" + f.name.replace("_", "-")
                                                     for f in with_flags]
