@@ -43,9 +43,12 @@ def test_convert_then_info(csv_file, tmp_path):
 
 def test_create_image_csv(tmp_path):
     write_image(tmp_path / "imgs" / "TRAIN" / "cat" / "1.png", "PNG")
+    (tmp_path / "imgs" / "TRAIN" / "cat" / "notes.txt").write_text("not a row")
     proc = run("create-image-csv", str(tmp_path / "imgs"), str(tmp_path / "t.csv"))
     assert "wrote 1 rows" in proc.stdout
     assert (tmp_path / "t.csv").read_text().splitlines()[0] == "split,image_uri,label"
+    # every file is a row or named, as convert names them (the command named none)
+    assert "warning: 1 files under" in proc.stderr and "TRAIN/cat/notes.txt (not an image)" in proc.stderr
 
 
 @pytest.mark.parametrize("args,message", [

@@ -104,6 +104,8 @@ def test_paths_of_the_wrong_kind_are_one_line_naming_them(dataset, tmp_path):
          r"image folder '.*nothing' does not exist"),
         (lambda: tfrecorder.create_image_csv(str(images), str(tmp_path)), r"is a folder: give the path of the CSV"),
         (lambda: tfrecorder.inspect(dataset, output_dir=str(table)), r"output_dir '.*t.csv' is a file"),
+        (lambda: tfrecorder.inspect(dataset, num_records=-2, output_dir=str(tmp_path / "look")),
+         r"num_records=-2: give a positive whole number"),  # it wrote nothing without a word
     ]
     for call, message in cases:
         with pytest.raises(tfrecorder.TFRecorderError, match=message):

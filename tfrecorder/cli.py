@@ -217,9 +217,13 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         return 0 if report.ok else 1
     elif args.command == "create-image-csv":
         from tfrecorder.write.sources import create_image_csv
+        from tfrecorder.write.sources.folders import skipped_files, skipped_note
 
         df = create_image_csv(args.image_dir, args.output_csv)
         print(f"wrote {len(df)} rows to {args.output_csv}")
+        skipped = skipped_files(args.image_dir)  # every file of the folder a row or named, as convert names them
+        if skipped:
+            print(f"warning: {skipped_note(args.image_dir, skipped)}", file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
+from tfrecorder.arguments import check_count
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.features import (
     IMAGE,
@@ -69,10 +70,11 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
                   storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> tuple[str, int]:
     """``inspect``'s work: (the folder, how many records were written to it). What an earlier run wrote there is
     deleted first, so the folder holds this run's records only."""
+    num_records = check_count("num_records", num_records)  # -2 wrote nothing without a word
     manifest = open_dataset(tfrecord_dir, storage_timeout)[0]
     vocabulary = manifest.vocabulary
     ds: Any = load_dataset(tfrecord_dir, split=split, decode_images=False, storage_timeout=storage_timeout)
-    ds = ds.take(max(0, int(num_records)))
+    ds = ds.take(num_records)
     try:
         os.makedirs(output_dir, exist_ok=True)
     except FileExistsError:
