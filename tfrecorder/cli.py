@@ -216,8 +216,7 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         print(report)
         return 0 if report.ok else 1
     elif args.command == "create-image-csv":
-        from tfrecorder.write.sources import create_image_csv
-        from tfrecorder.write.sources.folders import skipped_files, skipped_note
+        from tfrecorder.write.sources import create_image_csv, skipped_files, skipped_note
 
         df = create_image_csv(args.image_dir, args.output_csv)
         print(f"wrote {len(df)} rows to {args.output_csv}")

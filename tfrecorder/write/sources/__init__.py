@@ -49,6 +49,7 @@ from tfrecorder.write.sources.folders import (
     listing_frame,
     no_images,
     skipped_files,
+    skipped_note,
 )
 from tfrecorder.write.sources.frames import BaseDir, FrameSource, frame_as_arrow, frame_parts, text_columns
 from tfrecorder.write.sources.hugging_face import DatasetSource, dataset_source, is_hugging_face
@@ -62,7 +63,7 @@ __all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "beam_notes", "DatasetSou
            "frame_as_arrow", "frame_parts", "FrameSource", "image_folder_table", "image_folder_url", "label_folders",
            "LabelFolder", "ListedFolder", "listing_frame", "match_table_files", "MatchedFiles", "no_images",
            "parquet_schema", "PART_BYTES", "part_rows",
-           "skipped_files", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",
+           "skipped_files", "skipped_note", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",
            "unreadable", "table_files"]
 
 
