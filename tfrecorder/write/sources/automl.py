@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import posixpath
 
 import pandas as pd
 
@@ -18,6 +16,7 @@ from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     add_row,
     empty_columns,
+    file_folder,
     finite_number,
     long_frame,
     quoted,
@@ -37,7 +36,7 @@ def read_automl(url: str) -> pd.DataFrame:
         text = utf8_text(f.read(), f"AutoML Vision CSV {url!r}", "utf-8-sig")
     # a table naming its images itself (AutoML's are full gs:// URIs): a relative name is the CSV's folder's, as
     # in any CSV table, never the working directory's
-    folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
+    folder = file_folder(url)
     columns = empty_columns(())
     pixels: list[int] = []  # the lines of boxes with a vertex over 1, and how many are within [0, 1]
     normalized = 0

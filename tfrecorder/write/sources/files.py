@@ -36,6 +36,7 @@ from tfrecorder.write.sources.csv_text import (
 )
 from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, file_url, not_read_yet
+from tfrecorder.write.sources.long_form import file_folder
 from tfrecorder.write.splits import NAMED_SPLITS
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
@@ -67,12 +68,6 @@ def glob_urls(url: str, fs: Any, path: str) -> list[str]:
 def _columns_differ(url: str, other: str, columns: list[str], first: str, first_columns: list[str]) -> SchemaError:
     return SchemaError(f"source {url!r}: {other!r} has columns {columns}, but {first!r} has {first_columns}; "
                        f"every file of a glob needs the same columns")
-
-
-def _parent(url: str) -> str:
-    if "://" in url:
-        return posixpath.dirname(url)
-    return os.path.dirname(os.path.abspath(url))
 
 
 _NULLABLE_TYPES = None  # pyarrow type -> pandas nullable dtype, as pd.read_parquet(dtype_backend="numpy_nullable")
@@ -322,7 +317,7 @@ class TableFiles:
         """``parts`` of the file ``files[index]`` alone: numbered as in the whole table."""
         url = self.files[index]
         first_row = sum(self.file_rows[:index])
-        base_dir = None if self.paths_as_given else _parent(url)
+        base_dir = None if self.paths_as_given else file_folder(url)
         for part in (self._parquet_parts(url, rows) if self.parquet else self._csv_parts(index, url, rows)):
             if self.splits:  # the split its file's name says
                 part.insert(0, SPLIT_COLUMN, pd.array([self.splits[index]] * len(part), dtype=pd.StringDtype()))

@@ -107,16 +107,20 @@ def join_name(folder: str, name: str) -> str:
 def annotation_folder(url: str) -> str:
     """The folder of an annotation file, or its parent when that folder is named ``annotations`` (COCO's and
     Datumaro's layout: ``annotations/instances_train.json`` beside ``images/``)."""
-    if "://" in url:
-        folder = posixpath.dirname(url)
-        return posixpath.dirname(folder) if posixpath.basename(folder).lower() == "annotations" else folder
-    folder = os.path.dirname(os.path.abspath(url))
-    return os.path.dirname(folder) if os.path.basename(folder).lower() == "annotations" else folder
+    folder = file_folder(url)
+    parent, name = (posixpath if "://" in url else os.path).split(folder)
+    return parent if name.lower() == "annotations" else folder
 
 
 def is_relative(uri: str | None) -> bool:
     """A relative local path: read from a CSV's folder, or from the working directory for a DataFrame."""
     return uri is not None and uri != "" and "://" not in uri and not os.path.isabs(uri)
+
+
+def file_folder(url: str) -> str:
+    """The folder of the file at ``url`` (a path made absolute, or a URL's): what its relative names are read
+    from."""
+    return posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
 
 
 def resolve_uri(uri: str | None, base_dir: str | None) -> str | None:
