@@ -391,9 +391,11 @@ def holds_images(name: str, series: pd.Series) -> bool:
     kinds: set[str] = set()
     told = False
     other: tuple[int, Any] | None = None  # the first value of no image kind, and its row
+    first: tuple[int, Any] | None = None  # the first value given, and its row
     for row, value in enumerate(series.tolist()):
         if is_missing(value):
             continue
+        first = first or (row, value)
         kind = image_value_kind(value)
         if kind is None:
             other = other or (row, value)
@@ -406,11 +408,10 @@ def holds_images(name: str, series: pd.Series) -> bool:
         raise SchemaError(f"column {name!r} holds images, and in row {other[0]} {brief(other[1])}, which is none: "
                           f"a column of images holds encoded bytes, {{'bytes', 'path'}} dicts, uint8 arrays or PIL "
                           f"images (a file as {{'bytes': None, 'path': ...}})")
-    if not told and other is None and kinds == {"bytes"} and name == IMAGE_BYTES_COLUMN:
-        row, value = next((r, v) for r, v in enumerate(series.tolist()) if not is_missing(v))
-        raise SchemaError(f"column {name!r} holds bytes none of which is an image (row {row}: {brief(value)}): a "
-                          f"column named {name!r} holds encoded images (JPEG, PNG, GIF, BMP, WebP, TIFF); rename "
-                          f"it to store other bytes as a feature of their own")
+    if not told and other is None and kinds == {"bytes"} and name == IMAGE_BYTES_COLUMN and first is not None:
+        raise SchemaError(f"column {name!r} holds bytes none of which is an image (row {first[0]}: "
+                          f"{brief(first[1])}): a column named {name!r} holds encoded images (JPEG, PNG, GIF, "
+                          f"BMP, WebP, TIFF); rename it to store other bytes as a feature of their own")
     return images
 
 

@@ -225,7 +225,8 @@ def convert(
     given = locals()  # the keywords as given, before any other name is bound: one Options field each
     started = time.perf_counter()
     options = Options(**{f.name: given[f.name] for f in fields(Options)})
-    runner = options.checked().runner  # a runner class or the path of a known one: its name
+    checked = options.checked()
+    runner = checked.runner  # a runner class or the path of a known one: its name
     how = options.conversion()
     how.options.check_file_format()
     beam_options = options.beam()
@@ -236,7 +237,7 @@ def convert(
             raise TFRecorderError(f"output_dir {str(output_dir)!r} is a file: give a folder to write the dataset in")
         result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
                            how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite,
-                           progress=progress, num_workers=options.checked().num_workers, started=started,
+                           progress=progress, num_workers=checked.num_workers, started=started,
                            images_dir=images_dir)
         _check_written(result, output, from_frame=isinstance(source, pd.DataFrame))
         return result

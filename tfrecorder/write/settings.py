@@ -163,7 +163,7 @@ class FetchLimits:
     def check(self, location: str) -> None:
         """An ImageError ``outside_folder`` where ``location`` is a file ``root`` or ``remote_table`` rules out
         (``bad_annotation`` where its annotation is refused: ``Root.check``)."""
-        if self.remote_table is not None and reads_this_machine(location):
+        if self._names_this_machine(location):
             raise ImageError("outside_folder", f"{location} is a file of this machine named by {self.remote_table}, "
                                                f"a table read from a store or URL, which never names one: copy the "
                                                f"table beside its images, or read it into a DataFrame to convert")
@@ -172,8 +172,11 @@ class FetchLimits:
 
     def allows(self, location: str) -> bool:
         """Whether ``check`` lets ``location`` be read (without reading it)."""
-        return not (self.remote_table is not None and reads_this_machine(location)) and (
-            self.root is None or self.root.holds(location))
+        return not self._names_this_machine(location) and (self.root is None or self.root.holds(location))
+
+    def _names_this_machine(self, location: str) -> bool:
+        """A remote table naming a file of this machine: never read."""
+        return self.remote_table is not None and reads_this_machine(location)
 
     def __post_init__(self) -> None:
         if not 0 < self.max_bytes <= MAX_IMAGE_BYTES:

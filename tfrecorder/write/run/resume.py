@@ -252,13 +252,13 @@ def begin_run(claim: Claim, identity: str, plan: Sequence[ShardSpec] | None) -> 
     if earlier is None:
         journal.start(identity, len(plan) if plan is not None else None, claim.lock.info.started, runner)
         return {}
-    if earlier.get("fingerprint") != identity and earlier.get("runner") not in (None, runner):
-        # the run identity holds the runner: the same table and settings on another runner are another run
-        raise TFRecorderError(
-            f"output_dir {journal.folder.url!r} holds an unfinished conversion started with runner="
-            f"{earlier['runner']!r} (started {earlier.get('started', '?')}); run it again with that runner to "
-            f"finish it, or pass overwrite=True to replace it")
     if earlier.get("fingerprint") != identity:  # run.json's key, kept from 0.1
+        if earlier.get("runner") not in (None, runner):
+            # the run identity holds the runner: the same table and settings on another runner are another run
+            raise TFRecorderError(
+                f"output_dir {journal.folder.url!r} holds an unfinished conversion started with runner="
+                f"{earlier['runner']!r} (started {earlier.get('started', '?')}); run it again with that runner "
+                f"to finish it, or pass overwrite=True to replace it")
         raise TFRecorderError(
             f"output_dir {journal.folder.url!r} holds an unfinished conversion of a different table or "
             f"settings (started {earlier.get('started', '?')}); run that conversion again to finish it, "

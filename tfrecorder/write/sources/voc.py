@@ -51,8 +51,7 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
     splits, warnings = _voc_splits(url, fs, root)
     columns = empty_columns(("difficult", "truncated", *SIZE_COLUMNS))
     unlisted: list[str] = []
-    images: set[str] = set()
-    named_by: dict[str, str] = {}  # each image, the first XML that names it
+    named_by: dict[str, str] = {}  # each image named, the first XML that names it
     refused: dict[str, str] = {}  # an image two XMLs name (one copied or renamed): its rows, bad_annotation
     for xml in files:
         where = path_url(url, fs, xml)
@@ -70,7 +69,6 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
             refused[uri] = (f"is named by two annotation XMLs, {named_by[uri]} and {where} (<filename> {name!r}): "
                             f"one was copied or renamed; give each XML its own image's <filename>")
         named_by.setdefault(uri, where)
-        images.add(uri)
         image = {SPLIT_COLUMN: split, IMAGE_COLUMN: uri,
                  "width": _int(tree.findtext("size/width"), where, "<width>"),
                  "height": _int(tree.findtext("size/height"), where, "<height>")}
@@ -102,7 +100,7 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
                         f"test, trainval), which say the splits: discarded ({', '.join(unlisted[:5])}"
                         f"{', ...' if len(unlisted) > 5 else ''})")
     # images elsewhere (images_dir=) are not the folder's to name
-    skipped = _unannotated(root, images, fs.find(root) if under is None else under) if given_dir is None else []
+    skipped = _unannotated(root, set(named_by), fs.find(root) if under is None else under) if given_dir is None else []
     if skipped:
         warnings.append(f"{len(skipped)} images under {url!r} have no annotation XML and were skipped: "
                         f"{', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped lists them)")
