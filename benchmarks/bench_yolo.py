@@ -1,4 +1,4 @@
-"""YOLO: converting a YOLO dataset (data.yaml, images/<split>/, a label file per image, read by threads) against
+"""YOLO: converting a YOLO dataset (data.yaml, images/<split>/, a label file per image) against
 the same boxes given as a long-form CSV of normalized edges naming the same images, with the defaults; and what
 bounds it: the same table converted once read (the work after reading is the CSV's), and the label files only
 opened and read."""

@@ -454,3 +454,23 @@ def test_a_label_file_linked_out_of_the_root_is_refused_once(tmp_path):
     assert (result.rows.written, result.error_codes) == (1, {"bad_annotation": 1})
     assert result.skipped == () and not [w for w in result.warnings if "without an image" in w]
     assert "outside the dataset's root: not read" in _errors(result.tfrecord_dir)["message"].iloc[0]
+
+
+def test_the_usual_lines_quick_reading_is_the_full_rules_reading():
+    """Plain box lines are read by a quick path (a dataset's lines are nearly all boxes of known classes): every
+    kind of line, good and bad and at each bound, gives the objects, problems and boxes of no area that the full
+    rules give, to the bit."""
+    from tfrecorder.write.sources.yolo_labels import YoloDataset, parse
+
+    lines = ["0 0.5 0.5 0.2 0.2", "1 0.5 0.5 1.004 0.5", "1 0.5 0.5 1.006 0.5", "0 0.9 0.5 0.4 0.2",
+             "0 0.5 0.5 0 0.1", "0 nan 0.5 0.2 0.2", "0 inf 0.5 0.2 0.2", "0 0.5 0.5 -0.1 0.2", "0 1e-1 .5 2E-1 0.2",
+             "01 0.5 0.5 0.2 0.2", "1.0 0.5 0.5 0.2 0.2", "2 0.5 0.5 0.2 0.2", "-0 0.5 0.5 0.2 0.2", "0 -0.005 0 0 0",
+             "0 0.0025 0.5 0.005 0.2", "0 0.5 abc 0.2 0.2", "  0\t0.5 0.5 0.2 0.2  ", "", "0 0.997 0.5 0.016 0.2"]
+    text = "\n".join(lines)
+    quick = YoloDataset(None, "data.yaml", "", {0: "cat", 1: "dog"})
+    full = YoloDataset(None, "data.yaml", "", {0: "cat", 1: "dog"})
+    full.ids = {}  # no line is the usual one: each read by the full rules
+    assert parse(text, quick) == parse(text, full)
+    objects, problems, _, empty = parse(text, quick)
+    assert len(objects) == 9 and [p.split(":")[0] for p in problems] == [f"line {n}" for n in (3, 4, 6, 7, 8, 12, 16)]
+    assert empty == [5, 14]

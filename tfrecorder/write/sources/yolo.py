@@ -5,7 +5,7 @@ beside a ``data.yaml`` that names them ``../train/images``), or a Darknet folder
 and a label file beside each image, as CVAT's "YOLO 1.1" writes it).
 
 Each image's labels are the ``.txt`` file at its path with the last ``images`` folder replaced by ``labels``
-(Ultralytics' rule; beside the image when there is none), read by threads. A line ``class cx cy w h`` is a box,
+(Ultralytics' rule; beside the image when there is none), read by threads from an object store. A line ``class cx cy w h`` is a box,
 ``class x1 y1 ... xn yn`` a polygon (its box the extent of its points, its instance mask the polygon: the
 ``instance_mask`` column, COCO's segmentation JSON), and with ``kpt_shape: [K, 2|3]`` ``class cx cy w h`` then
 K points are keypoints. Coordinates are
@@ -28,13 +28,12 @@ import yaml
 
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.schema import IMAGE_EXTENSIONS
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, NOTES_ATTR, ROOT_ATTR, Root
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
-    BOX_COLUMNS,
-    empty_columns,
+    LONG_FORM,
     long_frame,
     path_url,
     quoted,
@@ -85,24 +84,18 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     parsed = read_labels(dataset, guard)
     polygons = sum(shapes for *_, shapes in parsed)
     extra = (*((KEYPOINTS_COLUMN,) if dataset.kpt_shape else ()), *((INSTANCE_MASK_COLUMN,) if polygons else ()))
-    columns = empty_columns(extra)
     refused: dict[str, str] = {}
     none = [(None, (None,) * 4, None, None)]  # an image without objects: one row, no label, no box
+    rows = []  # a tuple a row, made columns once: thousands of images, a few rows each
     for (image, split), (label_file, objects, problems, _) in zip(dataset.images.items(), parsed):
         uri = path_url(url, fs, image)
-        rows = objects or none
-        columns[SPLIT_COLUMN] += [split] * len(rows)  # a column at a time: thousands of images, a few rows each
-        columns[IMAGE_COLUMN] += [uri] * len(rows)
-        columns[LABEL_COLUMN] += [label for label, *_ in rows]
-        for i, edge in enumerate(BOX_COLUMNS):
-            columns[edge] += [edges[i] for _, edges, *_ in rows]
-        if dataset.kpt_shape:
-            columns[KEYPOINTS_COLUMN] += [points for _, _, points, _ in rows]
-        if polygons:  # a polygon's instance mask; a box row of the same dataset none
-            columns[INSTANCE_MASK_COLUMN] += [polygon for *_, polygon in rows]
+        rows += [(split, uri, label, *edges, points, polygon) for label, edges, points, polygon in objects or none]
         if problems:
             more = f" (and {len(problems) - 1} more bad lines)" if len(problems) > 1 else ""
             refused[uri] = f"{path_url(url, fs, label_file or label_path(image, dataset.root))} {problems[0]}{more}"
+    kept = (*LONG_FORM, *extra)
+    columns = {name: list(values) for name, values in zip((*LONG_FORM, KEYPOINTS_COLUMN, INSTANCE_MASK_COLUMN),
+                                                          zip(*rows)) if name in kept}
     frame = long_frame(columns, extra)
     frame.attrs[ROOT_ATTR] = {"refused": refused}
     frame.attrs[BOX_UNITS_ATTR] = "normalized"
@@ -364,10 +357,22 @@ def _files_under(dataset: YoloDataset, folder: str) -> list[str]:
 
 
 def files_under(fs: Any, folder: str) -> list[str]:
-    """Every file under ``folder``, sorted (os.walk for a local one: fsspec asks each file's details)."""
+    """Every file under ``folder``, sorted (listed by the system for a local one: fsspec asks each file's
+    details)."""
     if not is_local(fs):
         return sorted(fs.find(folder))
-    return sorted(os.path.join(top, name) for top, _, names in os.walk(folder) for name in names)
+    found, folders = [], [folder]
+    while folders:  # os.walk's files (links to folders neither followed nor files), each path made once
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if not entry.is_dir():
+                        found.append(entry.path)
+                    elif not entry.is_symlink():
+                        folders.append(entry.path)
+        except OSError:  # a folder that cannot be listed has no files to give, as in os.walk
+            continue
+    return sorted(found)
 
 
 # --- every file under the root --------------------------------------------------------------------------------
@@ -378,7 +383,6 @@ def _skipped(dataset: YoloDataset, labels: set[str]) -> tuple[list[str], list[st
     that is a link: the walk names its files by their own folder) is found by its real path."""
     root = dataset.root
     used = set(dataset.images) | labels | dataset.read
-    label_folders = {posixpath.dirname(label_path(image, dataset.root)) for image in dataset.images}
     skipped, orphans = [], []
     used_real: set[str] | None = None  # resolved once, and only where a file's name is not in ``used``
     for path in _files_under(dataset, root):
@@ -392,7 +396,7 @@ def _skipped(dataset: YoloDataset, labels: set[str]) -> tuple[list[str], list[st
         if any(part.startswith(".") for part in inside.split("/")):
             why = "hidden"
         elif path.endswith(".txt") and ("labels" in inside.split("/")[:-1] or posixpath.dirname(path)
-                                        in label_folders):
+                                        in dataset.label_folders):
             why = "a label file without an image"
             orphans.append(inside)
         elif path.lower().endswith(IMAGE_EXTENSIONS):

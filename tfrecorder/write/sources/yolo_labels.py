@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder import machine
 from tfrecorder.write.settings import Root
 from tfrecorder.write.sources.long_form import path_url, quoted
 
@@ -42,6 +41,11 @@ class YoloDataset:
     files: list[str] | None = None  # every file under the root, sorted, once walked
     guard: Root | None = None  # the root as a Root, made the first time a named file is checked against it
     no_area: list[tuple[str, int]] = field(default_factory=list)  # (label file, line) of each box of no area
+    label_folders: set[str] = field(default_factory=set)  # the folders the images' label files are in, once read
+    ids: dict[str, str] = field(init=False)  # each class id as a label line writes it (``3``) -> its name
+
+    def __post_init__(self) -> None:
+        self.ids = {str(i): name for i, name in self.names.items()}
 
 
 # Each object's label, box edges (normalized), keypoints and polygon (as instance_mask JSON: [[x1, y1, ...]]).
@@ -63,54 +67,84 @@ def label_path(image: str, root: str = "") -> str:
 
 
 def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Objects, list[str], int]]:
-    """Each image's (label file or None when it has none, objects, problems, polygons), in the images' order; the
-    files read by threads, a run of images each (a task per image costs more than a small file's read):
-    ``LABEL_THREADS`` for an object store, a thread per core for local files, whose reads (from the page cache,
-    mostly) wait less than their lines take to parse. A label file outside the root is never read: a problem."""
+    """Each image's (label file or None when it has none, objects, problems, polygons), in the images' order. An
+    object store's files are read by ``LABEL_THREADS`` threads, a run of images each (a task per image costs more
+    than a small file's read); local ones in this thread: from the page cache a read waits less than its lines
+    take to parse, and threads that parse only take the interpreter's lock in turn (slower than one: see
+    benchmarks/bench_yolo.py). A label file outside the root is never read: a problem."""
     fs = dataset.fs
+    images = list(dataset.images)
+    paths = [label_path(image, dataset.root) for image in images]
+    dataset.label_folders = {posixpath.dirname(path) for path in paths}
     listed, outside = _label_files(dataset, guard)
     read = _read_local if is_local(fs) else fs.cat_file
 
-    def one(image: str) -> tuple[str | None, Objects, list[str], int]:
-        path = label_path(image, dataset.root)
+    def one(image: str, path: str) -> tuple[str | None, Objects, list[str], int]:
         link = listed.get(path)
-        if posixpath.dirname(path) in outside or link and not guard.holds(path_url(dataset.url, fs, path)):
-            inside = guard.holds(path_url(dataset.url, fs, image))  # an image outside is a row error of its own
-            problems = ["its label file is outside the dataset's root: not read"] if inside else []
-            # a link in the root to a file out of it is the image's label file, refused: no orphan to note too
-            return (path if link else None), [], problems, 0
-        if path not in listed:
-            return None, [], [], 0
+        if link is not False:  # not a plain file in a folder inside the root
+            return _unlisted(dataset, guard, (image, path), outside, listed, read)
         try:
-            if link is None or link and is_local(fs) and not stat.S_ISREG(os.stat(path).st_mode):
-                raise OSError(errno.EINVAL, "not a regular file")  # a folder, or a FIFO a read would wait on
             data = read(path)
-        except OSError as e:  # a link to nothing (an unfetched git-annex or DVC file), a folder, a FIFO
+        except OSError as e:  # removed since the folder was listed
             return path, [], [f"cannot be read ({e.strerror or e})"], 0
-        try:
-            text = data.decode("utf-8").removeprefix("\ufeff")  # Notepad's byte order mark
-        except UnicodeDecodeError as e:
-            line = data.count(b"\n", 0, e.start) + 1
-            return path, [], [f"line {line}: is not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"], 0
-        objects, problems, polygons, empty = parse(text, dataset)
-        dataset.no_area.extend((path, number) for number in empty)
-        return path, objects, problems, polygons
+        return _parsed(dataset, path, data)
 
-    def run(images: list[str]) -> list[tuple[str | None, Objects, list[str], int]]:
-        return [one(image) for image in images]
+    def run(start: int, stop: int) -> list[tuple[str | None, Objects, list[str], int]]:
+        return [one(image, path) for image, path in zip(images[start:stop], paths[start:stop])]
 
-    images = list(dataset.images)
-    threads = machine.cores() if is_local(fs) else LABEL_THREADS
-    size = max(1, math.ceil(len(images) / (4 * threads)))
-    with ThreadPoolExecutor(threads) as pool:
-        pending = [pool.submit(contextvars.copy_context().run, run, images[i:i + size])
-                   for i in range(0, len(images), size)]
+    if is_local(fs):
+        return run(0, len(images))
+    size = max(1, math.ceil(len(images) / (4 * LABEL_THREADS)))
+    with ThreadPoolExecutor(LABEL_THREADS) as pool:
+        pending = [pool.submit(contextvars.copy_context().run, run, i, i + size) for i in range(0, len(images), size)]
         return [found for p in pending for found in p.result()]
 
 
+def _unlisted(dataset: YoloDataset, guard: Root, label: tuple[str, str], outside: set[str],
+              listed: dict[str, bool | None], read: Any) -> tuple[str | None, Objects, list[str], int]:
+    """An image whose label file is not a plain file in a folder inside the root: none, one outside the root or a
+    link out of it (never read), a folder or a FIFO (never read), or a link inside the root (read)."""
+    fs = dataset.fs
+    image, path = label
+    link = listed.get(path)
+    if posixpath.dirname(path) in outside or link and not guard.holds(path_url(dataset.url, fs, path)):
+        inside = guard.holds(path_url(dataset.url, fs, image))  # an image outside is a row error of its own
+        problems = ["its label file is outside the dataset's root: not read"] if inside else []
+        # a link in the root to a file out of it is the image's label file, refused: no orphan to note too
+        return (path if link else None), [], problems, 0
+    if path not in listed:
+        return None, [], [], 0
+    try:
+        if link is None or is_local(fs) and not stat.S_ISREG(os.stat(path).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")  # a folder, or a FIFO a read would wait on
+        data = read(path)
+    except OSError as e:  # a link to nothing (an unfetched git-annex or DVC file), a folder, a FIFO
+        return path, [], [f"cannot be read ({e.strerror or e})"], 0
+    return _parsed(dataset, path, data)
+
+
+def _parsed(dataset: YoloDataset, path: str, data: bytes) -> tuple[str, Objects, list[str], int]:
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")  # Notepad's byte order mark
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        return path, [], [f"line {line}: is not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"], 0
+    objects, problems, polygons, empty = parse(text, dataset)
+    if empty:
+        dataset.no_area.extend((path, number) for number in empty)
+    return path, objects, problems, polygons
+
+
 def _read_local(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    """The file's bytes, by the system's calls alone: a Python file object costs more than a label file's read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        parts = []
+        while part := os.read(fd, 1 << 16):
+            parts.append(part)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def is_local(fs: Any) -> bool:
@@ -124,10 +158,9 @@ def _label_files(dataset: YoloDataset, guard: Root) -> tuple[dict[str, bool | No
     for an entry that is no regular file (a folder, a FIFO: never read), listed once a folder, not asked for
     once an image; and those folders outside the root, never listed."""
     fs = dataset.fs
-    folders = {posixpath.dirname(label_path(image, dataset.root)) for image in dataset.images}
     files: dict[str, bool | None] = {}
     outside = set()
-    for folder in folders:
+    for folder in dataset.label_folders:
         if not guard.holds(path_url(dataset.url, fs, folder)):
             outside.add(folder)
         elif is_local(fs) and os.path.isdir(folder):  # the directory's entries say what each is: no stat each
@@ -147,8 +180,23 @@ def parse(text: str, dataset: YoloDataset) -> tuple[Objects, list[str], int, lis
     problems: list[str] = []
     empty: list[int] = []
     polygons = 0
+    ids = dataset.ids if dataset.kpt_shape is None else {}  # the usual line's class, read first
+    low, high = -TOLERANCE, 1 + TOLERANCE
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split()
+        if len(words) == 5 and words[0] in ids:
+            # the usual line, a box of area inside the picture, made here as _line makes it (a dataset's lines are
+            # nearly all this one); anything else _line reads or names the fault of
+            try:
+                cx, cy, w, h = float(words[1]), float(words[2]), float(words[3]), float(words[4])
+            except ValueError:
+                cx = cy = w = h = math.nan
+            x0, y0, x1, y1 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+            # each coordinate and edge in bounds, and an area (a NaN fails every comparison)
+            if low <= x0 < x1 <= high and low <= y0 < y1 <= high and low <= cx <= high and low <= cy <= high \
+                    and w <= high and h <= high:
+                objects.append((ids[words[0]], (x0, y0, x1, y1), None, None))
+                continue
         if not words:
             continue
         try:
