@@ -20,6 +20,7 @@ from tests.test_keypoints import assert_on_dots
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.sample_data import OBJECT_COLORS, make_detection_scenes, make_keypoint_scenes, write_yolo
+from tfrecorder.write.settings import ROOT_ATTR
 
 EDGES = ["xmin", "ymin", "xmax", "ymax"]
 LAYOUTS = ("ultralytics", "roboflow", "darknet")
@@ -474,3 +475,46 @@ def test_the_usual_lines_quick_reading_is_the_full_rules_reading():
     objects, problems, _, empty = parse(text, quick)
     assert len(objects) == 9 and [p.split(":")[0] for p in problems] == [f"line {n}" for n in (3, 4, 6, 7, 8, 12, 16)]
     assert empty == [5, 14]
+
+
+LABEL_FILES = {  # every kind of label file: plain boxes, and each thing that is read a line at a time
+    "plain": "0 0.5 0.5 0.2 0.2\n1 0.25 0.25 0.1 0.1\n", "unended": "1 0.5 0.5 0.2 0.2", "empty": "",
+    "missing": None, "hair": "1 0.5 0.5 1.004 0.5\n", "exponent": "0 5e-1 .5 2E-1 +0.2\n",
+    "no_area_only": "0 .5 .5 0 .1",
+    "bad_only": "7 0.5 0.5 0.2 0.2\n", "word_only": "0 0.5 abc 0.2 0.2\n", "past_only": "0 0.9 0.5 0.4 0.2\n",
+    "blank": "\n0 0.5 0.5 0.2 0.2\n\n", "windows": "0 0.5 0.5 0.2 0.2\r\n1 0.5 0.5 0.2 0.2\r\n",
+    "bom": "\ufeff0 0.5 0.5 0.2 0.2\n", "float_class": "1.0 0.5 0.5 0.2 0.2\n", "short": "0 0.5 0.5 0.2\n",
+    "bad_and_good": "7 0.5 0.5 0.2 0.2\n0 0.5 0.5 0.2 0.2\n", "no_area": "0 0.5 0.5 0 0.1\n0 0.5 0.5 0.2 0.2\n",
+    "polygon": "0 0.1 0.1 0.9 0.1 0.9 0.9\n",
+}
+
+
+@pytest.mark.parametrize("kinds, at_once_files, objects, refused", [
+    ([k for k in LABEL_FILES if k in ("plain", "unended", "empty", "missing", "hair", "exponent") or "only" in k],
+     4, 5, 3),
+    ([k for k in LABEL_FILES if k != "polygon"], 5, 12, 5),  # float_class too
+    (list(LABEL_FILES), 0, 13, 5),  # a line of more than five values: every file read a line at a time
+], ids=["plain boxes and files without objects", "every kind of box file", "a polygon too"])
+def test_label_files_read_at_once_give_what_each_line_read_gives(tmp_path, monkeypatch, kinds, at_once_files, objects,
+                                                                  refused):
+    """Label files of plain box lines are parsed at once (pandas' parser, the checks an array at a time): the
+    long form, the refused images' messages and the notes are those of every line read by the rules, to the bit,
+    whatever else the dataset holds."""
+    from tfrecorder.write.sources import yolo_labels
+
+    root = tmp_path / "yolo"
+    (root / "labels").mkdir(parents=True)
+    for i, kind in enumerate(kinds):
+        tiny_png(root / "images" / f"{i:02d}_{kind}.png")
+        if LABEL_FILES[kind] is not None:
+            (root / "labels" / f"{i:02d}_{kind}.txt").write_bytes(LABEL_FILES[kind].encode())
+    (root / "data.yaml").write_text("train: images\nnames: [cat, dog]\n")
+    quick, read_at_once = yolo_labels.quick_boxes, []
+    monkeypatch.setattr(yolo_labels, "quick_boxes", lambda *a: read_at_once.append(quick(*a)) or read_at_once[-1])
+    at_once = tfrecorder.read_annotations(str(root))
+    monkeypatch.setattr(yolo_labels, "quick_boxes", lambda datas, dataset: (None, set()))
+    by_line = tfrecorder.read_annotations(str(root))
+    pd.testing.assert_frame_equal(at_once, by_line, check_exact=True)
+    assert at_once.attrs == by_line.attrs
+    assert len(read_at_once[0][1]) == at_once_files
+    assert (at_once["label"].notna().sum(), len(at_once.attrs[ROOT_ATTR]["refused"])) == (objects, refused)

@@ -5,10 +5,10 @@ beside a ``data.yaml`` that names them ``../train/images``), or a Darknet folder
 and a label file beside each image, as CVAT's "YOLO 1.1" writes it).
 
 Each image's labels are the ``.txt`` file at its path with the last ``images`` folder replaced by ``labels``
-(Ultralytics' rule; beside the image when there is none), read by threads from an object store. A line ``class cx cy w h`` is a box,
-``class x1 y1 ... xn yn`` a polygon (its box the extent of its points, its instance mask the polygon: the
-``instance_mask`` column, COCO's segmentation JSON), and with ``kpt_shape: [K, 2|3]`` ``class cx cy w h`` then
-K points are keypoints. Coordinates are
+(Ultralytics' rule; beside the image when there is none), read by threads from an object store. A line
+``class cx cy w h`` is a box, ``class x1 y1 ... xn yn`` a polygon (its box the extent of its points, its instance
+mask the polygon: the ``instance_mask`` column, COCO's segmentation JSON), and with ``kpt_shape: [K, 2|3]``
+``class cx cy w h`` then K points are keypoints. Coordinates are
 normalized to the image as Ultralytics loads it (EXIF orientation applied), so the boxes are normalized edges in
 the displayed frame (``BOX_UNITS_ATTR``). A bad line (a class outside ``names``, a coordinate beyond [0, 1] by
 more than ``TOLERANCE``, an odd polygon, a word that is not a number, the wrong count of values) refuses its image
@@ -23,23 +23,25 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import IMAGE_EXTENSIONS
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, NOTES_ATTR, ROOT_ATTR, Root
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
+    BOX_COLUMNS,
     LONG_FORM,
     long_frame,
     path_url,
     quoted,
     utf8_text,
 )
-from tfrecorder.write.sources.yolo_labels import YoloDataset, is_local, label_path, read_labels
+from tfrecorder.write.sources.yolo_labels import Boxes, Found, YoloDataset, is_local, label_path, read_labels
 from tfrecorder.write.splits import TEST, TRAIN, VALIDATION
 
 DARKNET_NAMES = ("obj.names", "obj.data")  # a Darknet folder's
@@ -81,21 +83,19 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
                               f"{'(train.txt, valid.txt, test.txt)' if darknet else '(train, val, test)'} are "
                               f"missing or empty")
     guard = Root(path_url(url, fs, dataset.root), url)
-    parsed = read_labels(dataset, guard)
-    polygons = sum(shapes for *_, shapes in parsed)
+    labels = read_labels(dataset, guard)
+    polygons = sum(shapes for *_, shapes in labels.found)
     extra = (*((KEYPOINTS_COLUMN,) if dataset.kpt_shape else ()), *((INSTANCE_MASK_COLUMN,) if polygons else ()))
+    uris = [path_url(url, fs, image) for image in dataset.images]
     refused: dict[str, str] = {}
-    none = [(None, (None,) * 4, None, None)]  # an image without objects: one row, no label, no box
-    rows = []  # a tuple a row, made columns once: thousands of images, a few rows each
-    for (image, split), (label_file, objects, problems, _) in zip(dataset.images.items(), parsed):
-        uri = path_url(url, fs, image)
-        rows += [(split, uri, label, *edges, points, polygon) for label, edges, points, polygon in objects or none]
+    for image, uri, (label_file, _, problems, _) in zip(dataset.images, uris, labels.found):
         if problems:
             more = f" (and {len(problems) - 1} more bad lines)" if len(problems) > 1 else ""
             refused[uri] = f"{path_url(url, fs, label_file or label_path(image, dataset.root))} {problems[0]}{more}"
-    kept = (*LONG_FORM, *extra)
-    columns = {name: list(values) for name, values in zip((*LONG_FORM, KEYPOINTS_COLUMN, INSTANCE_MASK_COLUMN),
-                                                          zip(*rows)) if name in kept}
+    if labels.boxes is not None and not any(objects for _, objects, _, _ in labels.found):
+        columns = _box_columns(labels.boxes, list(dataset.images.values()), uris)
+    else:
+        columns = _object_columns(labels.merged(), list(dataset.images.values()), uris, extra)
     frame = long_frame(columns, extra)
     frame.attrs[ROOT_ATTR] = {"refused": refused}
     frame.attrs[BOX_UNITS_ATTR] = "normalized"
@@ -107,7 +107,7 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
         dataset.warnings.append(f"{len(lines)} label lines are boxes of no area (a width or height of 0), not "
                                 f"converted, as Ultralytics drops them when it trains: {shown}"
                                 f"{' ...' if len(lines) > SHOWN_FILES else ''}")
-    skipped, orphans = _skipped(dataset, {f for f, _, _, _ in parsed if f is not None})
+    skipped, orphans = _skipped(dataset, {f for f, _, _, _ in labels.found if f is not None})
     if orphans:
         dataset.warnings.append(f"{len(orphans)} label files under {dataset.root!r} have no image in any split, "
                                 f"their objects not converted: {_shown(orphans)}")
@@ -116,6 +116,35 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
                                 f"{_shown(skipped)} (result.skipped lists them)")
     frame.attrs[NOTES_ATTR] = {"warnings": dataset.warnings, "skipped": skipped}
     return frame
+
+
+def _object_columns(found: list[Found], splits: list[str], uris: list[str], extra: tuple[str, ...]) -> dict[str, Any]:
+    """The long form's columns of each image's objects (one row of no label and no box for an image without)."""
+    none = [(None, (None,) * 4, None, None)]
+    rows = []  # a tuple a row, made columns once: thousands of images, a few rows each
+    for split, uri, (_, objects, _, _) in zip(splits, uris, found):
+        rows += [(split, uri, label, *edges, points, polygon) for label, edges, points, polygon in objects or none]
+    kept = (*LONG_FORM, *extra)
+    return {name: list(values) for name, values in zip((*LONG_FORM, KEYPOINTS_COLUMN, INSTANCE_MASK_COLUMN),
+                                                       zip(*rows)) if name in kept}
+
+
+def _box_columns(boxes: Boxes, splits: list[str], uris: list[str]) -> dict[str, Any]:
+    """The long form's columns of boxes read at once, as ``_object_columns`` makes them: each image's boxes in
+    its file's order, one row of no label and no box (NaN) for an image without, made an array at a time."""
+    counts = np.bincount(boxes.image, minlength=len(uris))
+    rows = np.maximum(counts, 1)
+    image = np.repeat(np.arange(len(uris)), rows)
+    first = np.cumsum(rows) - rows  # each image's first row
+    at = first[boxes.image] + np.arange(len(boxes.image)) - (np.cumsum(counts) - counts)[boxes.image]
+    label = np.full(len(image), None, object)
+    label[at] = boxes.label
+    edges = np.full((len(image), 4), np.nan)
+    edges[at] = boxes.edges
+    columns = {SPLIT_COLUMN: np.array(splits, object)[image], IMAGE_COLUMN: np.array(uris, object)[image],
+               LABEL_COLUMN: label}
+    columns.update((name, edges[:, i]) for i, name in enumerate(BOX_COLUMNS))
+    return columns
 
 
 # --- what the dataset's file says -----------------------------------------------------------------------------

@@ -17,6 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from tfrecorder.write.settings import Root
 from tfrecorder.write.sources.long_form import path_url, quoted
 
@@ -66,12 +69,43 @@ def label_path(image: str, root: str = "") -> str:
     return f"{stem}.txt" if dot and "/" not in extension else f"{path}.txt"
 
 
-def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Objects, list[str], int]]:
-    """Each image's (label file or None when it has none, objects, problems, polygons), in the images' order. An
-    object store's files are read by ``LABEL_THREADS`` threads, a run of images each (a task per image costs more
-    than a small file's read); local ones in this thread: from the page cache a read waits less than its lines
-    take to parse, and threads that parse only take the interpreter's lock in turn (slower than one: see
-    benchmarks/bench_yolo.py). A label file outside the root is never read: a problem."""
+Found = tuple[str | None, Objects, list[str], int]  # an image's label file (None: none), objects, problems, polygons
+
+
+@dataclass
+class Boxes:
+    """The boxes of the label files read at once (``quick_boxes``), a row each, in the images' order."""
+
+    image: np.ndarray  # each box's image: its index in the dataset's images
+    label: np.ndarray  # its class name (object)
+    edges: np.ndarray  # [boxes, 4]: xmin, ymin, xmax, ymax, normalized
+
+
+@dataclass
+class Labels:
+    """Each image's label file, objects, problems and polygons (``found``, in the images' order: no objects for an
+    image whose boxes are in ``boxes``) and the boxes of the files read at once."""
+
+    found: list[Found]
+    boxes: Boxes | None = None
+
+    def merged(self) -> list[Found]:
+        """``found`` with each image's boxes among its objects, as the full rules give them."""
+        if self.boxes is None:
+            return self.found
+        found = [(file, list(objects), problems, polygons) for file, objects, problems, polygons in self.found]
+        for image, label, edges in zip(self.boxes.image.tolist(), self.boxes.label, self.boxes.edges.tolist()):
+            found[image][1].append((label, tuple(edges), None, None))
+        return found
+
+
+def read_labels(dataset: YoloDataset, guard: Root) -> Labels:
+    """Each image's label file, objects, problems and polygons. An object store's files are read by
+    ``LABEL_THREADS`` threads, a run of images each (a task per image costs more than a small file's read); local
+    ones in this thread: from the page cache a read waits less than its lines take to parse, and threads that
+    parse only take the interpreter's lock in turn (slower than one: see benchmarks/bench_yolo.py). Files of
+    plain box lines are read at once (``quick_boxes``), the rest a line at a time (``parse``). A label file
+    outside the root is never read: a problem."""
     fs = dataset.fs
     images = list(dataset.images)
     paths = [label_path(image, dataset.root) for image in images]
@@ -79,25 +113,75 @@ def read_labels(dataset: YoloDataset, guard: Root) -> list[tuple[str | None, Obj
     listed, outside = _label_files(dataset, guard)
     read = _read_local if is_local(fs) else fs.cat_file
 
-    def one(image: str, path: str) -> tuple[str | None, Objects, list[str], int]:
+    def fetch(image: str, path: str) -> Found | bytes:
         link = listed.get(path)
         if link is not False:  # not a plain file in a folder inside the root
             return _unlisted(dataset, guard, (image, path), outside, listed, read)
         try:
-            data = read(path)
+            return read(path)
         except OSError as e:  # removed since the folder was listed
             return path, [], [f"cannot be read ({e.strerror or e})"], 0
-        return _parsed(dataset, path, data)
 
-    def run(start: int, stop: int) -> list[tuple[str | None, Objects, list[str], int]]:
-        return [one(image, path) for image, path in zip(images[start:stop], paths[start:stop])]
+    def run(start: int, stop: int) -> list[Found | bytes]:
+        return [fetch(image, path) for image, path in zip(images[start:stop], paths[start:stop])]
 
     if is_local(fs):
-        return run(0, len(images))
-    size = max(1, math.ceil(len(images) / (4 * LABEL_THREADS)))
-    with ThreadPoolExecutor(LABEL_THREADS) as pool:
-        pending = [pool.submit(contextvars.copy_context().run, run, i, i + size) for i in range(0, len(images), size)]
-        return [found for p in pending for found in p.result()]
+        fetched = run(0, len(images))
+    else:
+        size = max(1, math.ceil(len(images) / (4 * LABEL_THREADS)))
+        with ThreadPoolExecutor(LABEL_THREADS) as pool:
+            pending = [pool.submit(contextvars.copy_context().run, run, i, i + size)
+                       for i in range(0, len(images), size)]
+            fetched = [found for p in pending for found in p.result()]
+    boxes, quick = quick_boxes([f if isinstance(f, bytes) else None for f in fetched], dataset)
+    found = [f if not isinstance(f, bytes) else (path, [], [], 0) if i in quick else _parsed(dataset, path, f)
+             for i, (f, path) in enumerate(zip(fetched, paths))]
+    return Labels(found, boxes)
+
+
+PLAIN_BYTES = b"0123456789.+-eE \t\n"  # all a file of plain box lines is made of
+PLAIN_WIDTH = b"0 0 0 0 0\n"  # a first line of five values: the parser's width (the rest may not start so)
+# Python's own float parsing, to the bit: pandas' parser before 3.1 is its own unless asked for Python's; 3.1 has one,
+# and deprecates asking
+PLAIN_PRECISION = {"float_precision": "round_trip"} if tuple(map(int, pd.__version__.split(".")[:2])) < (3, 1) else {}
+
+
+def quick_boxes(datas: list[bytes | None], dataset: YoloDataset) -> tuple[Boxes | None, set[int]]:
+    """The boxes of the label files (``datas``, None where there is none to read) that are all plain box lines
+    (``class cx cy w h``: a known class, each coordinate and edge in bounds, an area), parsed at once by pandas'
+    CSV parser, and which files those are; None and none where there is no such file. The rules are
+    ``parse``'s, and its numbers (``PLAIN_PRECISION``). Any other file (a polygon, keypoints,
+    a blank or bad line, a byte order mark) is read by ``parse``, a line at a time."""
+    import io
+
+    chosen = [i for i, data in enumerate(datas) if data and not data.translate(None, PLAIN_BYTES)]
+    if dataset.kpt_shape is not None or not dataset.names or not chosen:
+        return None, set()
+    texts = [datas[i] if datas[i].endswith(b"\n") else datas[i] + b"\n" for i in chosen]  # type: ignore[union-attr]
+    counts = np.array([text.count(b"\n") for text in texts])
+    try:
+        table = pd.read_csv(io.BytesIO(b"".join([PLAIN_WIDTH, *texts])), sep=r"\s+", header=None,
+                            skip_blank_lines=False, dtype=np.float64, **PLAIN_PRECISION)
+    except ValueError:  # a line of more values, or a word no number: each file read a line at a time
+        return None, set()
+    values = table.to_numpy()[1:]
+    if values.shape != (counts.sum(), 5):
+        return None, set()
+    ids, names = np.array(sorted(dataset.names)), np.array([dataset.names[i] for i in sorted(dataset.names)], object)
+    cls, cx, cy, w, h = values.T
+    at = np.searchsorted(ids, cls).clip(0, len(ids) - 1)
+    x0, y0, x1, y1 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2  # as _box makes them
+    low, high = -TOLERANCE, 1 + TOLERANCE
+    with np.errstate(invalid="ignore"):  # NaN (a short or blank line) fails every comparison
+        good = ((ids[at] == cls) & (low <= x0) & (x0 < x1) & (x1 <= high) & (low <= y0) & (y0 < y1) & (y1 <= high)
+                & (low <= cx) & (cx <= high) & (low <= cy) & (cy <= high) & (w <= high) & (h <= high))
+    file = np.repeat(np.arange(len(chosen)), counts)
+    whole = np.bincount(file[~good], minlength=len(chosen)) == 0  # files of good lines only
+    keep = whole[file]
+    quick = np.array(chosen)[whole]
+    image = np.array(chosen)[file[keep]]
+    edges = np.stack([x0, y0, x1, y1], axis=1)[keep]
+    return Boxes(image, names[at[keep]], edges), set(quick.tolist())
 
 
 def _unlisted(dataset: YoloDataset, guard: Root, label: tuple[str, str], outside: set[str],
