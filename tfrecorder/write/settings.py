@@ -133,8 +133,8 @@ class Root:
             return scheme == root_scheme and (inside + "/").startswith(top.rstrip("/") + "/")
         if is_remote(location):
             return False
-        top = self._real_root
-        return os.path.commonpath([self._real_path(local_path(location)), top]) == top
+        top, real = self._real_root, self._real_path(local_path(location))
+        return real == top or real.startswith(top if top.endswith(os.sep) else top + os.sep)  # both normalized
 
 
 def local_path(location: str) -> str:
