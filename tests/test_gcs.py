@@ -8,8 +8,10 @@ from pathlib import Path
 import fsspec
 import pandas as pd
 import pytest
+from PIL import Image
 
 import tfrecorder
+from tfrecorder.write.settings import ROOT_ATTR
 
 
 def upload_images(table: pd.DataFrame, gcs_dir: str) -> pd.DataFrame:
@@ -267,3 +269,29 @@ def test_data_source_reads_gcs_by_ranges_and_array_record_shards_write_to_gcs(im
     with pytest.raises(tfrecorder.TFRecorderError, match=r"holds ArrayRecord shards, which array_record's reader "
                                                          r"opens from local disk only"):
         tfrecorder.data_source(arrays, "TRAIN")
+
+
+def test_a_yolo_dataset_on_gcs_reads_as_the_same_folder_on_disk(gcs_dir, tmp_path):
+    """A YOLO dataset in a bucket: its label files read by threads, each whole one of plain boxes parsed at once
+    and the rest a line at a time, into the long form the same folder on disk gives, a bad line's message naming
+    its gs:// file."""
+    root = tmp_path / "yolo"
+    labels = {"a": "0 0.5 0.5 0.2 0.2\n1 0.25 0.25 0.1 0.1\n", "b": "1 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.2 0.2\n",
+              "c": "", "d": None, "e": "\ufeff0 0.5 0.5 0.4 0.4\n"}
+    for name, text in labels.items():
+        (root / "images" / "train").mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (32, 32), "gray").save(root / "images" / "train" / f"{name}.png")
+        if text is not None:
+            (root / "labels" / "train").mkdir(parents=True, exist_ok=True)
+            (root / "labels" / "train" / f"{name}.txt").write_bytes(text.encode())
+    (root / "data.yaml").write_text("train: images/train\nnames: [cat, dog]\n")
+    fs = fsspec.filesystem("gs")
+    fs.put(str(root), f"{gcs_dir}/yolo", recursive=True)
+    local = tfrecorder.read_annotations(str(root))
+    remote = tfrecorder.read_annotations(f"{gcs_dir}/yolo")
+    assert remote["image_uri"].tolist() == [u.replace(str(root), f"{gcs_dir}/yolo") for u in local["image_uri"]]
+    pd.testing.assert_frame_equal(remote.drop(columns="image_uri"), local.drop(columns="image_uri"),
+                                  check_exact=True)
+    assert remote["label"].fillna("-").tolist() == ["cat", "dog", "dog", "-", "-", "cat"]
+    refused = remote.attrs[ROOT_ATTR]["refused"]
+    assert list(refused.values()) == [f"{gcs_dir}/yolo/labels/train/b.txt line 2: class 7 is not in names (0-1)"]
