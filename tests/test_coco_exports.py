@@ -55,19 +55,36 @@ def test_convert_finds_the_images_where_each_exporter_puts_them_and_says_where(l
 
 def test_no_folder_holding_the_images_is_one_line_naming_where_it_looked(tmp_path, caplog):
     path = export(tmp_path, "annotations/instances_train.json", "elsewhere")
-    with caplog.at_level(logging.WARNING, logger="tfrecorder.write.sources.coco"):
+    with caplog.at_level(logging.WARNING, logger="tfrecorder"):
         boxes = tfrecorder.read_annotations(path)
     assert boxes["image_uri"].tolist() == [str(tmp_path / "images" / n) for n in ("a.png", "b.png")]
-    looked = ", ".join(f"{tmp_path / p}/" for p in ("annotations", "images/train", "images", "train", "train2017"))
-    assert [r.getMessage() for r in caplog.records] == [
-        f"COCO annotations {path!r}: none of its first images ('a.png', 'b.png') is in {looked}, "
-        f"{tmp_path / 'annotations/images'}/; they are named in {tmp_path / 'images'}: give images_dir= the folder "
-        f"that holds them"]
-    with pytest.raises(tfrecorder.TFRecorderError, match="no row was written"):
+    looked = ", ".join(f"{tmp_path / p}/" for p in ("annotations", "images/train", "images", "train", "train2017",
+                                                    "annotations/images", ""))
+    said = (f"COCO annotations {path!r}: none of its first images ('a.png', 'b.png') is in {looked}; their names "
+            f"are read from {tmp_path / 'images'}: give images_dir= the folder that holds them")
+    assert [r.getMessage() for r in caplog.records] == [said]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tfrecorder"), \
+            pytest.raises(tfrecorder.TFRecorderError, match="no row was written"):
         tfrecorder.convert(path, str(tmp_path / "out"), progress=False)
+    assert [r.getMessage() for r in caplog.records].count(said) == 1  # said once, not by the reader and again
     moved = tfrecorder.convert(path, str(tmp_path / "out"), images_dir=str(tmp_path / "elsewhere"), progress=False,
                                split_fractions=(1.0, 0.0, 0.0), overwrite=True)
     assert moved.rows.written == 2 and not any("COCO" in w for w in moved.warnings)
+
+
+def test_names_given_from_the_root_above_annotations_are_read_from_it(tmp_path):
+    """A COCO file in annotations/ whose file names start from the dataset's root (``images/a.png``, as some
+    exporters write them): read from the root itself, said in the result; they were looked for under images/ and
+    annotations/ only, and every row was not_found."""
+    coco = json.loads(json.dumps(COCO))
+    for image in coco["images"]:
+        image["file_name"] = f"images/{image['file_name']}"
+    path = export(tmp_path, "annotations/instances_train.json", "images")
+    (tmp_path / "annotations" / "instances_train.json").write_text(json.dumps(coco))
+    result = tfrecorder.convert(path, str(tmp_path / "out"), progress=False, split_fractions=(1.0, 0.0, 0.0))
+    assert result.errors == 0 and result.rows.written == 2
+    assert f"COCO annotations {path!r}: images read from {tmp_path}" in result.warnings
 
 
 def test_a_folder_of_roboflow_coco_exports_is_refused_not_read_as_an_image_folder(tmp_path):

@@ -53,6 +53,7 @@ from tfrecorder.write.settings import (
     DEFAULT_ON_ERROR,
     DEFAULT_VALIDATE,
     KEYPOINTS_ATTR,
+    LOGGED_NOTE,
     NOTES_ATTR,
     ROOT_ATTR,
     BeamOptions,
@@ -373,8 +374,9 @@ def _read_notes(source: Any, result: ConvertResult) -> ConvertResult:
     if not notes:
         return result
     warnings = tuple(notes.get("warnings", ()))
-    for warning in warnings:
-        logger.warning("%s", warning)
+    if not notes.get(LOGGED_NOTE):  # read_annotations said them already
+        for warning in warnings:
+            logger.warning("%s", warning)
     return replace(result, warnings=warnings + result.warnings,
                    skipped=tuple(notes.get("skipped", ())) + result.skipped)
 

@@ -22,6 +22,7 @@ picks the reader for a path, roots what it read, and tells ``convert`` whether a
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 from typing import Any
@@ -30,12 +31,14 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.settings import ROOT_ATTR
+from tfrecorder.write.settings import LOGGED_NOTE, NOTES_ATTR, ROOT_ATTR
 from tfrecorder.write.sources.automl import automl_like, read_automl
 from tfrecorder.write.sources.coco import read_coco
 from tfrecorder.write.sources.long_form import annotation_folder, path_url
 from tfrecorder.write.sources.voc import read_voc, read_voc_segmentation
 from tfrecorder.write.sources.yolo import read_yolo, yolo_file
+
+logger = logging.getLogger(__name__)
 
 
 def read_annotations(path: str, images_dir: str | None = None, task: str = "auto") -> pd.DataFrame:
@@ -79,7 +82,16 @@ def read_annotations(path: str, images_dir: str | None = None, task: str = "auto
     """
     if task not in ("auto", "detection", "segmentation"):
         raise TFRecorderError(f"task={task!r}: use 'auto', 'detection' or 'segmentation'")
-    url = os.fspath(path)
+    frame = _read(os.fspath(path), images_dir, task)
+    notes = frame.attrs.get(NOTES_ATTR)
+    if notes:  # said once, here: convert says them only of a table no one has yet (LOGGED_NOTE)
+        for warning in notes.get("warnings", ()):
+            logger.warning("%s", warning)
+        notes[LOGGED_NOTE] = True
+    return frame
+
+
+def _read(url: str, images_dir: str | None, task: str) -> pd.DataFrame:
     fs, fs_path = filesystem(url)
     if not fs.exists(fs_path):
         raise TFRecorderError(f"annotations {url!r} do not exist")

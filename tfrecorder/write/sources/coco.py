@@ -74,8 +74,7 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
         folder = images_dir
     else:
         named = [image["file_name"] for image in images[:_LOOKED_FOR]]
-        folder, note, found = _coco_images(url, [n for n in named if _inside(n)])
-        logger.log(logging.INFO if found else logging.WARNING, "%s", note)
+        folder, note = _coco_images(url, [n for n in named if _inside(n)])
     columns = empty_columns(extra)
     no_area: list[Any] = []  # annotations whose bbox has no width or height
     for image in images:
@@ -262,31 +261,31 @@ def _coco_split(url: str) -> str:
     return FOLDER_SPLITS.get(posixpath.basename(posixpath.dirname(url.rstrip("/"))).upper(), UNASSIGNED)
 
 
-def _coco_images(url: str, names: list[str]) -> tuple[str, str, bool]:
+def _coco_images(url: str, names: list[str]) -> tuple[str, str]:
     """Where a COCO file's images are when ``images_dir`` is not given, and the line the result says of it: the
     first of these folders of the dataset's root (the file's folder, or its parent when that is
     ``annotations/``) that holds one of its first images (``names``): beside the file (Roboflow's
     ``train/_annotations.coco.json``), ``images/<subset>/`` (Datumaro's), ``images/``, ``<subset>/`` and
     ``<subset>2017/`` (COCO 2017's ``annotations/instances_train2017.json`` beside ``train2017/``), the subset
-    from ``instances_<subset>.json`` or ``person_keypoints_<subset>.json``. None holding any: the first of them
-    that exists after the file's own folder (else that folder), and the line names where it looked. The third
-    value: whether one held an image."""
+    from ``instances_<subset>.json`` or ``person_keypoints_<subset>.json``, then the root itself (names such as
+    ``images/a.jpg`` given from it). None holding any: the first of them that exists after the file's own
+    folder (else that folder), and the line names where it looked."""
     folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
     root = annotation_folder(url)
     stem = posixpath.basename(url).rsplit(".", 1)[0]
     subset = re.sub(r"^(instances|person_keypoints)_", "", stem)
     candidates = list(dict.fromkeys([folder, join_name(root, f"images/{subset}"), join_name(root, "images"),
                                      join_name(root, subset), join_name(root, f"{subset}2017"),
-                                     join_name(folder, "images")]))
+                                     join_name(folder, "images"), root]))
     folders = [c for c in candidates if _exists(c, folder=True)]
     for candidate in folders:
         if any(_exists(join_name(candidate, name)) for name in names):
-            return candidate, f"COCO annotations {url!r}: images read from {candidate}", True
+            return candidate, f"COCO annotations {url!r}: images read from {candidate}"
     named = next((c for c in folders if c != folder), folder)  # no image there yet: the likeliest folder
     shown = ", ".join(map(repr, names[:3])) + (", ..." if len(names) > 3 else "")
     looked = ", ".join(f"{c}/" for c in candidates)
-    return named, (f"COCO annotations {url!r}: none of its first images ({shown}) is in {looked}; they are named "
-                   f"in {named}: give images_dir= the folder that holds them"), False
+    return named, (f"COCO annotations {url!r}: none of its first images ({shown}) is in {looked}; their names are "
+                   f"read from {named}: give images_dir= the folder that holds them")
 
 
 _LOOKED_FOR = 8  # images a folder is tried for: any of them there makes it the images' folder
