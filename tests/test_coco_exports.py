@@ -87,6 +87,18 @@ def test_names_given_from_the_root_above_annotations_are_read_from_it(tmp_path):
     assert f"COCO annotations {path!r}: images read from {tmp_path}" in result.warnings
 
 
+def test_a_coco_file_made_on_windows_names_its_folders_with_backslashes(tmp_path):
+    """``file_name: "train\\a.png"`` from a tool on Windows names a file in a folder: read so (it was one file
+    of that whole name, not found)."""
+    coco = json.loads(json.dumps(COCO))
+    for image in coco["images"]:
+        image["file_name"] = f"train\\{image['file_name']}"
+    path = export(tmp_path, "instances_all.json", "images/train")
+    (tmp_path / "instances_all.json").write_text(json.dumps(coco))
+    boxes = tfrecorder.read_annotations(path)
+    assert boxes["image_uri"].tolist() == [str(tmp_path / "images" / "train" / n) for n in ("a.png", "b.png")]
+
+
 def test_a_folder_of_roboflow_coco_exports_is_refused_not_read_as_an_image_folder(tmp_path):
     """Roboflow's COCO export (train/ and valid/, each an _annotations.coco.json beside its images) given as a
     folder: read as an image folder its labels would be 'train' and 'valid' and every box lost. It is refused

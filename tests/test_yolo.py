@@ -368,6 +368,20 @@ def test_a_darknet_names_file_outside_the_root_is_refused_unread(tmp_path, names
     assert "secret line" not in str(e.value)
 
 
+def test_a_darknet_folder_made_on_windows_names_its_files_with_backslashes(tmp_path):
+    """CVAT on Windows writes ``data\\obj_train_data\\a.jpg`` in train.txt and obj.data: its folders, read as
+    folders (each image was "in no split" and the dataset named none)."""
+    root = tmp_path / "darknet"
+    (root / "obj_train_data").mkdir(parents=True)
+    Image.new("RGB", (64, 48)).save(root / "obj_train_data" / "a.jpg")
+    (root / "obj_train_data" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    (root / "obj.names").write_text("cat\n")
+    (root / "train.txt").write_text("data\\obj_train_data\\a.jpg\r\n")
+    (root / "obj.data").write_text("classes = 1\r\nnames = data\\obj.names\r\ntrain = data\\train.txt\r\n")
+    boxes = tfrecorder.read_annotations(str(root))
+    assert boxes[["image_uri", "label"]].values.tolist() == [[str(root / "obj_train_data" / "a.jpg"), "cat"]]
+
+
 @pytest.mark.parametrize("kind", ["folder", "link to nothing", "fifo"])
 def test_a_label_file_that_is_no_file_refuses_its_image_and_waits_on_nothing(tmp_path, kind):
     """A label path that is a folder, a link to nothing (an unfetched git-annex or DVC file) or a FIFO (a read

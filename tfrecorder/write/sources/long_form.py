@@ -90,12 +90,21 @@ def path_url(url: str, fs: Any, path: str) -> str:
     return fs.unstrip_protocol(path) if "://" in url else path
 
 
+def windows_name(name: str) -> str:
+    """A relative file name from an annotation file or list, its folders written with ``/``: tools on Windows
+    write ``images\\train\\a.jpg``, which on Linux or macOS would name one file of that whole name (a
+    backslash in a real file name is rarer than an export made on Windows)."""
+    return name.replace("\\", "/")
+
+
 def join_name(folder: str, name: str) -> str:
     """A name from an annotation file in ``folder``, joined as given (``..`` kept: the fetch's root check sees
     it). A URL name is kept as it is, as is an absolute name under a local folder; under a remote folder an
-    absolute name is on that store: a remote annotation file never names a local file."""
+    absolute name is on that store: a remote annotation file never names a local file. Backslashes are
+    folders, as an annotation file written on Windows names them (``train\\a.jpg``: ``windows_name``)."""
     if URL.match(name):
         return name
+    name = windows_name(name)
     if "://" in folder:
         if name.startswith("/"):
             scheme, rest = folder.split("://", 1)

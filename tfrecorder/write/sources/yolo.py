@@ -40,6 +40,7 @@ from tfrecorder.write.sources.long_form import (
     path_url,
     quoted,
     utf8_text,
+    windows_name,
 )
 from tfrecorder.write.sources.yolo_labels import Boxes, Found, YoloDataset, is_local, label_path, read_labels
 from tfrecorder.write.splits import TEST, TRAIN, VALIDATION
@@ -164,7 +165,7 @@ def _ultralytics(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDa
             if not isinstance(entry, str) or not entry.strip():
                 raise TFRecorderError(f"YOLO data.yaml {url!r}: {key}: {quoted(entry)} is not a folder or a .txt "
                                       f"list of images")
-            _add_entry(dataset, key, split, _resolved(fs, base, entry.strip()))
+            _add_entry(dataset, key, split, _resolved(fs, base, windows_name(entry.strip())))
     return dataset
 
 
@@ -299,7 +300,7 @@ def _listed(dataset: YoloDataset, path: str, darknet: bool) -> list[str]:
     folder = posixpath.dirname(path)
     images = []
     for line in text.splitlines():
-        name = line.strip()
+        name = windows_name(line.strip())
         if not name:
             continue
         if name.startswith("/") or "://" in name:
@@ -364,6 +365,7 @@ def _inside(dataset: YoloDataset, path: str) -> bool:
 def _in_folder(fs: Any, folder: str, name: str) -> str:
     """A file obj.data names (``data/train.txt``: relative to where Darknet runs, the folder's parent): in the
     folder, or without its first folder where it is not."""
+    name = windows_name(name)
     path = posixpath.join(folder, name)
     if not fs.exists(path) and "/" in name:
         return posixpath.join(folder, name.split("/", 1)[1])
