@@ -532,3 +532,54 @@ def test_label_files_read_at_once_give_what_each_line_read_gives(tmp_path, monke
     assert at_once.attrs == by_line.attrs
     assert len(read_at_once[0][1]) == at_once_files
     assert (at_once["label"].notna().sum(), len(at_once.attrs[ROOT_ATTR]["refused"])) == (objects, refused)
+
+
+def _one_label(root: Path, names: str, line: str) -> pd.DataFrame:
+    tiny_png(root / "images" / "a.png")
+    (root / "labels").mkdir(parents=True, exist_ok=True)
+    (root / "labels" / "a.txt").write_text(line)
+    (root / "data.yaml").write_text(f"train: images\nnames: {names}\n")
+    return tfrecorder.read_annotations(str(root))
+
+
+@pytest.mark.parametrize("names, line, labels, problem", [
+    ("[cat, dog]", "0 1e400 .5 1e400 .2\n", None, "line 1: inf is not a finite number"),  # no numpy warning
+    ("[cat, dog]", "0 1.7e308 .5 1.7e308 .2\n", None, "outside [0, 1]"),
+    ("[cat, dog]", "0" * 4300 + "1 .5 .5 .2 .2\n", ["dog"], None),  # 4,301 digits: int() refuses them
+    ("[cat, dog]", "0" * 4300 + "1 .5 .5 .2 .2\n0 .1 .1 .9 .1 .9 .9\n", ["dog", "cat"], None),  # a line at a time
+    ("{9007199254740993: a}", "9007199254740992 .5 .5 .2 .2\n", None, "class 9007199254740992 is not in names"),
+    ("{0: z, 18446744073709551615: a}", "18446744073709551616 .5 .5 .2 .2\n", None, "is not in names (0, 1844"),
+    ("{0: a, 1000000000000: b}", "3 .5 .5 .2 .2\n", None, "class 3 is not in names (0, 1000000000000)"),
+], ids=["infinity", "overflow", "long class", "long class, by line", "2**53", "2**64", "far ids"])
+def test_numbers_past_floats_and_ids_are_read_as_the_rules_say(tmp_path, names, line, labels, problem):
+    """Label lines at the edges of numbers: an infinite or overflowing coordinate is a bad line (and no numpy
+    warning, which a warnings-as-errors run made a traceback); a class id of thousands of digits is its value (a
+    traceback read a line at a time); ids past 2**53 are compared exactly (the at-once reading took 2**53 for the
+    next id, and 2**64 was a traceback); a bad class among far-apart ids is named at once (every id between was
+    listed, gigabytes for ids 10**9 apart)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        boxes = _one_label(tmp_path / "yolo", names, line)
+    refused = list(boxes.attrs[ROOT_ATTR]["refused"].values())
+    if problem is None:
+        assert boxes["label"].tolist() == labels and not refused
+    else:
+        assert len(refused) == 1 and problem in refused[0] and boxes["label"].isna().all()
+
+
+@pytest.mark.parametrize("layout", ["names: []", "names: {}", "darknet"])
+def test_a_dataset_that_names_no_class_is_one_line(tmp_path, layout):
+    root = tmp_path / "yolo"
+    if layout == "darknet":
+        (root / "obj_train_data").mkdir(parents=True)
+        tiny_png(root / "obj_train_data" / "a.png")
+        (root / "obj_train_data" / "a.txt").write_text("0 .5 .5 .2 .2\n")
+        (root / "obj.names").write_text("\n")
+        (root / "train.txt").write_text("obj_train_data/a.png\n")
+        with pytest.raises(TFRecorderError, match=r"obj.names' names no class: name the classes, one a line"):
+            tfrecorder.read_annotations(str(root))
+        return
+    with pytest.raises(TFRecorderError, match=r"names is empty: name the classes"):
+        _one_label(root, layout.split(": ")[1], "0 .5 .5 .2 .2\n")

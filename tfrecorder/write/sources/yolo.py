@@ -208,6 +208,9 @@ def _names(url: str, data: Mapping[str, Any]) -> dict[int, str]:
             raise SchemaError(f"YOLO data.yaml {url!r}: class {key} has the name {quoted(name)}: every class needs "
                               f"a name; name it in 'names'")
         found[key] = str(name)
+    if not found:  # every label line's class would be a bad line
+        raise TFRecorderError(f"YOLO data.yaml {url!r}: names is empty: name the classes the label files' ids stand "
+                              f"for (names: [cat, dog])")
     return found
 
 
@@ -328,6 +331,9 @@ def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDatase
         raise TFRecorderError(f"Darknet dataset {url!r}: no {settings.get('names', 'obj.names')} naming its classes")
     with fs.open(names_file, "rb") as f:
         lines = [line.strip() for line in utf8_text(f.read(), f"{path_url(url, fs, names_file)!r}").splitlines()]
+    if not any(lines):  # every label line's class would be a bad line
+        raise TFRecorderError(f"Darknet dataset {url!r}: {path_url(url, fs, names_file)!r} names no class: name "
+                              f"the classes, one a line, in the order of the label files' ids")
     dataset = YoloDataset(fs, url, root, dict(enumerate(n for n in lines if n)), read={names_file})
     if fs.isfile(f"{folder}/obj.data"):
         dataset.read.add(f"{folder}/obj.data")

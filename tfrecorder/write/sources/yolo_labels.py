@@ -155,8 +155,8 @@ def quick_boxes(datas: list[bytes | None], dataset: YoloDataset) -> tuple[Boxes 
     import io
 
     chosen = [i for i, data in enumerate(datas) if data and not data.translate(None, PLAIN_BYTES)]
-    if dataset.kpt_shape is not None or not dataset.names or not chosen:
-        return None, set()
+    if dataset.kpt_shape is not None or not dataset.names or max(dataset.names) >= 2**53 or not chosen:
+        return None, set()  # (ids past 2**53 are not all floats: the lines' classes are compared as floats)
     texts = [datas[i] if datas[i].endswith(b"\n") else datas[i] + b"\n" for i in chosen]  # type: ignore[union-attr]
     counts = np.array([text.count(b"\n") for text in texts])
     try:
@@ -170,9 +170,9 @@ def quick_boxes(datas: list[bytes | None], dataset: YoloDataset) -> tuple[Boxes 
     ids, names = np.array(sorted(dataset.names)), np.array([dataset.names[i] for i in sorted(dataset.names)], object)
     cls, cx, cy, w, h = values.T
     at = np.searchsorted(ids, cls).clip(0, len(ids) - 1)
-    x0, y0, x1, y1 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2  # as _box makes them
     low, high = -TOLERANCE, 1 + TOLERANCE
-    with np.errstate(invalid="ignore"):  # NaN (a short or blank line) fails every comparison
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN (a short or blank line), an infinity: fail each test
+        x0, y0, x1, y1 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2  # as _box makes them
         good = ((ids[at] == cls) & (low <= x0) & (x0 < x1) & (x1 <= high) & (low <= y0) & (y0 < y1) & (y1 <= high)
                 & (low <= cx) & (cx <= high) & (low <= cy) & (cy <= high) & (w <= high) & (h <= high))
     file = np.repeat(np.arange(len(chosen)), counts)
@@ -336,8 +336,8 @@ def _line(words: list[str], dataset: YoloDataset) -> tuple[str, tuple[float, flo
 
 
 def _class(word: str, names: Mapping[int, str]) -> str:
-    if word.isdigit() and int(word) in names:  # the usual line: a known id
-        return names[int(word)]
+    if word.isdigit() and len(word) < 19 and int(word) in names:  # the usual line: a known id (int() of a long
+        return names[int(word)]                                    # word is refused: float() reads it)
     try:
         number = float(word)
     except ValueError:
@@ -345,8 +345,8 @@ def _class(word: str, names: Mapping[int, str]) -> str:
     if not math.isfinite(number) or number != int(number) or number < 0:
         raise _BadLine(f"class {quoted(word)} is not a class id (0, 1, ...)")
     if int(number) not in names:
-        ids = sorted(names)
-        shown = f"{ids[0]}-{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1)) else ", ".join(map(str, ids[:10]))
+        ids = sorted(names)  # unique: a run of ids is as long as its span
+        shown = f"{ids[0]}-{ids[-1]}" if len(ids) == ids[-1] - ids[0] + 1 else ", ".join(map(str, ids[:10]))
         raise _BadLine(f"class {int(number)} is not in names ({shown})")
     return names[int(number)]
 
