@@ -14,6 +14,7 @@ import pandas as pd
 
 from benchmarks.bench_detection import CLASSES, box_table
 from benchmarks.common import fresh, interleaved_best, print_table, work_dir
+from tfrecorder.write.sources.yolo_labels import read_local
 
 WIDTH, HEIGHT = 500, 375  # box_table's scenes
 FOLDERS = {"TRAIN": "train", "VALIDATION": "val", "TEST": "test"}
@@ -46,19 +47,6 @@ def yolo_folder(table: pd.DataFrame, root: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["split", "image_uri", "label", "xmin", "ymin", "xmax", "ymax"])
 
 
-def _read(path: Path) -> bytes:
-    """A file's bytes by the system's calls alone, as the reader takes a local label file (a Python file object
-    costs more than such a file's read)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        parts = []
-        while part := os.read(fd, 1 << 16):
-            parts.append(part)
-        return b"".join(parts)
-    finally:
-        os.close(fd)
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--images", type=int, default=2000, help="scene JPEGs (500x375), 1-5 boxes each")
@@ -85,7 +73,7 @@ def main(argv=None) -> None:
         "read_annotations of the YOLO folder alone": lambda: tfrecorder.read_annotations(str(work / "yolo")),
         "bound: read_annotations' table converted (already read)":
             lambda: tfrecorder.convert(frame, str(fresh(outputs["read"])), progress=False),
-        "bound: the label files only opened and read": lambda: [_read(f) for f in label_files],
+        "bound: the label files only opened and read": lambda: [read_local(str(f)) for f in label_files],
     }
     seconds = interleaved_best(cases, args.runs)
     base = seconds["long-form CSV of the same boxes (normalized edges)"]

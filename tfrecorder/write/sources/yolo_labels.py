@@ -111,7 +111,7 @@ def read_labels(dataset: YoloDataset, guard: Root) -> Labels:
     paths = [label_path(image, dataset.root) for image in images]
     dataset.label_folders = {posixpath.dirname(path) for path in paths}
     listed, outside = _label_files(dataset, guard)
-    read = _read_local if is_local(fs) else fs.cat_file
+    read = read_local if is_local(fs) else fs.cat_file
 
     def fetch(image: str, path: str) -> Found | bytes:
         link = listed.get(path)
@@ -219,7 +219,7 @@ def _parsed(dataset: YoloDataset, path: str, data: bytes) -> tuple[str, Objects,
     return path, objects, problems, polygons
 
 
-def _read_local(path: str) -> bytes:
+def read_local(path: str) -> bytes:
     """The file's bytes, by the system's calls alone: a Python file object costs more than a label file's read."""
     fd = os.open(path, os.O_RDONLY)
     try:
