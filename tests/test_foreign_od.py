@@ -238,3 +238,94 @@ def test_one_record_file_is_a_source_as_its_folder_is(tmp_path):
     assert result.errors == 0 and set(result.splits) == {"TRAIN"}
     labels = set(tfrecorder.read_tfr(str(tmp_path / "out"))["label"].dropna())
     assert labels and labels <= set(COLORS)
+
+
+def _rewritten(source: str, target, change) -> None:
+    """``source``'s records, each changed by ``change`` (an Example; returns False to leave the record out), written
+    to ``target``."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with tf.io.TFRecordWriter(str(target)) as writer:
+        for record in tf.data.TFRecordDataset(source):
+            example = tf.train.Example.FromString(record.numpy())
+            if change(example) is not False:
+                writer.write(example.SerializeToString())
+
+
+def _first_object_only(example) -> bool:
+    """Each per-object list cut to its first value; a record without objects left out."""
+    stored = example.features.feature
+    if not stored["image/object/class/label"].int64_list.value:
+        return False
+    for key in [k for k in stored if k.startswith("image/object/")]:
+        values = getattr(stored[key], stored[key].WhichOneof("kind")).value
+        del values[1:]
+    return True
+
+
+def test_an_export_of_one_object_a_record_reads_as_detection(tmp_path):
+    """Every record one box (pet faces, one animal a photo): each per-object list holds one value everywhere, and
+    the readers took them for scalars - read_tfr and show raised, load_dataset gave no objects."""
+    export = tmp_path / "export"
+    for name in ("train", "val"):
+        _rewritten(os.path.join(DATUMARO, f"{name}.tfrecord"), export / f"{name}.tfrecord", _first_object_only)
+    shutil.copy(os.path.join(DATUMARO, "label_map.pbtxt"), export)
+    firsts = {n: b[0][0] for n, b in SCENES.items() if b}
+    back = tfrecorder.read_tfr(str(export))
+    assert dict(zip(back["image/filename"], back["label"])) == firsts
+    for split in ("TRAIN", "VALIDATION"):
+        images, targets = next(iter(tfrecorder.load_dataset(str(export), split, batch_size=1, image_size=(16, 16),
+                                                            as_supervised=True)))
+        assert targets["boxes"].shape == (1, 1, 4) and targets["labels"].shape == (1, 1)
+    assert tfrecorder.show(str(export), n=2, path=str(tmp_path / "sheet.png")) == str(tmp_path / "sheet.png")
+
+
+def test_a_read_export_whose_object_lists_differ_is_one_line_naming_the_record(tmp_path):
+    """One record with two boxes and one label: which box is whose is unknown. Reading said nothing of it and
+    read every record's boxes as plain features (read_tfr raised an IndexError); now one line names the file and
+    record, and convert (which lists that record in errors.csv) is the way to the rest."""
+    export = tmp_path / "export"
+
+    def one_label_for_two_boxes(example):
+        if example.features.feature["image/filename"].bytes_list.value[0] == b"a.png":
+            del example.features.feature["image/object/class/label"].int64_list.value[1:]
+
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), export / "train.tfrecord", one_label_for_two_boxes)
+    for read in (tfrecorder.read_tfr, tfrecorder.info, lambda e: tfrecorder.load_dataset(e, "TRAIN")):
+        with pytest.raises(tfrecorder.TFRecorderError, match=r"train.tfrecord record 0: image/object/bbox/xmin "
+                                                             r"holds 2 values for 1 objects: its object lists differ"):
+            read(str(export))
+
+
+@pytest.mark.parametrize("layout", ["two tools' train.tfrecord", "Roboflow's train/ and valid/"])
+def test_files_of_one_name_in_two_folders_keep_their_own_images(tmp_path, layout):
+    """Two exports' train.tfrecord (task1/, task2/), or Roboflow's train/cells.tfrecord and valid/cells.tfrecord:
+    each record's image was unpacked under the file's name alone, so the second file's images overwrote the
+    first's (boxes of both on the second's pixels, the first's images lost; Roboflow's: a false "in TRAIN and
+    VALIDATION" error)."""
+    folders = ("task1", "task2") if layout.startswith("two") else ("train", "valid")
+    for folder in folders:
+        _rewritten(os.path.join(DATUMARO, "train.tfrecord"), tmp_path / "export" / folder / "cells.tfrecord",
+                   lambda example: None)
+    result = tfrecorder.convert(str(tmp_path / "export" / "*" / "cells.tfrecord"), str(tmp_path / "out"),
+                                progress=False)
+    per_file = len([n for n in SCENES if n in ("a.png", "b.png", "c.png", "d.png")])  # train.tfrecord's images
+    assert sum(s.images for s in result.splits.values()) == 2 * per_file and result.errors == 0
+    for example in tfrecorder.load_dataset(str(tmp_path / "out"), "TRAIN" if layout.startswith("two") else
+                                           "VALIDATION"):
+        objects = example["objects"]
+        names = tfrecorder.label_names(str(tmp_path / "out"))
+        on_colours(example["image"].numpy(), objects["bbox"].numpy(), [names[i] for i in objects["label"].numpy()],
+                   example["image_name"].numpy().decode())
+
+
+def test_the_object_detection_apis_own_file_names_give_their_splits(tmp_path):
+    """The Object Detection API's scripts write pet_faces_val.record-00000-of-00001: a split word inside the name,
+    not first in it. Every file was TRAIN: validation images trained on without a word."""
+    export = tmp_path / "export"
+    for name, target in (("train", "pet_faces_train.record-00000-of-00001"),
+                         ("val", "pet_faces_val.record-00000-of-00001")):
+        _rewritten(os.path.join(DATUMARO, f"{name}.tfrecord"), export / target, lambda example: None)
+    shutil.copy(os.path.join(DATUMARO, "label_map.pbtxt"), export / "pet_label_map.pbtxt")
+    assert set(tfrecorder.info(str(export)).label_counts) == {"TRAIN", "VALIDATION"}
+    result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
+    assert set(result.splits) == {"TRAIN", "VALIDATION"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import posixpath
+import re
 import zlib
 from typing import Any
 
@@ -29,18 +30,22 @@ def sniff_compression(head: bytes) -> str | None:
 
 
 def split_of(name: str) -> str:
-    """TRAIN, VALIDATION or TEST from a file name's prefix, else from its folder when that is named after a split
-    (Roboflow's export: ``valid/cells.tfrecord``); TRAIN when neither names one."""
+    """TRAIN, VALIDATION or TEST from a file name: its prefix (``val2017.tfrecord``), else the one split its words
+    name (the Object Detection API's ``pet_faces_val.record-00000-of-00001``), else its folder when that is named
+    after a split (Roboflow's export: ``valid/cells.tfrecord``); TRAIN when none names one."""
     base = posixpath.basename(name).lower()
     if base.startswith(("valid", "val", "eval", "dev")):
         return VALIDATION
     if base.startswith("test"):
         return TEST
-    return _SPLIT_FOLDERS.get(posixpath.basename(posixpath.dirname(name)).lower(), TRAIN)
+    named = {_SPLIT_WORDS[word] for word in re.findall(r"[a-z]+", base) if word in _SPLIT_WORDS}
+    if len(named) == 1:
+        return named.pop()
+    return _SPLIT_WORDS.get(posixpath.basename(posixpath.dirname(name)).lower(), TRAIN)
 
 
-_SPLIT_FOLDERS = {"valid": VALIDATION, "val": VALIDATION, "validation": VALIDATION, "eval": VALIDATION,
-                  "dev": VALIDATION, "test": TEST}
+_SPLIT_WORDS = {"train": TRAIN, "valid": VALIDATION, "val": VALIDATION, "validation": VALIDATION,
+                "eval": VALIDATION, "dev": VALIDATION, "minival": VALIDATION, "test": TEST, "testdev": TEST}
 
 
 def label_map(fs: Any, paths: list[str]) -> tuple[dict[int, str], str | None]:

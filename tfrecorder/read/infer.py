@@ -1,8 +1,8 @@
 """Foreign datasets: a Manifest inferred from TFRecord files other tools wrote (TFRecorder 2.0 included).
 
 Files are found in a folder, a glob or a list; their compression is told from their first
-bytes; they are grouped into splits by name (train*/valid*|val*|eval*/test*, else one TRAIN
-split); the feature spec comes from parsing a sample of records; records are counted by
+bytes; they are grouped into splits by name (``foreign.split_of``: train, val, test and their kin, else
+one TRAIN split); the feature spec comes from parsing a sample of records; records are counted by
 reading each file once, so ``cardinality()`` is known.
 """
 

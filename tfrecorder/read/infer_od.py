@@ -22,6 +22,7 @@ from tfrecorder.dataset import connectors
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo
+from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Kind
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,8 @@ class ObjectTally:
     ids: dict[str, Counter] = field(default_factory=dict)
     texts: dict[int, str] = field(default_factory=dict)
     most: int = 0
-    uneven: set[str] = field(default_factory=set)  # image/object/ lists whose length differed from the objects'
+    uneven: dict[str, str] = field(default_factory=dict)  # image/object/ lists whose length differed from the
+    # objects': the first record where it did ("<file> record <n>: <key> holds <k> values for <m> objects")
     empty: Counter = field(default_factory=Counter)  # records without objects, by split
 
     def add(self, split: str, record: bytes, where: str, number: int) -> None:
@@ -65,8 +67,9 @@ class ObjectTally:
         for key, values in stored.items():
             if key.startswith(LAYOUT.object_prefix) and key not in self.uneven:
                 kind = values.WhichOneof("kind")
-                if kind is not None and len(getattr(values, kind).value) != len(labels):
-                    self.uneven.add(key)
+                held = len(getattr(values, kind).value) if kind is not None else len(labels)
+                if held != len(labels):
+                    self.uneven[key] = f"{where} record {number}: {key} holds {held} values for {len(labels)} objects"
 
 
 def vocabulary(tally: ObjectTally, names: Mapping[int, str]) -> list[str] | None:
@@ -92,12 +95,18 @@ def detection_entries(features: list[FeatureInfo], tally: ObjectTally, names: Ma
     vocab = vocabulary(tally, names)
     if vocab is None:
         return None
+    boxes = [tally.uneven[f.name] for f in LAYOUT.box_features if f.name in tally.uneven]
+    if boxes:  # which box is which object's is unknown: no record could be read as objects
+        raise TFRecorderError(f"{boxes[0]}: its object lists differ in length, so which box is which object's is "
+                              f"unknown; tfrecorder.convert the files to list such records in errors.csv and keep "
+                              f"the rest")
     edges = {f.name: edge for f, edges in zip(LAYOUT.box_features, LAYOUT.box_edges) for edge in edges}
     label, text = LAYOUT.object_label.name, LAYOUT.class_text.name if LAYOUT.class_text else None
     kept: list[FeatureInfo] = []
     extra: list[str] = []
     for f in features:
-        per_object = f.name.startswith(LAYOUT.object_prefix) and f.is_list and f.name not in tally.uneven
+        # a list however many values the sample's records held (one object each: a value each)
+        per_object = f.name.startswith(LAYOUT.object_prefix) and f.name not in tally.uneven
         if f.name == LAYOUT.image.name:
             f = FeatureInfo(f.name, "image", f.dtype, [], connector=connectors.IMAGE.name)
         elif per_object:

@@ -119,8 +119,11 @@ def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
     columns = empty_columns(())
     refused: dict[str, str] = {}
     dropped: dict[str, int] = {}  # each per-object key not converted: the records holding it
+    top = posixpath.commonpath([posixpath.dirname(p) for p in paths])
     for path in paths:
-        url, stem = fs.unstrip_protocol(path), posixpath.basename(path)
+        # each file its own folder, named by its path under the files' common folder: two exports' train.tfrecord
+        # (task1/, task2/) must not write their records' images over each other
+        url, stem = fs.unstrip_protocol(path), path[len(top):].lstrip("/")
         os.makedirs(os.path.join(folder, stem), exist_ok=True)
         with fs.open(path, "rb") as f:
             compression = sniff_compression(f.read(64))
