@@ -329,3 +329,17 @@ def test_the_object_detection_apis_own_file_names_give_their_splits(tmp_path):
     assert set(tfrecorder.info(str(export)).label_counts) == {"TRAIN", "VALIDATION"}
     result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
     assert set(result.splits) == {"TRAIN", "VALIDATION"}
+
+
+def test_a_roboflow_export_folder_is_read_and_converted_by_its_name(tmp_path):
+    """Roboflow's TFRecord export is a folder of train/, valid/ and test/, each a file and its label map: given
+    by its name it was "no TFRecord files" to the readers, and an image folder without images to convert."""
+    export = tmp_path / "rf"
+    for folder, source in (("train", "train"), ("valid", "val"), ("test", "val")):
+        _rewritten(os.path.join(DATUMARO, f"{source}.tfrecord"), export / folder / "cells.tfrecord",
+                   lambda example: None)
+        shutil.copy(os.path.join(DATUMARO, "label_map.pbtxt"), export / folder / "cells_label_map.pbtxt")
+    assert set(tfrecorder.info(str(export)).label_counts) == {"TRAIN", "VALIDATION", "TEST"}
+    assert tfrecorder.label_names(str(export)) == ["red", "green", "blue"]
+    result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
+    assert set(result.splits) == {"TRAIN", "VALIDATION", "TEST"} and result.errors == 0

@@ -48,6 +48,16 @@ _SPLIT_WORDS = {"train": TRAIN, "valid": VALIDATION, "val": VALIDATION, "validat
                 "eval": VALIDATION, "dev": VALIDATION, "minival": VALIDATION, "test": TEST, "testdev": TEST}
 
 
+def split_folder_files(fs: Any, folder: str) -> list[str]:
+    """The files in ``folder``'s subfolders named after a split (Roboflow's export: ``train/``, ``valid/``,
+    ``test/``, each with its TFRecord file and label map), sorted; [] where it has none."""
+    found: list[str] = []
+    for sub in sorted(fs.ls(folder, detail=False)):
+        if posixpath.basename(sub.rstrip("/")).lower() in _SPLIT_WORDS and fs.isdir(sub):
+            found += sorted(p for p in fs.ls(sub, detail=False) if fs.isfile(p))
+    return found
+
+
 def label_map(fs: Any, paths: list[str]) -> tuple[dict[int, str], str | None]:
     """The names of a ``*label_map.pbtxt`` beside the files (the first folder that has one), by id; and its URL."""
     for folder in dict.fromkeys(posixpath.dirname(p) for p in paths):

@@ -15,7 +15,7 @@ from typing import Any
 
 from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.foreign import label_map, sniff_compression, split_of
+from tfrecorder.dataset.foreign import label_map, sniff_compression, split_folder_files, split_of
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
@@ -54,12 +54,18 @@ def find_files(source: str | Sequence[str],
         paths = sorted(fs.glob(path))
     elif fs.isdir(path):
         paths = sorted(p for p in fs.find(path, maxdepth=1) if not posixpath.basename(p).startswith((".", "_")))
+        paths = _records(fs, paths) or _records(fs, split_folder_files(fs, path))  # Roboflow's train/, valid/
     else:
         paths = [path]
-    paths = [p for p in paths if not p.lower().endswith(_SKIP) and fs.size(p) > 0]
+    paths = _records(fs, paths)
     if not paths:
         raise TFRecorderError(f"{source!r} has no dataset.json and no TFRecord files")
     return fs, paths
+
+
+def _records(fs: Any, paths: list[str]) -> list[str]:
+    """The paths that may be TFRecord files: not empty, not a side file (JSON, label map, index...)."""
+    return [p for p in paths if not p.lower().endswith(_SKIP) and fs.size(p) > 0]
 
 
 def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> Manifest:

@@ -31,7 +31,7 @@ from PIL import Image
 
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.foreign import label_map, sniff_compression, split_of
+from tfrecorder.dataset.foreign import label_map, sniff_compression, split_folder_files, split_of
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import MANIFEST_NAME
 from tfrecorder.dataset.records import read_records
@@ -62,7 +62,7 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
         names = fs.ls(path, detail=False)
         if any(posixpath.basename(n) == MANIFEST_NAME for n in names):
             return None  # a dataset of ours
-        paths = sorted(names)
+        paths = [p for p in sorted(names) if _is_record_file(p) and fs.isfile(p)] or split_folder_files(fs, path)
     elif _is_record_file(path) and fs.isfile(path):
         paths = [path]
     else:
