@@ -481,6 +481,18 @@ def test_files_and_splits_whose_class_labels_differ_keep_each_rows_label(tmp_pat
     assert sorted(table[table["split"] == "TEST"]["label"]) == ["cat", "dog", "dog"]
 
 
+def test_class_label_names_are_trimmed_as_labels_are(tmp_path):
+    """A ClassLabel name with spaces around it (" cat") is the label its rows have once trimmed, as every label
+    is: it was a false "appears in VALIDATION/TEST but not in TRAIN" for a table of TRAIN rows only. Two names
+    that trimming makes one are refused naming both."""
+    datasets = pytest.importorskip("datasets")
+    convert(datasets.DatasetDict({"train": _labelled(datasets, ["a", "b", " cat "], [0, 1, 2])}), tmp_path / "out")
+    assert tfrecorder.label_names(str(tmp_path / "out")) == ["a", "b", "cat"]
+    with pytest.raises(tfrecorder.SchemaError, match=r"class names 'cat', ' cat' are one label once their spaces "
+                                                     r"are trimmed"):
+        convert(datasets.DatasetDict({"train": _labelled(datasets, ["cat", " cat"], [0, 1])}), tmp_path / "two")
+
+
 def test_class_label_ids_beyond_their_names_are_one_line_naming_the_file(tmp_path):
     structs = [{"bytes": encoded(pixels(i)), "path": f"{i}.png"} for i in range(3)]
     features = {"img": {"_type": "Image"}, "label": {"_type": "ClassLabel", "names": ["cat", "dog"]}}

@@ -15,12 +15,12 @@ import pytest
 from PIL import Image
 
 import tfrecorder
-from tests.test_detection import NAMES, assert_on_objects
+from tests.test_detection import assert_on_objects
 from tests.test_keypoints import assert_on_dots
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.sample_data import OBJECT_COLORS, make_detection_scenes, make_keypoint_scenes, write_yolo
-from tfrecorder.write.settings import ROOT_ATTR
+from tfrecorder.write.settings import LABEL_NAMES_ATTR, ROOT_ATTR
 
 EDGES = ["xmin", "ymin", "xmax", "ymax"]
 LAYOUTS = ("ultralytics", "roboflow", "darknet")
@@ -76,9 +76,11 @@ def test_boxes_sit_on_their_objects_in_every_resize_mode(converted, mode):
         pytest.skip("the same records as the long form's, checked byte for byte")
     size = {"image_size": (48, 80), "resize_mode": mode} if mode else {}
     seen = turned = 0
+    names = tfrecorder.label_names(result.tfrecord_dir)
     for example in tfrecorder.load_dataset(result.tfrecord_dir, "TRAIN", **size):
         objects = example["objects"]
-        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(), objects["label"].numpy(),
+        assert_on_objects(example["image"].numpy(), objects["bbox"].numpy(),
+                          [names[i] for i in objects["label"].numpy()],
                           f"{layout}, {mode}, {example['image_uri'].numpy().decode()}")
         seen += 1
         turned += int(example["image_orientation"]) != 1
@@ -88,7 +90,9 @@ def test_boxes_sit_on_their_objects_in_every_resize_mode(converted, mode):
 def test_the_shards_are_the_same_boxes_given_as_a_long_form_byte_for_byte(converted, scenes):
     layout, root, result = converted
     out = str(Path(root).parent / "long")
-    tfrecorder.convert(the_long_form(scenes, root), out, box_units="normalized", progress=False)
+    long_form = the_long_form(scenes, root)
+    long_form.attrs[LABEL_NAMES_ATTR] = list(OBJECT_COLORS)  # the names, in data.yaml's order
+    tfrecorder.convert(long_form, out, box_units="normalized", progress=False)
     shards = sorted(f for f in os.listdir(out) if f.endswith(".tfrecord"))
     assert shards == sorted(f for f in os.listdir(result.tfrecord_dir) if f.endswith(".tfrecord"))
     for shard in shards:
@@ -115,14 +119,15 @@ def test_polygons_are_boxes_and_instance_masks_on_their_objects(scenes, tmp_path
     read = tfrecorder.read_annotations(root)
     expected = the_long_form(scenes, root)
     assert sorted(read[EDGES].values.tolist()) == sorted(expected[EDGES].values.tolist())
-    masks = 0
+    masks, names = 0, tfrecorder.label_names(result.tfrecord_dir)
     for example in tfrecorder.load_dataset(result.tfrecord_dir, "TRAIN", image_size=(48, 80)):
         objects, image = example["objects"], example["image"].numpy()
-        assert_on_objects(image, objects["bbox"].numpy(), objects["label"].numpy(), "polygon")
-        for mask, label in zip(objects["mask"].numpy(), objects["label"].numpy()):
-            color = np.array(OBJECT_COLORS[NAMES[label]], float)
+        labels = [names[i] for i in objects["label"].numpy()]
+        assert_on_objects(image, objects["bbox"].numpy(), labels, "polygon")
+        for mask, label in zip(objects["mask"].numpy(), labels):
+            color = np.array(OBJECT_COLORS[label], float)
             on = np.abs(image[mask > 0].astype(float) - color).max(axis=1) < 60
-            assert mask.any() and on.mean() > 0.9, f"{NAMES[label]}: {on.mean():.2f} of its mask on its colour"
+            assert mask.any() and on.mean() > 0.9, f"{label}: {on.mean():.2f} of its mask on its colour"
             masks += 1
     assert masks
 
@@ -583,3 +588,25 @@ def test_a_dataset_that_names_no_class_is_one_line(tmp_path, layout):
         return
     with pytest.raises(TFRecorderError, match=r"names is empty: name the classes"):
         _one_label(root, layout.split(": ")[1], "0 .5 .5 .2 .2\n")
+
+
+def test_the_yamls_names_are_the_label_names_in_their_order(tmp_path):
+    """data.yaml's names are the vocabulary as YOLO numbers them: class 0 is id 0, a class no line uses keeps its
+    id, and a class only VALIDATION has converts. They were sorted (class 0 red stored as 2), unused ones
+    dropped, and a class seen only in val stopped the conversion naming an internal row."""
+    root = tmp_path / "yolo"
+    for split, name, line in (("train", "a", "3 .5 .5 .2 .2\n1 .3 .3 .2 .2\n"), ("val", "b", "0 .5 .5 .2 .2\n")):
+        tiny_png(root / "images" / split / f"{name}.png")
+        (root / "labels" / split).mkdir(parents=True, exist_ok=True)
+        (root / "labels" / split / f"{name}.txt").write_text(line)
+    (root / "data.yaml").write_text("train: images/train\nval: images/val\nnames: [red, green, blue, yellow, pink]\n")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert result.errors == 0
+    assert tfrecorder.label_names(result.tfrecord_dir) == ["red", "green", "blue", "yellow", "pink"]
+    ids = {split: sorted(i for e in tfrecorder.load_dataset(result.tfrecord_dir, split)
+                         for i in e["objects"]["label"].numpy().tolist()) for split in ("TRAIN", "VALIDATION")}
+    assert ids == {"TRAIN": [1, 3], "VALIDATION": [0]}  # each line's own class id
+    direct = tfrecorder.convert(str(root), str(tmp_path / "direct"), runner="DirectRunner")  # a pipeline's too
+    assert tfrecorder.label_names(direct.tfrecord_dir) == tfrecorder.label_names(result.tfrecord_dir)
+    for shard in Path(result.tfrecord_dir).glob("*.tfrecord"):
+        assert (Path(direct.tfrecord_dir) / shard.name).read_bytes() == shard.read_bytes()

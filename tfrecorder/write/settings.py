@@ -54,6 +54,7 @@ KEYPOINTS_ATTR = "tfrecorder.keypoints"  # DataFrame.attrs key of a table's keyp
 ROOT_ATTR = "tfrecorder.root"
 BOX_UNITS_ATTR = "tfrecorder.box_units"  # ... the units its format gives boxes in ("normalized": YOLO's)
 NOTES_ATTR = "tfrecorder.notes"  # ... what the result says of how it was read: {"warnings": [...], "skipped": [...]}
+LABEL_NAMES_ATTR = "tfrecorder.label_names"  # ... its format's class names in id order (YOLO's): its vocabulary
 LOGGED_NOTE = "logged"  # a notes key: its warnings were logged where the table was read (once a table)
 
 

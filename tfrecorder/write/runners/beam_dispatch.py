@@ -43,6 +43,7 @@ from tfrecorder.write.sources import (
     beam_notes,
     frame_as_arrow,
     frame_parts,
+    frame_vocabulary,
     image_folder_url,
     is_hugging_face,
     match_table_files,
@@ -76,8 +77,8 @@ def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options:
         return beam_files(ListedFolder(url), as_schema(schema), ("image folder", url))
     if isinstance(source, pd.DataFrame):
         frame = _beam_frame(text_columns(source), as_schema(schema))
-        return beam_files(StagedRows(""), frame.schema, frame.digests, parts=frame.parts,
-                          columns=tuple(frame.schema_columns))
+        return beam_files(StagedRows("", names=frame_vocabulary(source)), frame.schema, frame.digests,
+                          parts=frame.parts, columns=tuple(frame.schema_columns))
     if is_hugging_face(source):
         raise TFRecorderError(f"runner={runner!r} reads files, and a Hugging Face dataset is held by this process: "
                               f"convert it with runner='local', or save each split as Parquet "
@@ -133,7 +134,8 @@ def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any
         if run.reused is not None:
             return read_as(reused(folder, run.reused, job.runner), notes, job.schema)
         if parts is not None:
-            job = replace(job, files=beam.stage_frame(parts(), folder))
+            names = job.files.names if isinstance(job.files, StagedRows) else None  # a DataFrame's
+            job = replace(job, files=replace(beam.stage_frame(parts(), folder), names=names))
         try:
             build = beam.build_folder_pipeline if isinstance(job.files, ListedFolder) else beam.build_file_pipeline
             result = _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),

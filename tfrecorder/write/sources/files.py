@@ -95,6 +95,7 @@ class StagedRows(MatchedFiles):
     parquet: bool = True
     bytes: int = 0
     paths_as_given: ClassVar[bool] = True
+    names: tuple[str, ...] | None = None  # the class names the DataFrame's format fixes (frames.frame_vocabulary)
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,8 @@ def table_files(files: MatchedFiles, facts: Sequence[FileFacts]) -> TableFiles:
         class_label = chosen(labels, schema.names)
         if class_label is not None:  # every file's names: a later one may order them otherwise, or add some
             vocabulary = union([labels[class_label], *(f.class_labels.get(class_label) for f in facts)])
+    if class_label is None and isinstance(files, StagedRows):
+        vocabulary = files.names  # a staged DataFrame's text labels: the names its format fixes, or none
     splits = file_splits(files.files) if facts and SPLIT_COLUMN not in facts[0].columns else ()
     return TableFiles(files.url, files.files, files.parquet, tuple(f.rows for f in facts), files.bytes,
                       tuple(f.layout for f in facts if f.layout is not None), kinds, tuple(f.labels for f in facts),

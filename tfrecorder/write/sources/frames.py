@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from tfrecorder.errors import SchemaError
-from tfrecorder.schema import holds_images, image_value_kind
+from tfrecorder.schema import LABEL_COLUMN, holds_images, image_value_kind
+from tfrecorder.write.settings import LABEL_NAMES_ATTR
 from tfrecorder.write.sources.embedded import held_bytes_per_row, image_struct_array, part_rows
 from tfrecorder.write.sources.folders import skipped_note
 
@@ -53,6 +54,10 @@ class FrameSource:
     def _held_bytes(self) -> int:
         return held_bytes_per_row(self.frame)
 
+    @property
+    def vocabulary(self) -> tuple[str, ...] | None:
+        return frame_vocabulary(self.frame)
+
     def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
         """What the schema is inferred from and checked against: the whole frame."""
         return self.frame
@@ -66,6 +71,16 @@ class FrameSource:
             if isinstance(base_dir, list):
                 base_dir = base_dir[start:start + rows]
             yield self.frame.iloc[start:start + rows], base_dir, start
+
+
+def frame_vocabulary(df: pd.DataFrame) -> tuple[str, ...] | None:
+    """The class names the table's format fixes, in id order (``LABEL_NAMES_ATTR``: a YOLO dataset's), where
+    every label is one of them: label ids are their positions, and a class no row has keeps its id."""
+    names = df.attrs.get(LABEL_NAMES_ATTR)
+    if not names or LABEL_COLUMN not in df:
+        return None
+    labels = df[LABEL_COLUMN].dropna().unique()
+    return tuple(names) if {str(v).strip() for v in labels} <= {n.strip() for n in names} else None
 
 
 def text_columns(df: pd.DataFrame) -> pd.DataFrame:

@@ -31,7 +31,7 @@ from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
-from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, NOTES_ATTR, ROOT_ATTR, Root
+from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, LABEL_NAMES_ATTR, NOTES_ATTR, ROOT_ATTR, Root
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
@@ -100,6 +100,8 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     frame = long_frame(columns, extra)
     frame.attrs[ROOT_ATTR] = {"refused": refused}
     frame.attrs[BOX_UNITS_ATTR] = "normalized"
+    # its names, in their ids' order, are the label vocabulary: class 0 stays id 0, an unused class keeps its id
+    frame.attrs[LABEL_NAMES_ATTR] = list(dict.fromkeys(dataset.names[i] for i in sorted(dataset.names)))
     if dataset.kpt_names:
         frame.attrs[KEYPOINTS_ATTR] = {"names": dataset.kpt_names, "skeleton": None}
     if dataset.no_area:

@@ -37,6 +37,7 @@ import pandas as pd
 
 from tfrecorder.dataset.connectors import BYTES
 from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import SchemaError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ImageBytes
 from tfrecorder.write.settings import is_remote
@@ -116,11 +117,18 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
 
 
 def class_names(summary: Summary, files: Any) -> Summary:
-    """The summary with a Hugging Face ClassLabel's names (a Dataset's, or a Parquet file's that datasets wrote)
-    as its label vocabulary, in their order: the label ids stay the ids it gave them."""
+    """The summary with the class names its source fixes (a Hugging Face ClassLabel's - a Dataset's, or a Parquet
+    file's that datasets wrote -, a YOLO dataset's) as its label vocabulary, in their order: the label ids stay
+    the ids it gave them. Each name is trimmed as labels are (``validate``); two that are then one are refused."""
     names = getattr(files, "vocabulary", None)
     if names is not None and summary.facts.label is not None:
-        summary.facts = replace(summary.facts, names=tuple(names))
+        trimmed = [str(n).strip() for n in names]
+        twice = next((n for i, n in enumerate(trimmed) if n in trimmed[:i]), None)
+        if twice is not None:
+            given = [repr(n) for n in names if str(n).strip() == twice]
+            raise SchemaError(f"column {summary.facts.label!r}: class names {', '.join(given)} are one label once "
+                              f"their spaces are trimmed, as every label is: give each class its own name")
+        summary.facts = replace(summary.facts, names=tuple(trimmed))
     return summary
 
 
