@@ -610,3 +610,22 @@ def test_the_yamls_names_are_the_label_names_in_their_order(tmp_path):
     assert tfrecorder.label_names(direct.tfrecord_dir) == tfrecorder.label_names(result.tfrecord_dir)
     for shard in Path(result.tfrecord_dir).glob("*.tfrecord"):
         assert (Path(direct.tfrecord_dir) / shard.name).read_bytes() == shard.read_bytes()
+
+
+def test_label_studios_yolo_export_is_read_by_its_folder(tmp_path):
+    """Label Studio exports YOLO as classes.txt and notes.json beside images/ and labels/, without data.yaml or
+    splits: its classes are classes.txt's lines, every image UNASSIGNED (split by the fractions), notes.json
+    named as skipped. It was refused for having no data.yaml."""
+    root = tmp_path / "project-1-at-2026"
+    (root / "labels").mkdir(parents=True)
+    for i in range(6):
+        tiny_png(root / "images" / f"{i}.png")
+        (root / "labels" / f"{i}.txt").write_text(f"{i % 2} 0.5 0.5 0.2 0.2\n")
+    (root / "classes.txt").write_text("cat\ndog\n")
+    (root / "notes.json").write_text('{"categories": [{"id": 0, "name": "cat"}, {"id": 1, "name": "dog"}]}')
+    boxes = tfrecorder.read_annotations(str(root))
+    assert set(boxes["split"]) == {"UNASSIGNED"} and boxes["label"].tolist() == ["cat", "dog"] * 3
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert result.rows.written == 6 and result.errors == 0 and result.skipped == ("notes.json (not an image nor a "
+                                                                                   "label file)",)
+    assert tfrecorder.label_names(result.tfrecord_dir) == ["cat", "dog"]

@@ -43,9 +43,10 @@ from tfrecorder.write.sources.long_form import (
     windows_name,
 )
 from tfrecorder.write.sources.yolo_labels import Boxes, Found, YoloDataset, is_local, label_path, read_labels
-from tfrecorder.write.splits import TEST, TRAIN, VALIDATION
+from tfrecorder.write.splits import TEST, TRAIN, UNASSIGNED, VALIDATION
 
 DARKNET_NAMES = ("obj.names", "obj.data")  # a Darknet folder's
+LABEL_STUDIO_NAMES = "classes.txt"  # Label Studio's YOLO export: its classes beside images/ and labels/, no splits
 YAML_SPLITS = {"train": TRAIN, "val": VALIDATION, "valid": VALIDATION, "validation": VALIDATION, "test": TEST}
 DARKNET_LISTS = {"train": TRAIN, "valid": VALIDATION, "val": VALIDATION, "test": TEST}  # <name>.txt, obj.data keys
 SHOWN_FILES = 5  # files a note names
@@ -64,6 +65,8 @@ def yolo_file(url: str) -> str | None:
     found = next((n for n in DARKNET_NAMES if n in names), None) or yolo_evidence(fs, root)
     if not found:
         return None
+    if found.startswith("images/ beside") and LABEL_STUDIO_NAMES in names:
+        found = LABEL_STUDIO_NAMES
     if found in names:
         return f"{url.rstrip('/')}/{found}" if "://" in url else os.path.join(url, found)
     raise TFRecorderError(f"source {url!r} looks like a YOLO dataset ({found}) but has no data.yaml naming its "
@@ -78,11 +81,14 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     refuses, the boxes' units, and the notes the result gives."""
     fs, path = filesystem(url)
     darknet = posixpath.basename(path) in DARKNET_NAMES
-    dataset = _darknet(fs, url, path, images_dir) if darknet else _ultralytics(fs, url, path, images_dir)
+    if posixpath.basename(path) == LABEL_STUDIO_NAMES:
+        dataset = _label_studio(fs, url, path, images_dir)
+    else:
+        dataset = _darknet(fs, url, path, images_dir) if darknet else _ultralytics(fs, url, path, images_dir)
     if not dataset.images:
-        raise TFRecorderError(f"YOLO dataset {url!r} names no image: its splits "
-                              f"{'(train.txt, valid.txt, test.txt)' if darknet else '(train, val, test)'} are "
-                              f"missing or empty")
+        where = "its images/ folder has no image" if posixpath.basename(path) == LABEL_STUDIO_NAMES else \
+            f"its splits {'(train.txt, valid.txt, test.txt)' if darknet else '(train, val, test)'} are missing or empty"
+        raise TFRecorderError(f"YOLO dataset {url!r} names no image: {where}")
     guard = Root(path_url(url, fs, dataset.root), url)
     labels = read_labels(dataset, guard)
     polygons = sum(shapes for *_, shapes in labels.found)
@@ -331,12 +337,7 @@ def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDatase
                               f"is outside the dataset's folder {root!r}: not read; put it in the folder")
     if not fs.isfile(names_file):
         raise TFRecorderError(f"Darknet dataset {url!r}: no {settings.get('names', 'obj.names')} naming its classes")
-    with fs.open(names_file, "rb") as f:
-        lines = [line.strip() for line in utf8_text(f.read(), f"{path_url(url, fs, names_file)!r}").splitlines()]
-    if not any(lines):  # every label line's class would be a bad line
-        raise TFRecorderError(f"Darknet dataset {url!r}: {path_url(url, fs, names_file)!r} names no class: name "
-                              f"the classes, one a line, in the order of the label files' ids")
-    dataset = YoloDataset(fs, url, root, dict(enumerate(n for n in lines if n)), read={names_file})
+    dataset = YoloDataset(fs, url, root, _names_file(fs, url, names_file, "Darknet"), read={names_file})
     if fs.isfile(f"{folder}/obj.data"):
         dataset.read.add(f"{folder}/obj.data")
     for key, split in DARKNET_LISTS.items():
@@ -349,6 +350,30 @@ def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDatase
             dataset.read.add(listed)
             for image in _listed(dataset, listed, darknet=True):
                 _add_image(dataset, image, split)
+    return dataset
+
+
+def _names_file(fs: Any, url: str, path: str, kind: str) -> dict[int, str]:
+    """Class id -> name from a file of one name a line (Darknet's ``obj.names``, Label Studio's ``classes.txt``),
+    the ids counting its non-blank lines from 0."""
+    with fs.open(path, "rb") as f:
+        lines = [line.strip() for line in utf8_text(f.read(), f"{path_url(url, fs, path)!r}").splitlines()]
+    if not any(lines):  # every label line's class would be a bad line
+        raise TFRecorderError(f"{kind} dataset {url!r}: {path_url(url, fs, path)!r} names no class: name the "
+                              f"classes, one a line, in the order of the label files' ids")
+    return dict(enumerate(n for n in lines if n))
+
+
+def _label_studio(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDataset:
+    """Label Studio's YOLO export: ``classes.txt`` beside ``images/`` and ``labels/`` (and its ``notes.json``),
+    no splits: every image under ``images/`` is UNASSIGNED, split by the conversion's fractions."""
+    folder = posixpath.dirname(path)
+    root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
+    dataset = YoloDataset(fs, url, root, _names_file(fs, url, path, "Label Studio"), read={path})
+    images = f"{root}/images"
+    for image in _files_under(dataset, images) if fs.isdir(images) else []:
+        if image.lower().endswith(IMAGE_EXTENSIONS):
+            _add_image(dataset, image, UNASSIGNED)
     return dataset
 
 
