@@ -374,10 +374,14 @@ def test_a_parquet_that_datasets_wrote_keeps_its_class_names_on_every_runner(tmp
 
 
 def test_a_hugging_face_dataset_of_unknown_splits_is_refused(tmp_path):
+    """IMDB-like splits train, test and unsupervised: the advice keeps the splits that are ours (it told the user
+    to take the unlabelled split as the test set, and drop the real one)."""
     datasets = pytest.importorskip("datasets")
     whole = datasets.Dataset.from_dict({"image": [Image.fromarray(ARRAYS[0])], "label": [0]})
-    with pytest.raises(tfrecorder.TFRecorderError, match=r"the DatasetDict's split 'extra' is none of"):
-        convert(datasets.DatasetDict({"train": whole, "extra": whole}), tmp_path / "out")
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"the DatasetDict's split 'unsupervised' is none of .*: "
+                                                         r"convert the splits that are \(DatasetDict\(\{'train': "
+                                                         r"d\['train'\], 'test': d\['test'\]\}\)\)"):
+        convert(datasets.DatasetDict({"train": whole, "test": whole, "unsupervised": whole}), tmp_path / "out")
 
 
 def test_a_table_of_only_corrupt_images_fails_naming_the_cause_not_the_working_directory(tmp_path):

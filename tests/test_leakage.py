@@ -28,11 +28,12 @@ def test_same_uri_and_same_bytes_across_splits_are_reported(tmp_path, runner):
     result = tfrecorder.convert(df, str(tmp_path / "out"), progress=False, runner=runner)
     manifest = json.loads((tmp_path / "out" / "dataset.json").read_text())
     assert manifest["leakage"] == {"count": 2, "groups": [
-        {"kind": "same_uri", "splits": ["TEST", "TRAIN"], "rows": [0, 1], "image_uri": str(a)},
+        {"kind": "same_uri", "splits": ["TRAIN", "TEST"], "rows": [0, 1], "image_uri": str(a)},  # splits' order
         {"kind": "same_bytes", "splits": ["TRAIN", "VALIDATION"], "rows": [2, 3]},
     ]}
     (warning,) = result.warnings
-    assert warning.startswith("2 images appear in TRAIN and in VALIDATION/TEST") and "rows 0, 1" in warning
+    assert warning.startswith("2 images appear in TRAIN and in VALIDATION/TEST")
+    assert "e.g. rows 0 (TRAIN), 1 (TEST) (same_uri)" in warning
     assert "warning: 2 images appear" in str(result)
 
 

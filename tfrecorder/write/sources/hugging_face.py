@@ -87,9 +87,12 @@ def dataset_source(source: Any) -> DatasetSource:
     if type(source).__name__ == "DatasetDict":
         unknown = [name for name in source if _our_split(name) is None]
         if unknown:
+            known = {name: _our_split(name) for name in source if _our_split(name) is not None}
+            kept = ", ".join(f"{name!r}: d[{name!r}]" for name in known)
             raise TFRecorderError(
                 f"the DatasetDict's split {unknown[0]!r} is none of {', '.join(sorted(NAMED_SPLITS))}: convert the "
-                f"splits that are, e.g. DatasetDict({{'train': d['train'], 'test': d[{unknown[0]!r}]}})")
+                f"splits that are ({'DatasetDict({' + kept + '})' if kept else 'none is'}), or give "
+                f"{unknown[0]!r} one of those names if it is one of them (an 'unsupervised' split has no labels)")
         splits = tuple((_our_split(name), source[name]) for name in source)
     else:
         splits = ((_our_split(str(source.split)) if source.split is not None else None, source),)

@@ -56,13 +56,17 @@ def find_leaks(kind: str, keyed_rows: Callable[[], Iterable[tuple[Any, int, str]
                 groups[key].append((row, split))
     leaks = []
     for key, members in groups.items():
-        found = {split for _, split in members}
+        found = [split for split in WRITTEN_SPLITS if any(s == split for _, s in members)]
         if (any_splits or TRAIN in found) and len(found) > 1:
-            entry = {"kind": kind, "splits": sorted(found), "rows": sorted(row for row, _ in members)}
+            # the first row of each split (in the splits' order), then the rest: a group of 30 TRAIN rows and 5
+            # TEST ones names a TEST row in its first ROWS_REPORTED, and the warning both splits' rows
+            firsts = [min(row for row, s in members if s == split) for split in found]
+            rest = sorted(row for row, _ in members if row not in firsts)
+            entry = {"kind": kind, "splits": found, "rows": firsts + rest}
             if kind == "same_uri":
                 entry["image_uri"] = key
             leaks.append(entry)
-    return sorted(leaks, key=lambda e: e["rows"][0])
+    return sorted(leaks, key=lambda e: min(e["rows"][:len(e["splits"])]))
 
 
 def across_train(leaks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,7 +79,7 @@ def summarize(leaks: Sequence[dict[str, Any]]) -> str | None:
     if not leaks:
         return None
     first = leaks[0]
-    rows = ", ".join(map(str, first["rows"][:4]))
+    rows = ", ".join(f"{row} ({split})" for row, split in zip(first["rows"], first["splits"]))
     return (f"{len(leaks)} images appear in TRAIN and in VALIDATION/TEST (same URI or same bytes), "
             f"e.g. rows {rows} ({first['kind']}); see 'leakage' in dataset.json")
 
