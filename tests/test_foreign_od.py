@@ -343,3 +343,23 @@ def test_a_roboflow_export_folder_is_read_and_converted_by_its_name(tmp_path):
     assert tfrecorder.label_names(str(export)) == ["red", "green", "blue"]
     result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
     assert set(result.splits) == {"TRAIN", "VALIDATION", "TEST"} and result.errors == 0
+
+
+def test_tfrecords_of_another_layout_are_one_line_and_a_stray_record_a_row(tmp_path):
+    """A glob whose files are TFRecords but no detection export was "CSV ... is not UTF-8 text"; one named first
+    among export files made the whole glob so. A record of another kind inside an export was an "empty_file"
+    row; it is a bad_annotation row saying it holds no image."""
+    other = tmp_path / "plain"
+    other.mkdir()
+    with tf.io.TFRecordWriter(str(other / "a_other.tfrecord")) as writer:
+        writer.write(tf.train.Example(features=tf.train.Features(feature={
+            "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[1]))})).SerializeToString())
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"a_other.tfrecord holds TFRecords that are not in the "
+                                                         r"Object Detection API's layout .* read them with"):
+        tfrecorder.convert(str(other / "*.tfrecord"), str(tmp_path / "no"), progress=False)
+    shutil.copy(os.path.join(DATUMARO, "train.tfrecord"), other / "b_train.tfrecord")
+    result = tfrecorder.convert(str(other / "*.tfrecord"), str(tmp_path / "out"), progress=False)
+    errors = pd.read_csv(tmp_path / "out" / "errors.csv")
+    assert errors["error"].tolist() == ["bad_annotation"] and result.splits["TRAIN"].images == 4
+    assert errors["message"].iloc[0].endswith("a_other.tfrecord record 0: has no image/encoded: it is no record of "
+                                              "an image")

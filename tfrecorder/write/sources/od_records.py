@@ -45,7 +45,8 @@ logger = logging.getLogger(__name__)
 
 LAYOUT = OBJECT_DETECTION
 RECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".record", ".tfrec")  # how exports name them (.gz after, at most)
-_LOOKED_AT = 64  # records of the first file read to tell whether the files are in the layout
+_LOOKED_AT = 64  # records of a file read to tell whether the files are in the layout
+_FILES_LOOKED_AT = 8  # files of a glob so looked at: one in the layout makes the glob an export
 _EXIF_ORIENTATION = 0x0112
 
 
@@ -68,7 +69,15 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
     else:
         return None
     paths = [p for p in paths if _is_record_file(p) and fs.isfile(p)]
-    return (fs, paths) if paths and _in_layout(fs, paths[0]) else None
+    kinds = [_in_layout(fs, p) for p in paths[:_FILES_LOOKED_AT]]
+    if True in kinds:
+        return fs, paths
+    if False in kinds:  # TFRecord files, but no other tool's detection export: nothing else reads them either
+        raise TFRecorderError(f"source {url!r}: {posixpath.basename(paths[kinds.index(False)])} holds TFRecords "
+                              f"that are not in the Object Detection API's layout ({LAYOUT.image.name}, "
+                              f"image/object/bbox/*, {LAYOUT.object_label.name}), the only ones convert takes; "
+                              f"read them with tfrecorder.read_tfr or load_dataset")
+    return None
 
 
 def _is_record_file(path: str) -> bool:
@@ -76,9 +85,11 @@ def _is_record_file(path: str) -> bool:
     return name.endswith(RECORD_SUFFIXES) or bool(re.search(r"-\d{5}-of-\d{5}$", name))
 
 
-def _in_layout(fs: Any, path: str) -> bool:
-    """Whether the first records of ``path`` hold the layout's image and, in one of them at least, its boxes."""
+def _in_layout(fs: Any, path: str) -> bool | None:
+    """Whether the first records of ``path`` hold the layout's image and, in one of them at least, its boxes; None
+    when its first record is no TFRecord of a tf.train.Example (a CSV named like a shard)."""
     keys = {LAYOUT.image.name, *(f.name for f in LAYOUT.box_features), LAYOUT.object_label.name}
+    number = -1
     try:
         with fs.open(path, "rb") as f:
             compression = sniff_compression(f.read(64))
@@ -89,8 +100,8 @@ def _in_layout(fs: Any, path: str) -> bool:
                 if number >= _LOOKED_AT:
                     break
     except TFRecorderError:
-        return False
-    return False
+        return None if number < 0 else False
+    return False if number >= 0 else None
 
 
 @contextlib.contextmanager
@@ -168,6 +179,10 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
     stored = example.features.feature
     encoded = _values(stored, LAYOUT.image.name)
     data = encoded[0] if encoded else b""
+    if not encoded:  # another kind of record among the export's: no image to check (not an empty file)
+        image = os.path.join(folder, f"{number:06d}-")
+        add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS)})
+        return image, f"has no {LAYOUT.image.name}: it is no record of an image"
     filename = _values(stored, "image/filename")
     given = filename[0].decode("utf-8", "replace") if filename else ""
     image = os.path.join(folder, f"{number:06d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', posixpath.basename(given))}"[:120])
