@@ -106,6 +106,8 @@ def test_label_maps_are_read_as_the_object_detection_api_reads_them():
     assert parse_label_map("item { id: 1 name: '\\303\\251t\\303\\251' } item { id: 2 name: \"caf\\u00e9\" }"
                            " item { id: 3 name: 'a}b' frequency: FREQUENT ancestor_ids: 1 }") == {
         1: "\u00e9t\u00e9", 2: "caf\u00e9", 3: "a}b"}
+    # two ids of one name stay two classes (convert merged them into one; the readers named the second "cat (2)")
+    assert parse_label_map("item { id: 1 name: 'cat' } item { id: 2 name: 'cat' }") == {1: "cat", 2: "cat (2)"}
 
 
 def test_a_label_map_protobuf_cannot_read_is_one_line_naming_it(tmp_path):

@@ -80,7 +80,7 @@ def parse_label_map(text: str) -> dict[int, str]:
     display_name where it has one, the last item of an id where several share it), read by protobuf's text
     format as the Object Detection API's label_map_util reads it: comments, escapes (``\\303\\251``, ``\\u00e9``)
     and nested ``keypoints { id: 0 }`` as protobuf means them. A text it cannot read is a ValueError saying
-    where."""
+    where. Two ids of one name keep their own: the later one named ``<name> (<id>)``."""
     from google.protobuf import text_format
 
     found = _label_map_class()()
@@ -88,7 +88,15 @@ def parse_label_map(text: str) -> dict[int, str]:
         text_format.Parse(text, found, allow_unknown_field=True)  # frequency, ancestor_ids, ... of newer maps
     except text_format.ParseError as e:
         raise ValueError(str(e)) from None
-    return {item.id: item.display_name if item.HasField("display_name") else item.name for item in found.item}
+    names = {item.id: item.display_name if item.HasField("display_name") else item.name for item in found.item}
+    # one name for two ids (a map's two "cat" items) would make their objects one class: the later ids told apart
+    # by their number, as the readers name them
+    seen: set[str] = set()
+    for class_id in sorted(names):
+        name = names[class_id]
+        names[class_id] = name if name not in seen else f"{name} ({class_id})"
+        seen.add(names[class_id])
+    return names
 
 
 @functools.lru_cache(maxsize=1)
