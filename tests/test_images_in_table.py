@@ -529,3 +529,20 @@ def test_files_whose_names_say_their_splits_keep_them_on_every_runner(tmp_path):
     assert shard_bytes(tmp_path / "local") == shard_bytes(tmp_path / "DirectRunner")
     alone = tfrecorder.convert(str(tmp_path / "data" / "train-*.parquet"), str(tmp_path / "alone"), progress=False)
     assert not any("names say" in w for w in alone.warnings)
+
+
+def test_class_label_columns_beside_the_label_are_named_as_stored_by_their_ids(tmp_path):
+    """CIFAR-100's fine_label (the label) and coarse_label: the second is stored as its ids, and the result now
+    says its names are not kept (they were dropped without a word), for a Dataset and for its Parquet alike."""
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({"img": datasets.Image(), "fine_label": datasets.ClassLabel(names=["a", "b"]),
+                                  "coarse_label": datasets.ClassLabel(names=["q", "p"])})
+    data = datasets.Dataset.from_dict({"img": [pil(pixels(i)) for i in range(3)], "fine_label": [0, 1, 1],
+                                       "coarse_label": [1, 0, 0]}, features=features)
+    data.to_parquet(str(tmp_path / "train.parquet"))
+    for source, out in ((datasets.DatasetDict({"train": data}), "dict"), (str(tmp_path / "train.parquet"), "file")):
+        result = convert(source, tmp_path / out)
+        assert tfrecorder.label_names(result.tfrecord_dir) == ["a", "b"]
+        assert [w for w in result.warnings if "ClassLabel" in w] == [
+            "ClassLabel columns other than the label are stored as their ids, their names not kept: 'coarse_label' "
+            "(2 names: q, p); to keep a name, store it as text (map its ids to names before converting)"]

@@ -21,6 +21,18 @@ def chosen(labels: Mapping[str, Sequence[str]], columns: Sequence[str]) -> str |
     return label
 
 
+def ids_note(labels: Mapping[str, Sequence[str]], label: str | None) -> str | None:
+    """The warning for ClassLabel columns other than the label (CIFAR-100's coarse_label beside fine_label): they
+    are stored as their ids, which their names are not kept beside; None where there is none."""
+    others = {name: names for name, names in labels.items() if name != label}
+    if not others:
+        return None
+    shown = "; ".join(f"{name!r} ({len(names)} names: {', '.join(map(str, names[:3]))}"
+                      f"{', ...' if len(names) > 3 else ''})" for name, names in others.items())
+    return (f"ClassLabel columns other than the label are stored as their ids, their names not kept: {shown}; "
+            f"to keep a name, store it as text (map its ids to names before converting)")
+
+
 def parquet_class_labels(schema: Any) -> dict[str, list[str]]:
     """The ClassLabel columns a Parquet file's Arrow ``schema`` names in its Hugging Face metadata, each with its
     names in id order (none without that metadata, or where it is not the JSON datasets writes)."""

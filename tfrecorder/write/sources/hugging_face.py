@@ -13,7 +13,7 @@ import pandas as pd
 
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.write.sources.class_labels import chosen, named, union
+from tfrecorder.write.sources.class_labels import chosen, ids_note, named, union
 from tfrecorder.write.sources.embedded import part_rows
 from tfrecorder.write.sources.files import arrow_frame
 from tfrecorder.write.splits import NAMED_SPLITS
@@ -106,7 +106,8 @@ def dataset_source(source: Any) -> DatasetSource:
     labels = _class_names(splits[0][1])
     label = chosen(labels, columns)
     vocabulary = union([_class_names(dataset).get(label) for _, dataset in splits]) if label is not None else None
-    return DatasetSource(splits, label, vocabulary)
+    note = ids_note(labels, label)
+    return DatasetSource(splits, label, vocabulary, warnings=(note,) if note else ())
 
 
 def _class_names(dataset: Any) -> dict[str, tuple[str, ...]]:
