@@ -37,8 +37,8 @@ NOTEBOOKS = {
                  "    tf.keras.layers.Dense(len(names), activation='softmax'),\n])\n"
                  "model.compile(tf.keras.optimizers.Adam(3e-3), 'sparse_categorical_crossentropy', "
                  "metrics=['accuracy'])\n"
-                 "history = model.fit(train, validation_data=validation, epochs=30, verbose=0)\n"
-                 "print(f\"validation accuracy after 30 epochs: {history.history['val_accuracy'][-1]:.2f}\")"),
+                 "history = model.fit(train, validation_data=validation, epochs=20, verbose=0)\n"
+                 "print(f\"validation accuracy after 20 epochs: {history.history['val_accuracy'][-1]:.2f}\")"),
     ],
     "02_folders_and_csv.ipynb": [
         ("md", "# From an image folder and from a CSV\n\n`tfrecorder.convert` takes a folder laid out as "
