@@ -497,6 +497,20 @@ def test_class_label_names_are_trimmed_as_labels_are(tmp_path):
         convert(datasets.DatasetDict({"train": _labelled(datasets, ["cat", " cat"], [0, 1])}), tmp_path / "two")
 
 
+def test_class_label_minus_one_rows_are_named_by_split_with_the_filter_that_drops_them(tmp_path):
+    """ClassLabel -1 (no label) rows: the message counted rows across the splits ("rows 3, 6, 7") and advised a
+    split column to mark DISCARD, which a Dataset has not; it names each split and the filter. Only the rows a
+    .select()ed Dataset holds are counted."""
+    datasets = pytest.importorskip("datasets")
+    splits = datasets.DatasetDict({"train": _labelled(datasets, ["a", "b"], [0, 1, -1, 0]),
+                                   "test": _labelled(datasets, ["a", "b"], [-1, -1, 0], seed=10)})
+    with pytest.raises(tfrecorder.SchemaError, match=r"^ClassLabel column 'label' is -1 \(no label\) in 3 rows "
+                                                     r"\(1 in 'train', 2 in 'test'\): drop them first, d = d.filter"):
+        convert(splits, tmp_path / "out")
+    labelled = datasets.DatasetDict({"train": splits["train"].select([0, 1, 3]), "test": splits["test"].select([2])})
+    assert convert(labelled, tmp_path / "kept").rows.written == 4
+
+
 def test_class_label_ids_beyond_their_names_are_one_line_naming_the_file(tmp_path):
     structs = [{"bytes": encoded(pixels(i)), "path": f"{i}.png"} for i in range(3)]
     features = {"img": {"_type": "Image"}, "label": {"_type": "ClassLabel", "names": ["cat", "dog"]}}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from tfrecorder.errors import TFRecorderError
+from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.sources.class_labels import chosen, ids_note, named, union
 from tfrecorder.write.sources.embedded import part_rows
@@ -106,8 +106,27 @@ def dataset_source(source: Any) -> DatasetSource:
     labels = _class_names(splits[0][1])
     label = chosen(labels, columns)
     vocabulary = union([_class_names(dataset).get(label) for _, dataset in splits]) if label is not None else None
+    if label is not None:
+        _no_labels(source, splits, label)
     note = ids_note(labels, label)
     return DatasetSource(splits, label, vocabulary, warnings=(note,) if note else ())
+
+
+def _no_labels(source: Any, splits: tuple[tuple[str | None, Any], ...], label: str) -> None:
+    """A SchemaError naming each split with rows of ClassLabel -1 (no label; missing labels are refused,
+    and the general message's rows, counted across splits, and advice - a split column to mark DISCARD - fit a
+    Dataset badly), with the filter that drops them."""
+    import pyarrow.compute as pc
+
+    names = list(source) if type(source).__name__ == "DatasetDict" else [str(source.split or "the dataset")]
+    counts = {name: pc.sum(pc.less(dataset.with_format("arrow")[label], 0)).as_py() or 0  # its rows: a .select()ed
+              for name, (_, dataset) in zip(names, splits)}                            # Dataset's table holds more
+    found = {name: n for name, n in counts.items() if n}
+    if found:
+        shown = ", ".join(f"{n} in {name!r}" for name, n in found.items())
+        raise SchemaError(f"ClassLabel column {label!r} is -1 (no label) in {sum(found.values())} rows ({shown}): "
+                          f"drop them first, d = d.filter(lambda row: row[{label!r}] != -1), or convert an "
+                          f"unlabelled split on its own without its {label!r} column")
 
 
 def _class_names(dataset: Any) -> dict[str, tuple[str, ...]]:
