@@ -511,6 +511,17 @@ def test_class_label_minus_one_rows_are_named_by_split_with_the_filter_that_drop
     assert convert(labelled, tmp_path / "kept").rows.written == 4
 
 
+def test_a_dataset_dicts_own_split_column_is_said_to_give_the_splits(tmp_path):
+    """A DatasetDict whose datasets have a split column: each row goes where the column says, whatever its key
+    (a 'train' row of split 'test' went to TEST without a word); the result says so."""
+    datasets = pytest.importorskip("datasets")
+    train = _labelled(datasets, ["a", "b"], [0, 1, 0]).add_column("split", ["TRAIN", "TRAIN", "TEST"])
+    result = convert(datasets.DatasetDict({"train": train}), tmp_path / "out")
+    assert {s: r.written for s, r in result.splits.items()} == {"TRAIN": 2, "TEST": 1}
+    assert "the DatasetDict's datasets have a 'split' column of their own: it gives each row's split, not the " \
+           "dict's keys ('train'); drop it to split by the keys" in result.warnings
+
+
 def test_class_label_ids_beyond_their_names_are_one_line_naming_the_file(tmp_path):
     structs = [{"bytes": encoded(pixels(i)), "path": f"{i}.png"} for i in range(3)]
     features = {"img": {"_type": "Image"}, "label": {"_type": "ClassLabel", "names": ["cat", "dog"]}}

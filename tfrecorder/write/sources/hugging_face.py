@@ -108,8 +108,17 @@ def dataset_source(source: Any) -> DatasetSource:
     vocabulary = union([_class_names(dataset).get(label) for _, dataset in splits]) if label is not None else None
     if label is not None:
         _no_labels(source, splits, label)
-    note = ids_note(labels, label)
-    return DatasetSource(splits, label, vocabulary, warnings=(note,) if note else ())
+    notes = [note for note in (ids_note(labels, label), _own_split_note(source, columns)) if note]
+    return DatasetSource(splits, label, vocabulary, warnings=tuple(notes))
+
+
+def _own_split_note(source: Any, columns: list[str]) -> str | None:
+    """The warning for a DatasetDict whose datasets have a ``split`` column of their own: it gives each row's
+    split, whatever the dict's key says (a key's rows may go to another split)."""
+    if type(source).__name__ != "DatasetDict" or SPLIT_COLUMN not in columns:
+        return None
+    return (f"the DatasetDict's datasets have a {SPLIT_COLUMN!r} column of their own: it gives each row's split, not "
+            f"the dict's keys ({', '.join(map(repr, source))}); drop it to split by the keys")
 
 
 def _no_labels(source: Any, splits: tuple[tuple[str | None, Any], ...], label: str) -> None:
