@@ -116,3 +116,14 @@ def test_a_folder_of_roboflow_coco_exports_is_refused_not_read_as_an_image_folde
         tfrecorder.convert(str(tmp_path), str(tmp_path / "out"), progress=False)
     boxes = tfrecorder.read_annotations(str(tmp_path / "valid" / "_annotations.coco.json"))
     assert boxes["split"].tolist() == ["VALIDATION"]
+
+
+def test_images_beside_the_files_images_that_it_does_not_name_are_skipped_and_said(tmp_path):
+    """Roboflow's train/ holds _annotations.coco.json and its images: one more image there that the JSON does not
+    name was passed over without a word (a VOC or YOLO folder names such files); it is in result.skipped."""
+    path = export(tmp_path, "train/_annotations.coco.json", "train")
+    Image.new("RGB", (16, 16)).save(tmp_path / "train" / "extra.png")
+    result = tfrecorder.convert(path, str(tmp_path / "out"), progress=False, split_fractions=(1.0, 0.0, 0.0))
+    assert result.rows.written == 2
+    assert result.skipped == ("extra.png (an image the annotations do not name)",)
+    assert any(w.startswith("1 images beside the images of") for w in result.warnings)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import KEYPOINTS_ATTR, NOTES_ATTR
 from tfrecorder.write.sources.folders import FOLDER_SPLITS
@@ -105,13 +105,32 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     if names is not None:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
     warnings = [note] if note is not None else []
+    skipped = _unnamed(folder, frame[IMAGE_COLUMN], url) if note is not None and "images read from" in note else []
+    if skipped:
+        warnings.append(f"{len(skipped)} images beside the images of {url!r} are not in its 'images' and were "
+                        f"skipped: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped "
+                        f"lists them)")
     if no_area:
         shown = ", ".join(str(i) for i in no_area[:5]) + (" ..." if len(no_area) > 5 else "")
         warnings.append(f"{url}: {len(no_area)} annotations have a bbox of no width or height, not converted, as "
                         f"the Object Detection API's create_coco_tf_record.py skips them: ids {shown}")
     if warnings:
-        frame.attrs[NOTES_ATTR] = {"warnings": warnings}
+        frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped)}
     return frame
+
+
+def _unnamed(folder: str, uris: pd.Series, url: str) -> list[str]:
+    """The images in the folders the file's images are in (the one found for them, and its subfolders that hold
+    any) that it does not name, as ``"<path in that folder> (an image the annotations do not name)"``: every
+    image beside the annotations is a row or said to be none, as in a VOC or YOLO folder."""
+    fs, top = filesystem(folder)
+    named = {filesystem(u)[1] for u in uris.dropna().unique()}
+    folders = {posixpath.dirname(p) for p in named}
+    own = filesystem(url)[1]
+    listed = [p for f in sorted(folders) if fs.isdir(f) for p in fs.ls(f, detail=False)]
+    return [f"{p[len(top.rstrip('/')) + 1:]} (an image the annotations do not name)" for p in sorted(listed)
+            if p not in named and p != own and p.lower().endswith(IMAGE_EXTENSIONS)
+            and not posixpath.basename(p).startswith(".")]
 
 
 def _coco_keypoint_names(url: str, categories: list[Any]) -> tuple[list[str] | None, list[list[int]] | None]:
