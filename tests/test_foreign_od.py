@@ -365,3 +365,34 @@ def test_tfrecords_of_another_layout_are_one_line_and_a_stray_record_a_row(tmp_p
     assert errors["error"].tolist() == ["bad_annotation"] and result.splits["TRAIN"].images == 4
     assert errors["message"].iloc[0].endswith("a_other.tfrecord record 0: has no image/encoded: it is no record of "
                                               "an image")
+
+
+def test_split_words_of_file_names(caplog):
+    """A file's split from its name's words: the first (train-*, val2017), else the one its words name (COCO's
+    coco_test-dev.record is TEST: its two words made it TRAIN), else its folder; several named are TRAIN, said."""
+    from tfrecorder.dataset.foreign import split_of
+
+    cases = {"x/train-00000-of-00002.tfrecord": "TRAIN", "x/val2017.tfrecord": "VALIDATION",
+             "x/coco_test-dev.record": "TEST", "x/coco_minival.record": "VALIDATION", "x/devices.record": "TRAIN",
+             "x/testing.tfrecord": "TEST", "valid/cells.tfrecord": "VALIDATION", "x/pascal_trainval.record": "TRAIN"}
+    assert {name: split_of(name) for name in cases} == cases
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        assert split_of("x/pets_val_test.record") == "TRAIN"
+    assert caplog.messages == ["x/pets_val_test.record: its name says TEST and VALIDATION; read as TRAIN: rename it "
+                               "to name one split"]
+
+
+def test_a_roboflow_folder_with_more_files_reads_them_all_or_says_which_it_cannot(tmp_path):
+    """A file beside the split folders made them unread (their images lost without a word); files in a split
+    folder's subfolder were never read. Both: every file read, or one line naming the folder."""
+    export = tmp_path / "rf"
+    for folder, source in (("train", "train"), ("valid", "val")):
+        _rewritten(os.path.join(DATUMARO, f"{source}.tfrecord"), export / folder / "cells.tfrecord", lambda e: None)
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), export / "extra.tfrecord", lambda e: None)
+    result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
+    assert (result.splits["TRAIN"].images, result.splits["VALIDATION"].images) == (8, 2)
+    _rewritten(os.path.join(DATUMARO, "val.tfrecord"), export / "valid" / "more" / "cells.tfrecord", lambda e: None)
+    for read in (tfrecorder.info, lambda e: tfrecorder.convert(e, str(tmp_path / "again"), progress=False)):
+        with pytest.raises(tfrecorder.TFRecorderError, match=r"rf/valid/more holds files in a split folder's "
+                                                             r"subfolder, which are not read"):
+            read(str(export))

@@ -5,6 +5,7 @@ names, and the label map an Object Detection API export keeps beside them."""
 from __future__ import annotations
 
 import functools
+import logging
 import posixpath
 import re
 import zlib
@@ -12,6 +13,8 @@ from typing import Any
 
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TEST, TRAIN, VALIDATION
+
+logger = logging.getLogger(__name__)
 
 LABEL_MAP_SUFFIX = "label_map.pbtxt"  # Datumaro's and ours: label_map.pbtxt; Roboflow's: <name>_label_map.pbtxt
 
@@ -30,31 +33,43 @@ def sniff_compression(head: bytes) -> str | None:
 
 
 def split_of(name: str) -> str:
-    """TRAIN, VALIDATION or TEST from a file name: its prefix (``val2017.tfrecord``), else the one split its words
-    name (the Object Detection API's ``pet_faces_val.record-00000-of-00001``), else its folder when that is named
-    after a split (Roboflow's export: ``valid/cells.tfrecord``); TRAIN when none names one."""
-    base = posixpath.basename(name).lower()
-    if base.startswith(("valid", "val", "eval", "dev")):
-        return VALIDATION
-    if base.startswith("test"):
-        return TEST
-    named = {_SPLIT_WORDS[word] for word in re.findall(r"[a-z]+", base) if word in _SPLIT_WORDS}
+    """TRAIN, VALIDATION or TEST from a file name: its first word (``val2017.tfrecord``, ``train-00000-of-00004``),
+    else the one split its words name (the Object Detection API's ``pet_faces_val.record-00000-of-00001``,
+    ``coco_test-dev.record``), else its folder when that is named after a split (Roboflow's export:
+    ``valid/cells.tfrecord``); TRAIN when none names one, said in the log where its words name several."""
+    base = re.sub(r"test[-_]?dev", "testdev", posixpath.basename(name).lower())
+    words = re.findall(r"[a-z]+", base)
+    if words and words[0] in _SPLIT_WORDS:
+        return _SPLIT_WORDS[words[0]]
+    named = {_SPLIT_WORDS[word] for word in words if word in _SPLIT_WORDS}
     if len(named) == 1:
         return named.pop()
+    if len(named) > 1:
+        logger.warning("%s: its name says %s; read as TRAIN: rename it to name one split", name,
+                       " and ".join(sorted(named)))
+        return TRAIN
     return _SPLIT_WORDS.get(posixpath.basename(posixpath.dirname(name)).lower(), TRAIN)
 
 
-_SPLIT_WORDS = {"train": TRAIN, "valid": VALIDATION, "val": VALIDATION, "validation": VALIDATION,
-                "eval": VALIDATION, "dev": VALIDATION, "minival": VALIDATION, "test": TEST, "testdev": TEST}
+_SPLIT_WORDS = {"train": TRAIN, "training": TRAIN, "valid": VALIDATION, "val": VALIDATION,
+                "validation": VALIDATION, "eval": VALIDATION, "evaluation": VALIDATION, "dev": VALIDATION,
+                "minival": VALIDATION, "test": TEST, "testing": TEST, "testdev": TEST}
 
 
 def split_folder_files(fs: Any, folder: str) -> list[str]:
     """The files in ``folder``'s subfolders named after a split (Roboflow's export: ``train/``, ``valid/``,
-    ``test/``, each with its TFRecord file and label map), sorted; [] where it has none."""
+    ``test/``, each with its TFRecord file and label map), sorted; [] where it has none. Files deeper in them
+    are a TFRecorderError naming their folder: read, their split would be guessed."""
     found: list[str] = []
     for sub in sorted(fs.ls(folder, detail=False)):
         if posixpath.basename(sub.rstrip("/")).lower() in _SPLIT_WORDS and fs.isdir(sub):
-            found += sorted(p for p in fs.ls(sub, detail=False) if fs.isfile(p))
+            entries = fs.ls(sub, detail=True)
+            deeper = [e["name"] for e in entries if e.get("type") == "directory" and fs.find(e["name"])]
+            if deeper:
+                raise TFRecorderError(f"{fs.unstrip_protocol(deeper[0])} holds files in a split folder's "
+                                      f"subfolder, which are not read by the folder's name: give a glob of the "
+                                      f"files to read")
+            found += sorted(e["name"] for e in entries if e.get("type") == "file")
     return found
 
 

@@ -54,7 +54,7 @@ def find_files(source: str | Sequence[str],
         paths = sorted(fs.glob(path))
     elif fs.isdir(path):
         paths = sorted(p for p in fs.find(path, maxdepth=1) if not posixpath.basename(p).startswith((".", "_")))
-        paths = _records(fs, paths) or _records(fs, split_folder_files(fs, path))  # Roboflow's train/, valid/
+        paths = [*paths, *split_folder_files(fs, path)]  # and Roboflow's train/, valid/, test/
     else:
         paths = [path]
     paths = _records(fs, paths)

@@ -63,7 +63,7 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
         names = fs.ls(path, detail=False)
         if any(posixpath.basename(n) == MANIFEST_NAME for n in names):
             return None  # a dataset of ours
-        paths = [p for p in sorted(names) if _is_record_file(p) and fs.isfile(p)] or split_folder_files(fs, path)
+        paths = [*sorted(names), *split_folder_files(fs, path)]  # and Roboflow's train/, valid/, test/
     elif _is_record_file(path) and fs.isfile(path):
         paths = [path]
     else:
