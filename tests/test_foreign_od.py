@@ -393,6 +393,6 @@ def test_a_roboflow_folder_with_more_files_reads_them_all_or_says_which_it_canno
     assert (result.splits["TRAIN"].images, result.splits["VALIDATION"].images) == (8, 2)
     _rewritten(os.path.join(DATUMARO, "val.tfrecord"), export / "valid" / "more" / "cells.tfrecord", lambda e: None)
     for read in (tfrecorder.info, lambda e: tfrecorder.convert(e, str(tmp_path / "again"), progress=False)):
-        with pytest.raises(tfrecorder.TFRecorderError, match=r"rf/valid/more holds files in a split folder's "
+        with pytest.raises(tfrecorder.TFRecorderError, match=r"rf/valid/more holds TFRecord files in a split folder's "
                                                              r"subfolder, which are not read"):
             read(str(export))

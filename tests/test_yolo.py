@@ -629,3 +629,19 @@ def test_label_studios_yolo_export_is_read_by_its_folder(tmp_path):
     assert result.rows.written == 6 and result.errors == 0 and result.skipped == ("notes.json (not an image nor a "
                                                                                    "label file)",)
     assert tfrecorder.label_names(result.tfrecord_dir) == ["cat", "dog"]
+
+
+@pytest.mark.parametrize("layout", ["data.yaml", "darknet"])
+def test_two_classes_of_one_name_stay_two_classes(tmp_path, layout):
+    """names: [cat, cat]: class 1's boxes became class 0's without a word; the second is 'cat (1)', as a label
+    map's second 'cat' is named by the readers and convert."""
+    root = tmp_path / "yolo"
+    tiny_png(root / "images" / "a.png")
+    (root / "labels").mkdir(parents=True)
+    (root / "labels" / "a.txt").write_text("0 .3 .3 .2 .2\n1 .7 .7 .2 .2\n")
+    if layout == "darknet":
+        (root / "obj.names").write_text("cat\ncat\n")
+        (root / "train.txt").write_text("images/a.png\n")
+    else:
+        (root / "data.yaml").write_text("train: images\nnames: [cat, cat]\n")
+    assert tfrecorder.read_annotations(str(root))["label"].tolist() == ["cat", "cat (1)"]

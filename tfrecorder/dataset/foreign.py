@@ -56,17 +56,27 @@ _SPLIT_WORDS = {"train": TRAIN, "training": TRAIN, "valid": VALIDATION, "val": V
                 "minival": VALIDATION, "test": TEST, "testing": TEST, "testdev": TEST}
 
 
+RECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".record", ".tfrec")  # how exports name them (.gz after, at most)
+
+
+def is_record_file(path: str) -> bool:
+    """A file named as TFRecord files are: a RECORD_SUFFIXES suffix, or a shard's ``-00000-of-00004``."""
+    name = posixpath.basename(path).lower().removesuffix(".gz")
+    return name.endswith(RECORD_SUFFIXES) or bool(re.search(r"-\d{5}-of-\d{5}$", name))
+
+
 def split_folder_files(fs: Any, folder: str) -> list[str]:
     """The files in ``folder``'s subfolders named after a split (Roboflow's export: ``train/``, ``valid/``,
-    ``test/``, each with its TFRecord file and label map), sorted; [] where it has none. Files deeper in them
-    are a TFRecorderError naming their folder: read, their split would be guessed."""
+    ``test/``, each with its TFRecord file and label map), sorted; [] where it has none. TFRecord files deeper in
+    them are a TFRecorderError naming their folder: read, their split would be guessed."""
     found: list[str] = []
     for sub in sorted(fs.ls(folder, detail=False)):
         if posixpath.basename(sub.rstrip("/")).lower() in _SPLIT_WORDS and fs.isdir(sub):
             entries = fs.ls(sub, detail=True)
-            deeper = [e["name"] for e in entries if e.get("type") == "directory" and fs.find(e["name"])]
+            deeper = [e["name"] for e in entries if e.get("type") == "directory"
+                      and any(is_record_file(p) for p in fs.find(e["name"]))]
             if deeper:
-                raise TFRecorderError(f"{fs.unstrip_protocol(deeper[0])} holds files in a split folder's "
+                raise TFRecorderError(f"{fs.unstrip_protocol(deeper[0])} holds TFRecord files in a split folder's "
                                       f"subfolder, which are not read by the folder's name: give a glob of the "
                                       f"files to read")
             found += sorted(e["name"] for e in entries if e.get("type") == "file")
@@ -103,15 +113,19 @@ def parse_label_map(text: str) -> dict[int, str]:
         text_format.Parse(text, found, allow_unknown_field=True)  # frequency, ancestor_ids, ... of newer maps
     except text_format.ParseError as e:
         raise ValueError(str(e)) from None
-    names = {item.id: item.display_name if item.HasField("display_name") else item.name for item in found.item}
-    # one name for two ids (a map's two "cat" items) would make their objects one class: the later ids told apart
-    # by their number, as the readers name them
-    seen: set[str] = set()
+    return distinct_names({item.id: item.display_name if item.HasField("display_name") else item.name
+                           for item in found.item})
+
+
+def distinct_names(names: dict[int, str]) -> dict[int, str]:
+    """Class id -> name with no name twice: one name for two ids (a label map's or data.yaml's two "cat") would
+    make their objects one class, so the later ids are told apart by their number (``cat (2)``), as the readers
+    name them."""
+    out: dict[int, str] = {}
     for class_id in sorted(names):
         name = names[class_id]
-        names[class_id] = name if name not in seen else f"{name} ({class_id})"
-        seen.add(names[class_id])
-    return names
+        out[class_id] = name if name not in out.values() else f"{name} ({class_id})"
+    return out
 
 
 @functools.lru_cache(maxsize=1)

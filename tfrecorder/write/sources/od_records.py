@@ -31,7 +31,7 @@ from PIL import Image
 
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.foreign import label_map, sniff_compression, split_folder_files, split_of
+from tfrecorder.dataset.foreign import is_record_file, label_map, sniff_compression, split_folder_files, split_of
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import MANIFEST_NAME
 from tfrecorder.dataset.records import read_records
@@ -44,7 +44,6 @@ from tfrecorder.write.sources.long_form import BOX_COLUMNS, add_row, empty_colum
 logger = logging.getLogger(__name__)
 
 LAYOUT = OBJECT_DETECTION
-RECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".record", ".tfrec")  # how exports name them (.gz after, at most)
 _LOOKED_AT = 64  # records of a file read to tell whether the files are in the layout
 _FILES_LOOKED_AT = 8  # files of a glob so looked at: one in the layout makes the glob an export
 _EXIF_ORIENTATION = 0x0112
@@ -64,11 +63,11 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
         if any(posixpath.basename(n) == MANIFEST_NAME for n in names):
             return None  # a dataset of ours
         paths = [*sorted(names), *split_folder_files(fs, path)]  # and Roboflow's train/, valid/, test/
-    elif _is_record_file(path) and fs.isfile(path):
+    elif is_record_file(path) and fs.isfile(path):
         paths = [path]
     else:
         return None
-    paths = [p for p in paths if _is_record_file(p) and fs.isfile(p)]
+    paths = [p for p in paths if is_record_file(p) and fs.isfile(p)]
     kinds = [_in_layout(fs, p) for p in paths[:_FILES_LOOKED_AT]]
     if True in kinds:
         return fs, paths
@@ -78,11 +77,6 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
                               f"image/object/bbox/*, {LAYOUT.object_label.name}), the only ones convert takes; "
                               f"read them with tfrecorder.read_tfr or load_dataset")
     return None
-
-
-def _is_record_file(path: str) -> bool:
-    name = posixpath.basename(path).lower().removesuffix(".gz")
-    return name.endswith(RECORD_SUFFIXES) or bool(re.search(r"-\d{5}-of-\d{5}$", name))
 
 
 def _in_layout(fs: Any, path: str) -> bool | None:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from tfrecorder.dataset.foreign import distinct_names
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
@@ -106,8 +107,9 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     frame = long_frame(columns, extra)
     frame.attrs[ROOT_ATTR] = {"refused": refused}
     frame.attrs[BOX_UNITS_ATTR] = "normalized"
-    # its names, in their ids' order, are the label vocabulary: class 0 stays id 0, an unused class keeps its id
-    frame.attrs[LABEL_NAMES_ATTR] = list(dict.fromkeys(dataset.names[i] for i in sorted(dataset.names)))
+    # its names, in their ids' order, are the label vocabulary: with ids 0 to n-1 (as Ultralytics numbers them)
+    # class 0 stays id 0 and an unused class keeps its id; ids with gaps keep their order
+    frame.attrs[LABEL_NAMES_ATTR] = [dataset.names[i] for i in sorted(dataset.names)]
     if dataset.kpt_names:
         frame.attrs[KEYPOINTS_ATTR] = {"names": dataset.kpt_names, "skeleton": None}
     if dataset.no_area:
@@ -219,7 +221,7 @@ def _names(url: str, data: Mapping[str, Any]) -> dict[int, str]:
     if not found:  # every label line's class would be a bad line
         raise TFRecorderError(f"YOLO data.yaml {url!r}: names is empty: name the classes the label files' ids stand "
                               f"for (names: [cat, dog])")
-    return found
+    return distinct_names(found)
 
 
 def _kpt_shape(url: str, data: Mapping[str, Any]) -> tuple[tuple[int, int] | None, list[str] | None]:
@@ -361,7 +363,7 @@ def _names_file(fs: Any, url: str, path: str, kind: str) -> dict[int, str]:
     if not any(lines):  # every label line's class would be a bad line
         raise TFRecorderError(f"{kind} dataset {url!r}: {path_url(url, fs, path)!r} names no class: name the "
                               f"classes, one a line, in the order of the label files' ids")
-    return dict(enumerate(n for n in lines if n))
+    return distinct_names(dict(enumerate(n for n in lines if n)))
 
 
 def _label_studio(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDataset:
