@@ -485,6 +485,13 @@ def test_files_and_splits_whose_class_labels_differ_keep_each_rows_label(tmp_pat
     assert sorted(table[table["split"] == "TEST"]["label"]) == ["cat", "dog", "dog"]
 
 
+def test_a_blank_class_label_name_is_refused(tmp_path):
+    """ClassLabel(names=["  ", "dog"]): its rows' labels were empty text, stored without a word."""
+    datasets = pytest.importorskip("datasets")
+    with pytest.raises(tfrecorder.SchemaError, match=r"class name '  ' is blank: every class needs a name"):
+        convert(datasets.DatasetDict({"train": _labelled(datasets, ["  ", "dog"], [0, 1])}), tmp_path / "out")
+
+
 def test_class_label_names_are_trimmed_as_labels_are(tmp_path):
     """A ClassLabel name with spaces around it (" cat") is the label its rows have once trimmed, as every label
     is: it was a false "appears in VALIDATION/TEST but not in TRAIN" for a table of TRAIN rows only. Two names
@@ -557,17 +564,20 @@ def test_files_whose_names_say_their_splits_keep_them_on_every_runner(tmp_path):
 
 
 def test_class_label_columns_beside_the_label_are_named_as_stored_by_their_ids(tmp_path):
-    """CIFAR-100's fine_label (the label) and coarse_label: the second is stored as its ids, and the result now
-    says its names are not kept (they were dropped without a word), for a Dataset and for its Parquet alike."""
+    """CIFAR-100's fine_label (the label) and coarse_label, and a list of ClassLabel: those beside the label are
+    stored as their ids, and the result now says their names are not kept (they were dropped without a word), for
+    a Dataset and for its Parquet alike."""
     datasets = pytest.importorskip("datasets")
     features = datasets.Features({"img": datasets.Image(), "fine_label": datasets.ClassLabel(names=["a", "b"]),
-                                  "coarse_label": datasets.ClassLabel(names=["q", "p"])})
+                                  "coarse_label": datasets.ClassLabel(names=["q", "p"]),
+                                  "tags": datasets.Sequence(datasets.ClassLabel(names=["x", "y"]))})
     data = datasets.Dataset.from_dict({"img": [pil(pixels(i)) for i in range(3)], "fine_label": [0, 1, 1],
-                                       "coarse_label": [1, 0, 0]}, features=features)
+                                       "coarse_label": [1, 0, 0], "tags": [[0], [1, 0], []]}, features=features)
     data.to_parquet(str(tmp_path / "train.parquet"))
     for source, out in ((datasets.DatasetDict({"train": data}), "dict"), (str(tmp_path / "train.parquet"), "file")):
         result = convert(source, tmp_path / out)
         assert tfrecorder.label_names(result.tfrecord_dir) == ["a", "b"]
         assert [w for w in result.warnings if "ClassLabel" in w] == [
             "ClassLabel columns other than the label are stored as their ids, their names not kept: 'coarse_label' "
-            "(2 names: q, p); to keep a name, store it as text (map its ids to names before converting)"]
+            "(2 names: q, p); 'tags' (2 names: x, y); to keep a name, store it as text (map its ids to names before "
+            "converting)"]

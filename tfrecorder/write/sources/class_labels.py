@@ -21,10 +21,17 @@ def chosen(labels: Mapping[str, Sequence[str]], columns: Sequence[str]) -> str |
     return label
 
 
-def ids_note(labels: Mapping[str, Sequence[str]], label: str | None) -> str | None:
-    """The warning for ClassLabel columns other than the label (CIFAR-100's coarse_label beside fine_label): they
-    are stored as their ids, which their names are not kept beside; None where there is none."""
-    others = {name: names for name, names in labels.items() if name != label}
+def ids_note(features: Mapping[str, Any], label: str | None) -> str | None:
+    """The warning for ClassLabel columns other than the label (CIFAR-100's coarse_label beside fine_label), and
+    lists of them: they are stored as their ids, which their names are not kept beside; None where there is none.
+    ``features``: Hugging Face's, as ``Features.to_dict()`` and a Parquet file's metadata give them."""
+    others = {}
+    for name, feature in features.items():
+        inner = feature.get("feature") if isinstance(feature, dict) and feature.get("_type") != "ClassLabel" \
+            else feature  # a Sequence or List of ClassLabel
+        if name != label and isinstance(inner, dict) and inner.get("_type") == "ClassLabel" \
+                and isinstance(inner.get("names"), list):
+            others[name] = inner["names"]
     if not others:
         return None
     shown = "; ".join(f"{name!r} ({len(names)} names: {', '.join(map(str, names[:3]))}"

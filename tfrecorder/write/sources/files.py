@@ -17,7 +17,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN, hf_features
 from tfrecorder.write.sources.class_labels import (
     chosen,
     ids_note,
@@ -286,8 +286,7 @@ class TableFiles:
         """What the result says of how the files were read: each CSV read with a separator other than a comma,
         ClassLabel columns stored as their ids, the splits the files' names say."""
         notes = [separator_note(url, sep) for url, sep in zip(self.files, self.separators) if sep != ","]
-        ids = ids_note(parquet_class_labels(self.stored_schema), self.class_label) \
-            if self.stored_schema is not None else None
+        ids = ids_note(hf_features(self.stored_schema), self.class_label) if self.stored_schema is not None else None
         notes += [ids] if ids else []
         if self.splits:
             shown = ", ".join(f"{posixpath.basename(u)}: {s}" for u, s in list(zip(self.files, self.splits))[:4])

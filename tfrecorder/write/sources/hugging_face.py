@@ -87,12 +87,12 @@ def dataset_source(source: Any) -> DatasetSource:
     if type(source).__name__ == "DatasetDict":
         unknown = [name for name in source if _our_split(name) is None]
         if unknown:
-            known = {name: _our_split(name) for name in source if _our_split(name) is not None}
-            kept = ", ".join(f"{name!r}: d[{name!r}]" for name in known)
+            kept = ", ".join(f"{name!r}: d[{name!r}]" for name in source if _our_split(name) is not None)
+            keep = f"convert the splits that are (DatasetDict({{{kept}}})), or " if kept else ""
+            unlabelled = " (an 'unsupervised' split has no labels)" if unknown[0].lower() == "unsupervised" else ""
             raise TFRecorderError(
-                f"the DatasetDict's split {unknown[0]!r} is none of {', '.join(sorted(NAMED_SPLITS))}: convert the "
-                f"splits that are ({'DatasetDict({' + kept + '})' if kept else 'none is'}), or give "
-                f"{unknown[0]!r} one of those names if it is one of them (an 'unsupervised' split has no labels)")
+                f"the DatasetDict's split {unknown[0]!r} is none of {', '.join(sorted(NAMED_SPLITS))}: {keep}give "
+                f"{unknown[0]!r} one of those names if it is one of them{unlabelled}")
         splits = tuple((_our_split(name), source[name]) for name in source)
     else:
         splits = ((_our_split(str(source.split)) if source.split is not None else None, source),)
@@ -108,7 +108,8 @@ def dataset_source(source: Any) -> DatasetSource:
     vocabulary = union([_class_names(dataset).get(label) for _, dataset in splits]) if label is not None else None
     if label is not None:
         _no_labels(source, splits, label)
-    notes = [note for note in (ids_note(labels, label), _own_split_note(source, columns)) if note]
+    notes = [note for note in (ids_note(splits[0][1].features.to_dict(), label), _own_split_note(source, columns))
+             if note]
     return DatasetSource(splits, label, vocabulary, warnings=tuple(notes))
 
 

@@ -165,7 +165,9 @@ def _ultralytics(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDa
     folder = posixpath.dirname(path)
     root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
     dataset = YoloDataset(fs, url, root, _names(url, data), read={path})
-    base = root if images_dir is not None else _base(dataset, data.get("path"), folder)
+    given = data.get("path")
+    base = root if images_dir is not None else _base(dataset, windows_name(given) if isinstance(given, str) else given,
+                                                     folder)
     dataset.kpt_shape, dataset.kpt_names = _kpt_shape(url, data)
     for key, split in YAML_SPLITS.items():
         entries = data.get(key)

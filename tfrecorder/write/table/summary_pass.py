@@ -123,6 +123,10 @@ def class_names(summary: Summary, files: Any) -> Summary:
     names = getattr(files, "vocabulary", None)
     if names is not None and summary.facts.label is not None:
         trimmed = [str(n).strip() for n in names]
+        blank = next((n for n in names if not str(n).strip()), None)
+        if blank is not None:
+            raise SchemaError(f"column {summary.facts.label!r}: class name {blank!r} is blank: every class needs a "
+                              f"name (its rows' labels would be empty)")
         twice = next((n for i, n in enumerate(trimmed) if n in trimmed[:i]), None)
         if twice is not None:
             given = [repr(n) for n in names if str(n).strip() == twice]
