@@ -396,3 +396,26 @@ def test_a_roboflow_folder_with_more_files_reads_them_all_or_says_which_it_canno
         with pytest.raises(tfrecorder.TFRecorderError, match=r"rf/valid/more holds TFRecord files in a split folder's "
                                                              r"subfolder, which are not read"):
             read(str(export))
+
+
+def test_convert_names_each_class_id_as_the_readers_do(tmp_path):
+    """Without a label map, an object whose record gives no class text for it was named by its id ('3') and one
+    id given two texts became two classes, while the readers name an id by the first text any record gives it:
+    convert now names them the same way (the same names, the same boxes)."""
+    export = tmp_path / "export"
+
+    def texts(example):
+        stored = example.features.feature
+        name = stored["image/filename"].bytes_list.value[0]
+        if name == b"a.png":  # red, blue: blue's text missing
+            del stored["image/object/class/text"].bytes_list.value[1:]
+        if name == b"c.png":  # blue, red, green: red called 'crimson'
+            stored["image/object/class/text"].bytes_list.value[1] = b"crimson"
+
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), export / "train.tfrecord", texts)
+    read = tfrecorder.read_tfr(str(export)).sort_values("image/filename")
+    result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
+    assert result.errors == 0
+    back = tfrecorder.read_tfr(result.tfrecord_dir).dropna(subset=["label"])
+    assert sorted(back["label"]) == sorted(read.explode("label")["label"].dropna())
+    assert set(back["label"]) == {"red", "green", "blue"}

@@ -8,7 +8,8 @@ into a folder of their own for the conversion (removed after it), named after th
 one is a row of errors.csv naming its record. Boxes are given in pixels of the picture as displayed (the stored
 pixels' frame turned by the image's EXIF orientation, which the record's boxes ignore), so every box is checked
 against its image as any table's is. Labels are the label map's names (``label_map.pbtxt`` beside the files),
-else the record's ``image/object/class/text``, else the class id as text.
+else the first ``image/object/class/text`` any record gives the class id, else the id as text: an id is one
+class, named as the readers name it.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
     if where is not None:
         logger.info("label names from %s", where)
     columns = empty_columns(())
+    texts: dict[int, str] = {}  # each class id's first class text, as the files give them
     refused: dict[str, str] = {}
     dropped: dict[str, int] = {}  # each per-object key not converted: the records holding it
     top = posixpath.commonpath([posixpath.dirname(p) for p in paths])
@@ -137,13 +139,17 @@ def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
                 for number, record in enumerate(read_records(f, compression)):
                     example = parse_example(record, url, number)
                     image, problem = _add_record(columns, example, split_of(path), os.path.join(folder, stem),
-                                                 number, names)
+                                                 number, texts)
                     for key in _not_converted(example):
                         dropped[key] = dropped.get(key, 0) + 1
                     if problem is not None:
                         refused[image] = f"{url} record {number}: {problem}"
             except TFRecorderError as e:
                 raise TFRecorderError(f"{url} is not a readable TFRecord file: {e}") from e
+    # each object named by its id, as the readers name it: the label map's name, else the first class text any
+    # record gives that id, else the id; an object of no id by its own text
+    columns[LABEL_COLUMN] = [label if not isinstance(label, int) else names.get(label) or texts.get(label) or str(label)
+                             for label in columns[LABEL_COLUMN]]
     frame = long_frame(columns, ())
     frame.attrs[ROOT_ATTR] = {"root": folder, "annotations": fs.unstrip_protocol(paths[0]), "refused": refused}
     if dropped:
@@ -166,7 +172,7 @@ def _not_converted(example: Any) -> list[str]:
 
 
 def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder: str, number: int,
-                names: dict[int, str]) -> tuple[str, str | None]:
+                texts_of: dict[int, str]) -> tuple[str, str | None]:
     """One record's image unpacked into ``folder`` and its box rows (one empty row for an image without any);
     the image's path, and what is wrong with its objects (None: nothing), which refuses the image: its box lists
     of different lengths, or a box of no area, would otherwise lose boxes, or fail the whole table."""
@@ -198,7 +204,9 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
     boxes = turn(boxes, orientation) * np.tile(size, 2)  # pixels of the picture as displayed
     for i, class_id in enumerate(ids):
         text = texts[i] if i < len(texts) and texts[i] else None
-        label = (names.get(class_id) if class_id is not None else None) or text or str(class_id)
+        if class_id is not None and text:
+            texts_of.setdefault(class_id, text)
+        label = class_id if class_id is not None else text  # an id named once every record is read
         add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: label,
                           **dict(zip(BOX_COLUMNS, boxes[i].tolist()))})
     return image, None
