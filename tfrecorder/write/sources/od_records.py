@@ -72,7 +72,8 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
     kinds = [_in_layout(fs, p) for p in paths[:_FILES_LOOKED_AT]]
     if True in kinds:
         return fs, paths
-    if False in kinds:  # TFRecord files, but no other tool's detection export: nothing else reads them either
+    if False in kinds and not fs.isdir(path):  # a glob of TFRecords, or one, but no detection export: nothing else
+        # reads them (a folder's may be strays beside an image folder's images)
         raise TFRecorderError(f"source {url!r}: {posixpath.basename(paths[kinds.index(False)])} holds TFRecords "
                               f"that are not in the Object Detection API's layout ({LAYOUT.image.name}, "
                               f"image/object/bbox/*, {LAYOUT.object_label.name}), the only ones convert takes; "
