@@ -419,3 +419,16 @@ def test_convert_names_each_class_id_as_the_readers_do(tmp_path):
     back = tfrecorder.read_tfr(result.tfrecord_dir).dropna(subset=["label"])
     assert sorted(back["label"]) == sorted(read.explode("label")["label"].dropna())
     assert set(back["label"]) == {"red", "green", "blue"}
+
+
+def test_an_image_folder_with_a_stray_tfrecord_stays_an_image_folder(tmp_path):
+    """A TFRecord file of another layout beside an image folder's split folders is a file that is no row, named
+    as skipped: a folder is refused as others' TFRecords only when they are a detection export."""
+    from tests.conftest import write_image
+
+    for split, label in (("train", "cat"), ("train", "dog"), ("test", "cat")):
+        write_image(tmp_path / "pets" / split / label / "a.jpg", seed=len(split + label))
+    with tf.io.TFRecordWriter(str(tmp_path / "pets" / "stray.tfrecord")) as writer:
+        writer.write(tf.train.Example().SerializeToString())
+    result = tfrecorder.convert(str(tmp_path / "pets"), str(tmp_path / "out"), progress=False)
+    assert result.rows.written == 3 and result.skipped == ("stray.tfrecord (not an image)",)
