@@ -374,7 +374,9 @@ def test_split_words_of_file_names(caplog):
 
     cases = {"x/train-00000-of-00002.tfrecord": "TRAIN", "x/val2017.tfrecord": "VALIDATION",
              "x/coco_test-dev.record": "TEST", "x/coco_minival.record": "VALIDATION", "x/devices.record": "TRAIN",
-             "x/testing.tfrecord": "TEST", "valid/cells.tfrecord": "VALIDATION", "x/pascal_trainval.record": "TRAIN"}
+             "x/testing.tfrecord": "TEST", "valid/cells.tfrecord": "VALIDATION", "x/pascal_trainval.record": "TRAIN",
+             "x/testset.tfrecord": "TEST", "x/valset.tfrecord": "VALIDATION", "x/ValidationData.tfrecord": "VALIDATION",
+             "x/test-dev/a.tfrecord": "TEST"}
     assert {name: split_of(name) for name in cases} == cases
     with caplog.at_level("WARNING", logger="tfrecorder"):
         assert split_of("x/pets_val_test.record") == "TRAIN"
@@ -384,7 +386,8 @@ def test_split_words_of_file_names(caplog):
 
 def test_a_roboflow_folder_with_more_files_reads_them_all_or_says_which_it_cannot(tmp_path):
     """A file beside the split folders made them unread (their images lost without a word); files in a split
-    folder's subfolder were never read. Both: every file read, or one line naming the folder."""
+    folder's subfolder were never read: now every file is read, or named (the readers' one line, convert's
+    skipped)."""
     export = tmp_path / "rf"
     for folder, source in (("train", "train"), ("valid", "val")):
         _rewritten(os.path.join(DATUMARO, f"{source}.tfrecord"), export / folder / "cells.tfrecord", lambda e: None)
@@ -392,10 +395,12 @@ def test_a_roboflow_folder_with_more_files_reads_them_all_or_says_which_it_canno
     result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
     assert (result.splits["TRAIN"].images, result.splits["VALIDATION"].images) == (8, 2)
     _rewritten(os.path.join(DATUMARO, "val.tfrecord"), export / "valid" / "more" / "cells.tfrecord", lambda e: None)
-    for read in (tfrecorder.info, lambda e: tfrecorder.convert(e, str(tmp_path / "again"), progress=False)):
-        with pytest.raises(tfrecorder.TFRecorderError, match=r"rf/valid/more holds TFRecord files in a split folder's "
-                                                             r"subfolder, which are not read"):
-            read(str(export))
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"rf/valid/more holds TFRecord files in a split folder's "
+                                                         r"subfolder, which are not read"):
+        tfrecorder.info(str(export))
+    again = tfrecorder.convert(str(export), str(tmp_path / "again"), progress=False)
+    assert again.skipped == ("valid/more/cells.tfrecord (a TFRecord file deeper than a split folder: give a glob to "
+                             "read it)",)
 
 
 def test_convert_names_each_class_id_as_the_readers_do(tmp_path):
@@ -432,3 +437,33 @@ def test_an_image_folder_with_a_stray_tfrecord_stays_an_image_folder(tmp_path):
         writer.write(tf.train.Example().SerializeToString())
     result = tfrecorder.convert(str(tmp_path / "pets"), str(tmp_path / "out"), progress=False)
     assert result.rows.written == 3 and result.skipped == ("stray.tfrecord (not an image)",)
+
+
+def test_two_ids_of_one_text_stay_two_classes_in_convert_as_in_the_readers(tmp_path):
+    """No label map, ids 1 and 2 both given the text 'cat': the readers name them 'cat' and 'cat (2)', convert
+    merged them into one class; and a name made to tell two apart that is taken already is told apart again."""
+    from tfrecorder.dataset.foreign import distinct_names
+
+    def both_cat(example):
+        stored = example.features.feature
+        if stored["image/filename"].bytes_list.value[0] == b"c.png":  # blue (3), red (1), green (2)
+            for i in range(3):
+                stored["image/object/class/text"].bytes_list.value[i] = b"cat"
+
+    export = tmp_path / "export"
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), export / "train.tfrecord", both_cat)
+    result = tfrecorder.convert(str(export), str(tmp_path / "out"), progress=False)
+    assert tfrecorder.label_names(result.tfrecord_dir) == sorted(tfrecorder.label_names(str(export)))
+    assert distinct_names({0: "cat", 1: "cat (2)", 2: "cat"}) == {0: "cat", 1: "cat (2)", 2: "cat (2) (2)"}
+
+
+def test_an_image_folder_with_an_exports_file_names_its_images_as_skipped(tmp_path):
+    """A detection export's file at an image folder's top is read as the export, and the images beside it were
+    left without a word: they are named in result.skipped and a warning."""
+    from tests.conftest import write_image
+
+    write_image(tmp_path / "pets" / "cat" / "a.jpg", seed=1)
+    shutil.copy(os.path.join(DATUMARO, "train.tfrecord"), tmp_path / "pets" / "export.tfrecord")
+    result = tfrecorder.convert(str(tmp_path / "pets"), str(tmp_path / "out"), progress=False)
+    assert result.skipped == ("cat/a.jpg (an image beside others' TFRecords: not read)",)
+    assert any(w.startswith("1 files beside the Object Detection TFRecords are not rows") for w in result.warnings)

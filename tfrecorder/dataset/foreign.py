@@ -33,14 +33,15 @@ def sniff_compression(head: bytes) -> str | None:
 
 
 def split_of(name: str) -> str:
-    """TRAIN, VALIDATION or TEST from a file name: its first word (``val2017.tfrecord``, ``train-00000-of-00004``),
-    else the one split its words name (the Object Detection API's ``pet_faces_val.record-00000-of-00001``,
-    ``coco_test-dev.record``), else its folder when that is named after a split (Roboflow's export:
-    ``valid/cells.tfrecord``); TRAIN when none names one, said in the log where its words name several."""
-    base = re.sub(r"test[-_]?dev", "testdev", posixpath.basename(name).lower())
-    words = re.findall(r"[a-z]+", base)
-    if words and words[0] in _SPLIT_WORDS:
-        return _SPLIT_WORDS[words[0]]
+    """TRAIN, VALIDATION or TEST from a file name: its first word (``val2017.tfrecord``, ``testset.tfrecord``,
+    ``train-00000-of-00004``), else the one split its words name (the Object Detection API's
+    ``pet_faces_val.record-00000-of-00001``, ``coco_test-dev.record``), else its folder when that is named after a
+    split (Roboflow's export: ``valid/cells.tfrecord``); TRAIN when none names one, said in the log where its
+    words name several."""
+    words = _words(posixpath.basename(name))
+    first = _first_word_split(words[0]) if words else None
+    if first is not None:
+        return first
     named = {_SPLIT_WORDS[word] for word in words if word in _SPLIT_WORDS}
     if len(named) == 1:
         return named.pop()
@@ -48,7 +49,23 @@ def split_of(name: str) -> str:
         logger.warning("%s: its name says %s; read as TRAIN: rename it to name one split", name,
                        " and ".join(sorted(named)))
         return TRAIN
-    return _SPLIT_WORDS.get(posixpath.basename(posixpath.dirname(name)).lower(), TRAIN)
+    folder = _words(posixpath.basename(posixpath.dirname(name)))
+    return _SPLIT_WORDS.get(folder[0], TRAIN) if len(folder) == 1 else TRAIN
+
+
+def _words(name: str) -> list[str]:
+    """A name's words, lower case, COCO's ``test-dev`` one word."""
+    return re.findall(r"[a-z]+", re.sub(r"test[-_]?dev", "testdev", name.lower()))
+
+
+def _first_word_split(word: str) -> str | None:
+    """The split a name's first word says: a split's word, or one that starts so (``testset``, ``valset``,
+    ``ValidationData``) but ``dev``, which starts ``devices`` too."""
+    if word in _SPLIT_WORDS:
+        return _SPLIT_WORDS[word]
+    if word.startswith(("valid", "val", "eval")):
+        return VALIDATION
+    return TEST if word.startswith("test") else None
 
 
 _SPLIT_WORDS = {"train": TRAIN, "training": TRAIN, "valid": VALIDATION, "val": VALIDATION,
@@ -65,22 +82,39 @@ def is_record_file(path: str) -> bool:
     return name.endswith(RECORD_SUFFIXES) or bool(re.search(r"-\d{5}-of-\d{5}$", name))
 
 
-def split_folder_files(fs: Any, folder: str) -> list[str]:
-    """The files in ``folder``'s subfolders named after a split (Roboflow's export: ``train/``, ``valid/``,
-    ``test/``, each with its TFRecord file and label map), sorted; [] where it has none. TFRecord files deeper in
-    them are a TFRecorderError naming their folder: read, their split would be guessed."""
+def split_folder_files(fs: Any, folder: str) -> tuple[list[str], list[str]]:
+    """The TFRecord files in ``folder``'s subfolders named after a split (Roboflow's export: ``train/``,
+    ``valid/``, ``test/``, each with its TFRecord file and label map), sorted, and the folders deeper in them that
+    hold TFRecord files too (not read: their split would be guessed; an image folder's stray file, or an export's
+    files to give by a glob)."""
     found: list[str] = []
+    deeper: list[str] = []
     for sub in sorted(fs.ls(folder, detail=False)):
-        if posixpath.basename(sub.rstrip("/")).lower() in _SPLIT_WORDS and fs.isdir(sub):
+        if _SPLIT_WORDS.get(posixpath.basename(sub.rstrip("/")).lower()) and fs.isdir(sub):
             entries = fs.ls(sub, detail=True)
-            deeper = [e["name"] for e in entries if e.get("type") == "directory"
-                      and any(is_record_file(p) for p in fs.find(e["name"]))]
-            if deeper:
-                raise TFRecorderError(f"{fs.unstrip_protocol(deeper[0])} holds TFRecord files in a split folder's "
-                                      f"subfolder, which are not read by the folder's name: give a glob of the "
-                                      f"files to read")
-            found += sorted(e["name"] for e in entries if e.get("type") == "file")
-    return found
+            deeper += [e["name"] for e in entries if e.get("type") == "directory"
+                       and any(is_record_file(p) for p in fs.find(e["name"]))]
+            found += sorted(e["name"] for e in entries if e.get("type") == "file" and is_record_file(e["name"]))
+    return found, deeper
+
+
+def deeper_files_error(fs: Any, deeper: list[str]) -> TFRecorderError:
+    """The error for TFRecord files in a split folder's subfolder of others' export (``split_folder_files``)."""
+    return TFRecorderError(f"{fs.unstrip_protocol(deeper[0])} holds TFRecord files in a split folder's subfolder, "
+                           f"which are not read by the folder's name: give a glob of the files to read")
+
+
+def distinct_names(names: dict[int, str]) -> dict[int, str]:
+    """Class id -> name with no name twice: one name for two ids (a label map's or data.yaml's two "cat") would
+    make their objects one class, so the later ids are told apart by their number (``cat (2)``), as the readers
+    name them (again, where that name is taken too)."""
+    out: dict[int, str] = {}
+    for class_id in sorted(names):
+        name = names[class_id]
+        while name in out.values():
+            name = f"{name} ({class_id})"
+        out[class_id] = name
+    return out
 
 
 def label_map(fs: Any, paths: list[str]) -> tuple[dict[int, str], str | None]:
@@ -115,17 +149,6 @@ def parse_label_map(text: str) -> dict[int, str]:
         raise ValueError(str(e)) from None
     return distinct_names({item.id: item.display_name if item.HasField("display_name") else item.name
                            for item in found.item})
-
-
-def distinct_names(names: dict[int, str]) -> dict[int, str]:
-    """Class id -> name with no name twice: one name for two ids (a label map's or data.yaml's two "cat") would
-    make their objects one class, so the later ids are told apart by their number (``cat (2)``), as the readers
-    name them."""
-    out: dict[int, str] = {}
-    for class_id in sorted(names):
-        name = names[class_id]
-        out[class_id] = name if name not in out.values() else f"{name} ({class_id})"
-    return out
 
 
 @functools.lru_cache(maxsize=1)

@@ -15,7 +15,13 @@ from typing import Any
 
 from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.foreign import label_map, sniff_compression, split_folder_files, split_of
+from tfrecorder.dataset.foreign import (
+    deeper_files_error,
+    label_map,
+    sniff_compression,
+    split_folder_files,
+    split_of,
+)
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
@@ -54,7 +60,10 @@ def find_files(source: str | Sequence[str],
         paths = sorted(fs.glob(path))
     elif fs.isdir(path):
         paths = sorted(p for p in fs.find(path, maxdepth=1) if not posixpath.basename(p).startswith((".", "_")))
-        paths = [*paths, *split_folder_files(fs, path)]  # and Roboflow's train/, valid/, test/
+        split_files, deeper = split_folder_files(fs, path)  # and Roboflow's train/, valid/, test/
+        if deeper:
+            raise deeper_files_error(fs, deeper)
+        paths = [*paths, *split_files]
     else:
         paths = [path]
     paths = _records(fs, paths)

@@ -32,13 +32,21 @@ from PIL import Image
 
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.foreign import is_record_file, label_map, sniff_compression, split_folder_files, split_of
+from tfrecorder.dataset.foreign import (
+    LABEL_MAP_SUFFIX,
+    distinct_names,
+    is_record_file,
+    label_map,
+    sniff_compression,
+    split_folder_files,
+    split_of,
+)
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import MANIFEST_NAME
 from tfrecorder.dataset.records import read_records
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.schema import IMAGE_COLUMN, LABEL_COLUMN, SPLIT_COLUMN
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.write.settings import NOTES_ATTR, ROOT_ATTR
 from tfrecorder.write.sources.long_form import BOX_COLUMNS, add_row, empty_columns, long_frame
 
@@ -63,7 +71,7 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
         names = fs.ls(path, detail=False)
         if any(posixpath.basename(n) == MANIFEST_NAME for n in names):
             return None  # a dataset of ours
-        paths = [*sorted(names), *split_folder_files(fs, path)]  # and Roboflow's train/, valid/, test/
+        paths = [*sorted(names), *split_folder_files(fs, path)[0]]  # and Roboflow's train/, valid/, test/
     elif is_record_file(path) and fs.isfile(path):
         paths = [path]
     else:
@@ -109,17 +117,37 @@ def unpacked_records(source: Any) -> Iterator[Any]:
         yield source
         return
     fs, paths = found
+    url = os.fspath(source)
+    skipped = _not_read(fs, filesystem(url)[1], paths) if fs.isdir(filesystem(url)[1]) else []
     key = hashlib.sha256("\n".join(f"{p} {fs.size(p)}" for p in paths).encode()).hexdigest()[:16]
     folder = os.path.join(tempfile.gettempdir(), f"tfrecorder-od-{key}")  # one name a source: a re-run is the same
     shutil.rmtree(folder, ignore_errors=True)
     try:
-        yield read_od_records(fs, paths, folder)
+        yield read_od_records(fs, paths, folder, skipped)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
-    """The long form of the records in ``paths``, their images unpacked under ``folder`` (its root)."""
+def _not_read(fs: Any, folder: str, paths: list[str]) -> list[str]:
+    """The files under a folder read as others' export that are not its TFRecord files nor its label map, as
+    ``"<path in it> (why)"``: images beside the export (an image folder with an export's file in it), TFRecord
+    files deeper in a split folder (their split would be guessed: give a glob), anything else."""
+    read = set(paths)
+    top = folder.rstrip("/")
+    out = []
+    for path in sorted(fs.find(folder)):
+        if path in read or path.endswith(LABEL_MAP_SUFFIX):
+            continue
+        why = "a TFRecord file deeper than a split folder: give a glob to read it" if is_record_file(path) else \
+            "an image beside others' TFRecords: not read" if path.lower().endswith(IMAGE_EXTENSIONS) else \
+            "not a TFRecord file"
+        out.append(f"{path[len(top) + 1:]} ({why})")
+    return out
+
+
+def read_od_records(fs: Any, paths: list[str], folder: str, skipped: list[str] | None = None) -> pd.DataFrame:
+    """The long form of the records in ``paths``, their images unpacked under ``folder`` (its root); the files
+    beside them that are not read named in its notes (``skipped``)."""
     names, where = label_map(fs, paths)
     if where is not None:
         logger.info("label names from %s", where)
@@ -148,15 +176,23 @@ def read_od_records(fs: Any, paths: list[str], folder: str) -> pd.DataFrame:
             except TFRecorderError as e:
                 raise TFRecorderError(f"{url} is not a readable TFRecord file: {e}") from e
     # each object named by its id, as the readers name it: the label map's name, else the first class text any
-    # record gives that id, else the id; an object of no id by its own text
-    columns[LABEL_COLUMN] = [label if not isinstance(label, int) else names.get(label) or texts.get(label) or str(label)
-                             for label in columns[LABEL_COLUMN]]
+    # record gives that id, else the id, one name an id (two ids of one text told apart); an object of no id by
+    # its own text
+    ids = {label for label in columns[LABEL_COLUMN] if isinstance(label, int)} | set(names)
+    named = distinct_names({i: names.get(i) or texts.get(i) or str(i) for i in ids})
+    columns[LABEL_COLUMN] = [named[label] if isinstance(label, int) else label for label in columns[LABEL_COLUMN]]
     frame = long_frame(columns, ())
     frame.attrs[ROOT_ATTR] = {"root": folder, "annotations": fs.unstrip_protocol(paths[0]), "refused": refused}
+    warnings = []
     if dropped:
         shown = ", ".join(f"{key} ({count} records)" for key, count in sorted(dropped.items()))
-        frame.attrs[NOTES_ATTR] = {"warnings": [f"per-object features of the Object Detection TFRecords are not "
-                                                f"converted, only each object's box and label: {shown}"]}
+        warnings.append(f"per-object features of the Object Detection TFRecords are not converted, only each "
+                        f"object's box and label: {shown}")
+    if skipped:
+        warnings.append(f"{len(skipped)} files beside the Object Detection TFRecords are not rows and were skipped: "
+                        f"{', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped lists them)")
+    if warnings:
+        frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped or ())}
     return frame
 
 
@@ -193,6 +229,9 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
     texts = [t.decode("utf-8", "replace") for t in _values(stored, LAYOUT.class_text.name)] if LAYOUT.class_text \
         else []
     ids = ids or [None] * len(texts)  # named by their text alone
+    for class_id, text in zip(ids, texts):  # every record's, as the readers take them: a refused one's too
+        if class_id is not None and text:
+            texts_of.setdefault(class_id, text)
     edges = [np.asarray(_values(stored, f.name), np.float64) for f in LAYOUT.box_features]
     header = _header(data)
     problem = _objects_problem(ids, edges)
@@ -205,8 +244,6 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
     boxes = turn(boxes, orientation) * np.tile(size, 2)  # pixels of the picture as displayed
     for i, class_id in enumerate(ids):
         text = texts[i] if i < len(texts) and texts[i] else None
-        if class_id is not None and text:
-            texts_of.setdefault(class_id, text)
         label = class_id if class_id is not None else text  # an id named once every record is read
         add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: label,
                           **dict(zip(BOX_COLUMNS, boxes[i].tolist()))})
