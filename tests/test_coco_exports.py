@@ -127,3 +127,26 @@ def test_images_beside_the_files_images_that_it_does_not_name_are_skipped_and_sa
     assert result.rows.written == 2
     assert result.skipped == ("extra.png (an image the annotations do not name)",)
     assert any(w.startswith("1 images beside the images of") for w in result.warnings)
+
+
+def test_the_images_a_file_does_not_name_are_found_however_it_spells_names_and_with_images_dir(tmp_path):
+    """Names spelled ./a.png or s//b.png are the images they name, not skipped ones (they were listed as both
+    rows and skipped, one twice); with images_dir= the folder's unnamed images are listed too (they were not)."""
+    coco = json.loads(json.dumps(COCO))
+    coco["images"][0]["file_name"], coco["images"][1]["file_name"] = "./a.png", "s//b.png"
+    (tmp_path / "pics" / "s").mkdir(parents=True)
+    Image.new("RGB", (16, 16), (200, 30, 30)).save(tmp_path / "pics" / "a.png")
+    Image.new("RGB", (16, 16), (200, 30, 30)).save(tmp_path / "pics" / "s" / "b.png")
+    Image.new("RGB", (16, 16)).save(tmp_path / "pics" / "zz.png")
+    Image.new("RGB", (16, 16)).save(tmp_path / "pics" / "s" / "yy.png")
+    (tmp_path / "instances_train.json").write_text(json.dumps(coco))
+    for images_dir in (None, str(tmp_path / "pics")):
+        path = str(tmp_path / "instances_train.json")
+        if images_dir is None:  # found: the images beside the JSON
+            path = str(tmp_path / "pics" / "instances_train.json")
+            (tmp_path / "pics" / "instances_train.json").write_text(json.dumps(coco))
+        result = tfrecorder.convert(path, str(tmp_path / f"out-{images_dir is None}"), images_dir=images_dir,
+                                    progress=False, split_fractions=(1.0, 0.0, 0.0))
+        assert result.rows.written == 2
+        assert result.skipped == ("s/yy.png (an image the annotations do not name)",
+                                  "zz.png (an image the annotations do not name)")

@@ -105,7 +105,8 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     if names is not None:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
     warnings = [note] if note is not None else []
-    skipped = _unnamed(folder, frame[IMAGE_COLUMN], url) if note is not None and "images read from" in note else []
+    found = images_dir is not None or (note is not None and "images read from" in note)  # not where none is
+    skipped = _unnamed(folder, frame[IMAGE_COLUMN], url) if found else []
     if skipped:
         warnings.append(f"{len(skipped)} images beside the images of {url!r} are not in its 'images' and were "
                         f"skipped: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped "
@@ -120,15 +121,17 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
 
 
 def _unnamed(folder: str, uris: pd.Series, url: str) -> list[str]:
-    """The images in the folders the file's images are in (the one found for them, and its subfolders that hold
-    any) that it does not name, as ``"<path in that folder> (an image the annotations do not name)"``: every
-    image beside the annotations is a row or said to be none, as in a VOC or YOLO folder."""
+    """The images in the folder the file's images were read from, and in its subfolders that hold any of them,
+    that it does not name, as ``"<path in that folder> (an image the annotations do not name)"``: every image
+    beside the annotations is a row or said to be none, as in a VOC or YOLO folder. Paths are compared as
+    normalized (``./a.jpg`` and ``s//a.jpg`` name ``a.jpg`` and ``s/a.jpg``)."""
     fs, top = filesystem(folder)
-    named = {filesystem(u)[1] for u in uris.dropna().unique()}
-    folders = {posixpath.dirname(p) for p in named}
-    own = filesystem(url)[1]
-    listed = [p for f in sorted(folders) if fs.isdir(f) for p in fs.ls(f, detail=False)]
-    return [f"{p[len(top.rstrip('/')) + 1:]} (an image the annotations do not name)" for p in sorted(listed)
+    top = posixpath.normpath(top)
+    named = {posixpath.normpath(filesystem(u)[1]) for u in uris.dropna().unique()}
+    folders = {top, *(posixpath.dirname(p) for p in named if p.startswith(top + "/"))}
+    own = posixpath.normpath(filesystem(url)[1])
+    listed = {posixpath.normpath(p) for f in sorted(folders) if fs.isdir(f) for p in fs.ls(f, detail=False)}
+    return [f"{p[len(top) + 1:]} (an image the annotations do not name)" for p in sorted(listed)
             if p not in named and p != own and p.lower().endswith(IMAGE_EXTENSIONS)
             and not posixpath.basename(p).startswith(".")]
 
