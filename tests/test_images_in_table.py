@@ -512,10 +512,15 @@ def test_class_label_minus_one_rows_are_named_by_split_with_the_filter_that_drop
     splits = datasets.DatasetDict({"train": _labelled(datasets, ["a", "b"], [0, 1, -1, 0]),
                                    "test": _labelled(datasets, ["a", "b"], [-1, -1, 0], seed=10)})
     with pytest.raises(tfrecorder.SchemaError, match=r"^ClassLabel column 'label' is -1 \(no label\) in 3 rows "
-                                                     r"\(1 in 'train', 2 in 'test'\): drop them first, d = d.filter"):
+                                                     r"\(1 in 'train' \(row 2\), 2 in 'test' \(row 0, 1\)\): drop "
+                                                     r"them first, d = d.filter"):
         convert(splits, tmp_path / "out")
     labelled = datasets.DatasetDict({"train": splits["train"].select([0, 1, 3]), "test": splits["test"].select([2])})
     assert convert(labelled, tmp_path / "kept").rows.written == 4
+    # rows its own split column marks DISCARD are discarded, as that column says (they were refused)
+    marked = splits["train"].add_column("split", ["TRAIN", "TRAIN", "DISCARD", "TEST"])
+    result = convert(marked, tmp_path / "marked")
+    assert (result.rows.written, result.rows.discarded) == (3, 1)
 
 
 def test_a_dataset_dicts_own_split_column_is_said_to_give_the_splits(tmp_path):

@@ -123,20 +123,32 @@ def _own_split_note(source: Any, columns: list[str]) -> str | None:
 
 
 def _no_labels(source: Any, splits: tuple[tuple[str | None, Any], ...], label: str) -> None:
-    """A SchemaError naming each split with rows of ClassLabel -1 (no label; missing labels are refused,
-    and the general message's rows, counted across splits, and advice - a split column to mark DISCARD - fit a
-    Dataset badly), with the filter that drops them."""
+    """A SchemaError naming each split with rows of ClassLabel -1 (no label) and the first of them (missing labels
+    are refused, and the general message's rows, counted across splits, and advice - a split column to mark
+    DISCARD - fit a Dataset badly), with the filter that drops them. Rows its own split column marks DISCARD
+    are left out, as that column says."""
     import pyarrow.compute as pc
 
     names = list(source) if type(source).__name__ == "DatasetDict" else [str(source.split or "the dataset")]
-    counts = {name: pc.sum(pc.less(dataset.with_format("arrow")[label], 0)).as_py() or 0  # its rows: a .select()ed
-              for name, (_, dataset) in zip(names, splits)}                            # Dataset's table holds more
-    found = {name: n for name, n in counts.items() if n}
+    found: dict[str, list[int]] = {}
+    for name, (_, dataset) in zip(names, splits):
+        columns = [label, *([SPLIT_COLUMN] if SPLIT_COLUMN in dataset.column_names else [])]
+        table = dataset.select_columns(columns).with_format("arrow")[:]  # its own rows (not a .select()ed
+        # Dataset's whole table), these columns only
+        unlabelled = pc.less(table[label], 0)
+        if SPLIT_COLUMN in table.column_names:
+            kept = pc.not_equal(pc.utf8_upper(pc.utf8_trim_whitespace(table[SPLIT_COLUMN])), "DISCARD")
+            unlabelled = pc.and_(unlabelled, pc.fill_null(kept, True))
+        rows = pc.indices_nonzero(pc.fill_null(unlabelled, False)).to_pylist()
+        if rows:
+            found[name] = rows
     if found:
-        shown = ", ".join(f"{n} in {name!r}" for name, n in found.items())
-        raise SchemaError(f"ClassLabel column {label!r} is -1 (no label) in {sum(found.values())} rows ({shown}): "
-                          f"drop them first, d = d.filter(lambda row: row[{label!r}] != -1), or convert an "
-                          f"unlabelled split on its own without its {label!r} column")
+        shown = ", ".join(f"{len(rows)} in {name!r} (row {', '.join(map(str, rows[:3]))}"
+                          f"{', ...' if len(rows) > 3 else ''})" for name, rows in found.items())
+        raise SchemaError(f"ClassLabel column {label!r} is -1 (no label) in {sum(map(len, found.values()))} rows "
+                          f"({shown}): drop them first, d = d.filter(lambda row: row[{label!r}] != -1), mark them "
+                          f"DISCARD in a split column, or convert an unlabelled split on its own without its "
+                          f"{label!r} column")
 
 
 def _class_names(dataset: Any) -> dict[str, tuple[str, ...]]:
