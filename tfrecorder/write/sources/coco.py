@@ -105,7 +105,8 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     if names is not None:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
     warnings = [note] if note is not None else []
-    found = images_dir is not None or (note is not None and "images read from" in note)  # not where none is
+    # the folder found for the images (not one given: images_dir= is read only where the file names, as VOC's)
+    found = note is not None and "images read from" in note
     skipped = _unnamed(folder, frame[IMAGE_COLUMN], url) if found else []
     if skipped:
         warnings.append(f"{len(skipped)} images beside the images of {url!r} are not in its 'images' and were "
