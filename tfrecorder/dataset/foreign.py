@@ -82,24 +82,29 @@ def is_record_file(path: str) -> bool:
     return name.endswith(RECORD_SUFFIXES) or bool(re.search(r"-\d{5}-of-\d{5}$", name))
 
 
-def split_folder_files(fs: Any, folder: str) -> tuple[list[str], list[str]]:
+def split_folder_files(fs: Any, folder: str) -> list[str]:
     """The TFRecord files in ``folder``'s subfolders named after a split (Roboflow's export: ``train/``,
-    ``valid/``, ``test/``, each with its TFRecord file and label map), sorted, and the folders deeper in them that
-    hold TFRecord files too (not read: their split would be guessed; an image folder's stray file, or an export's
-    files to give by a glob)."""
+    ``valid/``, ``test/``, each with its TFRecord file and label map), sorted; [] where it has none. Only those
+    folders are listed, one level: an image folder's tree is not walked."""
     found: list[str] = []
-    deeper: list[str] = []
-    for sub in sorted(fs.ls(folder, detail=False)):
-        if _SPLIT_WORDS.get(posixpath.basename(sub.rstrip("/")).lower()) and fs.isdir(sub):
-            entries = fs.ls(sub, detail=True)
-            deeper += [e["name"] for e in entries if e.get("type") == "directory"
-                       and any(is_record_file(p) for p in fs.find(e["name"]))]
-            found += sorted(e["name"] for e in entries if e.get("type") == "file" and is_record_file(e["name"]))
-    return found, deeper
+    for sub in _split_folders(fs, folder):
+        found += sorted(p for p in fs.ls(sub, detail=False) if is_record_file(p) and fs.isfile(p))
+    return found
+
+
+def deeper_record_folders(fs: Any, folder: str) -> list[str]:
+    """The folders in ``folder``'s split folders that hold TFRecord files: their split would be guessed."""
+    return [e["name"] for sub in _split_folders(fs, folder) for e in fs.ls(sub, detail=True)
+            if e.get("type") == "directory" and any(is_record_file(p) for p in fs.find(e["name"]))]
+
+
+def _split_folders(fs: Any, folder: str) -> list[str]:
+    return [sub for sub in sorted(fs.ls(folder, detail=False))
+            if posixpath.basename(sub.rstrip("/")).lower() in _SPLIT_WORDS and fs.isdir(sub)]
 
 
 def deeper_files_error(fs: Any, deeper: list[str]) -> TFRecorderError:
-    """The error for TFRecord files in a split folder's subfolder of others' export (``split_folder_files``)."""
+    """The error for TFRecord files in a split folder's subfolder of others' export (``deeper_record_folders``)."""
     return TFRecorderError(f"{fs.unstrip_protocol(deeper[0])} holds TFRecord files in a split folder's subfolder, "
                            f"which are not read by the folder's name: give a glob of the files to read")
 

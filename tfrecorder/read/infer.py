@@ -17,6 +17,7 @@ from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.foreign import (
     deeper_files_error,
+    deeper_record_folders,
     label_map,
     sniff_compression,
     split_folder_files,
@@ -60,8 +61,8 @@ def find_files(source: str | Sequence[str],
         paths = sorted(fs.glob(path))
     elif fs.isdir(path):
         paths = sorted(p for p in fs.find(path, maxdepth=1) if not posixpath.basename(p).startswith((".", "_")))
-        split_files, deeper = split_folder_files(fs, path)  # and Roboflow's train/, valid/, test/
-        if deeper:
+        split_files = split_folder_files(fs, path)  # and Roboflow's train/, valid/, test/
+        if split_files and (deeper := deeper_record_folders(fs, path)):
             raise deeper_files_error(fs, deeper)
         paths = [*paths, *split_files]
     else:

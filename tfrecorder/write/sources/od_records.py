@@ -71,7 +71,7 @@ def record_files(source: Any) -> tuple[Any, list[str]] | None:
         names = fs.ls(path, detail=False)
         if any(posixpath.basename(n) == MANIFEST_NAME for n in names):
             return None  # a dataset of ours
-        paths = [*sorted(names), *split_folder_files(fs, path)[0]]  # and Roboflow's train/, valid/, test/
+        paths = [*sorted(names), *split_folder_files(fs, path)]  # and Roboflow's train/, valid/, test/
     elif is_record_file(path) and fs.isfile(path):
         paths = [path]
     else:
