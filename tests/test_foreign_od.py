@@ -467,3 +467,16 @@ def test_an_image_folder_with_an_exports_file_names_its_images_as_skipped(tmp_pa
     result = tfrecorder.convert(str(tmp_path / "pets"), str(tmp_path / "out"), progress=False)
     assert result.skipped == ("cat/a.jpg (an image beside others' TFRecords: not read)",)
     assert any(w.startswith("1 files beside the Object Detection TFRecords are not rows") for w in result.warnings)
+
+
+def test_a_read_export_record_of_boxes_without_class_ids_is_one_line(tmp_path):
+    """Boxes and class texts but no class ids in one record: read_tfr raised an IndexError; it is the one line
+    of a record whose object lists differ."""
+    def no_ids(example):
+        if example.features.feature["image/filename"].bytes_list.value[0] == b"a.png":
+            del example.features.feature["image/object/class/label"]
+
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), tmp_path / "export" / "train.tfrecord", no_ids)
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"train.tfrecord record 0: image/object/bbox/xmin holds 2 "
+                                                         r"values for 0 objects: its object lists differ"):
+        tfrecorder.read_tfr(str(tmp_path / "export"))

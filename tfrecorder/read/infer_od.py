@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 LAYOUT = OBJECT_DETECTION
 _LABEL_KEY = LAYOUT.object_label.name.encode()  # found in a record's bytes before it is parsed
+_BOX_KEY = LAYOUT.box_features[0].name.encode()
 
 
 def is_object_detection(names: Iterable[str]) -> bool:
@@ -53,11 +54,12 @@ class ObjectTally:
 
     def add(self, split: str, record: bytes, where: str, number: int) -> None:
         counts = self.ids.setdefault(split, Counter())
-        if _LABEL_KEY not in record:  # no class ids at all: an image without objects (Datumaro leaves the keys out)
+        if _LABEL_KEY not in record and _BOX_KEY not in record:  # no objects: Datumaro leaves the keys out
             self.empty[split] += 1
             return
         stored = parse_example(record, where, number).features.feature
-        labels = list(stored[LAYOUT.object_label.name].int64_list.value)
+        labels = list(stored[LAYOUT.object_label.name].int64_list.value) if LAYOUT.object_label.name in stored \
+            else []  # boxes without class ids: uneven below
         counts.update(labels)
         self.empty[split] += not labels
         self.most = max(self.most, len(labels))
