@@ -17,7 +17,7 @@ from tfrecorder.schema import Schema
 from tfrecorder.write.run.finish import convert_result
 from tfrecorder.write.run.result import ConvertResult, reused_note
 from tfrecorder.write.run.resume import Run
-from tfrecorder.write.sources import ReadNotes, Source, left_out_note
+from tfrecorder.write.sources import ReadNotes, Source, left_out_note, plain_images_note
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +32,11 @@ def reused(folder: Folder, manifest: Manifest, runner: str) -> ConvertResult:
 def read_as(result: ConvertResult, read: Source | ReadNotes,
             schema: Schema | None = None) -> ConvertResult:
     """``result`` with what its source says of how it was read (a CSV's separator, an image folder's files that
-    are not rows, the columns a given ``schema`` leaves out): in its warnings, and the skipped files in
-    ``skipped``. ``read``: the local runner's source, or what a Beam runner's submitting process found."""
-    left_out = left_out_note(read.columns, schema)
-    warnings = read.warnings + ((left_out,) if left_out else ())
+    are not rows, the columns a given ``schema`` leaves out, a DataFrame's images under another name than
+    ``image``): in its warnings, and the skipped files in ``skipped``. ``read``: the local runner's source, or
+    what a Beam runner's submitting process found."""
+    notes = (left_out_note(read.columns, schema), plain_images_note(getattr(read, "plain_images", ()), schema))
+    warnings = read.warnings + tuple(note for note in notes if note)
     for warning in warnings:
         logger.warning("%s", warning)
     return replace(result, warnings=warnings + result.warnings, skipped=read.skipped)

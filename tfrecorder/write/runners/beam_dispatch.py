@@ -44,6 +44,7 @@ from tfrecorder.write.sources import (
     frame_as_arrow,
     frame_parts,
     frame_vocabulary,
+    image_bytes_columns,
     image_folder_url,
     is_hugging_face,
     match_table_files,
@@ -78,7 +79,8 @@ def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options:
     if isinstance(source, pd.DataFrame):
         frame = _beam_frame(text_columns(source), as_schema(schema))
         return beam_files(StagedRows("", names=frame_vocabulary(source)), frame.schema, frame.digests,
-                          parts=frame.parts, columns=tuple(frame.schema_columns))
+                          parts=frame.parts, columns=tuple(frame.schema_columns),
+                          plain_images=image_bytes_columns(source))
     if is_hugging_face(source):
         raise TFRecorderError(f"runner={runner!r} reads files, and a Hugging Face dataset is held by this process: "
                               f"convert it with runner='local', or save each split as Parquet "
@@ -117,7 +119,7 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
 
 def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
                         beam_options: BeamOptions, parts: Callable[[], Iterator[Any]] | None = None,
-                        columns: tuple[str, ...] | None = None) -> ConvertResult:
+                        columns: tuple[str, ...] | None = None, plain_images: tuple[str, ...] = ()) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
     this process lists the files and never reads the table; the run's identity is the input's
     ``identity`` and the settings, and the pipeline keeps the shards an earlier run of it finished.
@@ -126,7 +128,7 @@ def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any
     of how the files are read (``sources.beam_notes``) is found here, before the run starts."""
     from tfrecorder.write.runners import beam, beam_steps
 
-    notes = beam_notes(job.files, columns)
+    notes = replace(beam_notes(job.files, columns), plain_images=plain_images)
     run_identity = files_run_identity(identity, job.schema, job.options)
     key = _pipeline_key(run_identity, job)
     run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner, key=key)

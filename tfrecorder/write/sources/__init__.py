@@ -57,18 +57,19 @@ from tfrecorder.write.sources.frames import (
     frame_as_arrow,
     frame_parts,
     frame_vocabulary,
+    image_bytes_columns,
     text_columns,
 )
 from tfrecorder.write.sources.hugging_face import DatasetSource, dataset_source, is_hugging_face
-from tfrecorder.write.sources.notes import ReadNotes, beam_notes, left_out_note
+from tfrecorder.write.sources.notes import ReadNotes, beam_notes, left_out_note, plain_images_note
 
 Source = TableFiles | FrameSource | DatasetSource
 
 __all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "beam_notes", "DatasetSource", "is_hugging_face",
-           "left_out_note", "ReadNotes",
+           "left_out_note", "plain_images_note", "ReadNotes",
            "create_image_csv", "file_facts", "FileFacts", "folder_rows",
-           "frame_as_arrow", "frame_parts", "frame_vocabulary", "FrameSource", "image_folder_table", "image_folder_url",
-           "label_folders",
+           "frame_as_arrow", "frame_parts", "frame_vocabulary", "FrameSource", "image_bytes_columns",
+           "image_folder_table", "image_folder_url", "label_folders",
            "LabelFolder", "ListedFolder", "listing_frame", "match_table_files", "MatchedFiles", "no_images",
            "parquet_schema", "PART_BYTES", "part_rows",
            "skipped_files", "skipped_note", "Source", "StagedRows", "table_source", "TableFiles", "text_columns",

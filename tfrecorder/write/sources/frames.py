@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tfrecorder.errors import SchemaError
-from tfrecorder.schema import LABEL_COLUMN, holds_images, image_value_kind
+from tfrecorder.schema import IMAGE_BYTES_COLUMN, LABEL_COLUMN, holds_images, image_value_kind, is_image_bytes
 from tfrecorder.write.settings import LABEL_NAMES_ATTR
 from tfrecorder.write.sources.embedded import held_bytes_per_row, image_struct_array, part_rows
 from tfrecorder.write.sources.folders import skipped_note
@@ -58,6 +58,10 @@ class FrameSource:
     def vocabulary(self) -> tuple[str, ...] | None:
         return frame_vocabulary(self.frame)
 
+    @property
+    def plain_images(self) -> tuple[str, ...]:
+        return image_bytes_columns(self.frame)
+
     def schema_frame(self, first: pd.DataFrame | None) -> pd.DataFrame:
         """What the schema is inferred from and checked against: the whole frame."""
         return self.frame
@@ -71,6 +75,20 @@ class FrameSource:
             if isinstance(base_dir, list):
                 base_dir = base_dir[start:start + rows]
             yield self.frame.iloc[start:start + rows], base_dir, start
+
+
+def image_bytes_columns(df: pd.DataFrame) -> tuple[str, ...]:
+    """The columns other than ``image`` whose first value is an encoded image's bytes: stored as plain bytes,
+    since bytes are told as images under that name only (``schema.holds_images``)."""
+    found = []
+    for name in df.columns:
+        if name == IMAGE_BYTES_COLUMN or df[name].dtype != object:
+            continue
+        index = df[name].first_valid_index()
+        value = df[name][index] if index is not None else None
+        if isinstance(value, (bytes, bytearray)) and is_image_bytes(value):
+            found.append(str(name))
+    return tuple(found)
 
 
 def frame_vocabulary(df: pd.DataFrame) -> tuple[str, ...] | None:

@@ -25,6 +25,7 @@ class ReadNotes:
     warnings: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     columns: tuple[str, ...] | None = None
+    plain_images: tuple[str, ...] = ()  # a DataFrame's columns of image bytes under another name than image
 
 
 def beam_notes(files: BeamInput, columns: Iterable[Any] | None = None) -> ReadNotes:
@@ -50,6 +51,19 @@ def beam_notes(files: BeamInput, columns: Iterable[Any] | None = None) -> ReadNo
         if layout is not None and layout[0] is None:  # a header: its names
             header = tuple(str(c).strip() for c in layout[1])
     return ReadNotes(tuple(warnings), columns=header)
+
+
+def plain_images_note(columns: Iterable[str], schema: Mapping[str, Any] | None) -> str | None:
+    """The warning for columns of encoded images under another name than ``image`` that ``schema`` does not
+    type as ImageBytes: stored as plain bytes, neither checked nor decoded, which the user rarely means."""
+    from tfrecorder.types import ImageBytes
+
+    plain = [c for c in columns if schema is None or schema.get(c) is not ImageBytes]
+    if not plain:
+        return None
+    return (f"column {', '.join(map(repr, plain))} holds encoded images, stored as plain bytes (bytes are images "
+            f"under the name 'image' only): rename it 'image', or type it tfrecorder.types.ImageBytes in schema=, "
+            f"to have them checked and decoded")
 
 
 def left_out_note(columns: Iterable[str] | None, schema: Mapping[str, Any] | None) -> str | None:
