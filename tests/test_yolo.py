@@ -248,6 +248,7 @@ def test_an_image_named_from_outside_the_root_is_outside_folder(mixed):
     outside = errors[errors["error"] == "outside_folder"]
     assert outside["image_uri"].tolist() == [str(root.parent / "outside" / "images" / "secret.png")]  # spelled once
     assert "outside the dataset's root" in outside["message"].iloc[0]
+    assert f"is named by {root / 'val.txt'}, outside" in outside["message"].iloc[0]  # the list, not the dataset
 
 
 def test_files_that_are_no_row_are_named_and_label_files_without_an_image_noted(mixed):

@@ -350,8 +350,9 @@ def _confined(source: Any, options: WriteOptions, given: Any = None) -> WriteOpt
     if not root:
         return options
     refused = tuple(sorted((str(image), str(why)) for image, why in (root.get("refused") or {}).items()))
+    listed = tuple(sorted((str(image), str(by)) for image, by in (root.get("listed") or {}).items()))
     return replace(options, fetch=replace(options.fetch, root=Root(str(root["root"]), str(root["annotations"]),
-                                                                   refused)))
+                                                                   refused, listed)))
 
 
 def _given_units(source: Any, options: WriteOptions) -> WriteOptions:

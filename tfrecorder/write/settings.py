@@ -89,12 +89,15 @@ class Root:
     url: str
     named_by: str
     refused: tuple[tuple[str, str], ...] = ()
+    listed: tuple[tuple[str, str], ...] = ()  # (image, the list file that names it: a YOLO .txt list)
 
     def check(self, location: str) -> None:
-        """An ImageError ``outside_folder`` naming the location, the annotation file and how to name the root,
-        when ``location`` is outside; ``bad_annotation`` naming the line when its annotation is refused."""
+        """An ImageError ``outside_folder`` naming the location, the annotation file (or list) that names it and
+        how to name the root, when ``location`` is outside; ``bad_annotation`` naming the line when its
+        annotation is refused."""
         if not self.holds(location):
-            raise ImageError("outside_folder", f"{location} is named by {self.named_by}, outside the dataset's root "
+            named_by = dict(self.listed).get(location, self.named_by)
+            raise ImageError("outside_folder", f"{location} is named by {named_by}, outside the dataset's root "
                                                f"{self.url}: give images_dir= the folder that holds the images to "
                                                f"read files from there")
         problem = self._refused.get(location)

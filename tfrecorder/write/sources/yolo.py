@@ -105,7 +105,10 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     else:
         columns = _object_columns(labels.merged(), list(dataset.images.values()), uris, extra)
     frame = long_frame(columns, extra)
-    frame.attrs[ROOT_ATTR] = {"refused": refused}
+    outside = {uri: path_url(url, fs, listed) for uri, listed in  # an image outside: named by its list
+               ((path_url(url, fs, image), listed) for image, listed in dataset.listed_by.items())
+               if not guard.holds(uri)}
+    frame.attrs[ROOT_ATTR] = {"refused": refused, "listed": outside}
     frame.attrs[BOX_UNITS_ATTR] = "normalized"
     # its names, in their ids' order, are the label vocabulary: with ids 0 to n-1 (as Ultralytics numbers them)
     # class 0 stays id 0 and an unused class keeps its id; ids with gaps keep their order
@@ -292,6 +295,7 @@ def _add_entry(dataset: YoloDataset, key: str, split: str, path: str) -> None:
         dataset.read.add(path)
         for image in _listed(dataset, path, darknet=False):
             _add_image(dataset, image, split)
+            dataset.listed_by.setdefault(image, path)
     else:
         dataset.warnings.append(f"YOLO dataset {dataset.url!r}: {key} names {path_url(dataset.url, fs, path)!r}, "
                                 f"which does not exist: no {split} images from it")
@@ -354,6 +358,7 @@ def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDatase
             dataset.read.add(listed)
             for image in _listed(dataset, listed, darknet=True):
                 _add_image(dataset, image, split)
+                dataset.listed_by.setdefault(image, listed)
     return dataset
 
 

@@ -45,6 +45,7 @@ class YoloDataset:
     guard: Root | None = None  # the root as a Root, made the first time a named file is checked against it
     no_area: list[tuple[str, int]] = field(default_factory=list)  # (label file, line) of each box of no area
     label_folders: set[str] = field(default_factory=set)  # the folders the images' label files are in, once read
+    listed_by: dict[str, str] = field(default_factory=dict)  # image path -> the .txt list that names it
     ids: dict[str, str] = field(init=False)  # each class id as a label line writes it (``3``) -> its name
 
     def __post_init__(self) -> None:
