@@ -47,7 +47,7 @@ tables = st.integers(1, 4).flatmap(lambda n: st.dictionaries(names, columns(n), 
     lambda cols: pd.DataFrame({"split": ["TRAIN"] * n, **cols})))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables)
 @example(pd.DataFrame({"split": ["TRAIN"] * 3, "ü n": pd.array([1, None, 2**62], dtype="Int64"),
                        "t": ["a", None, ""], "l": [[1], [], [2, 3]], "f": np.float32([0.5, -1e30, 3])}))
