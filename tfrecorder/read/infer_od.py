@@ -20,6 +20,7 @@ from typing import Any
 
 from tfrecorder.dataset import connectors
 from tfrecorder.dataset.example_proto import parse_example
+from tfrecorder.dataset.foreign import distinct_names
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo
 from tfrecorder.errors import TFRecorderError
@@ -82,11 +83,8 @@ def vocabulary(tally: ObjectTally, names: Mapping[int, str]) -> list[str] | None
     if any(i < first for i in seen) or any(i < first for i in names):
         return None
     last = max([*seen, *names], default=first - 1)
-    out: list[str] = []
-    for class_id in range(first, last + 1):
-        name = names.get(class_id) or tally.texts.get(class_id) or str(class_id)
-        out.append(name if name not in out else f"{name} ({class_id})")  # a name twice: its id tells them apart
-    return out
+    return list(distinct_names({class_id: names.get(class_id) or tally.texts.get(class_id) or str(class_id)
+                                for class_id in range(first, last + 1)}).values())
 
 
 def detection_entries(features: list[FeatureInfo], tally: ObjectTally, names: Mapping[int, str]

@@ -69,12 +69,12 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     by_image = _coco_by_image(url, annotations, files)
     annotations.clear()  # each image's annotations are freed once its rows are added (by_image.pop)
     split = _coco_split(url)
-    note = None
+    note, found = None, False  # found: the images' folder found, not given (images_dir= is not listed)
     if images_dir is not None:
         folder = images_dir
     else:
         named = [image["file_name"] for image in images[:_LOOKED_FOR]]
-        folder, note = _coco_images(url, [n for n in named if _inside(n)])
+        folder, note, found = _coco_images(url, [n for n in named if _inside(n)])
     columns = empty_columns(extra)
     no_area: list[Any] = []  # annotations whose bbox has no width or height
     for image in images:
@@ -106,7 +106,6 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
     warnings = [note] if note is not None else []
     # the folder found for the images (not one given: images_dir= is read only where the file names, as VOC's)
-    found = note is not None and "images read from" in note
     skipped = _unnamed(folder, frame[IMAGE_COLUMN], url) if found else []
     if skipped:
         warnings.append(f"{len(skipped)} images beside the images of {url!r} are not in its 'images' and were "
@@ -284,7 +283,7 @@ def _coco_split(url: str) -> str:
     return FOLDER_SPLITS.get(posixpath.basename(posixpath.dirname(url.rstrip("/"))).upper(), UNASSIGNED)
 
 
-def _coco_images(url: str, names: list[str]) -> tuple[str, str]:
+def _coco_images(url: str, names: list[str]) -> tuple[str, str, bool]:
     """Where a COCO file's images are when ``images_dir`` is not given, and the line the result says of it: the
     first of these folders of the dataset's root (the file's folder, or its parent when that is
     ``annotations/``) that holds one of its first images (``names``): beside the file (Roboflow's
@@ -292,7 +291,7 @@ def _coco_images(url: str, names: list[str]) -> tuple[str, str]:
     ``<subset>2017/`` (COCO 2017's ``annotations/instances_train2017.json`` beside ``train2017/``), the subset
     from ``instances_<subset>.json`` or ``person_keypoints_<subset>.json``, then the root itself (names such as
     ``images/a.jpg`` given from it). None holding any: the first of them that exists after the file's own
-    folder (else that folder), and the line names where it looked."""
+    folder (else that folder), and the line names where it looked. The third value: whether one held an image."""
     folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
     root = annotation_folder(url)
     stem = posixpath.basename(url).rsplit(".", 1)[0]
@@ -303,12 +302,12 @@ def _coco_images(url: str, names: list[str]) -> tuple[str, str]:
     folders = [c for c in candidates if _exists(c, folder=True)]
     for candidate in folders:
         if any(_exists(join_name(candidate, name)) for name in names):
-            return candidate, f"COCO annotations {url!r}: images read from {candidate}"
+            return candidate, f"COCO annotations {url!r}: images read from {candidate}", True
     named = next((c for c in folders if c != folder), folder)  # no image there yet: the likeliest folder
     shown = ", ".join(map(repr, names[:3])) + (", ..." if len(names) > 3 else "")
     looked = ", ".join(f"{c}/" for c in candidates)
     return named, (f"COCO annotations {url!r}: none of its first images ({shown}) is in {looked}; their names are "
-                   f"read from {named}: give images_dir= the folder that holds them")
+                   f"read from {named}: give images_dir= the folder that holds them"), False
 
 
 _LOOKED_FOR = 8  # images a folder is tried for: any of them there makes it the images' folder

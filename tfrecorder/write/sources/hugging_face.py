@@ -84,7 +84,7 @@ def dataset_source(source: Any) -> DatasetSource:
     """A ``Dataset`` (its own split, if it names one of ours; else split by hash) or a ``DatasetDict`` (each of
     its splits, which must all be ours) as a DatasetSource; its ClassLabel column (``label``, or the first) the
     label. Splits of other names, or of other columns, are a TFRecorderError saying which."""
-    if type(source).__name__ == "DatasetDict":
+    if _is_dict(source):
         unknown = [name for name in source if _our_split(name) is None]
         if unknown:
             kept = ", ".join(f"{name!r}: d[{name!r}]" for name in source if _our_split(name) is not None)
@@ -99,7 +99,7 @@ def dataset_source(source: Any) -> DatasetSource:
     if not splits:
         raise TFRecorderError("the DatasetDict has no split: there are no rows to convert")
     columns = splits[0][1].column_names
-    for name, (_, dataset) in zip(list(source) if type(source).__name__ == "DatasetDict" else [], splits):
+    for name, (_, dataset) in zip(list(source) if _is_dict(source) else [], splits):
         if dataset.column_names != columns:
             raise TFRecorderError(f"the DatasetDict's split {name!r} has columns {dataset.column_names}, but the "
                                   f"first has {columns}: every split needs the same columns")
@@ -116,7 +116,7 @@ def dataset_source(source: Any) -> DatasetSource:
 def _own_split_note(source: Any, columns: list[str]) -> str | None:
     """The warning for a DatasetDict whose datasets have a ``split`` column of their own: it gives each row's
     split, whatever the dict's key says (a key's rows may go to another split)."""
-    if type(source).__name__ != "DatasetDict" or SPLIT_COLUMN not in columns:
+    if not _is_dict(source) or SPLIT_COLUMN not in columns:
         return None
     return (f"the DatasetDict's datasets have a {SPLIT_COLUMN!r} column of their own: it gives each row's split, not "
             f"the dict's keys ({', '.join(map(repr, source))}); drop it to split by the keys")
@@ -129,7 +129,7 @@ def _no_labels(source: Any, splits: tuple[tuple[str | None, Any], ...], label: s
     are left out, as that column says."""
     import pyarrow.compute as pc
 
-    names = list(source) if type(source).__name__ == "DatasetDict" else [str(source.split or "the dataset")]
+    names = list(source) if _is_dict(source) else [str(source.split or "the dataset")]
     found: dict[str, list[int]] = {}
     for name, (_, dataset) in zip(names, splits):
         columns = [label, *([SPLIT_COLUMN] if SPLIT_COLUMN in dataset.column_names else [])]
@@ -149,6 +149,11 @@ def _no_labels(source: Any, splits: tuple[tuple[str | None, Any], ...], label: s
                           f"({shown}): drop them first, d = d.filter(lambda row: row[{label!r}] != -1), mark them "
                           f"DISCARD in a split column, or convert an unlabelled split on its own without its "
                           f"{label!r} column")
+
+
+def _is_dict(source: Any) -> bool:
+    """A DatasetDict (of splits), not a Dataset: told without importing datasets."""
+    return type(source).__name__ == "DatasetDict"
 
 
 def _class_names(dataset: Any) -> dict[str, tuple[str, ...]]:

@@ -117,8 +117,8 @@ def unpacked_records(source: Any) -> Iterator[Any]:
         yield source
         return
     fs, paths = found
-    url = os.fspath(source)
-    skipped = _not_read(fs, filesystem(url)[1], paths) if fs.isdir(filesystem(url)[1]) else []
+    given = filesystem(os.fspath(source))[1]
+    skipped = _not_read(fs, given, paths) if fs.isdir(given) else []
     key = hashlib.sha256("\n".join(f"{p} {fs.size(p)}" for p in paths).encode()).hexdigest()[:16]
     folder = os.path.join(tempfile.gettempdir(), f"tfrecorder-od-{key}")  # one name a source: a re-run is the same
     shutil.rmtree(folder, ignore_errors=True)
@@ -218,7 +218,7 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
     data = encoded[0] if encoded else b""
     if not encoded:  # another kind of record among the export's: no image to check (not an empty file)
         image = os.path.join(folder, f"{number:06d}-")
-        add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS)})
+        _no_boxes(columns, split, image)
         return image, f"has no {LAYOUT.image.name}: it is no record of an image"
     filename = _values(stored, "image/filename")
     given = filename[0].decode("utf-8", "replace") if filename else ""
@@ -237,7 +237,7 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
     problem = _objects_problem(ids, edges)
     # An image whose header cannot be read is one row without boxes: the writer names it in errors.csv
     if not ids or problem is not None or header is None:
-        add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS)})
+        _no_boxes(columns, split, image)
         return image, problem
     orientation, size = header
     boxes = LAYOUT.stored_boxes(edges)  # xmin, ymin, xmax, ymax: normalized, the stored pixels' frame
@@ -248,6 +248,11 @@ def _add_record(columns: dict[str, list[Any]], example: Any, split: str, folder:
         add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: label,
                           **dict(zip(BOX_COLUMNS, boxes[i].tolist()))})
     return image, None
+
+
+def _no_boxes(columns: dict[str, list[Any]], split: str, image: str) -> None:
+    """An image's one row without a label or a box."""
+    add_row(columns, {SPLIT_COLUMN: split, IMAGE_COLUMN: image, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS)})
 
 
 def _objects_problem(ids: list[Any], edges: list[np.ndarray]) -> str | None:
