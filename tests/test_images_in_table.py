@@ -311,6 +311,45 @@ def test_parts_of_images_are_bounded_by_bytes_and_make_the_same_shards(hf_parque
     assert shard_bytes(tmp_path / "parts") == shard_bytes(tmp_path / "whole")
 
 
+def test_images_held_in_memory_or_spilled_to_files_and_given_as_a_frame_make_the_same_shards(hf_parquet, tmp_path,
+                                                                                             monkeypatch):
+    """A Parquet's images are kept in memory, as read, while the rows spill without them (up to
+    MEMORY_IMAGE_BYTES), else spilled with their rows; given as a DataFrame of bytes they are hashed alike: the
+    same shards every way."""
+    from tfrecorder.write.table import summary_pass
+
+    monkeypatch.setattr(embedded, "PART_BYTES", 700)  # a row a part
+    convert(str(hf_parquet), tmp_path / "held")
+    for name, held in (("spilled", 0), ("then-spilled", 3 * 200)):  # none held; some parts held, then written
+        monkeypatch.setattr(summary_pass, "MEMORY_IMAGE_BYTES", held)
+        convert(str(hf_parquet), tmp_path / name)
+        assert shard_bytes(tmp_path / name) == shard_bytes(tmp_path / "held"), name
+    table = pq.read_table(hf_parquet).to_pandas()
+    table["image"] = table["image"].map(lambda struct: struct["bytes"])
+    convert(table, tmp_path / "frame")
+    assert [r["image"] for r in tfrecorder.read_tfr(str(tmp_path / "frame")).to_dict("records")] == \
+        [r["image"] for r in tfrecorder.read_tfr(str(tmp_path / "held")).to_dict("records")]
+
+
+@pytest.mark.parametrize("binary", [pa.binary(), pa.large_binary()])
+def test_a_parquet_parts_image_structs_read_as_pandas_reads_them(binary):
+    """A part's image structs are read without copying their bytes: the values pandas would give - a missing
+    struct, a struct of only a path, empty bytes -, in a part that starts inside the file's table and spans its
+    chunks."""
+    from tfrecorder.write.sources.files import arrow_frame
+
+    struct = pa.struct([("bytes", binary), ("path", pa.string())])
+    values = [{"bytes": encoded(pixels(i)), "path": f"{i}.png"} for i in range(3)]
+    values += [None, {"bytes": None, "path": "file.jpg"}, {"bytes": b"", "path": None}]
+    chunks = pa.chunked_array([pa.array(values[:4], struct), pa.array(values[4:], struct)])
+    part = pa.table({"image": chunks, "label": list("abcdef")}).slice(1)
+    frame = arrow_frame(part)
+    read = [None if v is None else {**v, "bytes": None if v["bytes"] is None else bytes(v["bytes"])}
+            for v in frame["image"]]
+    assert read == part.to_pandas()["image"].tolist() == values[1:]
+    assert frame["label"].tolist() == list("bcdef")
+
+
 def test_write_dataset_rows_of_pil_images(tmp_path):
     beam = pytest.importorskip("apache_beam")
     from tfrecorder.beam import WriteDataset

@@ -257,7 +257,7 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
         file's bytes are."""
         try:
             if held is not None and held[row] is not None:
-                image = held_image(held[row], settings, options.fetch)
+                image = held_image(bytes(held[row]), settings, options.fetch)  # a memoryview: its copy
             elif held is not None and locations[row] is None:  # a table of images: no URI was asked for
                 raise ImageError("missing_uri", "the row has no image (an empty cell)")
             else:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN, hf_features
+from tfrecorder.schema import LABEL_COLUMN, SPLIT_COLUMN, hf_features, is_image_struct
 from tfrecorder.write.sources.class_labels import (
     chosen,
     ids_note,
@@ -41,7 +41,7 @@ from tfrecorder.write.sources.csv_text import (
     name_headerless,
     separator_note,
 )
-from tfrecorder.write.sources.embedded import part_rows
+from tfrecorder.write.sources.embedded import image_structs, part_rows
 from tfrecorder.write.sources.folders import YAML_EXTENSIONS, file_url, not_read_yet
 from tfrecorder.write.sources.long_form import file_folder
 from tfrecorder.write.splits import NAMED_SPLITS
@@ -363,7 +363,7 @@ class TableFiles:
         import pyarrow.parquet as pq
 
         try:
-            with open_url(url) as f:
+            with _open_parquet(url) as f:
                 file = pq.ParquetFile(f)
                 size = part_rows(rows, _row_bytes(file.metadata))
                 if size < rows:  # rows of images: pre-buffered reads would stay held as the file is read on
@@ -378,6 +378,16 @@ class TableFiles:
             raise
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             raise TFRecorderError(f"Parquet file {url!r} cannot be read: {e}") from e
+
+
+def _open_parquet(url: str) -> Any:
+    """A Parquet file opened for reading: a local one by pyarrow itself (its reads let go of the GIL, where a
+    Python file's hold it against the part being validated meanwhile: ``summary_pass.read_ahead``)."""
+    import pyarrow as pa
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs, path = filesystem(url)
+    return pa.OSFile(path) if isinstance(fs, LocalFileSystem) else open_url(url)
 
 
 def _class_names_of(files: TableFiles, schema: Any) -> tuple[str, ...]:
@@ -416,7 +426,18 @@ def arrow_frame(table: Any) -> pd.DataFrame:
                            pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
                            pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
                            pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
-    return table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
+    images = [i for i, field in enumerate(table.schema) if is_image_struct(field.type) and (
+        pa.types.is_binary(field.type.field("bytes").type) or pa.types.is_large_binary(field.type.field("bytes").type))]
+    if not images:
+        return table.to_pandas(types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
+    frame = table.drop_columns([table.schema.names[i] for i in images]).to_pandas(
+        types_mapper=_NULLABLE_TYPES.get).reset_index(drop=True)
+    if not len(frame.columns):
+        frame = pd.DataFrame(index=pd.RangeIndex(table.num_rows))
+    for i in images:  # images as memoryviews of the part's buffers, not copied (image_structs)
+        frame.insert(i, table.schema.names[i], pd.Series(image_structs(table.column(i)), index=frame.index,
+                                                          dtype=object))
+    return frame
 
 
 def _row_bytes(metadata: Any) -> float:

@@ -23,7 +23,7 @@ from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.facts import Facts
 from tfrecorder.write.table.plan import SAMPLE_ROWS, ShardSpec
-from tfrecorder.write.table.table import Table
+from tfrecorder.write.table.table import IMAGE_DATA, Table, binary_array
 from tfrecorder.write.table.validate import finalize
 
 
@@ -66,6 +66,17 @@ class HeldRows:
 
     part: HeldPart | None = None
     files: dict[str, list[Any]] = field(default_factory=dict)  # spill file name -> its rows (pyarrow tables)
+    # A table that holds its images (up to MEMORY_IMAGE_BYTES of them): each row's image by row number, as its
+    # part was read. Its spilled rows are without them (no column IMAGE_DATA): a shard takes them from here.
+    images: dict[int, bytes | memoryview | None] | None = None
+
+    def with_images(self, rows: Any) -> Any:
+        """Spilled rows (a pyarrow table) with their images: those ``images`` holds put in as the column
+        IMAGE_DATA (before ``key``, where rows spilled with their images have it)."""
+        if self.images is None or IMAGE_DATA in rows.column_names:
+            return rows
+        data = binary_array([self.images[row] for row in rows["row"].to_pylist()])
+        return rows.add_column(rows.column_names.index("key"), IMAGE_DATA, data)
 
 
 @dataclass(frozen=True)
@@ -133,18 +144,26 @@ def image_rows(found: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarr
 HELD_SIZES = "image_data_bytes"  # a size sample's column: each held image's size, its bytes left behind
 
 
-def sized(rows: Any) -> Any:
+def sized(rows: Any, held: HeldRows | None = None) -> Any:
     """Spilled rows (a pyarrow table) for a size sample: each image the table holds replaced by empty bytes
-    and its size kept (column HELD_SIZES), which is all the estimate reads of it. A sample of a split's rows is
-    kept through the whole summary pass: with the bytes, a few dozen large images would outweigh a part."""
+    and its size kept (column HELD_SIZES), which is all the estimate reads of it - also of rows spilled without
+    their images, which ``held`` holds. A sample of a split's rows is kept through the whole summary pass: with
+    the bytes, a few dozen large images would outweigh a part."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if "image_data" not in rows.column_names or HELD_SIZES in rows.column_names:
+    if HELD_SIZES in rows.column_names:
         return rows
-    data = rows["image_data"]
+    if IMAGE_DATA not in rows.column_names:
+        if held is None or held.images is None:
+            return rows
+        images = [held.images[row] for row in rows["row"].to_pylist()]
+        empty = pa.array([None if data is None else b"" for data in images], pa.large_binary())
+        return (rows.add_column(rows.column_names.index("key"), IMAGE_DATA, empty)
+                .append_column(HELD_SIZES, pa.array([None if d is None else len(d) for d in images], pa.int64())))
+    data = rows[IMAGE_DATA]
     empty = pc.if_else(pc.is_null(data), pa.scalar(None, data.type), pa.scalar(b"", data.type))
-    return (rows.set_column(rows.column_names.index("image_data"), "image_data", empty)
+    return (rows.set_column(rows.column_names.index(IMAGE_DATA), IMAGE_DATA, empty)
             .append_column(HELD_SIZES, pc.binary_length(data)))
 
 
@@ -172,8 +191,12 @@ def shard_parts(shard: SpilledShard) -> Iterator[tuple[list[int], Table]]:
         if shard.template.is_detection:
             low, high = whole_groups(rows["key"].to_numpy(), low, high)
         rows = rows.slice(low, high - low)
-        table = finalize(shard.template.with_values(rows), shard.facts, shard.float_precision)
-        yield rows["row"].to_pylist(), table
+        numbers = rows["row"].to_pylist()
+        images = shard.held.images
+        data = [images[row] for row in numbers] if images is not None and IMAGE_DATA not in rows.column_names \
+            else None
+        table = finalize(shard.template.with_values(rows, data), shard.facts, shard.float_precision)
+        yield numbers, table
 
 
 def whole_groups(keys: np.ndarray, start: int, stop: int) -> tuple[int, int]:

@@ -63,6 +63,11 @@ SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
 # Spilled rows a conversion in this process keeps in memory before it writes them to its spill folder: a small
 # table never touches the disk (TFDS's Shuffler buffers the same way). Forked shard writers inherit them.
 MEMORY_SPILL_BYTES = 32 * 1024 * 1024
+# The images a table holds that such a conversion keeps in memory, as its parts were read, instead of spilling
+# them with their rows: the rows spill without them and each shard's writer takes its images from memory (no
+# copy into the spill and back). A table of more images spills them all (the memory a large Parquet of images
+# converts in).
+MEMORY_IMAGE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,10 @@ class Spiller:
         self._first: HeldPart | None = None  # the first part, held whole while it is the only one
         self._held: dict[tuple[int, int], list[Any]] | None = {} if memory_bytes else None
         self._held_bytes = 0
+        # a table that holds its images, spilled in memory: row number -> its image (HeldRows.images)
+        holds = memory_bytes and ImageBytes in schema.values()
+        self._held_images: dict[int, bytes | memoryview | None] | None = {} if holds else None
+        self._image_bytes = 0
         self._fractions, self._run_digest = fractions, run_digest
         self._writers: dict[tuple[int, int], Any] = {}
         self._facts, self._digest = Facts(), None
@@ -257,7 +266,12 @@ class Spiller:
         import pyarrow as pa
 
         part, keys, rows, split_codes = held.part, held.keys, held.rows, held.split_codes
-        arrow = part.to_arrow().append_column("key", pa.array(keys)).append_column("row", pa.array(rows))
+        images = self._held_images
+        arrow = part.to_arrow(images=images is None).append_column("key", pa.array(keys)).append_column(
+            "row", pa.array(rows))
+        if images is not None and part.image_data is not None:
+            images.update(zip(rows.tolist(), part.image_data))
+            self._image_bytes += sum(len(data) for data in part.image_data if data is not None)
         bucket = leakage.key_range(keys, self._buckets)
         for code, split in enumerate(WRITTEN_SPLITS):
             mine = np.flatnonzero(split_codes == code)
@@ -271,8 +285,11 @@ class Spiller:
                 self._counts[b, code] += stop - start
             earlier = self._sample.get(split)
             candidates = mine[np.lexsort((rows[mine], keys[mine]))[:SAMPLE_ROWS]]  # only these can be smallest
-            self._sample[split] = smallest([sized(arrow.take(pa.array(candidates))),
-                                            *([earlier] if earlier is not None else [])])
+            sample = sized(arrow.take(pa.array(candidates)), HeldRows(images=images))
+            self._sample[split] = smallest([sample, *([earlier] if earlier is not None else [])])
+        if self._held is not None and (self._held_bytes > self._memory_bytes
+                                       or self._image_bytes > MEMORY_IMAGE_BYTES):
+            self._write_held()
 
     def spill(self, parts: Iterator[tuple[pd.DataFrame, Any, int]]) -> Summary:
         """``add`` each part, the next one read meanwhile (``read_ahead``), then ``close``."""
@@ -285,19 +302,25 @@ class Spiller:
         return summary
 
     def _put(self, code: int, bucket: int, rows: Any) -> None:
-        """Spill ``rows`` of split ``code`` in ``bucket``: held in memory until MEMORY_SPILL_BYTES are, then all
-        of them written to the folder (and every row after them)."""
+        """Spill ``rows`` of split ``code`` in ``bucket``: held in memory until ``_write_held``, then to files."""
         if self._held is None:
             self._writer(code, bucket, rows.schema).write_table(rows)
             return
         self._held.setdefault((code, bucket), []).append(rows)
         self._held_bytes += rows.nbytes
-        if self._held_bytes > self._memory_bytes:
-            held, self._held = self._held, None
-            for (code, bucket), tables in held.items():
-                writer = self._writer(code, bucket, tables[0].schema)
-                for table in tables:
-                    writer.write_table(table)
+
+    def _write_held(self) -> None:
+        """Write the rows held in memory to the spill folder (with their images, where they were held apart):
+        MEMORY_SPILL_BYTES of rows, or MEMORY_IMAGE_BYTES of images, are held; every row after them is written."""
+        held, self._held = self._held or {}, None
+        images = HeldRows(images=self._held_images)
+        self._held_images, self._image_bytes = None, 0
+        for (code, bucket), tables in held.items():
+            writer = None
+            while tables:
+                table = images.with_images(tables.pop(0))  # one table's images copied at a time
+                writer = writer or self._writer(code, bucket, table.schema)
+                writer.write_table(table)
 
     def _writer(self, code: int, bucket: int, schema: Any) -> Any:
         import pyarrow as pa
@@ -327,6 +350,7 @@ class Spiller:
                 (int(code), int(b)): (self._name(int(code), int(b)),) for code, b in counted}
         elif self._held is not None:
             held.files = {self._name(*key): rows for key, rows in self._held.items()}
+            held.images = self._held_images
             files = {key: (self._name(*key),) for key in self._held}
         else:
             files = {key: (self._name(*key),) for key in self._writers}

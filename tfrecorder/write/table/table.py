@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -11,6 +12,8 @@ import numpy as np
 from tfrecorder.dataset.connectors import BYTES, Connector, stored_connector
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType, Kind
+
+IMAGE_DATA = "image_data"  # to_arrow's column of the images a table holds
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class Table:
     keypoint_count: int | None = None  # a detection table's keypoints an object (K; finalize decides)
     # A table that holds its images (types.ImageBytes): each row's encoded bytes, None where the row names a file
     # (image_locations) or has no image; None for a table of image URIs.
-    image_data: list[bytes | None] | None = None
+    image_data: list[bytes | memoryview | None] | None = None
 
     @property
     def is_detection(self) -> bool:
@@ -90,27 +93,33 @@ class Table:
         label = self.label
         if label is not None and self.vocabulary is not None:  # label ids: hashed as the text they stand for
             label = replace(label, values=_texts(label.values, self.vocabulary), stored_as=Kind.BYTES)
-        images = self.image_uris if self.image_data is None else self.image_data  # held images: by their bytes
-        parts = [(self.splits, BYTES), (images, BYTES),
-                 *([(self.mask_uris, BYTES)] if self.mask_uris is not None else []),
-                 *((c.values, c.connector) for c in ((label,) if label else ()) + self.features)]
-        for values, connector in parts:
-            if values is not None:
-                keys = (keys * np.uint64(0x100000001B3)) ^ connector.hashes(values)  # column order counts
+        hashes = [BYTES.hashes(self.splits), self._image_hashes(),
+                  *([BYTES.hashes(self.mask_uris)] if self.mask_uris is not None else []),
+                  *(c.connector.hashes(c.values) for c in ((label,) if label else ()) + self.features)]
+        for found in hashes:
+            if found is not None:
+                keys = (keys * np.uint64(0x100000001B3)) ^ found  # column order counts
         return keys
 
-    def to_arrow(self) -> Any:
-        """The values as a pyarrow Table, a column each (splits, image URIs and locations, the images a table
-        holds, then the label and extra columns in encoding order): what ``with_values`` reads back. Values
-        only: schema and column types stay with the Table."""
+    def _image_hashes(self) -> np.ndarray | None:
+        """Each row's image as ``row_keys`` hashes it: its URI; an image the table holds by its bytes
+        (``held_image_hashes``), and by its name where the row names a file instead."""
+        if self.image_data is None:
+            return BYTES.hashes(self.image_uris) if self.image_uris is not None else None
+        held = np.array([data is not None for data in self.image_data], bool)
+        return np.where(held, held_image_hashes(self.image_data), BYTES.hashes(self.image_uris))
+
+    def to_arrow(self, images: bool = True) -> Any:
+        """The values as a pyarrow Table, a column each (splits, image URIs and locations, masks' URIs and
+        locations, the label and extra columns in encoding order, then the images a table holds, unless
+        ``images`` is False): what ``with_values`` reads back. Values only: schema and column types stay with
+        the Table."""
         import pyarrow as pa
 
         columns = {"split": pa.array(self.splits, pa.string())}
         if self.image_uris is not None:
             columns["image_uri"] = pa.array(self.image_uris, pa.string())
             columns["image_location"] = pa.array(self.image_locations, pa.string())
-        if self.image_data is not None:
-            columns["image_data"] = pa.array(self.image_data, pa.large_binary())
         if self.mask_uris is not None:
             columns["mask_uri"] = pa.array(self.mask_uris, pa.string())
             columns["mask_location"] = pa.array(self.mask_locations, pa.string())
@@ -120,10 +129,13 @@ class Table:
                 held = pa.string() if self.vocabulary is None else pa.int64()  # (validate_part) still the text
                 arrow = pa.list_(held) if column.type.is_list else held
             columns[f"column_{i}"] = pa.array(column.values, arrow)
+        if self.image_data is not None and images:
+            columns[IMAGE_DATA] = binary_array(self.image_data)
         return pa.table(columns)
 
-    def with_values(self, arrow: Any) -> Table:
-        """This table (a template: ``table.take([])``) holding the values of ``arrow``, from ``to_arrow``."""
+    def with_values(self, arrow: Any, image_data: list[bytes | memoryview | None] | None = None) -> Table:
+        """This table (a template: ``table.take([])``) holding the values of ``arrow``, from ``to_arrow``;
+        ``image_data``: the images of a table that holds them, where ``arrow`` was made without them."""
         columns = [arrow[f"column_{i}"].to_pylist() for i in range(len(self.columns))]
         label = replace(self.label, values=columns.pop(0)) if self.label else None
         images = self.image_uris is not None
@@ -131,7 +143,8 @@ class Table:
             self, num_rows=arrow.num_rows, splits=arrow["split"].to_pylist(),
             image_uris=arrow["image_uri"].to_pylist() if images else None,
             image_locations=arrow["image_location"].to_pylist() if images else None,
-            image_data=arrow["image_data"].to_pylist() if self.image_data is not None else None,
+            image_data=(image_data if image_data is not None else arrow[IMAGE_DATA].to_pylist())
+            if self.image_data is not None else None,
             mask_uris=arrow["mask_uri"].to_pylist() if self.mask_uris is not None else None,
             mask_locations=arrow["mask_location"].to_pylist() if self.mask_uris is not None else None,
             label=label, features=tuple(replace(c, values=v) for c, v in zip(self.features, columns)))
@@ -156,6 +169,22 @@ class Table:
             label=replace(self.label, values=pick(self.label.values)) if self.label else None,
             features=tuple(replace(c, values=pick(c.values)) for c in self.features),
         )
+
+
+def held_image_hashes(values: Sequence[bytes | memoryview | None]) -> np.ndarray:
+    """64-bit hashes of the images a table holds (0 for None), for ``row_keys``: each one's CRC-32 above its
+    length. The rows' order is all that rests on them - equal ones are ordered by row, and leaks are found by
+    the writers' content keys (``leakage.content_key``) - so a CRC does, at a quarter of SipHash's or SHA-256's
+    time: the images' bytes are most of what a table that holds them hashes."""
+    return np.array([0 if v is None else zlib.crc32(v) << 32 | len(v) & 0xFFFFFFFF for v in values], np.uint64)
+
+
+def binary_array(values: Sequence[bytes | memoryview | None]) -> Any:
+    """Images a table holds (bytes, or memoryviews of a Parquet part's buffer: ``embedded.image_structs``) as a
+    pyarrow large_binary array."""
+    import pyarrow as pa
+
+    return pa.array([bytes(v) if isinstance(v, memoryview) else v for v in values], pa.large_binary())
 
 
 def _texts(ids: list[Any] | np.ndarray, vocabulary: Sequence[str]) -> list[Any]:

@@ -37,7 +37,7 @@ class HeldImages:
     and where to read the rows that name a file instead; UNASSIGNED rows are split by the bytes' digest
     (``split_keys``: the same image falls in the same split wherever it is in the table)."""
 
-    data: list[bytes | None]
+    data: list[bytes | memoryview | None]
     uris: list[str | None]
     locations: list[str | None]
 
@@ -51,7 +51,7 @@ def held_images(name: str, series: pd.Series, first_row: int,
                 base_dir: str | Sequence[str | None] | None) -> tuple[HeldImages, Problem | None]:
     """The images of column ``name`` (rows ``first_row`` on), and the problem of its values that are no image
     (named by row, never by their bytes); None when every value is an image, a struct naming a file, or missing."""
-    data: list[bytes | None] = []
+    data: list[bytes | memoryview | None] = []
     paths: list[str | None] = []
     bad: list[int] = []
     why = ""
