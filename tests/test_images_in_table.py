@@ -311,18 +311,20 @@ def test_parts_of_images_are_bounded_by_bytes_and_make_the_same_shards(hf_parque
     assert shard_bytes(tmp_path / "parts") == shard_bytes(tmp_path / "whole")
 
 
-def test_images_held_in_memory_or_spilled_to_files_and_given_as_a_frame_make_the_same_shards(hf_parquet, tmp_path,
-                                                                                             monkeypatch):
-    """A Parquet's images are kept in memory, as read, while the rows spill without them (up to
-    MEMORY_IMAGE_BYTES), else spilled with their rows; given as a DataFrame of bytes they are hashed alike: the
-    same shards every way."""
+def test_images_held_in_memory_or_spilled_and_given_as_a_frame_make_the_same_shards(hf_parquet, tmp_path,
+                                                                                   monkeypatch):
+    """A Parquet's images are kept in memory as read (up to MEMORY_IMAGE_BYTES) while their rows spill without
+    them, to memory or files; a larger one's spill with their rows; given as a DataFrame of bytes they are
+    hashed alike: the same shards every way."""
     from tfrecorder.write.table import summary_pass
 
     monkeypatch.setattr(embedded, "PART_BYTES", 700)  # a row a part
     convert(str(hf_parquet), tmp_path / "held")
-    for name, held in (("spilled", 0), ("then-spilled", 3 * 200)):  # none held; some parts held, then written
-        monkeypatch.setattr(summary_pass, "MEMORY_IMAGE_BYTES", held)
-        convert(str(hf_parquet), tmp_path / name)
+    monkeypatch.setattr(summary_pass, "MEMORY_SPILL_BYTES", 1)  # the rows to files, the images kept
+    convert(str(hf_parquet), tmp_path / "rows-spilled")
+    monkeypatch.setattr(summary_pass, "MEMORY_IMAGE_BYTES", 0)  # the images too
+    convert(str(hf_parquet), tmp_path / "spilled")
+    for name in ("rows-spilled", "spilled"):
         assert shard_bytes(tmp_path / name) == shard_bytes(tmp_path / "held"), name
     table = pq.read_table(hf_parquet).to_pandas()
     table["image"] = table["image"].map(lambda struct: struct["bytes"])

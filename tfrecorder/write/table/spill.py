@@ -23,7 +23,7 @@ from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.facts import Facts
 from tfrecorder.write.table.plan import SAMPLE_ROWS, ShardSpec
-from tfrecorder.write.table.table import IMAGE_DATA, Table, binary_array
+from tfrecorder.write.table.table import IMAGE_DATA, Table
 from tfrecorder.write.table.validate import finalize
 
 
@@ -66,17 +66,9 @@ class HeldRows:
 
     part: HeldPart | None = None
     files: dict[str, list[Any]] = field(default_factory=dict)  # spill file name -> its rows (pyarrow tables)
-    # A table that holds its images (up to MEMORY_IMAGE_BYTES of them): each row's image by row number, as its
-    # part was read. Its spilled rows are without them (no column IMAGE_DATA): a shard takes them from here.
+    # The images a table holds, each row's by its number, as its part was read (summary_pass.holds_images): its
+    # spilled rows are without them (no column IMAGE_DATA), and a shard takes them from here.
     images: dict[int, bytes | memoryview | None] | None = None
-
-    def with_images(self, rows: Any) -> Any:
-        """Spilled rows (a pyarrow table) with their images: those ``images`` holds put in as the column
-        IMAGE_DATA (before ``key``, where rows spilled with their images have it)."""
-        if self.images is None or IMAGE_DATA in rows.column_names:
-            return rows
-        data = binary_array([self.images[row] for row in rows["row"].to_pylist()])
-        return rows.add_column(rows.column_names.index("key"), IMAGE_DATA, data)
 
 
 @dataclass(frozen=True)

@@ -63,10 +63,9 @@ SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
 # Spilled rows a conversion in this process keeps in memory before it writes them to its spill folder: a small
 # table never touches the disk (TFDS's Shuffler buffers the same way). Forked shard writers inherit them.
 MEMORY_SPILL_BYTES = 32 * 1024 * 1024
-# The images a table holds that such a conversion keeps in memory, as its parts were read, instead of spilling
-# them with their rows: the rows spill without them and each shard's writer takes its images from memory (no
-# copy into the spill and back). A table of more images spills them all (the memory a large Parquet of images
-# converts in).
+# A file of images (Parquet) up to this size, uncompressed, is kept in memory as its parts are read: its rows
+# spill without their images, which the forked shard writers take from memory (no copy into the spill and
+# back). A larger one spills its images with their rows, in the memory of a few parts (``holds_images``).
 MEMORY_IMAGE_BYTES = 256 * 1024 * 1024
 
 
@@ -108,7 +107,7 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
 
     def spilled(rows: Iterator[tuple[pd.DataFrame, Any, int]], spellings: Spellings | None = None) -> Summary:
         spiller = Spiller(schema, bucket_count(files, schema), spill, "all", fractions=fractions, run_digest=run_digest,
-                          memory_bytes=MEMORY_SPILL_BYTES, spellings=spellings)
+                          memory_bytes=MEMORY_SPILL_BYTES, spellings=spellings, images=holds_images(files, schema))
         return spiller.spill(rows)
 
     summary = spilled(itertools.chain([first] if first is not None else [], parts))
@@ -119,6 +118,15 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     summary = class_names(summary, files)
     summary.facts.check()
     return summary
+
+
+def holds_images(files: Source, schema: Schema) -> bool:
+    """Whether a conversion in this process keeps the images a table holds in memory, as its parts were read,
+    rather than spilling them: a DataFrame's or a Hugging Face Dataset's are in memory (or mapped) already, and
+    only referenced; files' when they are at most MEMORY_IMAGE_BYTES."""
+    if ImageBytes not in schema.values():
+        return False
+    return not isinstance(files, TableFiles) or max(files.bytes, files.data_bytes) <= MEMORY_IMAGE_BYTES
 
 
 def class_names(summary: Summary, files: Any) -> Summary:
@@ -190,20 +198,19 @@ def read_ahead(items: Iterator[Any]) -> Iterator[Any]:
 class Spiller:
     """Validates parts of a table and spills their rows, with their content keys, per (split, bucket) - to
     files named ``<split>-<bucket>-<tag>.arrow`` in the spill folder, or, up to ``memory_bytes`` of them, held
-    in this process's memory under those names - ; ``close`` gives the Summary of what it saw."""
+    in this process's memory under those names - ; ``close`` gives the Summary of what it saw. ``images``: the
+    images a table holds are kept in memory (``HeldRows.images``) and its rows spilled without them."""
 
     def __init__(self, schema: Schema, buckets: int, spill: Folder, tag: str, *, fractions: Sequence[float],
-                 run_digest: Any = None, memory_bytes: int = 0, spellings: Spellings | None = None):
+                 run_digest: Any = None, memory_bytes: int = 0, spellings: Spellings | None = None,
+                 images: bool = False):
         self._schema, self._buckets, self._spill, self._tag = schema, buckets, spill, tag
         self._spellings = spellings
         self._memory_bytes = memory_bytes
         self._first: HeldPart | None = None  # the first part, held whole while it is the only one
         self._held: dict[tuple[int, int], list[Any]] | None = {} if memory_bytes else None
         self._held_bytes = 0
-        # a table that holds its images, spilled in memory: row number -> its image (HeldRows.images)
-        holds = memory_bytes and ImageBytes in schema.values()
-        self._held_images: dict[int, bytes | memoryview | None] | None = {} if holds else None
-        self._image_bytes = 0
+        self._held_images: dict[int, bytes | memoryview | None] | None = {} if images else None  # by row
         self._fractions, self._run_digest = fractions, run_digest
         self._writers: dict[tuple[int, int], Any] = {}
         self._facts, self._digest = Facts(), None
@@ -271,7 +278,6 @@ class Spiller:
             "row", pa.array(rows))
         if images is not None and part.image_data is not None:
             images.update(zip(rows.tolist(), part.image_data))
-            self._image_bytes += sum(len(data) for data in part.image_data if data is not None)
         bucket = leakage.key_range(keys, self._buckets)
         for code, split in enumerate(WRITTEN_SPLITS):
             mine = np.flatnonzero(split_codes == code)
@@ -287,8 +293,7 @@ class Spiller:
             candidates = mine[np.lexsort((rows[mine], keys[mine]))[:SAMPLE_ROWS]]  # only these can be smallest
             sample = sized(arrow.take(pa.array(candidates)), HeldRows(images=images))
             self._sample[split] = smallest([sample, *([earlier] if earlier is not None else [])])
-        if self._held is not None and (self._held_bytes > self._memory_bytes
-                                       or self._image_bytes > MEMORY_IMAGE_BYTES):
+        if self._held is not None and self._held_bytes > self._memory_bytes:
             self._write_held()
 
     def spill(self, parts: Iterator[tuple[pd.DataFrame, Any, int]]) -> Summary:
@@ -310,16 +315,12 @@ class Spiller:
         self._held_bytes += rows.nbytes
 
     def _write_held(self) -> None:
-        """Write the rows held in memory to the spill folder (with their images, where they were held apart):
-        MEMORY_SPILL_BYTES of rows, or MEMORY_IMAGE_BYTES of images, are held; every row after them is written."""
+        """Write the rows held in memory to the spill folder, once MEMORY_SPILL_BYTES of them are (and every row
+        after them: ``_put``)."""
         held, self._held = self._held or {}, None
-        images = HeldRows(images=self._held_images)
-        self._held_images, self._image_bytes = None, 0
         for (code, bucket), tables in held.items():
-            writer = None
-            while tables:
-                table = images.with_images(tables.pop(0))  # one table's images copied at a time
-                writer = writer or self._writer(code, bucket, table.schema)
+            writer = self._writer(code, bucket, tables[0].schema)
+            for table in tables:
                 writer.write_table(table)
 
     def _writer(self, code: int, bucket: int, schema: Any) -> Any:
@@ -350,10 +351,10 @@ class Spiller:
                 (int(code), int(b)): (self._name(int(code), int(b)),) for code, b in counted}
         elif self._held is not None:
             held.files = {self._name(*key): rows for key, rows in self._held.items()}
-            held.images = self._held_images
             files = {key: (self._name(*key),) for key in self._held}
         else:
             files = {key: (self._name(*key),) for key in self._writers}
+        held.images = self._held_images if self._first is None else None  # a held part has its own
         images = {code: image_rows(found) for code, found in self._images.items()}
         return Summary(self._schema, self._facts, self._template, self._buckets, self._counts, files,
                        self._sample, self._digest, self._uri_keys, self._remote, held, images)

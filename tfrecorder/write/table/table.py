@@ -181,10 +181,15 @@ def held_image_hashes(values: Sequence[bytes | memoryview | None]) -> np.ndarray
 
 def binary_array(values: Sequence[bytes | memoryview | None]) -> Any:
     """Images a table holds (bytes, or memoryviews of a Parquet part's buffer: ``embedded.image_structs``) as a
-    pyarrow large_binary array."""
+    pyarrow large_binary array, their bytes copied once (``pa.array`` takes no memoryview)."""
     import pyarrow as pa
 
-    return pa.array([bytes(v) if isinstance(v, memoryview) else v for v in values], pa.large_binary())
+    given = [v is not None for v in values]
+    offsets = np.zeros(len(values) + 1, np.int64)
+    np.cumsum([0 if v is None else len(v) for v in values], out=offsets[1:])
+    validity = None if all(given) else pa.array(given).buffers()[1]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(values), [
+        validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(v for v in values if v is not None))])
 
 
 def _texts(ids: list[Any] | np.ndarray, vocabulary: Sequence[str]) -> list[Any]:
