@@ -179,3 +179,14 @@ def test_each_readme_quick_start_runs_twice_in_a_row(number, files, tmp_path, mo
     exec(code, namespace)  # noqa: S102
     if "result" in namespace:
         assert namespace["result"].reused, f"README block {number} wrote its conversion again"
+
+
+def test_the_images_page_names_the_memory_bounds_of_a_table_of_images():
+    """docs/images.md says how much of a table's images a part holds and how large a Parquet's images stay in
+    memory: the figures the code has."""
+    from tfrecorder.write.sources.embedded import PART_BYTES
+    from tfrecorder.write.table.summary_pass import MEMORY_IMAGE_BYTES
+
+    text = " ".join((ROOT / "docs" / "images.md").read_text().split())
+    assert f"at most {PART_BYTES // 2**20} MiB of images at a time" in text
+    assert f"a Parquet's up to {MEMORY_IMAGE_BYTES // 2**20} MiB, stay in memory" in text
