@@ -93,9 +93,11 @@ class Table:
         label = self.label
         if label is not None and self.vocabulary is not None:  # label ids: hashed as the text they stand for
             label = replace(label, values=_texts(label.values, self.vocabulary), stored_as=Kind.BYTES)
-        hashes = [BYTES.hashes(self.splits), self._image_hashes(),
-                  *([BYTES.hashes(self.mask_uris)] if self.mask_uris is not None else []),
-                  *(c.connector.hashes(c.values) for c in ((label,) if label else ()) + self.features)]
+        def hashed(values: Any, connector: Connector = BYTES) -> np.ndarray | None:
+            return None if values is None else connector.hashes(values)
+
+        hashes = [hashed(self.splits), self._image_hashes(), hashed(self.mask_uris),
+                  *(hashed(c.values, c.connector) for c in ((label,) if label else ()) + self.features)]
         for found in hashes:
             if found is not None:
                 keys = (keys * np.uint64(0x100000001B3)) ^ found  # column order counts
