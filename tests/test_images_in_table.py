@@ -333,6 +333,22 @@ def test_images_held_in_memory_or_spilled_and_given_as_a_frame_make_the_same_sha
         [r["image"] for r in tfrecorder.read_tfr(str(tmp_path / "held")).to_dict("records")]
 
 
+def test_images_a_frame_holds_encoded_are_kept_in_memory_and_those_it_makes_only_up_to_a_bound(monkeypatch):
+    """A DataFrame's encoded images are only referenced while its rows spill, whatever their size; PNGs made of
+    its arrays or PIL images are new memory, kept only up to MEMORY_IMAGE_BYTES (else spilled, as a large
+    Parquet's are)."""
+    from tfrecorder.write.sources.frames import FrameSource
+    from tfrecorder.write.table import summary_pass
+
+    monkeypatch.setattr(summary_pass, "MEMORY_IMAGE_BYTES", 1000)
+    schema = {"split": types.SplitKey, "image": types.ImageBytes, "label": types.StringLabel}
+    keeps = {kind: summary_pass.keeps_images(FrameSource(frame(values)), schema) for kind, values in (
+        ("bytes", [encoded(pixels(i)) for i in range(6)]), ("arrays", [pixels(i) for i in range(6)]),
+        ("pil", [pil(pixels(i)) for i in range(6)]))}
+    assert keeps == {"bytes": True, "arrays": False, "pil": False}
+    assert summary_pass.keeps_images(FrameSource(frame([pixels(0)])), schema)  # one 10x12 array: under the bound
+
+
 @pytest.mark.parametrize("binary", [pa.binary(), pa.large_binary()])
 def test_a_parquet_parts_image_structs_read_as_pandas_reads_them(binary):
     """A part's image structs are read without copying their bytes: the values pandas would give - a missing

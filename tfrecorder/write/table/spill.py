@@ -66,7 +66,7 @@ class HeldRows:
 
     part: HeldPart | None = None
     files: dict[str, list[Any]] = field(default_factory=dict)  # spill file name -> its rows (pyarrow tables)
-    # The images a table holds, each row's by its number, as its part was read (summary_pass.holds_images): its
+    # The images a table holds, each row's by its number, as its part was read (summary_pass.keeps_images): its
     # spilled rows are without them (no column IMAGE_DATA), and a shard takes them from here.
     images: dict[int, bytes | memoryview | None] | None = None
 

@@ -38,7 +38,7 @@ import pandas as pd
 from tfrecorder.dataset.connectors import BYTES
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError
-from tfrecorder.schema import Schema
+from tfrecorder.schema import Schema, image_value_kind, is_missing
 from tfrecorder.types import ImageBytes
 from tfrecorder.write.settings import is_remote
 from tfrecorder.write.sources import BeamInput, Source, TableFiles
@@ -65,7 +65,7 @@ SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
 MEMORY_SPILL_BYTES = 32 * 1024 * 1024
 # A file of images (Parquet) up to this size, uncompressed, is kept in memory as its parts are read: its rows
 # spill without their images, which the forked shard writers take from memory (no copy into the spill and
-# back). A larger one spills its images with their rows, in the memory of a few parts (``holds_images``).
+# back). A larger one spills its images with their rows, in the memory of a few parts (``keeps_images``).
 MEMORY_IMAGE_BYTES = 256 * 1024 * 1024
 
 
@@ -107,7 +107,7 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
 
     def spilled(rows: Iterator[tuple[pd.DataFrame, Any, int]], spellings: Spellings | None = None) -> Summary:
         spiller = Spiller(schema, bucket_count(files, schema), spill, "all", fractions=fractions, run_digest=run_digest,
-                          memory_bytes=MEMORY_SPILL_BYTES, spellings=spellings, images=holds_images(files, schema))
+                          memory_bytes=MEMORY_SPILL_BYTES, spellings=spellings, images=keeps_images(files, schema))
         return spiller.spill(rows)
 
     summary = spilled(itertools.chain([first] if first is not None else [], parts))
@@ -120,13 +120,22 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     return summary
 
 
-def holds_images(files: Source, schema: Schema) -> bool:
+def keeps_images(files: Source, schema: Schema) -> bool:
     """Whether a conversion in this process keeps the images a table holds in memory, as its parts were read,
-    rather than spilling them: a DataFrame's or a Hugging Face Dataset's are in memory (or mapped) already, and
-    only referenced; files' when they are at most MEMORY_IMAGE_BYTES."""
-    if ImageBytes not in schema.values():
+    rather than spilling them: a Hugging Face Dataset's (mapped, or in memory already) and a DataFrame's encoded
+    images are only referenced; a file's, and the arrays or PIL images of a frame (encoded as its parts are
+    read), when they are at most MEMORY_IMAGE_BYTES."""
+    column = next((name for name, kind in schema.items() if kind is ImageBytes), None)
+    if column is None:
         return False
-    return not isinstance(files, TableFiles) or max(files.bytes, files.data_bytes) <= MEMORY_IMAGE_BYTES
+    if isinstance(files, TableFiles):
+        return max(files.bytes, files.data_bytes) <= MEMORY_IMAGE_BYTES
+    frame = getattr(files, "frame", None)
+    if frame is not None and column in frame.columns:
+        first = next((value for value in frame[column] if not is_missing(value)), None)
+        if image_value_kind(first) not in ("bytes", "struct"):
+            return files.bytes <= MEMORY_IMAGE_BYTES
+    return True
 
 
 def class_names(summary: Summary, files: Any) -> Summary:
