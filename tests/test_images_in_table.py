@@ -509,6 +509,29 @@ def test_the_size_sample_keeps_each_images_size_not_its_bytes(hf_parquet, tmp_pa
     assert shard_bytes(tmp_path / "parts") == shard_bytes(tmp_path / "whole")
 
 
+def test_a_parquet_that_fails_keeps_none_of_its_images_with_the_error(tmp_path, monkeypatch):
+    """A Parquet's images are held as views of the parts read (up to MEMORY_IMAGE_BYTES): a table found bad once
+    read whole is a SchemaError that lets go of them - a notebook keeps the last error, and its traceback's
+    frames the summary they were held in."""
+    import gc
+
+    noise = [np.random.default_rng(i).integers(0, 256, (64, 64, 3), dtype=np.uint8) for i in range(20)]
+    structs = [{"bytes": encoded(array), "path": f"{i}.png"} for i, array in enumerate(noise)]
+    table = pa.table({"image": pa.array(structs, IMAGE_STRUCT), "label": ["cat", "dog"] * 10,
+                      "split": ["TRAIN"] * 19 + ["NOT_A_SPLIT"]})
+    pq.write_table(table, tmp_path / "bad.parquet")
+    size = sum(len(s["bytes"]) for s in structs)
+    del table
+    monkeypatch.setattr(embedded, "PART_BYTES", 1)  # a row a part
+    gc.collect()
+    before = pa.total_allocated_bytes()
+    with pytest.raises(SchemaError, match="NOT_A_SPLIT") as failed:
+        convert(str(tmp_path / "bad.parquet"), tmp_path / "out")
+    gc.collect()
+    assert failed.value.__traceback__ is not None
+    assert pa.total_allocated_bytes() - before < size / 4  # at most the first part's: not the table's images
+
+
 def test_a_compressed_parquet_of_bmps_is_spilled_in_buckets_of_its_images_size(tmp_path, monkeypatch):
     """Spill buckets (what a shard writer holds at once) are counted from the images' size: a zstd Parquet of
     BMPs is a fraction of it on disk, which made one bucket of the whole table; the shards are the same."""

@@ -70,6 +70,15 @@ class HeldRows:
     # spilled rows are without them (no column IMAGE_DATA), and a shard takes them from here.
     images: dict[int, bytes | memoryview | None] | None = None
 
+    def release(self) -> None:
+        """Let go of the rows and images held, once the conversion failed or ended: an error that is kept (a
+        notebook keeps the last one) keeps its traceback's frames, and through them up to MEMORY_IMAGE_BYTES of
+        a table's images. Emptied in place: a frame may hold the dicts themselves (``shard_parts``)."""
+        self.files.clear()
+        if self.images is not None:
+            self.images.clear()
+        self.part = None
+
 
 @dataclass(frozen=True)
 class SpilledShard:

@@ -115,8 +115,12 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
     if aliased:  # parts name one file in two ways: summarized again, each file under its first name in the table
         logger.info("%d image files are named in several ways in different parts; summarizing again", len(aliased))
         summary = spilled(files.parts(part_rows or PART_ROWS), Spellings(frozenset(aliased)))
-    summary = class_names(summary, files)
-    summary.facts.check()
+    try:
+        summary = class_names(summary, files)
+        summary.facts.check()
+    except BaseException:  # a table that fails keeps none of its rows or images with its error
+        summary.held.release()
+        raise
     return summary
 
 
@@ -311,8 +315,11 @@ class Spiller:
             for df, base_dir, first_row in read_ahead(parts):
                 self.add(df, base_dir, first_row)
                 del df  # freed before the part after the next is read
-        finally:
-            summary = self.close()
+        except BaseException:  # a part that cannot be read, Ctrl-C: what is held is not kept with the error
+            self.close().held.release()
+            self._first, self._held, self._held_images = None, None, None
+            raise
+        summary = self.close()
         return summary
 
     def _put(self, code: int, bucket: int, rows: Any) -> None:
