@@ -509,24 +509,41 @@ def test_the_size_sample_keeps_each_images_size_not_its_bytes(hf_parquet, tmp_pa
     assert shard_bytes(tmp_path / "parts") == shard_bytes(tmp_path / "whole")
 
 
-def test_a_parquet_that_fails_keeps_none_of_its_images_with_the_error(tmp_path, monkeypatch):
-    """A Parquet's images are held as views of the parts read (up to MEMORY_IMAGE_BYTES): a table found bad once
-    read whole is a SchemaError that lets go of them - a notebook keeps the last error, and its traceback's
-    frames the summary they were held in."""
-    import gc
-
+def noise_parquet(path, splits, corrupt: bool = False) -> int:
+    """A Parquet of 20 noise PNGs (64 px: they do not compress) as Hugging Face structs, its last image cut short
+    where ``corrupt``; the images' size in bytes."""
     noise = [np.random.default_rng(i).integers(0, 256, (64, 64, 3), dtype=np.uint8) for i in range(20)]
     structs = [{"bytes": encoded(array), "path": f"{i}.png"} for i, array in enumerate(noise)]
-    table = pa.table({"image": pa.array(structs, IMAGE_STRUCT), "label": ["cat", "dog"] * 10,
-                      "split": ["TRAIN"] * 19 + ["NOT_A_SPLIT"]})
-    pq.write_table(table, tmp_path / "bad.parquet")
-    size = sum(len(s["bytes"]) for s in structs)
-    del table
+    if corrupt:
+        structs[-1]["bytes"] = structs[-1]["bytes"][:100]
+    pq.write_table(pa.table({"image": pa.array(structs, IMAGE_STRUCT), "label": ["cat", "dog"] * 10,
+                             "split": splits}), path)
+    return sum(len(s["bytes"]) for s in structs)
+
+
+@pytest.mark.parametrize("stage", ["summary", "writing"])
+def test_a_parquet_that_fails_keeps_none_of_its_images_with_the_error(tmp_path, monkeypatch, stage):
+    """A Parquet's images are held as views of the parts read (up to MEMORY_IMAGE_BYTES): a table found bad once
+    read whole (a SchemaError), or whose writing fails (``on_error="raise"`` on a corrupt image, forked writers),
+    lets go of them - a notebook keeps the last error, and its traceback's frames the summary they were held in."""
+    import gc
+
+    from tfrecorder.errors import RowError
+    from tfrecorder.write.runners import local
+
+    if stage == "summary":
+        size = noise_parquet(tmp_path / "bad.parquet", ["TRAIN"] * 19 + ["NOT_A_SPLIT"])
+        error, options = (SchemaError, "NOT_A_SPLIT"), {}
+    else:
+        size = noise_parquet(tmp_path / "bad.parquet", ["TRAIN"] * 20, corrupt=True)
+        error, options = (RowError, "19.png"), {"on_error": "raise"}
+        monkeypatch.setattr(local, "FORK_MIN_ROWS", {"images": 1, "columns": 1})  # written by forked writers
     monkeypatch.setattr(embedded, "PART_BYTES", 1)  # a row a part
     gc.collect()
     before = pa.total_allocated_bytes()
-    with pytest.raises(SchemaError, match="NOT_A_SPLIT") as failed:
-        convert(str(tmp_path / "bad.parquet"), tmp_path / "out")
+    with pytest.raises(error[0], match=error[1]) as failed:
+        tfrecorder.convert(str(tmp_path / "bad.parquet"), str(tmp_path / "out"), progress=False, num_shards=2,
+                           **options)
     gc.collect()
     assert failed.value.__traceback__ is not None
     assert pa.total_allocated_bytes() - before < size / 4  # at most the first part's: not the table's images

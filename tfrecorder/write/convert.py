@@ -316,24 +316,28 @@ def _convert_local(files: Source, folder: Folder, schema: Schema | None, options
 
     with spill_folder(folder.url, files, SEGMENT_MAX_BYTES) as rows:
         summary = summary_pass.summarize(files, schema, rows, fractions=fractions,
-                                  run_digest=lambda template: RunDigest(template.schema, options))
-        shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
-                                             float_precision=float_precision)
-        identity = table_run_identity(summary.run_digest, shards, finish.table)
-        key = finished_key(identity, options, schema, runner=LOCAL)
-        plan = [s.spec for s in shards]
-        run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL, key=key)
-        with space_left(folder), holding(run):
-            if run.reused is not None:
-                return read_as(reused(folder, run.reused, LOCAL), files, schema)
-            remaining = [s for s in shards if s.spec.filename not in run.resumed]
-            written = write_shards(remaining, folder, options, progress=progress, workers=workers,
-                                   journal=run.journal, remote=summary.remote)
-            manifest = finish.write(folder, [*run.resumed.values(), *written])
-            record_finished(folder, key)
-            run.journal.complete()
-            result = convert_result(folder, manifest, time.perf_counter() - started, LOCAL, resumed=len(run.resumed))
-            return read_as(result, files, schema)
+                                         run_digest=lambda template: RunDigest(template.schema, options))
+        try:
+            shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
+                                                 float_precision=float_precision)
+            identity = table_run_identity(summary.run_digest, shards, finish.table)
+            key = finished_key(identity, options, schema, runner=LOCAL)
+            plan = [s.spec for s in shards]
+            run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL, key=key)
+            with space_left(folder), holding(run):
+                if run.reused is not None:
+                    return read_as(reused(folder, run.reused, LOCAL), files, schema)
+                remaining = [s for s in shards if s.spec.filename not in run.resumed]
+                written = write_shards(remaining, folder, options, progress=progress, workers=workers,
+                                       journal=run.journal, remote=summary.remote)
+                manifest = finish.write(folder, [*run.resumed.values(), *written])
+                record_finished(folder, key)
+                run.journal.complete()
+                result = convert_result(folder, manifest, time.perf_counter() - started, LOCAL,
+                                        resumed=len(run.resumed))
+                return read_as(result, files, schema)
+        finally:  # an error kept (a notebook keeps the last one) keeps its frames, and this summary's images
+            summary.held.release()
 
 
 def _confined(source: Any, options: WriteOptions, given: Any = None) -> WriteOptions:

@@ -108,8 +108,10 @@ def image_structs(column: Any) -> list[dict[str, Any] | None]:
         given = data.is_valid().to_numpy(zero_copy_only=False)
         _, offsets_buffer, data_buffer = data.buffers()
         wide = np.int64 if pa.types.is_large_binary(data.type) else np.int32
-        offsets = np.frombuffer(offsets_buffer, wide)[data.offset:data.offset + len(data) + 1].tolist()
-        buffer = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
+        offsets = np.frombuffer(offsets_buffer, wide)[data.offset:data.offset + len(data) + 1].tolist() \
+            if offsets_buffer is not None else [0] * (len(data) + 1)  # none: an array of no values
+        # unsigned bytes, so that a view equals the bytes it holds (pyarrow's buffers are signed: "b")
+        buffer = memoryview(data_buffer).cast("B") if data_buffer is not None else memoryview(b"")
         for i in range(len(chunk)):
             if missing[i]:
                 values.append(None)
