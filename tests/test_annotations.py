@@ -180,7 +180,8 @@ def test_an_image_two_voc_xmls_name_is_refused_naming_both(tmp_path):
     (tmp_path / "Annotations").mkdir()
     for stem, named in (("a", "a.jpg"), ("b", "a.jpg"), ("c", "c.jpg")):
         (tmp_path / "Annotations" / f"{stem}.xml").write_text(voc_xml(named, [("cat", 1, 1, 10, 20, 0)]))
-    result = tfrecorder.convert(str(tmp_path), str(tmp_path / "out"), progress=False)
+    # all TRAIN: three images hashed into the splits by their paths leave none in TRAIN now and then (a SchemaError)
+    result = tfrecorder.convert(str(tmp_path), str(tmp_path / "out"), progress=False, split_fractions=(1, 0, 0))
     assert (result.rows.written, result.error_codes) == (1, {"bad_annotation": 2})
     message = pd.read_csv(tmp_path / "out" / "errors.csv")["message"][0]
     assert message.endswith(f"a.jpg is named by two annotation XMLs, {tmp_path / 'Annotations' / 'a.xml'} and "
