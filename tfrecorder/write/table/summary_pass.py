@@ -10,7 +10,8 @@ DataFrame or an image folder's listing), none of them holding a table larger tha
 2. ``summarize`` validates each part (``validate.validate_part``) and merges the parts' ``Facts`` into the
    table's; the ``Spiller`` spills each part's rows, with their content keys (``Table.row_keys``), by split
    and key range ("bucket"): a table of one part is held as validated (``HeldPart``), the first
-   MEMORY_SPILL_BYTES of a larger one's rows in memory, the rest to files in a spill folder. It keeps each
+   MEMORY_SPILL_BYTES of a larger one's rows in memory, the rest to files in a spill folder; the images a
+   table holds stay in memory as read, its rows spilled without them (``keeps_images``). It keeps each
    split's SAMPLE_ROWS rows of smallest keys for the size estimate. A table with whole-table problems raises
    the SchemaError ``Facts.check`` gives, before any shard is written.
 3. ``planning.plan_table`` divides each split's rows into ``plan.plan_shards``' ranges of ranks in key order, and
@@ -63,9 +64,10 @@ SPILL_COMPRESSION = "lz4"  # spill files: fast to write and read back
 # Spilled rows a conversion in this process keeps in memory before it writes them to its spill folder: a small
 # table never touches the disk (TFDS's Shuffler buffers the same way). Forked shard writers inherit them.
 MEMORY_SPILL_BYTES = 32 * 1024 * 1024
-# A file of images (Parquet) up to this size, uncompressed, is kept in memory as its parts are read: its rows
-# spill without their images, which the forked shard writers take from memory (no copy into the spill and
-# back). A larger one spills its images with their rows, in the memory of a few parts (``keeps_images``).
+# A file of images (Parquet) up to this size, uncompressed, is kept in memory as its parts are read (so are a
+# DataFrame's arrays or PIL images, encoded as read): its rows spill without their images, which the forked
+# shard writers take from memory (no copy into the spill and back). A larger one spills its images with their
+# rows, in the memory of a few parts (``keeps_images``).
 MEMORY_IMAGE_BYTES = 256 * 1024 * 1024
 
 
