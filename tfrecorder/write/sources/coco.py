@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import posixpath
 import re
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from tfrecorder.write.sources.long_form import (
     add_row,
     annotation_folder,
     empty_columns,
+    file_folder,
     finite_number,
     join_name,
     long_frame,
@@ -292,7 +292,7 @@ def _coco_images(url: str, names: list[str]) -> tuple[str, str, bool]:
     from ``instances_<subset>.json`` or ``person_keypoints_<subset>.json``, then the root itself (names such as
     ``images/a.jpg`` given from it). None holding any: the first of them that exists after the file's own
     folder (else that folder), and the line names where it looked. The third value: whether one held an image."""
-    folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
+    folder = file_folder(url)
     root = annotation_folder(url)
     stem = posixpath.basename(url).rsplit(".", 1)[0]
     subset = re.sub(r"^(instances|person_keypoints)_", "", stem)

@@ -75,6 +75,9 @@ def not_read_yet(url: str, looks: str) -> TFRecorderError:
         f"YOLO dataset given as its data.yaml or the folder of it")
 
 
+IMAGES_BESIDE_LABELS = "images/ beside labels/ of .txt files"  # yolo_evidence's for a folder without a YAML file
+
+
 def yolo_evidence(fs: Any, root: str) -> str:
     """What makes the folder ``root`` a YOLO (or Roboflow YOLO) dataset - a ``data.yaml``, ``images/`` beside a
     ``labels/`` of .txt files, in it or in its split folders (``train/images``) - or "" when nothing does."""
@@ -86,7 +89,7 @@ def yolo_evidence(fs: Any, root: str) -> str:
     folders = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e["name"].rstrip("/") for e in entries
                if e.get("type") == "directory"}
     if _images_and_labels(fs, folders):
-        return "images/ beside labels/ of .txt files"
+        return IMAGES_BESIDE_LABELS
     for name, path in sorted(folders.items()):
         if name.upper() in FOLDER_SPLITS:
             if _images_and_labels(fs, {p.rsplit("/", 1)[-1]: p for p in _folders(fs, path)}):

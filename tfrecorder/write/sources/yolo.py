@@ -33,7 +33,7 @@ from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, LABEL_NAMES_ATTR, NOTES_ATTR, ROOT_ATTR, Root
-from tfrecorder.write.sources.folders import YAML_EXTENSIONS, yolo_evidence
+from tfrecorder.write.sources.folders import IMAGES_BESIDE_LABELS, YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
     LONG_FORM,
@@ -66,7 +66,7 @@ def yolo_file(url: str) -> str | None:
     found = next((n for n in DARKNET_NAMES if n in names), None) or yolo_evidence(fs, root)
     if not found:
         return None
-    if found.startswith("images/ beside") and LABEL_STUDIO_NAMES in names:
+    if found == IMAGES_BESIDE_LABELS and LABEL_STUDIO_NAMES in names:
         found = LABEL_STUDIO_NAMES
     if found in names:
         return f"{url.rstrip('/')}/{found}" if "://" in url else os.path.join(url, found)
@@ -166,7 +166,7 @@ def _box_columns(boxes: Boxes, splits: list[str], uris: list[str]) -> dict[str, 
 def _ultralytics(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDataset:
     data = _yaml(fs, url, path)
     folder = posixpath.dirname(path)
-    root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
+    root = _root(images_dir, folder)
     dataset = YoloDataset(fs, url, root, _names(url, data), read={path})
     given = data.get("path")
     base = root if images_dir is not None else _base(dataset, windows_name(given) if isinstance(given, str) else given,
@@ -227,6 +227,11 @@ def _names(url: str, data: Mapping[str, Any]) -> dict[int, str]:
         raise TFRecorderError(f"YOLO data.yaml {url!r}: names is empty: name the classes the label files' ids stand "
                               f"for (names: [cat, dog])")
     return distinct_names(found)
+
+
+def _root(images_dir: str | None, folder: str) -> str:
+    """The dataset's root: ``images_dir`` where given, else the folder of the file that describes it."""
+    return filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
 
 
 def _kpt_shape(url: str, data: Mapping[str, Any]) -> tuple[tuple[int, int] | None, list[str] | None]:
@@ -336,7 +341,7 @@ def _darknet(fs: Any, url: str, path: str, images_dir: str | None) -> YoloDatase
     """A Darknet folder: ``obj.data`` (``names = data/obj.names``, ``train = data/train.txt``, ...) where there is
     one, else ``obj.names`` and ``train.txt``, ``valid.txt``, ``test.txt`` beside it."""
     folder = posixpath.dirname(path)
-    root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
+    root = _root(images_dir, folder)
     settings = _obj_data(fs, url, f"{folder}/obj.data")
     names_file = _in_folder(fs, folder, settings.get("names", "obj.names"))
     guard = Root(path_url(url, fs, root), url)
@@ -377,7 +382,7 @@ def _label_studio(fs: Any, url: str, path: str, images_dir: str | None) -> YoloD
     """Label Studio's YOLO export: ``classes.txt`` beside ``images/`` and ``labels/`` (and its ``notes.json``),
     no splits: every image under ``images/`` is UNASSIGNED, split by the conversion's fractions."""
     folder = posixpath.dirname(path)
-    root = filesystem(images_dir)[1].rstrip("/") if images_dir is not None else folder
+    root = _root(images_dir, folder)
     dataset = YoloDataset(fs, url, root, _names_file(fs, url, path, "Label Studio"), read={path})
     images = f"{root}/images"
     for image in _files_under(dataset, images) if fs.isdir(images) else []:

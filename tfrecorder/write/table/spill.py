@@ -70,6 +70,13 @@ class HeldRows:
     # spilled rows are without them (no column IMAGE_DATA), and a shard takes them from here.
     images: dict[int, bytes | memoryview | None] | None = None
 
+    def images_of(self, rows: Any) -> list[bytes | memoryview | None] | None:
+        """The held images of spilled ``rows`` (a pyarrow table spilled without them), in their order; None
+        where the rows hold their own, or none is held."""
+        if self.images is None or IMAGE_DATA in rows.column_names:
+            return None
+        return [self.images[row] for row in rows["row"].to_pylist()]
+
     def release(self) -> None:
         """Let go of the rows and images held, once the conversion failed or ended: an error that is kept (a
         notebook keeps the last one) keeps its traceback's frames, and through them up to MEMORY_IMAGE_BYTES of
@@ -156,9 +163,9 @@ def sized(rows: Any, held: HeldRows | None = None) -> Any:
     if HELD_SIZES in rows.column_names:
         return rows
     if IMAGE_DATA not in rows.column_names:
-        if held is None or held.images is None:
+        images = held.images_of(rows) if held is not None else None
+        if images is None:
             return rows
-        images = [held.images[row] for row in rows["row"].to_pylist()]
         empty = pa.array([None if data is None else b"" for data in images], pa.large_binary())
         return (rows.add_column(rows.column_names.index("key"), IMAGE_DATA, empty)
                 .append_column(HELD_SIZES, pa.array([None if d is None else len(d) for d in images], pa.int64())))
@@ -192,12 +199,9 @@ def shard_parts(shard: SpilledShard) -> Iterator[tuple[list[int], Table]]:
         if shard.template.is_detection:
             low, high = whole_groups(rows["key"].to_numpy(), low, high)
         rows = rows.slice(low, high - low)
-        numbers = rows["row"].to_pylist()
-        images = shard.held.images
-        data = [images[row] for row in numbers] if images is not None and IMAGE_DATA not in rows.column_names \
-            else None
-        table = finalize(shard.template.with_values(rows, data), shard.facts, shard.float_precision)
-        yield numbers, table
+        table = finalize(shard.template.with_values(rows, shard.held.images_of(rows)), shard.facts,
+                         shard.float_precision)
+        yield rows["row"].to_pylist(), table
 
 
 def whole_groups(keys: np.ndarray, start: int, stop: int) -> tuple[int, int]:
