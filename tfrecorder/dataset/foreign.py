@@ -11,6 +11,7 @@ import re
 import zlib
 from typing import Any
 
+from tfrecorder.dataset.storage import METADATA_MAX_BYTES, read_side_file
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import TEST, TRAIN, VALIDATION
 
@@ -114,16 +115,20 @@ def distinct_names(names: dict[int, str]) -> dict[int, str]:
     make their objects one class, so the later ids are told apart by their number (``cat (2)``), as the readers
     name them (again, where that name is taken too)."""
     out: dict[int, str] = {}
+    taken: set[str] = set()  # out's names, for a lookup in constant time: label maps of 100,000s of names
     for class_id in sorted(names):
         name = names[class_id]
-        while name in out.values():
+        while name in taken:
             name = f"{name} ({class_id})"
         out[class_id] = name
+        taken.add(name)
     return out
 
 
 def label_map(fs: Any, paths: list[str]) -> tuple[dict[int, str], str | None]:
-    """The names of a ``*label_map.pbtxt`` beside the files (the first folder that has one), by id; and its URL."""
+    """The names of a ``*label_map.pbtxt`` beside the files (the first folder that has one), by id; and its URL.
+    It is read as every file beside the shards is (``storage.open_side_file``): a link out of its folder, a FIFO
+    or a device, or a file over METADATA_MAX_BYTES is refused in one line, and its text is never quoted."""
     for folder in dict.fromkeys(posixpath.dirname(p) for p in paths):
         try:
             found = sorted(p for p in fs.ls(folder, detail=False) if p.endswith(LABEL_MAP_SUFFIX))
@@ -131,8 +136,9 @@ def label_map(fs: Any, paths: list[str]) -> tuple[dict[int, str], str | None]:
             continue
         if found:
             url = fs.unstrip_protocol(found[0])
+            text = read_side_file(fs, found[0], folder, METADATA_MAX_BYTES, url).decode("utf-8", "replace")
             try:
-                return parse_label_map(fs.cat_file(found[0]).decode("utf-8", "replace")), url
+                return parse_label_map(text), url
             except ValueError as e:
                 raise TFRecorderError(f"{url} is not a label map protobuf's text format reads ({e}): mend it, or "
                                       f"move it away to name the labels by the records' class text") from None
@@ -151,7 +157,9 @@ def parse_label_map(text: str) -> dict[int, str]:
     try:
         text_format.Parse(text, found, allow_unknown_field=True)  # frequency, ancestor_ids, ... of newer maps
     except text_format.ParseError as e:
-        raise ValueError(str(e)) from None
+        # where, never what: protobuf's message quotes the text, which may be any file a link led to
+        where = f"line {e.GetLine()}, column {e.GetColumn()}" if e.GetLine() else "its text"
+        raise ValueError(f"{where} is not an item {{ id: ... name: ... }} entry") from None
     return distinct_names({item.id: item.display_name if item.HasField("display_name") else item.name
                            for item in found.item})
 

@@ -31,6 +31,14 @@ TF_COMPRESSION_TYPES = {None: "", "gzip": "GZIP", "zlib": "ZLIB"}
 # ``<shard stem>.tfindex``: one "offset length" line per record, the format of the PyTorch ``tfrecord``
 # package's tfrecord2idx (and NVIDIA DALI's); offsets count in the decompressed stream of gzip/zlib shards.
 INDEX_SUFFIX = ".tfindex"
+INDEX_LINE_MAX_BYTES = 42  # the longest "offset length\n" line: two 20-digit numbers
+
+
+def index_max_bytes(records: int) -> int:
+    """The most bytes the index of a shard of ``records`` records can hold (a larger one is damaged, or another
+    file: it is not read)."""
+    return (records + 1) * INDEX_LINE_MAX_BYTES
+
 _MASK_DELTA = 0xA282EAD8
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import io
 import logging
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -60,6 +62,93 @@ _REQUESTS: contextvars.ContextVar[Requests | None] = contextvars.ContextVar("tfr
 # A durable file being written is flushed to the disk in the background this often: small enough that most
 # shards are flushed before their final fsync (figures: benchmarks/CONSTANTS.md).
 WRITEBACK_BYTES = 8 * 1024**2
+
+
+# The most a file beside the shards may hold before it is read (one fact each; the index's bound follows from its
+# shard's record count). A hostile folder's file of any size, or one that never ends (/dev/zero), is never read
+# without bound; these are far above what a real dataset writes (a million shards' dataset.json is ~300 MB).
+MANIFEST_MAX_BYTES = 1 << 30  # dataset.json, and the run's own JSON records under .tfrecorder/
+ERRORS_MAX_BYTES = 4 << 30  # errors.csv: a line per failed row
+METADATA_MAX_BYTES = 256 << 20  # the TFDS files, a label map, a vocabulary file
+
+
+class SideFileRefused(TFRecorderError):
+    """A file beside the shards that is not read: a link out of the dataset folder, not a regular file (a FIFO, a
+    device, a folder), or larger than the bound for its kind. ``reason`` says which, without the file's content."""
+
+    def __init__(self, url: str, reason: str):
+        super().__init__(f"{url} {reason}: not read (a dataset's files are regular files inside its folder)")
+        self.url, self.reason = url, reason
+
+    def __reduce__(self):
+        return (SideFileRefused, (self.url, self.reason))
+
+
+def open_side_file(fs: Any, path: str, root: str, max_bytes: int, url: str | None = None) -> BinaryIO:
+    """``path`` (a file beside the shards in the folder ``root``) opened for reading as the shards are: only a
+    regular file inside ``root`` (a link out of it, a FIFO or a device is a SideFileRefused, before anything is
+    read), of at most ``max_bytes`` (and a read past that bound, should it grow, is refused too). A missing file
+    is FileNotFoundError, as ``open``'s.
+
+    One function for every such file (index, label map, dataset.json, errors.csv, the TFDS files): their text is
+    never quoted in a message, since a link could make it any file of the machine. ``url``: how messages name
+    the file (its fsspec URL by default)."""
+    url = url or fs.unstrip_protocol(path)
+    if "file" not in _protocols(fs):
+        size = fs.info(path).get("size")
+        if size is not None and int(size) > max_bytes:
+            raise SideFileRefused(url, f"has {int(size)} bytes, more than such a file may ({max_bytes})")
+        return io.BufferedReader(_Bounded(fs.open(path, "rb"), url, max_bytes))
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    if not real.startswith(top.rstrip(os.sep) + os.sep):
+        raise SideFileRefused(url, "is a link out of the dataset folder")
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; the checks below refuse it at once
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SideFileRefused(url, "is not a regular file (a FIFO, a device or a folder)")
+        if info.st_size > max_bytes:
+            raise SideFileRefused(url, f"has {info.st_size} bytes, more than such a file may ({max_bytes})")
+        os.set_blocking(fd, True)
+        return io.BufferedReader(_Bounded(os.fdopen(fd, "rb", buffering=0), url, max_bytes))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_side_file(fs: Any, path: str, root: str, max_bytes: int, url: str | None = None) -> bytes:
+    """The bytes of a file beside the shards (see ``open_side_file``)."""
+    with open_side_file(fs, path, root, max_bytes, url) as f:
+        return f.read()
+
+
+class _Bounded(io.RawIOBase):
+    """A file read to at most ``max_bytes``: one that grows past its bound while it is read is refused."""
+
+    def __init__(self, raw: Any, url: str, max_bytes: int):
+        super().__init__()
+        self._raw, self._url, self._left = raw, url, max_bytes
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self._left <= 0:  # at the bound: one byte more is past it
+            if self._raw.read(1):
+                raise SideFileRefused(self._url, "grew past the bound for such a file while it was read")
+            return 0
+        data = self._raw.read(min(len(view), self._left))
+        view[:len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
 
 
 class StoreUnreachable(Exception):
@@ -251,8 +340,14 @@ class Folder:
         except FileNotFoundError:
             return []
 
-    def read_text(self, name: str) -> str:
-        with self.fs.open(self.join(name), "rb") as f:
+    def open_side(self, name: str, max_bytes: int) -> BinaryIO:
+        """``name``, a file beside the shards, opened as ``open_side_file`` opens one: a regular file inside the
+        folder of at most ``max_bytes``, else a SideFileRefused saying why."""
+        return open_side_file(self.fs, self.join(name), self.path, max_bytes, self.url_of(name))
+
+    def read_text(self, name: str, max_bytes: int = MANIFEST_MAX_BYTES) -> str:
+        """The text of ``name``, a file beside the shards (see ``open_side``)."""
+        with self.open_side(name, max_bytes) as f:
             return f.read().decode("utf-8")
 
     @property

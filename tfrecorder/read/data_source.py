@@ -22,7 +22,7 @@ from tfrecorder.dataset import array_records
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import Manifest, ShardInfo
-from tfrecorder.dataset.records import unframe
+from tfrecorder.dataset.records import index_max_bytes, unframe
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.np_example import ExampleDecoder
@@ -169,7 +169,7 @@ class DataSource(Sequence):
         with reading(folder.url, self._args["storage_timeout"]):
             check_shard(folder, self.manifest, self.split, shard)  # the file dataset.json describes, not another
             try:
-                with folder.open(str(shard.index)) as f:
+                with folder.open_side(str(shard.index), index_max_bytes(shard.records)) as f:
                     text = f.read()
             except FileNotFoundError:
                 raise TFRecorderError(f"{folder.url_of(str(shard.index))} is missing: data_source finds records by "

@@ -26,7 +26,7 @@ from tfrecorder.dataset.foreign import (
 from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, filesystem
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, METADATA_MAX_BYTES, filesystem, read_side_file
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer_od import ObjectTally, detection_entries, is_object_detection
 from tfrecorder.types import TEST, TRAIN, VALIDATION, Kind
@@ -179,6 +179,6 @@ def _tfrecorder2_vocabulary(fs: Any, paths: list[str]) -> list[str] | None:
     """TFRecorder 2.0 kept its label vocabulary (by frequency) under transform_fn/assets."""
     folder = posixpath.dirname(paths[0])
     for candidate in fs.glob(f"{folder}/transform_fn/assets/*vocab*"):
-        text = fs.cat_file(candidate).decode("utf-8")
+        text = read_side_file(fs, candidate, folder, METADATA_MAX_BYTES).decode("utf-8")
         return [line for line in text.splitlines() if line]
     return None

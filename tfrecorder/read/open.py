@@ -13,7 +13,7 @@ from tfrecorder.dataset import array_records
 from tfrecorder.dataset.connectors import BY_KIND
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, EditedManifest, FeatureInfo, Manifest, ShardInfo
-from tfrecorder.dataset.records import INDEX_SUFFIX, masked_crc, read_records
+from tfrecorder.dataset.records import INDEX_LINE_MAX_BYTES, INDEX_SUFFIX, index_max_bytes, masked_crc, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, STATE_DIR, Folder, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest, is_glob
@@ -128,16 +128,15 @@ def record_problem(example: Any, features: list[FeatureInfo]) -> str | None:
 # more: every image dataset): counting the index of a shard of a million short rows would cost more than a
 # reader's pause. A larger index is still read by read_tfr's count and by verify.
 _INDEX_SHARE = 32
-_INDEX_LINE = 42  # the longest "offset length\n" line: two 20-digit numbers
 
 
 def _index_count_problem(folder: Folder, split: str, shard: ShardInfo, always: bool = False) -> str | None:
     """dataset.json's record count of ``shard`` against the lines of its .tfindex (a line a record); ``always``:
     even where the index is large beside the shard."""
-    if not always and shard.records * _INDEX_LINE * _INDEX_SHARE > shard.bytes:
+    if not always and shard.records * INDEX_LINE_MAX_BYTES * _INDEX_SHARE > shard.bytes:
         return None
     try:
-        with folder.fs.open(folder.join(str(shard.index)), "rb") as f:
+        with folder.open_side(str(shard.index), index_max_bytes(shard.records)) as f:
             lines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
     except FileNotFoundError:
         return None  # verify names a missing index

@@ -30,8 +30,8 @@ from tfrecorder.dataset.features import (
 )
 from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
-from tfrecorder.dataset.records import ChecksumFile, Frame, read_frames
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
+from tfrecorder.dataset.records import ChecksumFile, Frame, index_max_bytes, read_frames
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, METADATA_MAX_BYTES, Folder, SideFileRefused
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, described_files
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import read_edited, reading, record_problem
@@ -170,9 +170,12 @@ def _tfds_problems(folder: Folder, manifest: Manifest) -> tuple[list[Problem], l
     problems, alternatives = [], []
     for name, expected in described_files(manifest).items():
         try:
-            actual = folder.read_text(name)
+            actual = folder.read_text(name, METADATA_MAX_BYTES)
         except FileNotFoundError:
             problems.append(Problem(name, None, "is missing; dataset.json lists it for TFDS readers"))
+            continue
+        except SideFileRefused as e:
+            problems.append(Problem(name, None, f"{e.reason}: not read"))
             continue
         if actual == expected:
             continue
@@ -264,7 +267,7 @@ def _check_shard(folder: Folder, manifest: Manifest, info: ShardInfo, images: bo
     if actual != info.bytes:
         found.problems.append(Problem(name, None, f"{actual} bytes, dataset.json says {info.bytes}"))
     with folder.fs.open(path, "rb") as raw, contextlib.ExitStack() as stack:
-        index = _IndexCheck.open(folder, info.index, stack, found)
+        index = _IndexCheck.open(folder, info.index, info.records, stack, found)
         counted = ChecksumFile(raw)
         damaged = False
         frames = (_array_frames(folder, path) if is_array_record(name)
@@ -299,14 +302,17 @@ class _IndexCheck:
     wrong: bool = False
 
     @classmethod
-    def open(cls, folder: Folder, name: str | None, stack: contextlib.ExitStack, found: _Found) -> _IndexCheck | None:
+    def open(cls, folder: Folder, name: str | None, records: int, stack: contextlib.ExitStack,
+             found: _Found) -> _IndexCheck | None:
         if name is None:
             return None  # written before index files existed (dataset.json format version 1)
         try:
-            return cls(name, iter(stack.enter_context(folder.fs.open(folder.join(name), "rb"))), found)
+            return cls(name, iter(stack.enter_context(folder.open_side(name, index_max_bytes(records)))), found)
         except FileNotFoundError:
             found.problems.append(Problem(name, None, "the index file is missing"))
-            return None
+        except SideFileRefused as e:
+            found.problems.append(Problem(name, None, f"the index file {e.reason}: not read"))
+        return None
 
     def check(self, number: int, frame: Frame) -> None:
         if self.wrong:

@@ -32,7 +32,7 @@ from tfrecorder.dataset.manifest import (
     RowCounts,
     ShardInfo,
 )
-from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.storage import ERRORS_MAX_BYTES, Folder
 from tfrecorder.dataset.tfds import name_and_version, tfds_metadata
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
@@ -418,5 +418,5 @@ def convert_result(folder: Folder, manifest: Manifest, seconds: float, runner: s
 
 def error_codes(folder: Folder) -> dict[str, int]:
     """errors.csv's error codes and how many rows each, the most frequent first (the result names them)."""
-    rows = csv.DictReader(io.StringIO(folder.read_text(ERRORS_NAME)))
+    rows = csv.DictReader(io.StringIO(folder.read_text(ERRORS_NAME, ERRORS_MAX_BYTES)))
     return dict(Counter(row["error"] for row in rows).most_common())

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tfrecorder import machine
-from tfrecorder.dataset.records import ChecksumFile, joined_crc
+from tfrecorder.dataset.records import ChecksumFile, index_max_bytes, joined_crc
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.record.shard import ImageStats, ShardResult
@@ -115,7 +115,7 @@ def _join(segments: Sequence[tuple[Unit, ShardResult]], folder: Folder) -> Shard
             part = segment_folder(unit.shard, unit.segment or 0)
             _append(part, spec.filename, raw, result.bytes, kernel=folder.is_local and part.is_local)
             crc = joined_crc(crc, result.crc32c, result.bytes) if crc else result.crc32c
-            lines = part.read_text(spec.index_filename).splitlines()
+            lines = part.read_text(spec.index_filename, index_max_bytes(result.records)).splitlines()
             index.write("".join(f"{int(at) + size} {length}\n" for at, length in
                                 (line.split() for line in lines)).encode("ascii"))
             size += result.bytes
