@@ -224,7 +224,8 @@ def load_dataset(
     With ``image_size``, ``resize_method="auto"`` decodes each JPEG at 1/2, 1/4 or 1/8 scale when that still
     covers the target (less work, and an antialiasing filter in itself), then resizes bilinearly, antialiased
     only when it still shrinks more than 3x; ``"bilinear"`` is exactly TensorFlow's default (full decode, no
-    antialiasing), ``"area"`` and ``"lanczos3"`` (antialiased, the highest quality) decode in full.
+    antialiasing), ``"area"`` and ``"lanczos3"`` (antialiased, the highest quality) decode in full. A size of
+    more than 178,956,970 pixels (Pillow's decompression-bomb limit) is refused before anything is read.
     For multi-worker training, ``num_shards``/``shard_index`` (or a ``tf.distribute.InputContext``) give
     each worker whole shard files when there are at least as many files as workers, else every
     ``num_shards``-th record; ``cardinality()`` is this worker's count. ``storage_timeout`` bounds each
