@@ -16,6 +16,7 @@ from tests.conftest import write_image
 from tfrecorder import cli
 from tfrecorder.arguments import DEFAULT_MAX_PIXELS
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.sample_data import make_instance_scenes
 from tfrecorder.write.options import Options
 
 HUGE = (60000, 60000)
@@ -95,3 +96,25 @@ def test_data_source_refuses_a_huge_image_size_and_takes_one_at_the_bound(writte
     with pytest.raises(TFRecorderError, match=READ_REFUSAL):
         tfrecorder.data_source(written, "TRAIN", image_size=HUGE)
     assert len(tfrecorder.data_source(written, "TRAIN", image_size=AT_THE_BOUND)) == 2
+
+
+@pytest.fixture(scope="module")
+def instances(tmp_path_factory) -> str:
+    tmp = tmp_path_factory.mktemp("instances")
+    scenes = make_instance_scenes(str(tmp / "scenes"), n=2, size=(48, 64))
+    tfrecorder.convert(scenes, str(tmp / "out"), progress=False, split_fractions=(1.0, 0.0, 0.0))
+    return str(tmp / "out")
+
+
+def test_load_dataset_refuses_a_max_objects_whose_padded_masks_exceed_the_bound(instances):
+    """Each record's objects padded to max_objects=2**31 (48x64 instance masks) were TensorFlow's
+    ResourceExhaustedError on the first batch; now one line, and the largest that fits is built."""
+    with pytest.raises(TFRecorderError, match=r"^max_objects=2147483648 pads each record's objects to "
+                                              r"6,597,069,766,656 values \(a 48x64 mask each\), more than the "
+                                              r"178,956,970 pixels an image may have: give at most 58,254 \(an "
+                                              r"image of this dataset holds up to \d\)$"):
+        tfrecorder.load_dataset(instances, "TRAIN", max_objects=2**31, batch_size=1)
+    with pytest.raises(TFRecorderError, match=r"^max_objects=2796203 pads .* \(a 8x8 mask each\).*: give at most "
+                                              r"2,796,202 "):
+        tfrecorder.load_dataset(instances, "TRAIN", max_objects=DEFAULT_MAX_PIXELS // 64 + 1, image_size=8)
+    tfrecorder.load_dataset(instances, "TRAIN", max_objects=DEFAULT_MAX_PIXELS // (48 * 64), batch_size=1)

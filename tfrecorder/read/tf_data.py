@@ -29,6 +29,7 @@ from tfrecorder.read.open import check_shard, check_shards, open_dataset, readin
 from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder, uniform_shape
 from tfrecorder.read.tf_objects import (
     SUPERVISED_BOX_FORMAT,
+    check_max_objects,
     most_objects,
     objects_gatherer,
     padder,
@@ -277,6 +278,8 @@ def load_dataset(
                 check_shard(folder, manifest, name, first, count_index=True)
     if manifest.objects is not None and as_supervised and max_objects is None:  # targets a detector's fit stacks
         options = dataclasses.replace(options, max_objects=most_objects(manifest, folder))
+    if max_objects is not None:
+        check_max_objects(max_objects, manifest, options.image_size or uniform_shape(manifest))
     most = (manifest.objects or {}).get("max_objects")
     if max_objects is not None and isinstance(most, int) and max_objects < most:  # cut boxes are never silent
         logger.warning("max_objects=%d: images of %s hold up to %d objects; the objects past the first %d of "
