@@ -10,6 +10,10 @@ from typing import Any
 
 from tfrecorder.errors import TFRecorderError
 
+# The most pixels an image may have unless told otherwise: Pillow's own limit for a decompression bomb (2 x
+# MAX_IMAGE_PIXELS). It bounds convert's decoded images (max_image_pixels=) and every image_size= up front.
+DEFAULT_MAX_PIXELS = 178_956_970
+
 
 def is_count(value: Any) -> bool:
     """A whole number: an int or numpy integer, not a bool (True is 1 to Python, never what a caller meant)."""
@@ -44,8 +48,11 @@ def check_switch(name: str, value: Any) -> bool:
     return value
 
 
-def check_image_size(value: Any) -> tuple[int, int] | None:
-    """``image_size`` as (height, width): one number is a square, None keeps each image's size."""
+def check_image_size(value: Any, max_pixels: int = DEFAULT_MAX_PIXELS,
+                     raise_with: str | None = None) -> tuple[int, int] | None:
+    """``image_size`` as (height, width): one number is a square, None keeps each image's size. A size of more
+    than ``max_pixels`` is refused here, before any work, not met as a MemoryError mid-run; ``raise_with`` is
+    the keyword that raises the bound, where the caller has one (convert's ``max_image_pixels=``)."""
     if value is None:
         return None
     given = value  # the errors show what the caller wrote
@@ -60,7 +67,13 @@ def check_image_size(value: Any) -> tuple[int, int] | None:
         raise TFRecorderError(f"image_size={given!r}: {usage}")
     if not all(is_count(v) and v > 0 for v in parts):
         raise TFRecorderError(f"image_size={given!r}: height and width are positive whole numbers; {usage}")
-    return int(parts[0]), int(parts[1])
+    height, width = int(parts[0]), int(parts[1])
+    if height * width > max_pixels:
+        bound, fix = ((f"{raise_with}{max_pixels}", f", or a larger {raise_with}") if raise_with else
+                      (f"the {max_pixels:,} an image may have (Pillow's decompression-bomb limit)", ""))
+        raise TFRecorderError(f"image_size={given!r} makes images of {height * width:,} pixels, more than {bound}: "
+                              f"give a smaller size{fix}")
+    return height, width
 
 
 def check_choice(name: str, value: Any, allowed: Sequence[Any]) -> None:

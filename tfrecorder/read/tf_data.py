@@ -29,6 +29,7 @@ from tfrecorder.read.open import check_shard, check_shards, open_dataset, readin
 from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder, uniform_shape
 from tfrecorder.read.tf_objects import (
     SUPERVISED_BOX_FORMAT,
+    check_max_objects,
     most_objects,
     objects_gatherer,
     padder,
@@ -224,7 +225,8 @@ def load_dataset(
     With ``image_size``, ``resize_method="auto"`` decodes each JPEG at 1/2, 1/4 or 1/8 scale when that still
     covers the target (less work, and an antialiasing filter in itself), then resizes bilinearly, antialiased
     only when it still shrinks more than 3x; ``"bilinear"`` is exactly TensorFlow's default (full decode, no
-    antialiasing), ``"area"`` and ``"lanczos3"`` (antialiased, the highest quality) decode in full.
+    antialiasing), ``"area"`` and ``"lanczos3"`` (antialiased, the highest quality) decode in full. A size of
+    more than 178,956,970 pixels (Pillow's decompression-bomb limit) is refused before anything is read.
     For multi-worker training, ``num_shards``/``shard_index`` (or a ``tf.distribute.InputContext``) give
     each worker whole shard files when there are at least as many files as workers, else every
     ``num_shards``-th record; ``cardinality()`` is this worker's count. ``storage_timeout`` bounds each
@@ -276,6 +278,8 @@ def load_dataset(
                 check_shard(folder, manifest, name, first, count_index=True)
     if manifest.objects is not None and as_supervised and max_objects is None:  # targets a detector's fit stacks
         options = dataclasses.replace(options, max_objects=most_objects(manifest, folder))
+    if max_objects is not None:
+        check_max_objects(max_objects, manifest, options.image_size or uniform_shape(manifest))
     most = (manifest.objects or {}).get("max_objects")
     if max_objects is not None and isinstance(most, int) and max_objects < most:  # cut boxes are never silent
         logger.warning("max_objects=%d: images of %s hold up to %d objects; the objects past the first %d of "

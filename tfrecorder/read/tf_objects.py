@@ -6,15 +6,18 @@ pads to). ``tf_data.load_dataset`` chains them."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, cast
 
 import tensorflow as tf
 
+from tfrecorder.arguments import DEFAULT_MAX_PIXELS
 from tfrecorder.dataset import connectors
 from tfrecorder.dataset.features import DEFAULT_BOX_FORMAT, IMAGE, OBJECT_LABEL, OBJECTS
 from tfrecorder.dataset.layouts import RecordLayout, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import Folder
+from tfrecorder.errors import TFRecorderError
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +104,23 @@ _YXYX = ("ymin", "xmin", "ymax", "xmax")
 def _member(layout: RecordLayout, name: str) -> str:
     """An object feature's member name: its class id is ``label`` in every layout, the others their layout's."""
     return _LABEL if name == layout.object_label.name else layout.member(name)
+
+
+def check_max_objects(max_objects: int, manifest: Manifest, image_size: Sequence[int] | None) -> None:
+    """A TFRecorderError when one record's objects padded to ``max_objects`` would hold more values than an image
+    may have pixels (``max_objects=2**31`` was TensorFlow's ResourceExhaustedError mid-run). An object is its
+    box's 4 edges, or its instance mask's pixels where the masks' size is known up front (``image_size``: the
+    one asked for, or the one every image of the dataset shares)."""
+    masked = bool((manifest.objects or {}).get("instance_masks"))
+    height, width = image_size if masked and image_size else (1, 4)
+    what = f"a {height}x{width} mask" if masked and image_size else "a box's 4 edges"
+    if max_objects * height * width > DEFAULT_MAX_PIXELS:
+        most = (manifest.objects or {}).get("max_objects")
+        raise TFRecorderError(f"max_objects={max_objects} pads each record's objects to "
+                              f"{max_objects * height * width:,} values ({what} each), more than the "
+                              f"{DEFAULT_MAX_PIXELS:,} pixels an image may have: give at most "
+                              f"{DEFAULT_MAX_PIXELS // (height * width):,}"
+                              f"{f' (an image of this dataset holds up to {most})' if most is not None else ''}")
 
 
 def padder(max_objects: int | None):

@@ -130,7 +130,8 @@ def convert(
             files of the same records, one record a chunk, for random access: Grain, ``tfds.data_source`` and
             ``tfrecorder.data_source`` read them; needs the ``array_record`` package).
         image_format: ``"keep"`` the original bytes, ``"jpeg"``/``"png"`` re-encode, ``"raw"`` uint8 pixels.
-        image_size: ``(height, width)`` to resize to (bicubic) before storing.
+        image_size: ``(height, width)`` to resize to (bicubic) before storing; of at most ``max_image_pixels``
+            pixels (a larger size is refused before any work).
         resize_mode: with ``image_size``: ``"stretch"`` (ignore aspect ratio), ``"pad"`` (keep it, pad with
             black) or ``"crop"`` (keep it, crop the centre).
         jpeg_quality: with ``image_format="jpeg"``.

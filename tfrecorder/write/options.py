@@ -174,7 +174,7 @@ class Options:
                                "keep: the original encoded bytes; jpeg, png: re-encoded; raw: decoded uint8 pixels",
                                choices=IMAGE_FORMATS, identity=True, other="png")
     image_size: tuple[int, int] | None = option(
-        None, "resize to HEIGHTxWIDTH, e.g. 224x224 (default: images stored at their size)", check=check_image_size,
+        None, "resize to HEIGHTxWIDTH, e.g. 224x224 (default: images stored at their size)",  # checked by checked()
         metavar="HxW", parse=_image_size_text, usage="HEIGHTxWIDTH, e.g. 224x160, or one number for a square",
         identity=True, other=(8, 8))
     resize_mode: str = option(DEFAULT_RESIZE_MODE, "with --image-size: stretch, pad (letterbox) or crop (centre)",
@@ -268,7 +268,10 @@ class Options:
                 changed[f.name] = check(value)
             elif choices is not None:
                 check_choice(f.name, value, choices)
-        return replace(self, **changed)
+        checked = replace(self, **changed)
+        # image_size's bound is another keyword's value: checked once that one is
+        return replace(checked, image_size=check_image_size(checked.image_size, checked.max_image_pixels,
+                                                            "max_image_pixels="))
 
     def identity(self) -> tuple[tuple[str, Any], ...]:
         """(keyword, value) of every option marked ``identity``, in field order (call it on ``checked()``)."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tfrecorder._version import __version__
-from tfrecorder.arguments import check_choice
+from tfrecorder.arguments import DEFAULT_MAX_PIXELS, check_choice
 from tfrecorder.dataset.array_records import ARRAY_RECORD, FILE_FORMATS
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, LAYOUTS, RECORD_FORMATS, RecordLayout
@@ -42,7 +42,6 @@ BOX_UNITS = ("auto", "pixels", "normalized")
 BOX_ORIENTATIONS = ("auto", "displayed", "stored")
 DEFAULT_BOX_UNITS = "auto"
 DEFAULT_BOX_ORIENTATION = "auto"
-DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own limit for a decompression bomb (2 x MAX_IMAGE_PIXELS)
 
 
 # What one image read may cost, and where an annotation file's names may reach (``FetchLimits``).
