@@ -646,3 +646,23 @@ def test_two_classes_of_one_name_stay_two_classes(tmp_path, layout):
     else:
         (root / "data.yaml").write_text("train: images\nnames: [cat, cat]\n")
     assert tfrecorder.read_annotations(str(root))["label"].tolist() == ["cat", "cat (1)"]
+
+
+def test_a_dataset_whose_every_class_is_outside_names_names_its_lines_and_keeps_errors_csv(tmp_path):
+    """names too short for the label files (every line's class past it): each image is a bad_annotation row
+    naming its label file and line, errors.csv lists them, and the run fails saying so. Before, the table of no
+    label at all stopped at the schema check: "column 'label': every value is missing", no file named."""
+    root = tmp_path / "yolo"
+    for split in ("train", "val"):
+        tiny_png(root / "images" / split / f"{split}.png")
+        (root / "labels" / split).mkdir(parents=True)
+        (root / "labels" / split / f"{split}.txt").write_text("3 0.5 0.5 0.2 0.2\n5 0.4 0.4 0.1 0.1 0.3 0.3\n")
+    (root / "data.yaml").write_text("train: images/train\nval: images/val\nnames: [cat]\n")
+    with pytest.raises(TFRecorderError, match=r"^no row was written: the 2 rows not discarded all failed, listed "
+                                              r"in .*errors.csv\. Causes: bad_annotation: 2 rows, e.g. .*labels/"
+                                              r"(train|val)/\w+\.txt line 1: class 3 is not in names \(0-0\)"):
+        tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    errors = _errors(tmp_path / "out")
+    assert errors["error"].tolist() == ["bad_annotation"] * 2
+    assert sorted(errors["message"]) == [f"{root}/labels/{split}/{split}.txt line 1: class 3 is not in names (0-0) "
+                                         f"(and 1 more bad lines)" for split in ("train", "val")]
