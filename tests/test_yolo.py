@@ -666,3 +666,20 @@ def test_a_dataset_whose_every_class_is_outside_names_names_its_lines_and_keeps_
     assert errors["error"].tolist() == ["bad_annotation"] * 2
     assert sorted(errors["message"]) == [f"{root}/labels/{split}/{split}.txt line 1: class 3 is not in names (0-0) "
                                          f"(and 1 more bad lines)" for split in ("train", "val")]
+
+
+def test_links_out_of_the_root_in_a_split_folder_are_named(tmp_path):
+    """A split folder holding a link to a folder outside the root: the link is named in result.skipped (its
+    files never listed); a link to an image outside is an outside_folder row. Before, the folder's images were
+    neither rows nor named anywhere."""
+    outside = tmp_path / "outside"
+    tiny_png(outside / "secret.png")
+    root = _one_image_yolo(tmp_path / "yolo")
+    (root / "images" / "more").symlink_to(outside, target_is_directory=True)
+    (root / "images" / "b.png").symlink_to(outside / "secret.png")
+    (root / "data.yaml").write_text("train: images\nnames: [cat]\n")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert (result.rows.written, result.error_codes) == (1, {"outside_folder": 1})
+    assert result.skipped == ("images/more (a link to a folder outside the dataset's root: not read)",)
+    assert any("images/more (a link to a folder outside" in w for w in result.warnings), result.warnings
+    assert "secret" not in " ".join(result.warnings)
