@@ -648,10 +648,13 @@ def test_two_classes_of_one_name_stay_two_classes(tmp_path, layout):
     assert tfrecorder.read_annotations(str(root))["label"].tolist() == ["cat", "cat (1)"]
 
 
-def test_a_dataset_whose_every_class_is_outside_names_names_its_lines_and_keeps_errors_csv(tmp_path):
+@pytest.mark.parametrize("runner", ["local", "DirectRunner"])
+def test_a_dataset_whose_every_class_is_outside_names_names_its_lines_and_keeps_errors_csv(tmp_path, runner):
     """names too short for the label files (every line's class past it): each image is a bad_annotation row
     naming its label file and line, errors.csv lists them, and the run fails saying so. Before, the table of no
     label at all stopped at the schema check: "column 'label': every value is missing", no file named."""
+    if runner != "local":
+        pytest.importorskip("apache_beam")
     root = tmp_path / "yolo"
     for split in ("train", "val"):
         tiny_png(root / "images" / split / f"{split}.png")
@@ -661,7 +664,7 @@ def test_a_dataset_whose_every_class_is_outside_names_names_its_lines_and_keeps_
     with pytest.raises(TFRecorderError, match=r"^no row was written: the 2 rows not discarded all failed, listed "
                                               r"in .*errors.csv\. Causes: bad_annotation: 2 rows, e.g. .*labels/"
                                               r"(train|val)/\w+\.txt line 1: class 3 is not in names \(0-0\)"):
-        tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+        tfrecorder.convert(str(root), str(tmp_path / "out"), runner=runner, progress=False)
     errors = _errors(tmp_path / "out")
     assert errors["error"].tolist() == ["bad_annotation"] * 2
     assert sorted(errors["message"]) == [f"{root}/labels/{split}/{split}.txt line 1: class 3 is not in names (0-0) "
