@@ -168,11 +168,17 @@ def test_read_tfr_gives_back_the_long_form(scenes, tmp_path):
     np.testing.assert_allclose(got[EDGES].to_numpy(float), want[EDGES].to_numpy(float), atol=1e-3)
 
 
-def test_box_row_order_and_files_do_not_change_a_byte(scenes, tmp_path):
+def test_image_order_does_not_change_a_byte_and_each_images_boxes_keep_their_order(scenes, tmp_path):
+    """The images' rows in another order make the same shards; an image's objects are stored in its rows' order
+    (an annotation file's: the order a semantic mask draws them in)."""
     table = scenes[["split", "image_uri", "label", *EDGES]]
     tfrecorder.convert(table, str(tmp_path / "a"), progress=False)
-    shuffled = table.sample(frac=1.0, random_state=3)
+    images = table["image_uri"].drop_duplicates().sample(frac=1.0, random_state=3)
+    shuffled = pd.concat([table[table["image_uri"] == image] for image in images])
     tfrecorder.convert(shuffled, str(tmp_path / "b"), progress=False)
+    back = tfrecorder.read_tfr(str(tmp_path / "a"))
+    assert back.groupby("image_uri", sort=False)["label"].apply(list).to_dict() == \
+        table.groupby("image_uri", sort=False)["label"].apply(list).to_dict()
     shards = sorted(f for f in os.listdir(tmp_path / "a") if f.endswith(".tfrecord"))
     assert shards == sorted(f for f in os.listdir(tmp_path / "b") if f.endswith(".tfrecord"))
     for name in shards:

@@ -476,3 +476,72 @@ def test_yolo_polygons_give_the_masks_of_the_same_coco_polygons(tmp_path):
         frame = tfrecorder.read_tfr(out)
         masks[kind] = sorted(zip(frame["image_name"], frame["label"], frame["mask"]))
     assert len(masks["coco"]) >= 6 and masks["coco"] == masks["yolo"]
+
+
+STACK = [(4, 4, 40, 40), (16, 16, 52, 52), (28, 28, 60, 60)]  # three squares, each over part of the one before
+
+
+def _stacked_scenes(root, n: int = 6) -> dict[str, str]:
+    """``n`` scenes of 64x64 (a power of 2: a normalized corner is exact) of the three ``STACK`` squares, each
+    painted its colour over the ones before and given after them, scene i's colours turned by i, written as COCO
+    polygons, COCO RLE (compressed) and YOLO polygons (a line an object, in that order). The inputs' paths."""
+    from pycocotools import mask as coco_mask
+
+    (root / "images").mkdir(parents=True)
+    images, annotations, lines = [], [], {}
+    for i in range(n):
+        picture = np.full((64, 64, 3), 110, np.uint8)
+        lines[i] = []
+        for k, (x0, y0, x1, y1) in enumerate(STACK):
+            name = NAMES[(i + k) % len(NAMES)]
+            picture[y0:y1, x0:x1] = OBJECT_COLORS[name]
+            polygon = [x0, y0, x1, y0, x1, y1, x0, y1]
+            rle = coco_mask.merge(coco_mask.frPyObjects([polygon], 64, 64))
+            annotations.append({"id": len(annotations) + 1, "image_id": i + 1, "category_id": NAMES.index(name) + 1,
+                                "iscrowd": 0, "bbox": [x0, y0, x1 - x0, y1 - y0], "area": float(coco_mask.area(rle)),
+                                "polygon": [polygon], "rle": {"size": [64, 64], "counts": rle["counts"].decode()}})
+            lines[i].append(" ".join([str(NAMES.index(name)), *(str(v / 64) for v in polygon)]))
+        Image.fromarray(picture).save(root / "images" / f"stack-{i}.png")
+        images.append({"id": i + 1, "file_name": f"stack-{i}.png", "width": 64, "height": 64})
+    categories = [{"id": j + 1, "name": name} for j, name in enumerate(NAMES)]
+    inputs = {}
+    for kind in ("polygon", "rle"):
+        notes = [{**{k: v for k, v in a.items() if k not in ("polygon", "rle")}, "segmentation": a[kind]}
+                 for a in annotations]
+        path = root / f"coco_{kind}.json"
+        path.write_text(json.dumps({"images": images, "annotations": notes, "categories": categories}))
+        inputs[f"coco {kind}"] = str(path)
+    (root / "labels").mkdir()
+    for i, image_lines in lines.items():
+        (root / "labels" / f"stack-{i}.txt").write_text("\n".join(image_lines) + "\n")
+    (root / "data.yaml").write_text(json.dumps({"train": "images", "names": NAMES}))
+    inputs["yolo polygons"] = str(root / "data.yaml")
+    return inputs
+
+
+def test_the_semantic_mask_lays_each_object_over_those_before_it_in_the_annotations_whatever_the_input(tmp_path):
+    """Overlapping squares given as COCO polygons, COCO RLE and YOLO polygons make one semantic mask: each object
+    over those before it in its file, so each square's visible pixels are its own class. Before, objects were
+    stored (and drawn) in the order of their rows' content hash: a top square was half its lower one's class,
+    the inputs disagreed, and a YOLO dataset's masks changed with its folder's name."""
+    inputs = _stacked_scenes(tmp_path / "stack")
+    drawn = {}
+    for kind, source in inputs.items():
+        out = str(tmp_path / kind.replace(" ", "-"))
+        result = tfrecorder.convert(source, out, **SEMANTIC)
+        assert result.errors == 0 and tfrecorder.label_names(out) == NAMES
+        drawn[kind] = {example["image_name"].numpy().decode(): example["segmentation_mask"].numpy()[..., 0]
+                       for split in result.splits for example in tfrecorder.load_dataset(out, split)}
+        for name, mask in drawn[kind].items():
+            i = int(name.removeprefix("stack-").removesuffix(".png"))
+            for k, (x0, y0, x1, y1) in enumerate(STACK):
+                visible = np.zeros_like(mask, bool)
+                visible[y0 + 1:y1 - 1, x0 + 1:x1 - 1] = True  # inside its edges ...
+                for a0, b0, a1, b1 in STACK[k + 1:]:
+                    visible[b0 - 1:b1 + 1, a0 - 1:a1 + 1] = False  # ... and off those over it
+                assert (mask[visible] == (i + k) % len(NAMES) + 1).all(), (kind, name, k)
+    assert len(drawn["coco polygon"]) == 6
+    for kind in ("coco rle", "yolo polygons"):
+        assert drawn[kind].keys() == drawn["coco polygon"].keys()
+        for name, mask in drawn[kind].items():
+            np.testing.assert_array_equal(mask, drawn["coco polygon"][name], err_msg=f"{kind} {name}")

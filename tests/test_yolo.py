@@ -646,3 +646,43 @@ def test_two_classes_of_one_name_stay_two_classes(tmp_path, layout):
     else:
         (root / "data.yaml").write_text("train: images\nnames: [cat, cat]\n")
     assert tfrecorder.read_annotations(str(root))["label"].tolist() == ["cat", "cat (1)"]
+
+
+@pytest.mark.parametrize("runner", ["local", "DirectRunner"])
+def test_a_dataset_whose_every_class_is_outside_names_names_its_lines_and_keeps_errors_csv(tmp_path, runner):
+    """names too short for the label files (every line's class past it): each image is a bad_annotation row
+    naming its label file and line, errors.csv lists them, and the run fails saying so. Before, the table of no
+    label at all stopped at the schema check: "column 'label': every value is missing", no file named."""
+    if runner != "local":
+        pytest.importorskip("apache_beam")
+    root = tmp_path / "yolo"
+    for split in ("train", "val"):
+        tiny_png(root / "images" / split / f"{split}.png")
+        (root / "labels" / split).mkdir(parents=True)
+        (root / "labels" / split / f"{split}.txt").write_text("3 0.5 0.5 0.2 0.2\n5 0.4 0.4 0.1 0.1 0.3 0.3\n")
+    (root / "data.yaml").write_text("train: images/train\nval: images/val\nnames: [cat]\n")
+    with pytest.raises(TFRecorderError, match=r"^no row was written: the 2 rows not discarded all failed, listed "
+                                              r"in .*errors.csv\. Causes: bad_annotation: 2 rows, e.g. .*labels/"
+                                              r"(train|val)/\w+\.txt line 1: class 3 is not in names \(0-0\)"):
+        tfrecorder.convert(str(root), str(tmp_path / "out"), runner=runner, progress=False)
+    errors = _errors(tmp_path / "out")
+    assert errors["error"].tolist() == ["bad_annotation"] * 2
+    assert sorted(errors["message"]) == [f"{root}/labels/{split}/{split}.txt line 1: class 3 is not in names (0-0) "
+                                         f"(and 1 more bad lines)" for split in ("train", "val")]
+
+
+def test_links_out_of_the_root_in_a_split_folder_are_named(tmp_path):
+    """A split folder holding a link to a folder outside the root: the link is named in result.skipped (its
+    files never listed); a link to an image outside is an outside_folder row. Before, the folder's images were
+    neither rows nor named anywhere."""
+    outside = tmp_path / "outside"
+    tiny_png(outside / "secret.png")
+    root = _one_image_yolo(tmp_path / "yolo")
+    (root / "images" / "more").symlink_to(outside, target_is_directory=True)
+    (root / "images" / "b.png").symlink_to(outside / "secret.png")
+    (root / "data.yaml").write_text("train: images\nnames: [cat]\n")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"), progress=False)
+    assert (result.rows.written, result.error_codes) == (1, {"outside_folder": 1})
+    assert result.skipped == ("images/more (a link to a folder outside the dataset's root: not read)",)
+    assert any("images/more (a link to a folder outside" in w for w in result.warnings), result.warnings
+    assert "secret" not in " ".join(result.warnings)

@@ -119,9 +119,11 @@ class ExampleEncoder:
 class ObjectEncoder:
     """Serializes the records of a detection table in our layout: one per image, from its box rows (positions
     in the table), each box moved into the stored image's frame and checked against it (``boxes.stored_boxes``).
-    Objects are stored in the order of their rows' content keys, so box rows given in any order (or files)
-    make the same bytes. The keys are ``layout``'s; a layout's image keys are its subclass's (``_set_image``).
-    An Example is built per record: one record per image is few, and its lists vary in length anyway."""
+    Objects are stored in their rows' order in the table (an annotation file's own: COCO's annotations, a YOLO
+    file's lines), whatever order the runner brings them in: a semantic mask draws later objects over earlier
+    ones, as the annotation tool showed them. The keys are ``layout``'s; a layout's image keys are its
+    subclass's (``_set_image``). An Example is built per record: one record per image is few, and its lists
+    vary in length anyway."""
 
     layout = layouts.DEFAULT
 
@@ -154,18 +156,18 @@ class ObjectEncoder:
         self.mask_pixels: np.ndarray | None = None
         self._table, self._frame = table, box_orientation
         self._split = [s.encode("ascii") for s in table.splits]
-        self._keys = table.row_keys()  # objects are stored in the order of their rows' content
 
     def encode(self, positions: list[int], rows: list[int], image: StoredImage) -> tuple[bytes, list[int], int]:
-        """The serialized Example of the image of the rows at ``positions`` (``rows``: their row numbers, for
-        errors), the label of each object written, and how many boxes were clipped onto the image."""
-        objects = sorted((p for p in positions if self._labels[p] is not None), key=lambda p: (self._keys[p], p))
+        """The serialized Example of the image of the rows at ``positions`` (``rows``: their row numbers, the
+        objects' order and what errors name), the label of each object written, and how many boxes were clipped
+        onto the image."""
+        row_of = dict(zip(positions, rows))
+        objects = sorted((p for p in positions if self._labels[p] is not None), key=row_of.__getitem__)
         boxes, clipped = np.zeros((0, 4), np.float32), 0
         count = self._table.keypoint_count or 0
         points = np.zeros((0, count, 2), np.float32), np.zeros((0, count), np.int64)
         if objects:
             annotated = self._annotated[objects[0]] if self._annotated is not None else None
-            row_of = dict(zip(positions, rows))
             if self._long_labels:
                 check_labels([self._labels[p] for p in objects], [row_of[p] for p in objects], self._long_labels,
                              self._table.vocabulary, self._uris(positions[0]))

@@ -13,7 +13,8 @@ normalized to the image as Ultralytics loads it (EXIF orientation applied), so t
 the displayed frame (``BOX_UNITS_ATTR``). A bad line (a class outside ``names``, a coordinate beyond [0, 1] by
 more than ``TOLERANCE``, an odd polygon, a word that is not a number, the wrong count of values) refuses its image
 only: its rows stay, and the fetch makes it a row error ``bad_annotation`` naming the file and line (the root's
-``refused``). Every file under the root is a row, read to make one, or named in the result's ``skipped``.
+``refused``). Every file under the root is a row, read to make one, or named in the result's ``skipped``, as is
+a link to a folder outside the root (never listed).
 """
 
 from __future__ import annotations
@@ -427,16 +428,16 @@ def _files_under(dataset: YoloDataset, folder: str) -> list[str]:
     if folder != root and not folder.startswith(root + "/"):
         return files_under(dataset.fs, folder)
     if dataset.files is None:
-        dataset.files = files_under(dataset.fs, root)
+        dataset.files = files_under(dataset.fs, root, dataset.folder_links)
     if folder == root:
         return dataset.files
     prefix = folder.rstrip("/") + "/"
-    return [p for p in dataset.files if p.startswith(prefix)] or files_under(dataset.fs, folder)
+    return [p for p in dataset.files if p.startswith(prefix)] or files_under(dataset.fs, folder, dataset.folder_links)
 
 
-def files_under(fs: Any, folder: str) -> list[str]:
+def files_under(fs: Any, folder: str, folder_links: list[str] | None = None) -> list[str]:
     """Every file under ``folder``, sorted (listed by the system for a local one: fsspec asks each file's
-    details)."""
+    details); each link to a folder it meets, not followed, added to ``folder_links`` where given."""
     if not is_local(fs):
         return sorted(fs.find(folder))
     found, folders = [], [folder]
@@ -448,6 +449,8 @@ def files_under(fs: Any, folder: str) -> list[str]:
                         found.append(entry.path)
                     elif not entry.is_symlink():
                         folders.append(entry.path)
+                    elif folder_links is not None:
+                        folder_links.append(entry.path)
         except OSError:  # a folder that cannot be listed has no files to give, as in os.walk
             continue
     return sorted(found)
@@ -457,13 +460,16 @@ def files_under(fs: Any, folder: str) -> list[str]:
 
 def _skipped(dataset: YoloDataset, labels: set[str]) -> tuple[list[str], list[str]]:
     """Every file under the root that is no row and was not read to make one, as ``"<path in it> (why)"``, and
-    those of them that are label files without an image. A local file used under another name (a split folder
-    that is a link: the walk names its files by their own folder) is found by its real path."""
+    those of them that are label files without an image; a link to a folder outside the root is one too (its
+    files are never listed). A local file used under another name (a split folder that is a link: the walk
+    names its files by their own folder) is found by its real path."""
     root = dataset.root
     used = set(dataset.images) | labels | dataset.read
     skipped, orphans = [], []
     used_real: set[str] | None = None  # resolved once, and only where a file's name is not in ``used``
-    for path in _files_under(dataset, root):
+    files = _files_under(dataset, root)
+    links_out = {link for link in dataset.folder_links if not _inside(dataset, link)}
+    for path in sorted([*files, *links_out]) if links_out else files:
         if path in used:
             continue
         if is_local(dataset.fs):
@@ -473,6 +479,8 @@ def _skipped(dataset: YoloDataset, labels: set[str]) -> tuple[list[str], list[st
         inside = path[len(root) + 1:]
         if any(part.startswith(".") for part in inside.split("/")):
             why = "hidden"
+        elif path in links_out:
+            why = "a link to a folder outside the dataset's root: not read"
         elif path.endswith(".txt") and ("labels" in inside.split("/")[:-1] or posixpath.dirname(path)
                                         in dataset.label_folders):
             why = "a label file without an image"

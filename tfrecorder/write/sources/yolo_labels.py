@@ -42,6 +42,7 @@ class YoloDataset:
     kpt_shape: tuple[int, int] | None = None
     kpt_names: list[str] | None = None
     files: list[str] | None = None  # every file under the root, sorted, once walked
+    folder_links: list[str] = field(default_factory=list)  # the links to folders that walk met (not followed)
     guard: Root | None = None  # the root as a Root, made the first time a named file is checked against it
     no_area: list[tuple[str, int]] = field(default_factory=list)  # (label file, line) of each box of no area
     label_folders: set[str] = field(default_factory=set)  # the folders the images' label files are in, once read
