@@ -174,7 +174,12 @@ def _keypoints(value: Any, names: list[str] | None, where: str) -> list[float] |
     if not isinstance(value, list) or len(value) % 3 or (count is not None and len(value) != 3 * count):
         wanted = f"[x, y, v] for each of its category's {count} keypoints" if count else "[x, y, v] for each keypoint"
         raise TFRecorderError(f"{where}: keypoints {quoted(value)} are not {wanted}")
-    return [finite_number(v, where, "keypoints") for v in value]
+    numbers = [finite_number(v, where, "keypoints") for v in value]
+    for i, visibility in enumerate(numbers[2::3]):  # checked here too, where the annotation's id is known
+        if visibility not in (0, 1, 2):
+            raise SchemaError(f"{where}: keypoint {i + 1}'s visibility {value[3 * i + 2]!r} is not 0 (not "
+                                  f"labelled), 1 (labelled, hidden) or 2 (visible)")
+    return numbers
 
 
 def _coco_json(url: str) -> Any:
