@@ -77,6 +77,7 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
         folder, note, found = _coco_images(url, [n for n in named if _inside(n)])
     columns = empty_columns(extra)
     no_area: list[Any] = []  # annotations whose bbox has no width or height
+    no_mask: list[str] = []  # annotations without a segmentation in a file whose others have one
     for image in images:
         base = {SPLIT_COLUMN: split, IMAGE_COLUMN: join_name(folder, image["file_name"]),
                 "width": image.get("width"), "height": image.get("height")}
@@ -93,6 +94,8 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
                 continue
             kept += 1
             area = annotation.get("area")
+            if masked and annotation.get(SEGMENTATION) is None:
+                no_mask.append(f"{quoted(annotation.get('id', '?'))} ({image['file_name']})")
             add_row(columns, {**base, LABEL_COLUMN: labels[category], "xmin": x, "ymin": y, "xmax": x + w,
                            "ymax": y + h, "is_crowd": _flag(annotation.get("iscrowd", 0), where, "iscrowd"),
                            "area": None if area is None else finite_number(area, where, "area"),
@@ -115,6 +118,11 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
         shown = ", ".join(str(i) for i in no_area[:5]) + (" ..." if len(no_area) > 5 else "")
         warnings.append(f"{url}: {len(no_area)} annotations have a bbox of no width or height, not converted, as "
                         f"the Object Detection API's create_coco_tf_record.py skips them: ids {shown}")
+    if no_mask:  # stored all 0 (pycocotools draws [] so): said, as a mask head learns "no pixel" from it
+        shown = ", ".join(no_mask[:5]) + (" ..." if len(no_mask) > 5 else "")
+        warnings.append(f"{url}: {len(no_mask)} annotations have no segmentation (none, or []) where the others "
+                        f"have one: kept as boxes whose instance mask is empty (all 0); give them a segmentation, "
+                        f"or remove them if every object needs a mask: ids {shown}")
     if warnings:
         frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped)}
     return frame
