@@ -85,9 +85,11 @@ def _coco_frame(url: str, images: list[Mapping[str, Any]], uris: list[str], anno
     extra = ("is_crowd", "area", *SIZE_COLUMNS, *((KEYPOINTS_COLUMN,) if keypointed else ()),
              *((INSTANCE_MASK_COLUMN,) if masked else ()))
     crowds = np.asarray(annotations.crowds, np.int8)[rows].astype(np.int64)
-    columns = {SPLIT_COLUMN: np.full(len(rows), _coco_split(url), dtype=object),
-               IMAGE_COLUMN: np.asarray(uris, dtype=object)[by_image],
-               LABEL_COLUMN: np.where(boxed, boxes.labels[rows] if len(boxes.labels) else None, None),
+    vocabulary = [*boxes.names, None] if boxed.any() else [None]  # None alone: pandas types no text column
+    labels = _at(boxes.labels, rows, boxed, len(vocabulary) - 1)  # an image of no box: its label None
+    columns = {SPLIT_COLUMN: _repeated([_coco_split(url)], np.zeros(len(rows), np.intp)),
+               IMAGE_COLUMN: _repeated(uris, by_image),
+               LABEL_COLUMN: _repeated(vocabulary, labels),
                "xmin": x, "ymin": y, "xmax": x + _at(edges[:, 2], rows, boxed),
                "ymax": y + _at(edges[:, 3], rows, boxed), "is_crowd": pd.arrays.IntegerArray(crowds, ~boxed),
                "area": _at(np.asarray(annotations.areas, np.float64), rows, boxed),
@@ -111,11 +113,17 @@ def _coco_rows(boxes: Boxes, image_count: int) -> tuple[np.ndarray, np.ndarray]:
     return by_image[order], np.concatenate([kept, np.full(len(boxless), -1)])[order]
 
 
-def _at(values: np.ndarray, rows: np.ndarray, boxed: np.ndarray) -> np.ndarray:
-    """The numbers of the annotations at ``rows``; NaN at an image's row of no box (not ``boxed``: -1)."""
-    found = values[rows]
-    found[~boxed] = math.nan
+def _at(values: np.ndarray, rows: np.ndarray, boxed: np.ndarray, boxless: Any = math.nan) -> np.ndarray:
+    """The values of the annotations at ``rows``; ``boxless`` at an image's row of no box (not ``boxed``)."""
+    found = values[rows] if len(values) else np.zeros(len(rows), values.dtype)
+    found[~boxed] = boxless
     return found
+
+
+def _repeated(values: list[Any], at: np.ndarray) -> Any:
+    """``values[at]``, typed as pandas types a column of them, taken from ``values``' own column: no object a
+    row for pandas to copy into its strings again (its Arrow strings, from objects, peak near 3x their size)."""
+    return pd.Series(np.asarray(values, dtype=object)).array.take(at)
 
 
 def _coco_warnings(url: str, note: str | None, skipped: list[str], boxes: Boxes) -> list[str]:

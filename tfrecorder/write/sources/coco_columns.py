@@ -50,11 +50,13 @@ class _Ids:
 
 @dataclass(frozen=True)
 class Boxes:
-    """The checked annotations: each one's image (its index in ``images``), label and whether it has a box
-    (a width and height), the annotations of no box and of no segmentation (where others have one)."""
+    """The checked annotations: each one's image (its index in the file's images), label (its index in
+    ``names``) and whether it has a box (a width and height), the annotations of no box and of no segmentation
+    (where others have one)."""
 
     images: np.ndarray
     labels: np.ndarray
+    names: list[str]
     kept: np.ndarray
     no_area: list[Any]
     no_mask: list[str]
@@ -135,7 +137,7 @@ class AnnotationColumns:
         no_area = [self._id(i, "?") for i in in_order[~kept[in_order]]]
         no_mask = [f"{quoted(self._id(i, '?'))} ({names[images[i]]})" for i in in_order[kept[in_order]]
                    if self.masks and int(i) not in self.masks]
-        return Boxes(images, np.asarray(list(labels.values()), dtype=object)[found], kept, no_area, no_mask)
+        return Boxes(images, found, list(labels.values()), kept, no_area, no_mask)
 
     def checked_keypoints(self, rows: np.ndarray, images: np.ndarray, files: list[str],
                           names: list[str] | None) -> list[list[float] | None]:
