@@ -75,7 +75,7 @@ class AnnotationColumns:
         self.keypoints: dict[int, Any] = {}  # by index: as given, where given
         self.masks: dict[int, str | bytes] = {}  # by index: segmentation JSON, where given
         self.keypointed = False  # any annotation gives keypoints
-        # The first annotation that is not an object of an image_id, and the first whose values failed a check:
+        # The first annotation that is not an object with an image_id, and the first whose values failed a check:
         # said once the file is read (a file that is not JSON is said first), the second naming its image.
         self.malformed: tuple[int, Any] | None = None
         self.failed: tuple[int, Mapping[str, Any]] | None = None
