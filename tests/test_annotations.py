@@ -3,10 +3,13 @@ a row per box, with each format's coordinates turned into box edges."""
 
 from __future__ import annotations
 
+import io
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
+from PIL import Image
 
 import tfrecorder
 from tests.conftest import write_image
@@ -170,6 +173,30 @@ def test_a_coco_segmentation_that_is_neither_polygons_nor_rle_is_an_errors_csv_r
     assert (result.rows.written, result.error_codes) == (1, {"instance_mask_decode": 1})
     errors = pd.read_csv(tmp_path / "out" / "errors.csv")
     assert errors["image_uri"].str.endswith("b.jpg").all()
+
+
+def test_a_coco_object_without_a_segmentation_among_masks_is_a_warning_naming_it(tmp_path):
+    """"segmentation": [] (CVAT's rectangles) or none, beside objects with masks, was stored as an all-0 mask
+    without a word. It is kept as a box with an empty mask (as pycocotools draws []), and a warning names it."""
+    write_image(tmp_path / "images" / "a.jpg", size=(48, 64))
+    write_image(tmp_path / "images" / "b.jpg", size=(48, 64))
+    box = {"bbox": [8, 4, 20, 20], "category_id": 1}
+    coco = {"images": [{"id": 1, "file_name": "a.jpg", "width": 64, "height": 48},
+                       {"id": 2, "file_name": "b.jpg", "width": 64, "height": 48}],
+            "annotations": [{"id": 11, "image_id": 1, "segmentation": [[8, 4, 28, 4, 28, 24]], **box},
+                            {"id": 12, "image_id": 1, "segmentation": [], **box},
+                            {"id": 13, "image_id": 2, **box}],
+            "categories": [{"id": 1, "name": "dog"}]}
+    (tmp_path / "instances_train.json").write_text(json.dumps(coco))
+    result = tfrecorder.convert(str(tmp_path / "instances_train.json"), str(tmp_path / "out"), progress=False)
+    assert (result.errors, result.splits["TRAIN"].images) == (0, 2)
+    assert any("2 annotations have no segmentation (none, or []) where the others have one: kept as boxes whose "
+               "instance mask is empty (all 0)" in w and w.endswith("ids 12 (a.jpg), 13 (b.jpg)")
+               for w in result.warnings), result.warnings
+    back = tfrecorder.read_tfr(str(tmp_path / "out"))
+    pixels = {(name, int((np.asarray(Image.open(io.BytesIO(mask))) > 0).sum()) > 0)
+              for name, mask in zip(back["image_name"], back["mask"])}
+    assert pixels == {("a.jpg", True), ("a.jpg", False), ("b.jpg", False)} and len(back) == 3
 
 
 def test_an_image_two_voc_xmls_name_is_refused_naming_both(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -207,3 +208,16 @@ def test_coco_keypoints_of_the_wrong_length_name_the_annotation(coco, tmp_path):
                                                          r"\[1, 2, 2\] are not \[x, y, v\] for each of its "
                                                          r"category's 3 keypoints"):
         tfrecorder.read_annotations(str(bad))
+
+
+@pytest.mark.parametrize("visibility", [3, -1, 1.5])
+def test_a_coco_keypoint_visibility_not_0_1_or_2_names_the_annotation_image_and_file(coco, tmp_path, visibility):
+    data = json.load(open(coco))
+    data["annotations"][1]["keypoints"][5] = visibility
+    bad = tmp_path / "annotations" / "person_keypoints_train.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps(data))
+    with pytest.raises(SchemaError, match=rf"^{re.escape(str(bad))}: annotation 2 of image 'scene-0001.jpg': "
+                                          rf"keypoint 2's visibility {visibility} is not 0 \(not labelled\), 1 "
+                                          rf"\(labelled, hidden\) or 2 \(visible\)$"):
+        tfrecorder.convert(str(bad), str(tmp_path / "out"), progress=False)

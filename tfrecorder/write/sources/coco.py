@@ -1,10 +1,10 @@
-"""COCO (IO edge): a COCO ``instances_*.json`` read into the long form, a row per box - parsed keeping only the
-keys it reads (``COCO_KEYS``), each entry checked, read a column at a time - and the folder its images are in.
+"""COCO (IO edge): a COCO ``instances_*.json`` read into the long form, a row per box - parsed a value at a time
+keeping only the keys it reads (``coco_json``), its annotations checked and held as columns as each is parsed
+(``coco_columns``) - and the folder its images are in.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import posixpath
@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
@@ -19,16 +20,15 @@ from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
 from tfrecorder.write.settings import KEYPOINTS_ATTR, NOTES_ATTR
+from tfrecorder.write.sources.coco_columns import AnnotationColumns, Boxes, coco_id, entry_of, json_kind
+from tfrecorder.write.sources.coco_json import parse_coco
 from tfrecorder.write.sources.folders import FOLDER_SPLITS
 from tfrecorder.write.sources.long_form import (
-    BOX_COLUMNS,
+    LONG_FORM,
     SIZE_COLUMNS,
     URL,
-    add_row,
     annotation_folder,
-    empty_columns,
     file_folder,
-    finite_number,
     join_name,
     long_frame,
     quoted,
@@ -39,85 +39,109 @@ from tfrecorder.write.splits import TEST, TRAIN, UNASSIGNED, VALIDATION
 logger = logging.getLogger(__name__)
 
 COCO_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # instances_<name>2017.json
-# The keys read from a COCO file. Every other key is dropped as its object is parsed. The segmentation polygons,
-# most of a COCO file's bytes and ~4x their size as Python floats, are kept as their compact JSON bytes, made as
-# each annotation is parsed (the read peaks under 3.5x the file; bytes, which pandas keeps as they are, where str
-# would be copied into an Arrow string column); an RLE's "size" and "counts" with them.
-COCO_KEYS = frozenset({"images", "annotations", "categories", "id", "file_name", "width", "height", "image_id",
-                       "bbox", "category_id", "iscrowd", "area", "name", "keypoints", "skeleton", "segmentation",
-                       "size", "counts"})
-SEGMENTATION = "segmentation"
 
 
 def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
     data = _coco_json(url)
     if not isinstance(data, Mapping) or "images" not in data:
         raise TFRecorderError(f"{url!r} is not COCO instances JSON: it has no 'images' list")
-    images, annotations, categories = (_coco_section(url, data, name)
-                                       for name in ("images", "annotations", "categories"))
-    if images and not annotations:  # a test split's image_info file: no box to learn, no label to type
+    images, categories = (_coco_section(url, data, name) for name in ("images", "categories"))
+    annotations = _coco_annotations(url, data)
+    if images and not len(annotations):  # a test split's image_info file: no box to learn, no label to type
         raise TFRecorderError(f"COCO annotations {url!r} hold {len(images)} images but no annotation (a test "
                               f"split's image_info file?): there are no boxes to convert; convert the images as a "
                               f"folder or a table of image_uri instead")
     labels = _coco_categories(url, categories)
     names, skeleton = _coco_keypoint_names(url, categories)
-    keypointed = names is not None or any(isinstance(a, Mapping) and a.get("keypoints") for a in annotations)
-    masked = any(isinstance(a, Mapping) and a.get(SEGMENTATION) for a in annotations)
-    extra = ("is_crowd", "area", *SIZE_COLUMNS, *((KEYPOINTS_COLUMN,) if keypointed else ()),
-             *((INSTANCE_MASK_COLUMN,) if masked else ()))
     files = _coco_image_files(url, images)
-    by_image = _coco_by_image(url, annotations, files)
-    annotations.clear()  # each image's annotations are freed once its rows are added (by_image.pop)
-    split = _coco_split(url)
+    boxes = annotations.boxes(files, labels)
     note, found = None, False  # found: the images' folder found, not given (images_dir= is not listed)
     if images_dir is not None:
         folder = images_dir
     else:
         named = [image["file_name"] for image in images[:_LOOKED_FOR]]
         folder, note, found = _coco_images(url, [n for n in named if _inside(n)])
-    columns = empty_columns(extra)
-    no_area: list[Any] = []  # annotations whose bbox has no width or height
-    for image in images:
-        base = {SPLIT_COLUMN: split, IMAGE_COLUMN: join_name(folder, image["file_name"]),
-                "width": image.get("width"), "height": image.get("height")}
-        boxes = by_image.pop(image["id"], [])
-        kept = 0
-        for annotation in boxes:
-            where = f"{url}: annotation {annotation.get('id', '?')} of image {image['file_name']!r}"
-            category = annotation.get("category_id")
-            if not _is_id(category) or category not in labels:
-                raise TFRecorderError(f"{where}: category_id {quoted(category)} is not in 'categories'")
-            x, y, w, h = (finite_number(v, where, "bbox") for v in _four(annotation.get("bbox"), where))
-            if w <= 0 or h <= 0:  # no box to store: skipped, as create_coco_tf_record.py skips them
-                no_area.append(annotation.get("id", "?"))
-                continue
-            kept += 1
-            area = annotation.get("area")
-            add_row(columns, {**base, LABEL_COLUMN: labels[category], "xmin": x, "ymin": y, "xmax": x + w,
-                           "ymax": y + h, "is_crowd": _flag(annotation.get("iscrowd", 0), where, "iscrowd"),
-                           "area": None if area is None else finite_number(area, where, "area"),
-                           KEYPOINTS_COLUMN: _keypoints(annotation.get("keypoints"), names, where),
-                           INSTANCE_MASK_COLUMN: annotation.get(SEGMENTATION) or None})
-        if not kept:
-            add_row(columns, {**base, LABEL_COLUMN: None, **dict.fromkeys(BOX_COLUMNS), "is_crowd": None,
-                           "area": None, KEYPOINTS_COLUMN: None, INSTANCE_MASK_COLUMN: None})
-    frame = long_frame(columns, extra)
+    uris = [join_name(folder, image["file_name"]) for image in images]
+    frame = _coco_frame(url, images, uris, annotations, boxes, names)
     if names is not None:
         frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
-    warnings = [note] if note is not None else []
     # the folder found for the images (not one given: images_dir= is read only where the file names, as VOC's)
-    skipped = _unnamed(folder, frame[IMAGE_COLUMN], url) if found else []
+    skipped = _unnamed(folder, pd.Series(uris, dtype=object), url) if found else []
+    warnings = _coco_warnings(url, note, skipped, boxes)
+    if warnings:
+        frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped)}
+    return frame
+
+
+def _coco_frame(url: str, images: list[Mapping[str, Any]], uris: list[str], annotations: AnnotationColumns,
+                boxes: Boxes, names: list[str] | None) -> pd.DataFrame:
+    """The long form, each column made in its own type from the annotations' (the frame holds them, not a copy:
+    ``long_frame``)."""
+    by_image, rows = _coco_rows(boxes, len(images))
+    boxed = rows >= 0
+    edges = np.asarray(annotations.edges, np.float64).reshape(-1, 4)
+    x, y = _at(edges[:, 0], rows, boxed), _at(edges[:, 1], rows, boxed)
+    keypointed, masked = names is not None or annotations.keypointed, bool(annotations.masks)
+    extra = ("is_crowd", "area", *SIZE_COLUMNS, *((KEYPOINTS_COLUMN,) if keypointed else ()),
+             *((INSTANCE_MASK_COLUMN,) if masked else ()))
+    crowds = np.asarray(annotations.crowds, np.int8)[rows].astype(np.int64)
+    vocabulary = [*boxes.names, None] if boxed.any() else [None]  # None alone: pandas types no text column
+    labels = _at(boxes.labels, rows, boxed, len(vocabulary) - 1)  # an image of no box: its label None
+    columns = {SPLIT_COLUMN: _repeated([_coco_split(url)], np.zeros(len(rows), np.intp)),
+               IMAGE_COLUMN: _repeated(uris, by_image),
+               LABEL_COLUMN: _repeated(vocabulary, labels),
+               "xmin": x, "ymin": y, "xmax": x + _at(edges[:, 2], rows, boxed),
+               "ymax": y + _at(edges[:, 3], rows, boxed), "is_crowd": pd.arrays.IntegerArray(crowds, ~boxed),
+               "area": _at(np.asarray(annotations.areas, np.float64), rows, boxed),
+               **{size: pd.array([image.get(size) for image in images], dtype="Int64").take(by_image)
+                  for size in SIZE_COLUMNS}}
+    if keypointed or annotations.keypoints:  # checked where given, a column or not ({} is no keypoints)
+        files = [image["file_name"] for image in images]
+        columns[KEYPOINTS_COLUMN] = annotations.checked_keypoints(rows, boxes.images, files, names)
+    if masked:
+        columns[INSTANCE_MASK_COLUMN] = [annotations.masks.get(int(row)) for row in rows]
+    return long_frame({name: columns[name] for name in (*LONG_FORM, *extra)}, extra)
+
+
+def _coco_rows(boxes: Boxes, image_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's image (its index) and annotation (-1: an image of no box, one row of none): its images' rows
+    in the images' order, each one's boxes in the file's order."""
+    kept = np.flatnonzero(boxes.kept)
+    boxless = np.setdiff1d(np.arange(image_count), boxes.images[kept])
+    by_image = np.concatenate([boxes.images[kept], boxless])
+    order = np.argsort(by_image, kind="stable")
+    return by_image[order], np.concatenate([kept, np.full(len(boxless), -1)])[order]
+
+
+def _at(values: np.ndarray, rows: np.ndarray, boxed: np.ndarray, boxless: Any = math.nan) -> np.ndarray:
+    """The values of the annotations at ``rows``; ``boxless`` at an image's row of no box (not ``boxed``)."""
+    found = values[rows] if len(values) else np.zeros(len(rows), values.dtype)
+    found[~boxed] = boxless
+    return found
+
+
+def _repeated(values: list[Any], at: np.ndarray) -> Any:
+    """``values[at]``, typed as pandas types a column of them, taken from ``values``' own column: no object a
+    row for pandas to copy into its strings again (its Arrow strings, from objects, peak near 3x their size)."""
+    return pd.Series(np.asarray(values, dtype=object)).array.take(at)
+
+
+def _coco_warnings(url: str, note: str | None, skipped: list[str], boxes: Boxes) -> list[str]:
+    warnings = [note] if note is not None else []
     if skipped:
         warnings.append(f"{len(skipped)} images beside the images of {url!r} are not in its 'images' and were "
                         f"skipped: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped "
                         f"lists them)")
-    if no_area:
-        shown = ", ".join(str(i) for i in no_area[:5]) + (" ..." if len(no_area) > 5 else "")
-        warnings.append(f"{url}: {len(no_area)} annotations have a bbox of no width or height, not converted, as "
-                        f"the Object Detection API's create_coco_tf_record.py skips them: ids {shown}")
-    if warnings:
-        frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped)}
-    return frame
+    if boxes.no_area:
+        shown = ", ".join(str(i) for i in boxes.no_area[:5]) + (" ..." if len(boxes.no_area) > 5 else "")
+        warnings.append(f"{url}: {len(boxes.no_area)} annotations have a bbox of no width or height, not "
+                        f"converted, as the Object Detection API's create_coco_tf_record.py skips them: ids {shown}")
+    if boxes.no_mask:  # stored all 0 (pycocotools draws [] so): said, as a mask head learns "no pixel" from it
+        shown = ", ".join(boxes.no_mask[:5]) + (" ..." if len(boxes.no_mask) > 5 else "")
+        warnings.append(f"{url}: {len(boxes.no_mask)} annotations have no segmentation (none, or []) where the "
+                        f"others have one: kept as boxes whose instance mask is empty (all 0); give them a "
+                        f"segmentation, or remove them if every object needs a mask: ids {shown}")
+    return warnings
 
 
 def _unnamed(folder: str, uris: pd.Series, url: str) -> list[str]:
@@ -165,24 +189,15 @@ def _is_index(value: Any, count: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= count
 
 
-def _keypoints(value: Any, names: list[str] | None, where: str) -> list[float] | None:
-    """An annotation's ``keypoints``: ``[x, y, v] * K`` (K: its category's names), as numbers; None for an
-    annotation without them (COCO writes ``num_keypoints`` 0 and zeros; a category without keypoints none)."""
-    if value is None or value == []:
-        return None
-    count = len(names) if names is not None else None
-    if not isinstance(value, list) or len(value) % 3 or (count is not None and len(value) != 3 * count):
-        wanted = f"[x, y, v] for each of its category's {count} keypoints" if count else "[x, y, v] for each keypoint"
-        raise TFRecorderError(f"{where}: keypoints {quoted(value)} are not {wanted}")
-    return [finite_number(v, where, "keypoints") for v in value]
-
-
 def _coco_json(url: str) -> Any:
-    """A COCO file parsed, keeping only ``COCO_KEYS`` of each object (dropped as each object is parsed)."""
+    """A COCO file parsed, keeping only ``COCO_KEYS`` of each object, its annotations as columns
+    (``AnnotationColumns``: each checked and held as it is parsed)."""
     with open_url(url) as f:
         text = utf8_text(f.read(), f"COCO annotations {url!r}")  # the bytes are freed once decoded
     try:
-        return json.loads(text, object_pairs_hook=_coco_kept)
+        return parse_coco(text, lambda: AnnotationColumns(url))
+    except TFRecorderError:  # an annotation's own, raised as it was parsed
+        raise
     except ValueError as e:
         raise TFRecorderError(f"COCO annotations {url!r} are not JSON: {e}") from e
     except RecursionError:  # json's parser recurses per level: arrays in arrays 100,000 deep
@@ -190,25 +205,24 @@ def _coco_json(url: str) -> Any:
                               f"instances JSON") from None
 
 
-def _coco_kept(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {key: _segmentation_text(value) if key == SEGMENTATION else value
-            for key, value in pairs if key in COCO_KEYS}
-
-
-def _segmentation_text(value: Any) -> str | bytes | None:
-    """An annotation's segmentation (polygons or RLE) as compact JSON (UTF-8 bytes), the instance mask column's
-    value (``types.InstanceMask``: drawn when written); None for none (``[]``)."""
-    if isinstance(value, Mapping) and not value:  # an object of none of RLE's keys: the mask's decode names it
-        return b"{}"
-    if isinstance(value, str) or not value:  # text already (a file of another tool) or none
-        return value or None
-    return json.dumps(value, separators=(",", ":")).encode("ascii")
+def _coco_annotations(url: str, data: Mapping[str, Any]) -> AnnotationColumns:
+    """The file's annotations, as columns (an ``annotations`` array is parsed into them)."""
+    entries = data.get("annotations", [])
+    if isinstance(entries, AnnotationColumns):
+        return entries
+    if not isinstance(entries, list):
+        raise TFRecorderError(f"{url!r} is not COCO instances JSON: its 'annotations' is {json_kind(entries)}, "
+                              f"not a list of entries")
+    columns = AnnotationColumns(url)
+    for index, entry in enumerate(entries):
+        columns.add(index, entry)
+    return columns
 
 
 def _coco_section(url: str, data: Mapping[str, Any], name: str) -> list[Any]:
     entries = data.get(name, [])
     if not isinstance(entries, list):
-        raise TFRecorderError(f"{url!r} is not COCO instances JSON: its '{name}' is {_json_kind(entries)}, not a "
+        raise TFRecorderError(f"{url!r} is not COCO instances JSON: its '{name}' is {json_kind(entries)}, not a "
                               f"list of entries")
     return entries
 
@@ -218,7 +232,7 @@ def _coco_categories(url: str, categories: list[Any]) -> dict[Any, str]:
     names: dict[Any, str] = {}
     for i, category in enumerate(categories):
         where = f"COCO annotations {url!r}: categories[{i}]"
-        category_id = _coco_id(_entry(category, where), "id", where)
+        category_id = coco_id(entry_of(category, where), "id", where)
         name = category.get("name")
         if name is not None and not isinstance(name, str):
             raise TFRecorderError(f"{where} (id {category_id!r}): name {quoted(name)} is not text")
@@ -239,8 +253,8 @@ def _coco_image_files(url: str, images: list[Any]) -> dict[Any, str]:
     files: dict[Any, str] = {}
     for i, image in enumerate(images):
         where = f"COCO annotations {url!r}: images[{i}]"
-        file_name = _entry(image, where).get("file_name")
-        image_id = _coco_id(image, "id", f"{where} (file_name {quoted(file_name)})")
+        file_name = entry_of(image, where).get("file_name")
+        image_id = coco_id(image, "id", f"{where} (file_name {quoted(file_name)})")
         if not isinstance(file_name, str) or not file_name.strip():
             raise TFRecorderError(f"{where} (id {image_id!r}): " + (
                 "has no 'file_name'" if file_name is None else f"file_name {quoted(file_name)} is not a file name"))
@@ -252,25 +266,6 @@ def _coco_image_files(url: str, images: list[Any]) -> dict[Any, str]:
                               f"give as image_id")
         files[image_id] = file_name
     return files
-
-
-def _coco_by_image(url: str, annotations: list[Any], files: Mapping[Any, str]) -> dict[Any, list[Mapping]]:
-    """Image id -> its annotations, in the file's order; annotations whose image_id no image has, refused."""
-    by_image: dict[Any, list[Mapping[str, Any]]] = {}
-    dangling: list[str] = []
-    for i, annotation in enumerate(annotations):
-        where = f"COCO annotations {url!r}: annotations[{i}]"
-        label = f"{where} (id {quoted(_entry(annotation, where).get('id'))})"
-        image_id = _coco_id(annotation, "image_id", label)
-        if image_id in files:
-            by_image.setdefault(image_id, []).append(annotation)
-        else:
-            dangling.append(f"{quoted(annotation.get('id', f'[{i}]'))} (image_id {image_id!r})")
-    if dangling:  # their boxes would be lost without a word
-        raise SchemaError(f"COCO annotations {url!r}: {len(dangling)} annotations name an image_id that no entry "
-                          f"of 'images' has: {', '.join(dangling[:5])}{', ...' if len(dangling) > 5 else ''}; add "
-                          f"their images to 'images', or remove them")
-    return by_image
 
 
 def _coco_split(url: str) -> str:
@@ -324,46 +319,8 @@ def _inside(name: str) -> bool:
     return not URL.match(name) and not name.startswith(("/", "\\")) and ".." not in re.split(r"[/\\]", name)
 
 
-def _coco_id(entry: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in entry:
-        raise TFRecorderError(f"{where} has no '{key}'")
-    if not _is_id(entry[key]):
-        raise TFRecorderError(f"{where}: {key} {quoted(entry[key])} is not an id (a number or text)")
-    return entry[key]
-
-
-def _is_id(value: Any) -> bool:
-    """A JSON id: a number or text - not true/false, which Python's bool makes the ints 1 and 0."""
-    return not isinstance(value, bool) and (isinstance(value, (int, str)) or isinstance(value, float)
-                                            and math.isfinite(value))
-
-
-def _entry(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise TFRecorderError(f"{where} is {_json_kind(value)} ({quoted(value)}), not an object")
-    return value
-
-
 def _size(value: Any, where: str, name: str) -> None:
     """A COCO image's width or height: absent, or a whole number."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                               or not math.isfinite(value) or value != int(value)):
         raise TFRecorderError(f"{where}: {name} {quoted(value)} is not a whole number of pixels")
-
-
-def _flag(value: Any, where: str, name: str) -> int:
-    """COCO's 0 or 1 (``iscrowd``): any other value is a TFRecorderError (a 2 was stored as 2)."""
-    if value in (0, 1) and not isinstance(value, str):  # 0, 1, 0.0, 1.0, false, true
-        return int(value)
-    raise TFRecorderError(f"{where}: {name} {quoted(value)} is not 0 or 1")
-
-
-def _four(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list) or len(value) != 4:
-        raise TFRecorderError(f"{where}: bbox {quoted(value)} is not [x, y, width, height]")
-    return value
-
-
-def _json_kind(value: Any) -> str:
-    kinds = {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}
-    return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)

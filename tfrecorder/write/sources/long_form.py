@@ -40,7 +40,9 @@ def add_row(columns: dict[str, list[Any]], row: Mapping[str, Any]) -> None:
 def long_frame(columns: dict[str, list[Any]], extra: tuple[str, ...]) -> pd.DataFrame:
     """The long form: its columns in order, the box edges float, the format's counts nullable integers."""
     names = [*LONG_FORM, *extra]
-    df = pd.DataFrame(columns, columns=names) if len(columns[SPLIT_COLUMN]) else pd.DataFrame(columns=names)
+    # copy=False: columns given as arrays (COCO's) are the frame's, not copied beside it
+    df = pd.DataFrame(columns, columns=names, copy=False) if len(columns[SPLIT_COLUMN]) else \
+        pd.DataFrame(columns=names)
     df[list(BOX_COLUMNS)] = df[list(BOX_COLUMNS)].astype("float64")
     for column in extra:
         if column not in ("area", KEYPOINTS_COLUMN, INSTANCE_MASK_COLUMN):  # the format's counts and flags
