@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
+from PIL import Image
 
 import tfrecorder
 from tests.test_detection import EDGES, assert_on_objects
@@ -480,3 +481,27 @@ def test_a_read_export_record_of_boxes_without_class_ids_is_one_line(tmp_path):
     with pytest.raises(tfrecorder.TFRecorderError, match=r"train.tfrecord record 0: image/object/bbox/xmin holds 2 "
                                                          r"values for 0 objects: its object lists differ"):
         tfrecorder.read_tfr(str(tmp_path / "export"))
+
+
+def test_inspect_writes_the_pictures_and_data_csv_of_object_detection_records(od_shards, tmp_path, capsys):
+    """inspect (the API and the CLI) of every folder in the Object Detection API's layout, ours and others', was a
+    24-line KeyError ('image_format': the layout keeps image/format, and others' records say "JPEG", "jpg" or
+    nothing): each record's image, its picture with the boxes drawn, and data.csv."""
+    from PIL import ImageOps
+
+    from tfrecorder.cli import main
+
+    folder = tfrecorder.inspect(DATUMARO, "TRAIN", num_records=4, output_dir=str(tmp_path / "datumaro"))
+    rows = pd.read_csv(os.path.join(folder, "data.csv"), keep_default_na=False)
+    assert rows["label_name"].tolist() == ["|".join(b[0] for b in SCENES[n]) for n in rows["image/filename"]]
+    assert rows["image_file"].str.endswith(".png").all() and rows["boxes_file"].str.endswith("-boxes.png").all()
+    scenes, export = od_shards
+    assert main(["inspect", export, "--num-records", "8", "--output-dir", str(tmp_path / "export")]) == 0
+    ours = os.path.join(os.path.dirname(export), "out")  # the same records with their dataset.json
+    for looked in (str(tmp_path / "export"), tfrecorder.inspect(ours, num_records=8, output_dir=str(tmp_path / "o"))):
+        rows = pd.read_csv(os.path.join(looked, "data.csv"))
+        assert len(rows) == scenes["image_uri"].nunique()
+        for image, boxes in zip(rows["image_file"], rows["boxes_file"]):
+            shown = ImageOps.exif_transpose(Image.open(os.path.join(looked, image)))  # EXIF-turned ones too
+            assert Image.open(os.path.join(looked, boxes)).size == shown.size
+    capsys.readouterr()
