@@ -23,12 +23,18 @@ from tfrecorder.dataset.foreign import (
     split_folder_files,
     split_of,
 )
-from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, filesystem
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.infer_od import ObjectTally, detection_entries, is_object_detection
+from tfrecorder.read.infer_od import (
+    ObjectTally,
+    class_ids,
+    detection_entries,
+    first_class_id,
+    is_object_detection,
+    od_warnings,
+)
 from tfrecorder.types import TEST, TRAIN, VALIDATION, Kind
 
 __all__ = ["TFRECORDER2_FORMAT", "find_files", "infer_manifest", "is_glob", "sniff_compression", "split_of"]
@@ -125,8 +131,12 @@ def _detection(features: list[FeatureInfo], tally: ObjectTally, fs: Any, paths: 
         logger.info("label names from %s", where)
     found = detection_entries(features, tally, names)
     if found is None:
-        logger.warning("%s holds the Object Detection API's keys, but a class id under %d (its first class): read "
-                       "as plain records", fs.unstrip_protocol(paths[0]), OBJECT_DETECTION.first_class_id)
+        logger.warning("%s holds the Object Detection API's keys, but class ids from %d to %d (its records' and "
+                       "label map's), more than any label set's: read as plain records", fs.unstrip_protocol(paths[0]),
+                       first_class_id(tally), max([*class_ids(tally), *names]))
+        return None
+    for line in od_warnings(tally, names, where, found[1]["vocabulary"]):
+        logger.warning("%s", line)
     return found
 
 

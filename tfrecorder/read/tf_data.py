@@ -21,7 +21,7 @@ from tfrecorder.dataset.features import (
     IMAGE,
     RESIZE_MODES,
 )
-from tfrecorder.dataset.layouts import layout_of
+from tfrecorder.dataset.layouts import first_class_id_of, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, filesystem
 from tfrecorder.errors import TFRecorderError
@@ -141,7 +141,7 @@ def _parser(manifest: Manifest, spec: dict[str, Any], where: str, single: bool =
     layout = layout_of(manifest)
     label = (manifest.label or {}).get("feature")
     if label in decoders and manifest.vocabulary is not None:
-        named = _counted_from(decoders[label], layout.first_class_id)  # an index into the names, in any layout
+        named = _counted_from(decoders[label], first_class_id_of(manifest))  # an index into the names
         decoders[label] = _in_vocabulary(named, len(manifest.vocabulary), where)
     parse_records = tf.io.parse_single_example if single else tf.io.parse_example
 
