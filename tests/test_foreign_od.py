@@ -585,3 +585,31 @@ def test_boxes_convert_would_refuse_are_counted_in_one_warning_an_open(tmp_path,
         f"to list their records in errors.csv and keep the rest"]
     result = tfrecorder.convert(export, str(tmp_path / "out"), progress=False)
     assert result.errors == 2  # a.png and c.png: convert refuses the records of those boxes
+
+
+def test_an_image_no_decoder_takes_is_one_line_naming_its_file_and_record(tmp_path, caplog):
+    """A record whose image/encoded is no image: load_dataset and show stopped with TensorFlow's multi-line
+    InvalidArgumentError naming no file or record (convert lists it in errors.csv); found as the files are opened,
+    it is one line naming them. What does not decode the image still reads it (the bytes); inspect writes them."""
+    def not_an_image(example):
+        stored = example.features.feature
+        if stored["image/filename"].bytes_list.value[0] == b"b.png":
+            stored["image/encoded"].bytes_list.value[0] = b"\x89PNG not an image"
+
+    export = tmp_path / "export"
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), export / "train.tfrecord", not_an_image)
+    message = (rf"^file://{export}/train.tfrecord record 1: image/encoded is no image TensorFlow decodes \(JPEG, PNG, "
+               rf"GIF, BMP, WebP or JPEG XL; it starts b'\\x89PNG not an imag'\): decoding TRAIN's images would stop "
+               rf"there; read with decode_images=False")
+    for read in (lambda: tfrecorder.load_dataset(str(export), "TRAIN", batch_size=2, image_size=(8, 8)),
+                 lambda: tfrecorder.show(str(export), path=str(tmp_path / "sheet.png"))):
+        with pytest.raises(tfrecorder.TFRecorderError, match=message):
+            read()
+    assert len(list(tfrecorder.load_dataset(str(export), "TRAIN", decode_images=False))) == 4
+    assert len(tfrecorder.read_tfr(str(export))) == 7
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        folder = tfrecorder.inspect(str(export), num_records=4, output_dir=str(tmp_path / "look"))
+    rows = pd.read_csv(os.path.join(folder, "data.csv"), keep_default_na=False)
+    assert rows["boxes_file"].tolist() == ["00000-boxes.png", "", "00002-boxes.png", "00003-boxes.png"]
+    assert caplog.messages[-1].startswith("inspect: record 1 of TRAIN: its image cannot be decoded (")
+    assert caplog.messages[0].startswith(f"file://{export}/train.tfrecord record 1: image/encoded is no image")

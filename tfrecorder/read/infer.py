@@ -114,7 +114,9 @@ def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT
     detection = _detection(features, tally, fs, paths) if is_object_detection(f.name for f in features) else None
     if detection is not None:  # a detection dataset: a row per object, or one for an image without any
         features, label, objects = detection
-        image = {"format": "keep", "formats": [], "channels": [], "shape": None}
+        image = {"format": "keep", "formats": [], "channels": [], "shape": None,
+                 "undecodable": {split: {"records": count, "first": first}
+                                 for split, (count, first) in tally.undecodable.items()}}
         rows = {k: RowCounts(n, n) for k in splits
                 for n in [sum(tally.ids.get(k, {}).values()) + tally.empty[k]]}
     return Manifest(  # connectors guessed from what the records hold, as for a dataset.json naming none

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,11 @@ logger = logging.getLogger(__name__)
 LAYOUT = OBJECT_DETECTION
 _LABEL_KEY = LAYOUT.object_label.name.encode()  # found in a record's bytes before it is parsed
 _BOX_KEY = LAYOUT.box_features[0].name.encode()
+_IMAGE_KEY = LAYOUT.image.name.encode()
+# The first bytes of the images tf.io.decode_image takes (its ClassifyFileFormat): anything else is "Unknown image
+# file format" to it. JPEG, PNG, GIF, BMP, JPEG XL (its codestream, its container); WebP below.
+_IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM", b"\xff\x0a", b"\x00\x00\x00\x0cJXL ")
+_WEBP = re.compile(rb"RIFF....WEBP", re.DOTALL)
 
 
 def is_object_detection(names: Iterable[str]) -> bool:
@@ -62,13 +68,18 @@ class ObjectTally:
     empty: Counter = field(default_factory=Counter)  # records without objects, by split
     bad_boxes: Counter = field(default_factory=Counter)  # boxes convert refuses, by BOX_PROBLEMS' kind
     first_bad_box: dict[str, str] = field(default_factory=dict)  # each kind's first ("<file> record <n>: ...")
+    undecodable: dict[str, list[Any]] = field(default_factory=dict)  # records whose image/encoded no decoder
+    # takes, by split: [how many, the first ("<file> record <n>: ...")]
 
     def add(self, split: str, record: bytes, where: str, number: int) -> None:
         counts = self.ids.setdefault(split, Counter())
         if _LABEL_KEY not in record and _BOX_KEY not in record:  # no objects: Datumaro leaves the keys out
             self.empty[split] += 1
+            if _IMAGE_KEY in record:
+                self._check_image(parse_example(record, where, number).features.feature, split, where, number)
             return
         stored = parse_example(record, where, number).features.feature
+        self._check_image(stored, split, where, number)
         labels = list(stored[LAYOUT.object_label.name].int64_list.value) if LAYOUT.object_label.name in stored \
             else []  # boxes without class ids: uneven below
         counts.update(labels)
@@ -89,6 +100,22 @@ class ObjectTally:
                 if held != len(labels):
                     self.uneven[key] = f"{where} record {number}: {key} holds {held} values for {len(labels)} objects"
 
+
+    def _check_image(self, stored: Any, split: str, where: str, number: int) -> None:
+        """Count a record whose image/encoded is no image TensorFlow decodes (by its first bytes: its decode would
+        stop a pipeline with an error naming no file), the first named."""
+        held = stored[LAYOUT.image.name].bytes_list.value if LAYOUT.image.name in stored else ()
+        data = held[0] if len(held) == 1 else b""
+        if data.startswith(_IMAGE_SIGNATURES) or _WEBP.fullmatch(data[:12]):
+            return
+        found = self.undecodable.setdefault(split, [0, None])
+        found[0] += 1
+        if found[1] is None:
+            problem = (f"{LAYOUT.image.name} holds {len(held)} values" if len(held) > 1 else
+                       f"{LAYOUT.image.name} is empty" if not data else
+                       f"{LAYOUT.image.name} is no image TensorFlow decodes (JPEG, PNG, GIF, BMP, WebP or JPEG XL; "
+                       f"it starts {data[:16]!r})")
+            found[1] = f"{where} record {number}: {problem}"
 
     def _check_boxes(self, boxes: list[list[float]], where: str, number: int) -> None:
         """Count a record's boxes (``[xmin, ymin, xmax, ymax]``, normalized) that convert would refuse."""
@@ -211,6 +238,10 @@ def od_warnings(tally: ObjectTally, names: Mapping[int, str], label_map_url: str
                           for kind in BOX_PROBLEMS if kind in tally.bad_boxes)
         out.append(f"{sum(tally.bad_boxes.values())} boxes convert would refuse are read as they are: {kinds}; "
                    f"tfrecorder.convert the files to list their records in errors.csv and keep the rest")
+    for split, (count, first_record) in tally.undecodable.items():
+        out.append(f"{first_record}" + (f" (and {count - 1} more records of {split})" if count > 1 else "") +
+                   f": convert would refuse it, and load_dataset and show refuse to decode {split}'s images; read_tfr "
+                   f"gives its bytes")
     return out
 
 

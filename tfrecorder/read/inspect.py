@@ -6,6 +6,7 @@ import base64
 import contextlib
 import csv
 import io
+import logging
 import os
 import re
 from typing import Any
@@ -37,6 +38,8 @@ from tfrecorder.types import TRAIN
 # name it "JPEG", "jpg" or not at all), nor is its name ours in every layout.
 _SIGNATURES = ((b"\xff\xd8\xff", "jpg"), (b"\x89PNG", "png"), (b"GIF8", "gif"), (b"BM", "bmp"), (b"RIFF", "webp"))
 _EXIF_ORIENTATION = 0x0112
+
+logger = logging.getLogger(__name__)
 # The names inspect gives the files it writes beside data.csv: the only names it ever deletes.
 _WRITTEN_NAME = re.compile(r"\d{5}(-mask|-boxes)?\.[a-z]+")
 # The list of what inspect wrote to a folder, one name a line: what a later inspect there may replace or delete.
@@ -109,7 +112,7 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
             names = [vocabulary[i] if vocabulary else str(i) for i in objects["label"].tolist()]
             row["label_name"] = "|".join(names)
             if IMAGE.name in example and raw is None:
-                row["boxes_file"] = _write_boxes(output_dir, index, example, objects["bbox"], names, masks)
+                row["boxes_file"] = _write_boxes(output_dir, index, example, objects["bbox"], names, masks, split)
             rows.append(row)
             continue
         if vocabulary is not None and label in example:
@@ -200,11 +203,18 @@ def _write_mask(output_dir: str, index: int, example: dict, mask: bytes, masks: 
 
 
 def _write_boxes(output_dir: str, index: int, example: dict, boxes: np.ndarray, names: list[str],
-                 masks: np.ndarray | None = None) -> str:
+                 masks: np.ndarray | None, split: str) -> str:
     """The record's picture as displayed (its EXIF orientation applied) with its boxes drawn, turned with it
     from the stored pixels' frame they are kept in; its objects' instance masks (PNGs of the stored pixels)
-    laid over it first, each in its box's colour, in that frame, then turned with the picture."""
-    stored = Image.open(io.BytesIO(example[IMAGE.name]))
+    laid over it first, each in its box's colour, in that frame, then turned with the picture. "" where the
+    image cannot be decoded (others' records): said in the log, the record's other files still written."""
+    try:
+        stored = Image.open(io.BytesIO(example[IMAGE.name]))
+        stored.load()
+    except OSError as e:  # Pillow's UnidentifiedImageError, a truncated file
+        logger.warning("inspect: record %d of %s: its image cannot be decoded (%s): written as it is, without its "
+                       "boxes drawn", index, split, e)
+        return ""
     orientation = _orientation(example, stored)
     shown = ImageOps.exif_transpose(stored).convert("RGB")
     if masks is not None and len(masks):

@@ -26,7 +26,13 @@ from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, filesystem
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
-from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder, uniform_shape
+from tfrecorder.read.tf_image import (
+    DEFAULT_RESIZE_METHOD,
+    RESIZE_METHODS,
+    check_decodable,
+    image_decoder,
+    uniform_shape,
+)
 from tfrecorder.read.tf_objects import (
     SUPERVISED_BOX_FORMAT,
     most_objects,
@@ -316,9 +322,10 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     layout_of(manifest).check_reader("load_dataset")
     has_image = layout_of(manifest).image.name in spec  # read as IMAGE.name (``RecordLayout.read_name``)
     if manifest.objects is not None:
-        return _detection(manifest, records, parse_one, has_image, count, o).prefetch(AUTOTUNE).with_options(
+        return _detection(manifest, split, records, parse_one, has_image, count, o).prefetch(AUTOTUNE).with_options(
             _options())
     if has_image and o.decode_images:
+        check_decodable(manifest, split)
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
         supervised = _supervised(manifest, o.label_key) if o.as_supervised else None
@@ -344,7 +351,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     return ds.prefetch(AUTOTUNE).with_options(_options())
 
 
-def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, has_image: bool, count: int,
+def _detection(manifest: Manifest, split: str, records: tf.data.Dataset, parse: Any, has_image: bool, count: int,
                o: ReadOptions) -> tf.data.Dataset:
     """A detection split's pipeline: per record, in one step, the record parsed (``parse`` takes one), the image
     decoded, its objects gathered under ``objects`` (turned and resized with the image:
@@ -352,6 +359,7 @@ def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, has_ima
     unless padded."""
     decode = None
     if has_image and o.decode_images:
+        check_decodable(manifest, split)
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
     gather = objects_gatherer(manifest)
