@@ -613,3 +613,19 @@ def test_an_image_no_decoder_takes_is_one_line_naming_its_file_and_record(tmp_pa
     assert rows["boxes_file"].tolist() == ["00000-boxes.png", "", "00002-boxes.png", "00003-boxes.png"]
     assert caplog.messages[-1].startswith("inspect: record 1 of TRAIN: its image cannot be decoded (")
     assert caplog.messages[0].startswith(f"file://{export}/train.tfrecord record 1: image/encoded is no image")
+
+
+def test_a_background_item_is_no_class_and_ids_no_label_set_has_read_as_plain_records(tmp_path, caplog):
+    """A label map's `item { id: 0 name: 'background' }` (no record's class) made every reader drop every box;
+    a class id of a million made a vocabulary of a million names (of 2**40: more than any memory holds)."""
+    export = tmp_path / "background"
+    shutil.copytree(DATUMARO, export)
+    with open(export / "label_map.pbtxt", "a") as f:
+        f.write("item { id: 0 name: 'background' }\n")
+    assert tfrecorder.label_names(str(export)) == ["red", "green", "blue"]
+    damaged = _changed_objects(tmp_path / "damaged", {("a.png", 0): {"class/label": 1_000_000}})
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        assert tfrecorder.label_names(damaged) is None
+    assert caplog.messages == [f"file://{damaged}/train.tfrecord holds the Object Detection API's keys, but class "
+                               f"ids from 1 to 1000000 (its records' and label map's), more than any label set's: "
+                               f"read as plain records"]
