@@ -40,6 +40,7 @@ LAYOUT = OBJECT_DETECTION
 _LABEL_KEY = LAYOUT.object_label.name.encode()  # found in a record's bytes before it is parsed
 _BOX_KEY = LAYOUT.box_features[0].name.encode()
 _IMAGE_KEY = LAYOUT.image.name.encode()
+_EDGES = tuple(edge for edges in LAYOUT.box_edges for edge in edges)  # the box features' edges, in their order
 # The first bytes of the images tf.io.decode_image takes (its ClassifyFileFormat): anything else is "Unknown image
 # file format" to it. JPEG, PNG, GIF, BMP, JPEG XL (its codestream, its container); WebP below.
 _IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM", b"\xff\x0a", b"\x00\x00\x00\x0cJXL ")
@@ -91,15 +92,14 @@ class ObjectTally:
         for label, name in zip(labels, text.bytes_list.value if text is not None else ()):
             self.texts.setdefault(label, name.decode("utf-8", "replace"))
         edges = [stored[f.name].float_list.value if f.name in stored else () for f in LAYOUT.box_features]
-        if all(len(held) == len(labels) for held in edges):  # else uneven, below
-            self._check_boxes(LAYOUT.stored_boxes(edges).tolist() if labels else [], where, number)
+        if labels and all(len(held) == len(labels) for held in edges):  # else uneven, below
+            self._check_boxes(edges, where, number)
         for key, values in stored.items():
             if key.startswith(LAYOUT.object_prefix) and key not in self.uneven:
                 kind = values.WhichOneof("kind")
                 held = len(getattr(values, kind).value) if kind is not None else len(labels)
                 if held != len(labels):
                     self.uneven[key] = f"{where} record {number}: {key} holds {held} values for {len(labels)} objects"
-
 
     def _check_image(self, stored: Any, split: str, where: str, number: int) -> None:
         """Count a record whose image/encoded is no image TensorFlow decodes (by its first bytes: its decode would
@@ -117,13 +117,15 @@ class ObjectTally:
                        f"it starts {data[:16]!r})")
             found[1] = f"{where} record {number}: {problem}"
 
-    def _check_boxes(self, boxes: list[list[float]], where: str, number: int) -> None:
-        """Count a record's boxes (``[xmin, ymin, xmax, ymax]``, normalized) that convert would refuse."""
-        for i, box in enumerate(boxes):
+    def _check_boxes(self, edges: list[Any], where: str, number: int) -> None:
+        """Count a record's boxes that convert would refuse (``edges``: each box feature's values, an object's
+        at the same place in each)."""
+        for i, values in enumerate(zip(*edges)):
+            box = dict(zip(_EDGES, values))
             problem = _box_problem(box)
             if problem is not None:
                 self.bad_boxes[problem] += 1
-                shown = ", ".join(f"{edge} {value:g}" for edge, value in zip(("xmin", "ymin", "xmax", "ymax"), box))
+                shown = ", ".join(f"{edge} {box[edge]:g}" for edge in ("xmin", "ymin", "xmax", "ymax"))
                 self.first_bad_box.setdefault(problem, f"{where} record {number} object {i} ({shown})")
 
 
@@ -132,13 +134,12 @@ BOX_PROBLEMS = {"nan": "NaN", "inverted": "of no area (xmin >= xmax or ymin >= y
                 "outside": "outside the picture (an edge outside [0, 1])"}
 
 
-def _box_problem(box: list[float]) -> str | None:
-    xmin, ymin, xmax, ymax = box
-    if any(math.isnan(v) for v in box):
+def _box_problem(box: dict[str, float]) -> str | None:
+    if any(math.isnan(v) for v in box.values()):
         return "nan"
-    if not (xmin < xmax and ymin < ymax):
+    if not (box["xmin"] < box["xmax"] and box["ymin"] < box["ymax"]):
         return "inverted"
-    return "outside" if min(box) < 0 or max(box) > 1 else None
+    return "outside" if min(box.values()) < 0 or max(box.values()) > 1 else None
 
 
 _MOST_CLASS_IDS = 100_000  # names from the first class id to the last: past it, an id is no class of a label set
