@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
+from PIL import Image
 
 import tfrecorder
 from tests.test_detection import EDGES, assert_on_objects
@@ -480,3 +481,151 @@ def test_a_read_export_record_of_boxes_without_class_ids_is_one_line(tmp_path):
     with pytest.raises(tfrecorder.TFRecorderError, match=r"train.tfrecord record 0: image/object/bbox/xmin holds 2 "
                                                          r"values for 0 objects: its object lists differ"):
         tfrecorder.read_tfr(str(tmp_path / "export"))
+
+
+def test_inspect_writes_the_pictures_and_data_csv_of_object_detection_records(od_shards, tmp_path, capsys):
+    """inspect (the API and the CLI) of every folder in the Object Detection API's layout, ours and others', was a
+    24-line KeyError ('image_format': the layout keeps image/format, and others' records say "JPEG", "jpg" or
+    nothing): each record's image, its picture with the boxes drawn, and data.csv."""
+    from PIL import ImageOps
+
+    from tfrecorder.cli import main
+
+    folder = tfrecorder.inspect(DATUMARO, "TRAIN", num_records=4, output_dir=str(tmp_path / "datumaro"))
+    rows = pd.read_csv(os.path.join(folder, "data.csv"), keep_default_na=False)
+    assert rows["label_name"].tolist() == ["|".join(b[0] for b in SCENES[n]) for n in rows["image/filename"]]
+    assert rows["image_file"].str.endswith(".png").all() and rows["boxes_file"].str.endswith("-boxes.png").all()
+    scenes, export = od_shards
+    assert main(["inspect", export, "--num-records", "8", "--output-dir", str(tmp_path / "export")]) == 0
+    ours = os.path.join(os.path.dirname(export), "out")  # the same records with their dataset.json
+    for looked in (str(tmp_path / "export"), tfrecorder.inspect(ours, num_records=8, output_dir=str(tmp_path / "o"))):
+        rows = pd.read_csv(os.path.join(looked, "data.csv"))
+        assert len(rows) == scenes["image_uri"].nunique()
+        for image, boxes in zip(rows["image_file"], rows["boxes_file"]):
+            shown = ImageOps.exif_transpose(Image.open(os.path.join(looked, image)))  # EXIF-turned ones too
+            assert Image.open(os.path.join(looked, boxes)).size == shown.size
+    capsys.readouterr()
+
+
+def _changed_objects(export, changes: dict[tuple[str, int], dict[str, object]]) -> str:
+    """The Datumaro export's train.tfrecord with the label map, some objects changed: ``changes`` maps (image
+    name, object number) to {key under image/object/: its new value}."""
+    def change(example):
+        stored = example.features.feature
+        name = stored["image/filename"].bytes_list.value[0].decode()
+        for (image, number), values in changes.items():
+            for key, value in values.items():
+                feature = stored[f"image/object/{key}"]
+                if image == name:
+                    getattr(feature, feature.WhichOneof("kind")).value[number] = value
+
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), export / "train.tfrecord", change)
+    shutil.copy(os.path.join(DATUMARO, "label_map.pbtxt"), export)
+    return str(export)
+
+
+def test_a_class_id_of_0_in_one_record_leaves_every_box_read(tmp_path, caplog):
+    """One object of class id 0 (the Object Detection API's background; ids count from 1) made every reader read
+    every record as plain features, every box lost to them: now id 0 is a class of its own (labels count from 0),
+    named as convert names it, and said once as the files are opened."""
+    export = _changed_objects(tmp_path / "export", {("a.png", 0): {"class/label": 0}})
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        names = tfrecorder.label_names(export)
+    assert names == ["red (0)", "red", "green", "blue"]  # the label map's red keeps its name
+    assert caplog.messages == [f"class ids under 1, the Object Detection API's first (0 is its background): 0 "
+                               f"'red (0)' (1 object, first file://{export}/train.tfrecord record 0); each is a "
+                               f"class here, labels counting from 0 (label_names() names them)"]
+    want = {name: [b[0] for b in boxes] for name, boxes in SCENES.items() if name in ("a.png", "b.png", "c.png")}
+    want["a.png"][0] = "red (0)"
+    seen = {}
+    for example in tfrecorder.load_dataset(export, "TRAIN"):
+        objects = {k: v.numpy() for k, v in example["objects"].items()}
+        seen[example["image/filename"].numpy().decode()] = [names[i] for i in objects["label"]]
+        on_colours(example["image"].numpy(), objects["bbox"], [n.split(" ")[0] for n in seen[
+            example["image/filename"].numpy().decode()]], "class 0")
+    assert {k: v for k, v in seen.items() if v} == want
+    rows = tfrecorder.read_tfr(export).dropna(subset=["label"])
+    assert rows.groupby("image/filename", sort=False)["label"].agg(list).to_dict() == want
+    assert tfrecorder.info(export).label_counts["TRAIN"] == {"red (0)": 1, "red": 1, "green": 2, "blue": 2}
+    converted = tfrecorder.convert(export, str(tmp_path / "out"), progress=False)
+    assert sorted(tfrecorder.label_names(converted.tfrecord_dir)) == sorted(names)
+
+
+def test_class_ids_the_label_map_does_not_name_are_said_and_named_as_convert_names_them(tmp_path, caplog):
+    export = _changed_objects(tmp_path / "export", {("a.png", 0): {"class/label": 7, "class/text": b"seven"},
+                                                    ("c.png", 1): {"class/label": 9}})  # its text: red
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        names = tfrecorder.label_names(export)
+    assert names == ["red", "green", "blue", "4", "5", "6", "seven", "8", "red (9)"]  # label: class id - 1
+    assert caplog.messages == [
+        f"file://{export}/label_map.pbtxt does not name the class ids 7 'seven' (1 object, first file://{export}/"
+        f"train.tfrecord record 0), 9 'red (9)' (1 object, first file://{export}/train.tfrecord record 2): each is "
+        f"named by the first class text a record gives it, else by its number, as convert names it (ids between "
+        f"them that no record holds by their number); add them to the label map to name them"]
+    read = tfrecorder.read_tfr(export)["label"].dropna()
+    converted = tfrecorder.convert(export, str(tmp_path / "out"), progress=False)
+    assert sorted(tfrecorder.read_tfr(converted.tfrecord_dir)["label"].dropna()) == sorted(read)
+
+
+def test_boxes_convert_would_refuse_are_counted_in_one_warning_an_open(tmp_path, caplog):
+    """NaN boxes, boxes of no area and boxes outside the picture reached load_dataset and read_tfr without a
+    word (convert refuses their records): they are counted, the first of each kind named, once a dataset opened."""
+    nan = float("nan")
+    export = _changed_objects(tmp_path / "export", {("c.png", 0): {"bbox/xmin": nan}, ("c.png", 2): {"bbox/xmax": 1.5},
+                                                    ("a.png", 1): {"bbox/ymax": 0.25}})
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        boxes = [b for e in tfrecorder.load_dataset(export, "TRAIN") for b in e["objects"]["bbox"].numpy()]
+    assert len(boxes) == 6  # read as they are
+    where = f"file://{export}/train.tfrecord"
+    assert caplog.messages == [
+        f"3 boxes convert would refuse are read as they are: 1 NaN (first {where} record 2 object 0 (xmin nan, "
+        f"ymin 0, xmax 0.4375, ymax 1)), 1 of no area (xmin >= xmax or ymin >= ymax) (first {where} record 0 object "
+        f"1 (xmin 0.5625, ymin 0.5, xmax 0.9375, ymax 0.25)), 1 outside the picture (an edge outside [0, 1]) (first "
+        f"{where} record 2 object 2 (xmin 0.5625, ymin 0.5625, xmax 1.5, ymax 0.9375)); tfrecorder.convert the files "
+        f"to list their records in errors.csv and keep the rest"]
+    result = tfrecorder.convert(export, str(tmp_path / "out"), progress=False)
+    assert result.errors == 2  # a.png and c.png: convert refuses the records of those boxes
+
+
+def test_an_image_no_decoder_takes_is_one_line_naming_its_file_and_record(tmp_path, caplog):
+    """A record whose image/encoded is no image: load_dataset and show stopped with TensorFlow's multi-line
+    InvalidArgumentError naming no file or record (convert lists it in errors.csv); found as the files are opened,
+    it is one line naming them. What does not decode the image still reads it (the bytes); inspect writes them."""
+    def not_an_image(example):
+        stored = example.features.feature
+        if stored["image/filename"].bytes_list.value[0] == b"b.png":
+            stored["image/encoded"].bytes_list.value[0] = b"\x89PNG not an image"
+
+    export = tmp_path / "export"
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), export / "train.tfrecord", not_an_image)
+    message = (rf"^file://{export}/train.tfrecord record 1: image/encoded is no image TensorFlow decodes \(JPEG, PNG, "
+               rf"GIF, BMP, WebP or JPEG XL; it starts b'\\x89PNG not an imag'\): decoding TRAIN's images would stop "
+               rf"there; read with decode_images=False")
+    for read in (lambda: tfrecorder.load_dataset(str(export), "TRAIN", batch_size=2, image_size=(8, 8)),
+                 lambda: tfrecorder.show(str(export), path=str(tmp_path / "sheet.png"))):
+        with pytest.raises(tfrecorder.TFRecorderError, match=message):
+            read()
+    assert len(list(tfrecorder.load_dataset(str(export), "TRAIN", decode_images=False))) == 4
+    assert len(tfrecorder.read_tfr(str(export))) == 7
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        folder = tfrecorder.inspect(str(export), num_records=4, output_dir=str(tmp_path / "look"))
+    rows = pd.read_csv(os.path.join(folder, "data.csv"), keep_default_na=False)
+    assert rows["boxes_file"].tolist() == ["00000-boxes.png", "", "00002-boxes.png", "00003-boxes.png"]
+    assert caplog.messages[-1].startswith("inspect: record 1 of TRAIN: its image cannot be decoded (")
+    assert caplog.messages[0].startswith(f"file://{export}/train.tfrecord record 1: image/encoded is no image")
+
+
+def test_a_background_item_is_no_class_and_ids_no_label_set_has_read_as_plain_records(tmp_path, caplog):
+    """A label map's `item { id: 0 name: 'background' }` (no record's class) made every reader drop every box;
+    a class id of a million made a vocabulary of a million names (of 2**40: more than any memory holds)."""
+    export = tmp_path / "background"
+    shutil.copytree(DATUMARO, export)
+    with open(export / "label_map.pbtxt", "a") as f:
+        f.write("item { id: 0 name: 'background' }\n")
+    assert tfrecorder.label_names(str(export)) == ["red", "green", "blue"]
+    damaged = _changed_objects(tmp_path / "damaged", {("a.png", 0): {"class/label": 1_000_000}})
+    with caplog.at_level("WARNING", logger="tfrecorder"):
+        assert tfrecorder.label_names(damaged) is None
+    assert caplog.messages == [f"file://{damaged}/train.tfrecord holds the Object Detection API's keys, but class "
+                               f"ids from 1 to 1000000 (its records' and label map's), more than any label set's: "
+                               f"read as plain records"]

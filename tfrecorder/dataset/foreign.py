@@ -9,6 +9,7 @@ import logging
 import posixpath
 import re
 import zlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tfrecorder.dataset.storage import METADATA_MAX_BYTES, read_side_file
@@ -188,3 +189,19 @@ def _label_map_class() -> Any:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfrecorder_label_map.StringIntLabelMap"))
+
+
+def class_names(ids: Iterable[int], label_map_names: Mapping[int, str], texts: Mapping[int, str]) -> dict[int, str]:
+    """Each class id's name, as convert and the readers name others' Object Detection records' ids: the label
+    map's, else the first class text a record gives the id, else the id itself; one name an id
+    (``distinct_names``), a label map's names kept as they are (a record's text "cat" for an id the map does not
+    name is ``cat (<id>)`` where the map names another id "cat", whichever id is lower)."""
+    mapped = set(label_map_names.values())
+    found = {}
+    for class_id in ids:
+        name = label_map_names.get(class_id)
+        if name is None:
+            name = texts.get(class_id) or str(class_id)
+            name = f"{name} ({class_id})" if name in mapped else name
+        found[class_id] = name
+    return distinct_names(found)

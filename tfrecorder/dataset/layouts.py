@@ -186,3 +186,11 @@ def layout_of(manifest: Manifest) -> RecordLayout:
         raise TFRecorderError(f"dataset.json says record_format={name!r}, which this version of tfrecorder does "
                               f"not know ({', '.join(RECORD_FORMATS)}): upgrade tfrecorder")
     return LAYOUTS[name]
+
+
+def first_class_id_of(manifest: Manifest) -> int:
+    """The class id a dataset's label 0 stands for: its layout's ``first_class_id``, or for others' records that
+    hold a lower id (the Object Detection API's background, 0, where an export counts from 0) the lowest they
+    hold (``objects.first_class_id``, which only a manifest inferred from them has)."""
+    found = (manifest.objects or {}).get("first_class_id")
+    return int(found) if isinstance(found, int) else layout_of(manifest).first_class_id

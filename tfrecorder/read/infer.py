@@ -23,12 +23,18 @@ from tfrecorder.dataset.foreign import (
     split_folder_files,
     split_of,
 )
-from tfrecorder.dataset.layouts import OBJECT_DETECTION
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, METADATA_MAX_BYTES, filesystem, read_side_file
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.infer_od import ObjectTally, detection_entries, is_object_detection
+from tfrecorder.read.infer_od import (
+    ObjectTally,
+    class_ids,
+    detection_entries,
+    first_class_id,
+    is_object_detection,
+    od_warnings,
+)
 from tfrecorder.types import TEST, TRAIN, VALIDATION, Kind
 
 __all__ = ["TFRECORDER2_FORMAT", "find_files", "infer_manifest", "is_glob", "sniff_compression", "split_of"]
@@ -108,7 +114,9 @@ def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT
     detection = _detection(features, tally, fs, paths) if is_object_detection(f.name for f in features) else None
     if detection is not None:  # a detection dataset: a row per object, or one for an image without any
         features, label, objects = detection
-        image = {"format": "keep", "formats": [], "channels": [], "shape": None}
+        image = {"format": "keep", "formats": [], "channels": [], "shape": None,
+                 "undecodable": {split: {"records": count, "first": first}
+                                 for split, (count, first) in tally.undecodable.items()}}
         rows = {k: RowCounts(n, n) for k in splits
                 for n in [sum(tally.ids.get(k, {}).values()) + tally.empty[k]]}
     return Manifest(  # connectors guessed from what the records hold, as for a dataset.json naming none
@@ -125,8 +133,12 @@ def _detection(features: list[FeatureInfo], tally: ObjectTally, fs: Any, paths: 
         logger.info("label names from %s", where)
     found = detection_entries(features, tally, names)
     if found is None:
-        logger.warning("%s holds the Object Detection API's keys, but a class id under %d (its first class): read "
-                       "as plain records", fs.unstrip_protocol(paths[0]), OBJECT_DETECTION.first_class_id)
+        logger.warning("%s holds the Object Detection API's keys, but class ids from %d to %d (its records' and "
+                       "label map's), more than any label set's: read as plain records", fs.unstrip_protocol(paths[0]),
+                       first_class_id(tally), max([*class_ids(tally), *names]))
+        return None
+    for line in od_warnings(tally, names, where, found[1]["vocabulary"]):
+        logger.warning("%s", line)
     return found
 
 

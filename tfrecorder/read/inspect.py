@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import csv
 import io
+import logging
 import os
 import re
 from typing import Any
@@ -17,21 +19,27 @@ from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.features import (
     IMAGE,
     IMAGE_CHANNELS,
-    IMAGE_FORMAT,
     IMAGE_HEIGHT,
     IMAGE_ORIENTATION,
     IMAGE_WIDTH,
     OBJECTS,
     SEGMENTATION_MASK,
 )
+from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.read.infer import TFRECORDER2_FORMAT
 from tfrecorder.read.info import draw_boxes, overlay_instance_masks, overlay_mask
 from tfrecorder.read.open import open_dataset
 from tfrecorder.read.tf_data import load_dataset
 from tfrecorder.types import TRAIN
 
-_EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "webp": "webp"}
+# An image file's extension by its first bytes: a record's own format feature is not trusted (others' records
+# name it "JPEG", "jpg" or not at all), nor is its name ours in every layout.
+_SIGNATURES = ((b"\xff\xd8\xff", "jpg"), (b"\x89PNG", "png"), (b"GIF8", "gif"), (b"BM", "bmp"), (b"RIFF", "webp"))
+_EXIF_ORIENTATION = 0x0112
+
+logger = logging.getLogger(__name__)
 # The names inspect gives the files it writes beside data.csv: the only names it ever deletes.
 _WRITTEN_NAME = re.compile(r"\d{5}(-mask|-boxes)?\.[a-z]+")
 # The list of what inspect wrote to a folder, one name a line: what a later inspect there may replace or delete.
@@ -89,21 +97,22 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
         f.write("data.csv\n")  # each file is added as it is claimed: an interrupted run's files stay ours
     rows = []
     label = (manifest.label or {}).get("feature")
+    raw = _raw_pixels(manifest)
     for index, example in enumerate(ds.as_numpy_iterator()):
         objects = example.pop(OBJECTS, None)
         mask = example.pop(SEGMENTATION_MASK.name, None)
         row = {k: _text(v) for k, v in example.items() if k != IMAGE.name}
         if IMAGE.name in example:
-            row["image_file"] = _write_image(output_dir, index, example)
-        if mask is not None and IMAGE.name in example and example[IMAGE_FORMAT.name] != b"raw":
+            row["image_file"] = _write_image(output_dir, index, example, raw)
+        if mask is not None and IMAGE.name in example and raw is None:
             row["mask_file"] = _write_mask(output_dir, index, example, mask, manifest.masks or {})
         if objects is not None:  # a detection record: its objects' lists, and its picture with the boxes drawn
             masks = objects.pop("mask", None)  # PNGs: laid on the picture, not written into data.csv as text
             row.update({f"{OBJECTS}/{k}": _text(v) for k, v in objects.items()})
             names = [vocabulary[i] if vocabulary else str(i) for i in objects["label"].tolist()]
             row["label_name"] = "|".join(names)
-            if IMAGE.name in example and example[IMAGE_FORMAT.name] != b"raw":
-                row["boxes_file"] = _write_boxes(output_dir, index, example, objects["bbox"], names, masks)
+            if IMAGE.name in example and raw is None:
+                row["boxes_file"] = _write_boxes(output_dir, index, example, objects["bbox"], names, masks, split)
             rows.append(row)
             continue
         if vocabulary is not None and label in example:
@@ -150,16 +159,26 @@ def _clear_earlier(output_dir: str) -> None:
             os.remove(os.path.join(output_dir, name))
 
 
-def _write_image(output_dir: str, index: int, example: dict) -> str:
-    fmt = example[IMAGE_FORMAT.name].decode("ascii")
-    if fmt == "raw":
+def _raw_pixels(manifest: Manifest) -> str | None:
+    """How a dataset's images hold raw pixels ("raw", or TFRecorder 2.0's base64 of them); None: encoded files."""
+    kept = (manifest.image or {}).get("format")
+    return kept if kept in ("raw", TFRECORDER2_FORMAT) else None
+
+
+def _write_image(output_dir: str, index: int, example: dict, raw: str | None) -> str:
+    """The record's image as a file: its encoded bytes as they are, raw pixels as a PNG."""
+    if raw is not None:
         shape = tuple(int(example[f.name]) for f in (IMAGE_HEIGHT, IMAGE_WIDTH, IMAGE_CHANNELS))
-        pixels = np.frombuffer(example[IMAGE.name], np.uint8).reshape(shape)
+        stored = example[IMAGE.name]
+        if raw == TFRECORDER2_FORMAT:  # URL-safe base64, its padding left off
+            stored = base64.urlsafe_b64decode(stored + b"=" * (-len(stored) % 4))
+        pixels = np.frombuffer(stored, np.uint8).reshape(shape)
         buffer = io.BytesIO()
         Image.fromarray(pixels[..., 0] if shape[2] == 1 else pixels).save(buffer, "PNG")
         data, extension = buffer.getvalue(), "png"
     else:
-        data, extension = example[IMAGE.name], _EXTENSIONS.get(fmt, "bin")
+        data = example[IMAGE.name]
+        extension = next((ext for magic, ext in _SIGNATURES if data.startswith(magic)), "bin")
     name = f"{index:05d}.{extension}"
     _claim(output_dir, name)
     with open(os.path.join(output_dir, name), "wb") as f:
@@ -184,12 +203,19 @@ def _write_mask(output_dir: str, index: int, example: dict, mask: bytes, masks: 
 
 
 def _write_boxes(output_dir: str, index: int, example: dict, boxes: np.ndarray, names: list[str],
-                 masks: np.ndarray | None = None) -> str:
+                 masks: np.ndarray | None, split: str) -> str:
     """The record's picture as displayed (its EXIF orientation applied) with its boxes drawn, turned with it
     from the stored pixels' frame they are kept in; its objects' instance masks (PNGs of the stored pixels)
-    laid over it first, each in its box's colour, in that frame, then turned with the picture."""
-    orientation = int(example.get(IMAGE_ORIENTATION.name, 1))
-    stored = Image.open(io.BytesIO(example[IMAGE.name]))
+    laid over it first, each in its box's colour, in that frame, then turned with the picture. "" where the
+    image cannot be decoded (others' records): said in the log, the record's other files still written."""
+    try:
+        stored = Image.open(io.BytesIO(example[IMAGE.name]))
+        stored.load()
+    except OSError as e:  # Pillow's UnidentifiedImageError, a truncated file
+        logger.warning("inspect: record %d of %s: its image cannot be decoded (%s): written as it is, without its "
+                       "boxes drawn", index, split, e)
+        return ""
+    orientation = _orientation(example, stored)
     shown = ImageOps.exif_transpose(stored).convert("RGB")
     if masks is not None and len(masks):
         laid = overlay_instance_masks(stored, [np.asarray(Image.open(io.BytesIO(png))) for png in masks], names)
@@ -202,6 +228,16 @@ def _write_boxes(output_dir: str, index: int, example: dict, boxes: np.ndarray, 
     _claim(output_dir, name)
     draw_boxes(shown, turned, names).save(os.path.join(output_dir, name))
     return name
+
+
+def _orientation(example: dict, stored: Image.Image) -> int:
+    """The EXIF orientation a record's picture is displayed with: the record's own where its layout keeps one
+    (ours), else its image's (the Object Detection API's layout keeps none, and its boxes are in the stored
+    pixels' frame as ours are)."""
+    if IMAGE_ORIENTATION.name in example:
+        return int(example[IMAGE_ORIENTATION.name])
+    found = stored.getexif().get(_EXIF_ORIENTATION, 1)
+    return found if isinstance(found, int) and 1 <= found <= 8 else 1
 
 
 def _text(value) -> str:

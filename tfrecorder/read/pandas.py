@@ -16,7 +16,7 @@ from tfrecorder.dataset import array_records, connectors, dtypes
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.connectors import Connector
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
+from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, first_class_id_of, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.records import read_blocks
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
@@ -185,8 +185,9 @@ def _one_row_per_box(frame: pd.DataFrame, manifest: Manifest, layout: _Columns, 
     for i, name in enumerate(layout.box_columns):
         rows[name] = boxes[:, i]
     ids = [v for items in frame[label] for v in items]
-    if manifest.vocabulary is not None and records.first_class_id:
-        ids = [v - records.first_class_id for v in ids]  # the Object Detection API's count from 1
+    first = first_class_id_of(manifest)
+    if manifest.vocabulary is not None and first:
+        ids = [v - first for v in ids]  # the Object Detection API's count from 1
     values = {layout.label_out: ids, **{name: [v for items in frame[name] for v in items] for name in per_object[1:]},
               **({MASK_COLUMN: [v for items in frame[masks[0]] for v in items]} if masks else {})}  # a PNG an object
     if layout.label_column is not None:

@@ -21,12 +21,18 @@ from tfrecorder.dataset.features import (
     IMAGE,
     RESIZE_MODES,
 )
-from tfrecorder.dataset.layouts import layout_of
+from tfrecorder.dataset.layouts import first_class_id_of, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, filesystem
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
-from tfrecorder.read.tf_image import DEFAULT_RESIZE_METHOD, RESIZE_METHODS, image_decoder, uniform_shape
+from tfrecorder.read.tf_image import (
+    DEFAULT_RESIZE_METHOD,
+    RESIZE_METHODS,
+    check_decodable,
+    image_decoder,
+    uniform_shape,
+)
 from tfrecorder.read.tf_objects import (
     SUPERVISED_BOX_FORMAT,
     check_max_objects,
@@ -142,7 +148,7 @@ def _parser(manifest: Manifest, spec: dict[str, Any], where: str, single: bool =
     layout = layout_of(manifest)
     label = (manifest.label or {}).get("feature")
     if label in decoders and manifest.vocabulary is not None:
-        named = _counted_from(decoders[label], layout.first_class_id)  # an index into the names, in any layout
+        named = _counted_from(decoders[label], first_class_id_of(manifest))  # an index into the names
         decoders[label] = _in_vocabulary(named, len(manifest.vocabulary), where)
     parse_records = tf.io.parse_single_example if single else tf.io.parse_example
 
@@ -320,9 +326,10 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     layout_of(manifest).check_reader("load_dataset")
     has_image = layout_of(manifest).image.name in spec  # read as IMAGE.name (``RecordLayout.read_name``)
     if manifest.objects is not None:
-        return _detection(manifest, records, parse_one, has_image, count, o).prefetch(AUTOTUNE).with_options(
+        return _detection(manifest, split, records, parse_one, has_image, count, o).prefetch(AUTOTUNE).with_options(
             _options())
     if has_image and o.decode_images:
+        check_decodable(manifest, split)
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
         supervised = _supervised(manifest, o.label_key) if o.as_supervised else None
@@ -348,7 +355,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     return ds.prefetch(AUTOTUNE).with_options(_options())
 
 
-def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, has_image: bool, count: int,
+def _detection(manifest: Manifest, split: str, records: tf.data.Dataset, parse: Any, has_image: bool, count: int,
                o: ReadOptions) -> tf.data.Dataset:
     """A detection split's pipeline: per record, in one step, the record parsed (``parse`` takes one), the image
     decoded, its objects gathered under ``objects`` (turned and resized with the image:
@@ -356,6 +363,7 @@ def _detection(manifest: Manifest, records: tf.data.Dataset, parse: Any, has_ima
     unless padded."""
     decode = None
     if has_image and o.decode_images:
+        check_decodable(manifest, split)
         _check_batchable(manifest, o.batch_size, o.image_size)
         decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
     gather = objects_gatherer(manifest)

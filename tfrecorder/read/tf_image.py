@@ -162,6 +162,18 @@ def uniform_shape(manifest: Manifest) -> list[int] | None:
     return shape if layout_of(manifest).size_displayed or not _carries_turns(manifest) else None
 
 
+def check_decodable(manifest: Manifest, split: str) -> None:
+    """Refuse, in one line naming the file and record, to decode a split of others' records where one holds no
+    image TensorFlow decodes (found as they were opened: ``infer_od``): its decode would stop the pipeline with
+    TensorFlow's error, which names neither."""
+    found = ((manifest.image or {}).get("undecodable") or {}).get(split)
+    if found:
+        more = f" (and {found['records'] - 1} more records of {split})" if found["records"] > 1 else ""
+        raise TFRecorderError(f"{found['first']}{more}: decoding {split}'s images would stop there; read with "
+                              f"decode_images=False for the bytes, or tfrecorder.convert the files to list such "
+                              f"records in errors.csv and keep the rest")
+
+
 def image_decoder(manifest: Manifest, channels: int | None, image_size: Any, resize_mode: str = DEFAULT_RESIZE_MODE,
                   resize_method: str = DEFAULT_RESIZE_METHOD):
     """A function from a parsed example to the same example with ``image`` decoded to uint8 (H, W, C)."""

@@ -28,7 +28,7 @@ from tfrecorder.dataset.features import (
     OD_SOURCE_ID,
     SEGMENTATION_MASK,
 )
-from tfrecorder.dataset.layouts import layout_of
+from tfrecorder.dataset.layouts import first_class_id_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import ChecksumFile, Frame, index_max_bytes, read_frames
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, METADATA_MAX_BYTES, Folder, SideFileRefused
@@ -341,7 +341,7 @@ def _parse_all(frames: Iterator[Frame], manifest: Manifest, images: bool
     """(record number, frame, None) per good record; (record number, None, cause) for the first bad one, then stops."""
     index = 0
     label = (manifest.label or {}).get("feature")
-    first = layout_of(manifest).first_class_id
+    first = first_class_id_of(manifest)
     labels = (label, first, len(manifest.vocabulary)) if label and manifest.vocabulary is not None else None
     while True:
         try:

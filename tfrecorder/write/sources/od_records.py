@@ -34,7 +34,7 @@ from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.foreign import (
     LABEL_MAP_SUFFIX,
-    distinct_names,
+    class_names,
     is_record_file,
     label_map,
     sniff_compression,
@@ -179,7 +179,7 @@ def read_od_records(fs: Any, paths: list[str], folder: str, skipped: list[str] |
     # record gives that id, else the id, one name an id (two ids of one text told apart); an object of no id by
     # its own text
     ids = {label for label in columns[LABEL_COLUMN] if isinstance(label, int)} | set(names)
-    named = distinct_names({i: names.get(i) or texts.get(i) or str(i) for i in ids})
+    named = class_names(sorted(ids), names, texts)
     columns[LABEL_COLUMN] = [named[label] if isinstance(label, int) else label for label in columns[LABEL_COLUMN]]
     frame = long_frame(columns, ())
     frame.attrs[ROOT_ATTR] = {"root": folder, "annotations": fs.unstrip_protocol(paths[0]), "refused": refused}
