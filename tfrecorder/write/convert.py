@@ -19,7 +19,7 @@ import pandas as pd
 
 from tfrecorder.dataset.manifest import ERRORS_NAME
 from tfrecorder.dataset.redact import redact
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, StoreUnreachable, requests_of_run
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, ERRORS_MAX_BYTES, Folder, StoreUnreachable, requests_of_run
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
@@ -253,7 +253,7 @@ def _check_written(result: ConvertResult, folder: Folder, *, from_frame: bool) -
     if not result.splits or totals.written or not totals.errors:
         return
     codes: dict[str, tuple[int, str, str]] = {}  # code -> (rows, first image_uri, first message)
-    with folder.open(ERRORS_NAME) as f:
+    with folder.open_side(ERRORS_NAME, ERRORS_MAX_BYTES) as f:
         for i, row in enumerate(csv.DictReader(io.TextIOWrapper(f, encoding="utf-8", newline=""))):
             count, uri, message = codes.get(row["error"], (0, row["image_uri"], row["message"]))
             codes[row["error"]] = (count + 1, uri, message)
