@@ -22,7 +22,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +104,7 @@ class ObjectTally:
     def _check_image(self, stored: Any, split: str, where: str, number: int) -> None:
         """Count a record whose image/encoded is no image TensorFlow decodes (by its first bytes: its decode would
         stop a pipeline with an error naming no file), the first named."""
-        held = stored[LAYOUT.image.name].bytes_list.value if LAYOUT.image.name in stored else ()
+        held: Sequence[bytes] = stored[LAYOUT.image.name].bytes_list.value if LAYOUT.image.name in stored else []
         data = held[0] if len(held) == 1 else b""
         if data.startswith(_IMAGE_SIGNATURES) or _WEBP.fullmatch(data[:12]):
             return

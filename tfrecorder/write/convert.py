@@ -19,7 +19,13 @@ import pandas as pd
 
 from tfrecorder.dataset.manifest import ERRORS_NAME
 from tfrecorder.dataset.redact import redact
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, ERRORS_MAX_BYTES, Folder, StoreUnreachable, requests_of_run
+from tfrecorder.dataset.storage import (
+    DEFAULT_STORAGE_TIMEOUT,
+    ERRORS_MAX_BYTES,
+    Folder,
+    StoreUnreachable,
+    requests_of_run,
+)
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType

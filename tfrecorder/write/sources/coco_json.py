@@ -64,7 +64,7 @@ def _key(text: str, position: int) -> tuple[str, int]:
     """The key at ``position`` and where its value starts (past the ``:``)."""
     if not text.startswith('"', position):
         raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, position)
-    key, position = json.decoder.scanstring(text, position + 1)
+    key, position = json.decoder.scanstring(text, position + 1)  # type: ignore[attr-defined]  # json's own
     position = _SPACE.match(text, position).end()
     if not text.startswith(":", position):
         raise json.JSONDecodeError("Expecting ':' delimiter", text, position)
