@@ -40,8 +40,8 @@ def test_inspect_writes_only_inside_its_output_dir_whatever_the_records_say(tmp_
     tfrecorder.inspect(str(data), num_records=2, output_dir=str(out))
     new = files_under(tmp_path) - before
     assert new and all(out in p.parents for p in new), new
-    # the stored format is unknown: no extension is taken from the data
-    assert sorted(p.name for p in new) == [".tfrecorder-inspect", "00000.bin", "00001.bin", "data.csv"]
+    # the extension is the image's own format, told by its bytes from a fixed list, never the records' text
+    assert sorted(p.name for p in new) == [".tfrecorder-inspect", "00000.jpg", "00001.jpg", "data.csv"]
     assert "../../../escape.jpg" in (out / "data.csv").read_text()  # shown as data, not used as a path
 
 
