@@ -10,6 +10,20 @@ collect_ignore = ["tfrecorder/__main__.py", "notebooks/make_notebooks.py", "docs
                   "tests/data/make_datumaro_fixture.py"]  # needs Datumaro: run by hand (its README says how)
 
 
+@pytest.fixture(scope="session")
+def _doctest_dataset(tmp_path_factory):
+    """One table and its converted dataset for every doctest of a session (each reads it, none writes to it):
+    a conversion per doctest cost the suite ~30 of them."""
+    import tfrecorder
+    from tests.conftest import image_table_at
+
+    folder = tmp_path_factory.mktemp("doctest-dataset")
+    df = image_table_at(folder / "table")
+    dataset_dir = str(folder / "dataset")
+    tfrecorder.convert(df, dataset_dir, progress=False)
+    return df, dataset_dir
+
+
 @pytest.fixture(autouse=True)
 def _doctest_names(request, tmp_path_factory):
     from _pytest.doctest import DoctestItem  # the one way to tell a doctest item apart
@@ -17,13 +31,9 @@ def _doctest_names(request, tmp_path_factory):
     if not isinstance(request.node, DoctestItem):
         return
     import tfrecorder
-    from tests.conftest import image_table_at
     from tfrecorder.sample_data import make_sample_images
 
-    tmp_path = tmp_path_factory.mktemp("doctest")
+    df, dataset_dir = request.getfixturevalue("_doctest_dataset")
     namespace = request.getfixturevalue("doctest_namespace")
-    df = image_table_at(tmp_path / "table")
-    dataset_dir = str(tmp_path / "dataset")
-    tfrecorder.convert(df, dataset_dir, progress=False)
-    namespace.update(tfrecorder=tfrecorder, os=os, tmp_path=tmp_path, df=df, dataset_dir=dataset_dir,
-                     make_sample_images=make_sample_images)
+    namespace.update(tfrecorder=tfrecorder, os=os, tmp_path=tmp_path_factory.mktemp("doctest"), df=df.copy(),
+                     dataset_dir=dataset_dir, make_sample_images=make_sample_images)
