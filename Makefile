@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tfrecorder-installed
 
-.PHONY: demo test lint bench docs clean
+.PHONY: demo test quick lint bench docs clean
 
 $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ demo: $(STAMP)  ## convert the sample images, load them back, print what happene
 
 test: $(STAMP)  ## the whole suite: unit, writers, reader, CLI, demo; on two workers (a 2-core machine's both)
 	$(BIN)/python -m pytest -n 2
+
+quick: $(STAMP)  ## the inner loop: everything but what conftest.py marks slow (notebooks, servers, Beam, subprocesses)
+	$(BIN)/python -m pytest -n 2 -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check tfrecorder tests examples benchmarks

@@ -10,6 +10,23 @@ collect_ignore = ["tfrecorder/__main__.py", "notebooks/make_notebooks.py", "docs
                   "tests/data/make_datumaro_fixture.py"]  # needs Datumaro: run by hand (its README says how)
 
 
+# The inner loop, `pytest -m "not slow"`, leaves out what needs more than the package and a temporary folder:
+# whole notebooks and the docs' code blocks, servers (the GCS emulator, HTTP), subprocesses (the command line,
+# the wheel, killed runs), Beam and Dask pipelines, and the property and fuzz searches. `make test` runs them all.
+_SLOW_MODULES = {"test_beam", "test_dask", "test_gcs", "test_store_faults", "test_http", "test_resume",
+                 "test_big_files", "test_entrance_beam", "test_cli", "test_cli_output", "test_release",
+                 "test_package", "test_properties", "test_fuzz", "test_stream", "test_memory"}
+_SLOW_WORDS = ("DirectRunner", "Dask", "beam", "the_code_blocks_of_a_page_run", "quick_start")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        module = item.path.stem
+        if (item.path.suffix == ".ipynb" or module in _SLOW_MODULES
+                or any(word in item.nodeid for word in _SLOW_WORDS)):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def _doctest_dataset(tmp_path_factory):
     """One table and its converted dataset for every doctest of a session (each reads it, none writes to it):
