@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tfrecorder.dataset.redact import redact
+from tfrecorder.redact import redact
 
 _ROW_ERROR = re.compile(r"row (\d+) \(split (\w+)\), column 'image_uri' = '(.*?)': (\w+): ([^\n]*)")
 

@@ -24,7 +24,7 @@ from gcsfs.retry import is_retriable
 from google.api_core import exceptions as api_exceptions
 from google.api_core.retry import AsyncRetry
 
-from tfrecorder.dataset.storage import (
+from tfrecorder.dataset.store_requests import (
     DEFAULT_STORAGE_TIMEOUT,
     REQUEST_SECONDS,
     StoreUnreachable,

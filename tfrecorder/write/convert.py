@@ -18,7 +18,6 @@ from typing import Any
 import pandas as pd
 
 from tfrecorder.dataset.manifest import ERRORS_NAME
-from tfrecorder.dataset.redact import redact
 from tfrecorder.dataset.storage import (
     DEFAULT_STORAGE_TIMEOUT,
     ERRORS_MAX_BYTES,
@@ -27,6 +26,7 @@ from tfrecorder.dataset.storage import (
     requests_of_run,
 )
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.redact import redact
 from tfrecorder.schema import Schema
 from tfrecorder.types import ColumnType
 from tfrecorder.write import splits

@@ -17,8 +17,8 @@ from typing import Any
 
 import fsspec
 
-from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import ImageError
+from tfrecorder.redact import redact
 from tfrecorder.write.settings import FetchLimits, is_remote, local_path
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample
+from tfrecorder.redact import redact
 from tfrecorder.schema import brief, is_missing
 from tfrecorder.write.sources.embedded import ROW_NAME, image_bytes
 from tfrecorder.write.sources.long_form import resolve_uri

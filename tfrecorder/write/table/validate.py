@@ -14,8 +14,8 @@ import pandas as pd
 
 from tfrecorder.dataset.connectors import KEYPOINTS
 from tfrecorder.dataset.features import OBJECT_LABEL, object_feature
-from tfrecorder.dataset.redact import redact
 from tfrecorder.errors import RowSample
+from tfrecorder.redact import redact
 from tfrecorder.schema import Schema, is_missing
 from tfrecorder.types import BOX_EDGES, ImageBytes, Kind, Role
 from tfrecorder.write import splits

@@ -22,7 +22,7 @@ def redact(text: str) -> str:
     """``text`` with URL passwords/user names and secret query values replaced by REDACTED.
 
     Examples:
-        >>> from tfrecorder.dataset.redact import redact
+        >>> from tfrecorder.redact import redact
         >>> redact("https://me:pw@host/a.jpg?X-Goog-Signature=abc&size=2")
         'https://REDACTED@host/a.jpg?X-Goog-Signature=REDACTED&size=2'
     """
