@@ -9,6 +9,7 @@ lazy import cannot dodge the rules.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,28 @@ def test_only_the_record_layouts_know_which_layout_a_dataset_has():
                 if any("record_format" in o.lower() or o.strip("'\"") == "tf_object_detection" for o in operands):
                     branches.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not branches
+
+
+def _documented_modules() -> set[str]:
+    """The modules docs/how-it-works.md's package tree names, as paths under tfrecorder/ ("read/open.py"): a
+    name belongs to the innermost folder above it (a line that starts with ``folder/``, less indented)."""
+    text = (PACKAGE.parent / "docs" / "how-it-works.md").read_text()
+    tree = text.split("```\ntfrecorder/\n", 1)[1].split("```", 1)[0]
+    found, folders = set(), []  # folders: (indent, path) from the outermost
+    for line in tree.splitlines():
+        indent = len(line) - len(line.lstrip())
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        head = line.split()[0] if line.strip() else ""
+        if head.endswith("/"):  # what the folder's own line names is in it
+            folders.append((indent, (folders[-1][1] if folders else "") + head))
+        where = folders[-1][1] if folders else ""
+        found.update(where + name for name in re.findall(r"\b(\w+\.py)\b", line))
+    return found
+
+
+def test_how_it_works_names_every_module():
+    """A contributor finds each module in docs/how-it-works.md's tree, in its folder (0.4 left 8 out)."""
+    modules = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
+    missing = sorted(modules - _documented_modules())
+    assert not missing, f"docs/how-it-works.md does not name: {', '.join(missing)}"
