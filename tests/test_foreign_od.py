@@ -629,3 +629,17 @@ def test_a_background_item_is_no_class_and_ids_no_label_set_has_read_as_plain_re
     assert caplog.messages == [f"file://{damaged}/train.tfrecord holds the Object Detection API's keys, but class "
                                f"ids from 1 to 1000000 (its records' and label map's), more than any label set's: "
                                f"read as plain records"]
+
+
+def test_an_export_whose_every_record_is_refused_fails_naming_them_and_keeps_errors_csv(tmp_path):
+    """Every record's image refused: the table check said "column 'label': every value is missing" (the refused
+    rows had no label), with no errors.csv and no record named."""
+    def not_an_image(example) -> None:
+        example.features.feature["image/encoded"].bytes_list.value[:] = [b"not an image"]
+
+    _rewritten(os.path.join(DATUMARO, "train.tfrecord"), tmp_path / "export" / "train.tfrecord", not_an_image)
+    out = tmp_path / "out"
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"no row was written: the 4 rows .* unsupported_format"):
+        tfrecorder.convert(str(tmp_path / "export" / "*.tfrecord"), str(out), progress=False)
+    errors = pd.read_csv(out / "errors.csv")
+    assert len(errors) == 4 and errors["image_uri"].str.contains("train.tfrecord/").all(), errors["image_uri"]

@@ -146,15 +146,11 @@ class Schema(Mapping[str, type[ColumnType]]):
         return list(self._columns)
 
     @classmethod
-    def infer(cls, df: pd.DataFrame, arrow: Any = None,
-              known: Mapping[str, tuple[Kind, bool]] | None = None) -> Schema:
+    def infer(cls, df: pd.DataFrame, arrow: Any = None) -> Schema:
         """Infer a schema from column names (split, image_uri, label) and dtypes; ``arrow``: the pyarrow schema of
         the Parquet file ``df`` was read from, whose types decide where they can (a list<double> column of
-        empty lists is a list of floats, a null binary column bytes); ``known``: (kind, is_list) of the columns
-        the source says, where ``arrow`` does not (the text labels of a dataset that names its classes)."""
-        kinds = dict(known or {})
-        for name in arrow.names if arrow is not None else ():
-            kinds[name] = arrow_kind(arrow.field(name).type) or kinds.get(name)
+        empty lists is a list of floats, a null binary column bytes)."""
+        kinds = {name: arrow_kind(arrow.field(name).type) for name in arrow.names} if arrow is not None else {}
         structs = {name for name in arrow.names if is_image_struct(arrow.field(name).type)} if arrow is not None \
             else set()
         for name, feature in hf_features(arrow).items() if arrow is not None else ():

@@ -102,7 +102,7 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
     """``df`` staged for a Beam runner, its schema checked against (or inferred from) the whole frame as the
     local runner does it; a TFRecorderError naming the column when Parquet cannot hold its values as they are
     (``frame_as_arrow``): the pipeline reads the frame as Parquet."""
-    schema = check_schema(df, schema, class_names=frame_vocabulary(df))
+    schema = check_schema(df, schema)
     arrow = frame_as_arrow(df, tuple(n for n, t in schema.items() if t is ImageBytes))
     if isinstance(arrow, str):
         raise TFRecorderError(f"a Beam runner reads a DataFrame as Parquet, which cannot hold this one's values as "

@@ -49,6 +49,10 @@ def long_frame(columns: dict[str, list[Any]], extra: tuple[str, ...]) -> pd.Data
             df[column] = df[column].astype("Int64")
     if "area" in extra:
         df["area"] = df["area"].astype("float64")
+    if len(df) and df[LABEL_COLUMN].isna().all():
+        # labels are class names, even where every row's was refused (each image's rows then error rows,
+        # named in errors.csv): left untyped, the table check could not tell the column's kind
+        df[LABEL_COLUMN] = df[LABEL_COLUMN].astype("string")
     return df
 
 

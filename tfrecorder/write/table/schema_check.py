@@ -3,26 +3,23 @@ is converted - every column it names present, feature names free and distinct, i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from tfrecorder.dataset.features import DERIVED_NAMES, ROLE_FEATURES
 from tfrecorder.errors import SchemaError
-from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, Schema
+from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, Schema
 from tfrecorder.types import ColumnType, Kind, Role
 
 
-def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None,
-                 class_names: Sequence[str] | None = None) -> Schema:
+def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None) -> Schema:
     """The schema for a table with ``df``'s columns (None: inferred from ``df``, and from ``arrow``, the pyarrow
-    schema of the Parquet file it was read from), checked against them. ``class_names``: the classes the source
-    names (a YOLO dataset's), which make its labels text even where no row has one (every line refused)."""
+    schema of the Parquet file it was read from), checked against them."""
     if len(df) == 0:
         raise SchemaError(EMPTY_TABLE)
     if schema is None:
-        schema = Schema.infer(df, arrow, {LABEL_COLUMN: (Kind.BYTES, False)} if class_names is not None else None)
+        schema = Schema.infer(df, arrow)
         _check_image_paths(df, schema)
     missing = [c for c in schema if c not in df.columns]
     if missing:

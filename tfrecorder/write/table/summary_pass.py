@@ -183,8 +183,7 @@ def _first_part_schema(first: tuple[pd.DataFrame, Any, int] | None, schema: Sche
     schema, from the whole file's text for a CSV (``TableFiles.kinds``), never from the part's values alone;
     a frame held in memory is judged whole (``FrameSource.schema_frame``)."""
     arrow = files.arrow_schema() if isinstance(files, TableFiles) and files.parquet and schema is None else None
-    return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow,
-                        class_names=getattr(files, "vocabulary", None))
+    return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow)
 
 
 _END = object()
