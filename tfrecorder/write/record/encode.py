@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.dataset import features, layouts
-from tfrecorder.dataset.connectors import Connector, of_type, stored_connector
+from tfrecorder.dataset.connectors import Connector, of_type
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.errors import ImageError
 from tfrecorder.types import BOX_EDGES, InstanceMaskUri, Role
@@ -69,8 +69,7 @@ class ExampleEncoder:
         self._fixed: list[tuple[Any, Any]] = [(split, self._splits)]
         self._varying: list[tuple[str, str, Any]] = []
         for c in self._columns:
-            connector = (features.LABEL.connector if c.type.role is Role.LABEL
-                         else stored_connector(c.kind, source=c.source))
+            connector = features.LABEL.connector if c.type.role is Role.LABEL else c.connector
             if c.type.is_list or c.nullable:
                 self._varying.append((c.feature, connector.field, c.values))
             else:
