@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from tfrecorder.arguments import DEFAULT_MAX_PIXELS
 from tfrecorder.dataset import connectors
-from tfrecorder.dataset.features import DEFAULT_BOX_FORMAT, IMAGE, OBJECT_LABEL, OBJECTS
+from tfrecorder.dataset.features import DEFAULT_BOX_FORMAT, IMAGE, OBJECT_KEYPOINTS, OBJECT_LABEL, OBJECTS
 from tfrecorder.dataset.layouts import RecordLayout, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import Folder
@@ -92,7 +92,7 @@ def placed_members(manifest: Manifest) -> dict[str, connectors.Connector]:
     if len(layout.box_features) > 1 and all(f.name in names for f in layout.box_features):
         placed[_BBOX] = connectors.BOX
     if len(layout.keypoints) == 3 and all(f.name in names for f in layout.keypoints):
-        placed[_KEYPOINTS] = connectors.KEYPOINTS
+        placed[_KEYPOINTS] = OBJECT_KEYPOINTS.connector  # gathered as our layout keeps them
     return placed
 
 

@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tfrecorder.dataset.connectors import BY_KIND
+from tfrecorder.dataset import connectors
 from tfrecorder.dataset.manifest import FeatureInfo
-from tfrecorder.types import Kind
 
 # Field 1 with wire type 2 (length-delimited): the tag of Example.features, Features.feature, a map entry's
 # key, a packed list and each BytesList value. Feature's lists are its fields 1 to 3, a map entry's value 2.
@@ -83,7 +82,7 @@ def decode(records: Sequence[bytes], features: Sequence[FeatureInfo]) -> list[Nu
         bounds = np.searchsorted(feature_of, np.arange(len(features) + 1))
         found: list[Any] = [None] * len(features)
         for field in ("float_list", "int64_list"):  # scalar numbers: every feature of a kind at once
-            group = [i for i, f in enumerate(features) if BY_KIND[Kind(f.dtype)].field == field and not f.is_list]
+            group = [i for i, f in enumerate(features) if connectors.of(f).field == field and not f.is_list]
             if group:
                 members = np.asarray(group)
                 picked = _spans(bounds[members], bounds[members + 1])
@@ -267,7 +266,7 @@ def _scalar_numbers(buf, count: int, field: str, features: int, feature_of, rows
 def _feature(buf, data, count, feature: FeatureInfo, rows, start, stop) -> Binary | Objects:
     """One bytes or list feature over the batch from its entries: the Feature's list, then its values (scalar
     numbers: ``_scalar_numbers``)."""
-    field = BY_KIND[Kind(feature.dtype)].field
+    field = connectors.of(feature).field
     present = rows  # records that have the key: a list feature is [] there when empty, None elsewhere
     given, list_start, list_stop = _list_spans(buf, field, start, stop)
     rows = rows[given]

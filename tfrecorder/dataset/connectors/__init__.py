@@ -8,7 +8,8 @@ the numpy column ``read_tfr`` builds from the wire values, and its entry in TFDS
 ``ListOf(item)`` is a list of values a record, ``Objects(item)`` a value for each object of a detection record.
 
 Every stage asks the connector of a feature: dataset.json names it (``FeatureInfo.connector``, read with ``of``),
-the writer picks it (``stored_connector`` for a column, the feature table's for a derived feature);
+the writer picks it (``stored_connector`` for a column, the feature table's for a derived feature) and asks an
+input column's (``of_type``) what to do with it, so that no stage outside this package names a kind;
 ``connector_of`` guesses it only for a dataset.json written before names were (0.3 and older) or another tool's
 records. This module is the registry: every connector by its name. Adding a kind of value is a class in one of
 the modules beside it and its instance here.
@@ -42,7 +43,7 @@ from tfrecorder.dataset.connectors.scalars import (
     float64_bits,
 )
 from tfrecorder.dataset.feature_info import FeatureInfo
-from tfrecorder.types import Kind
+from tfrecorder.types import ColumnType, Kind
 
 __all__ = ["INT64_MAX", "INT64_MIN", "TFDS_CLASS", "VISIBILITY", "BoundingBoxes", "Bytes", "ClassLabel", "Connector",
            "Float32", "Float64", "Image", "InstanceMask", "Int64", "KeypointVisibility", "Keypoints", "ListOf", "Mask",
@@ -96,6 +97,19 @@ def stored_connector(kind: Kind, is_list: bool = False, source: str | None = Non
     """The connector of a column being written: its stored kind, whether it holds lists, its values' source."""
     scalar = BYTES if kind is Kind.BYTES and source == "bytes" else BY_KIND[kind]
     return list_of(scalar) if is_list else scalar
+
+
+def of_type(col_type: type[ColumnType]) -> Connector:
+    """The connector of an input column type's values, for what a stage asks of their kind: the one the type names
+    (``ColumnType.connector``), else its stored kind's (a list's where it holds lists).
+
+    Args:
+        col_type: a column type of ``tfrecorder.types`` (the class itself).
+
+    Returns:
+        The connector (its attributes answer: ``object_points``, ``object_mask``, ``layout_keyed``, ...).
+    """
+    return named(col_type.connector) if col_type.connector else stored_connector(col_type.kind, col_type.is_list)
 
 
 def connector_of(feature: FeatureInfo, image_feature: str, label: Mapping[str, Any] | None = None,

@@ -21,7 +21,9 @@ class Connector:
 
     Writing: ``check`` (one value), ``whole_column`` (a plain column at once), ``stored`` (as its Example list
     holds it), ``hashes`` (the content key of each value), ``arrow_type`` (how a spilled part holds them),
-    ``object_missing`` (what a missing value of one object is stored as: a list cannot leave it out).
+    ``object_missing`` (what a missing value of one object is stored as: a list cannot leave it out);
+    ``object_points``, ``object_mask``, ``layout_keyed``, ``values_per_point`` and ``point_counts`` (what a
+    detection table's writer does with a column of it).
     Reading: ``parse_spec`` and ``decode`` (tf.io), ``follow`` (where the image's geometry takes it),
     ``column`` and ``text`` (read_tfr's numpy and pandas), ``tfds`` (features.json). ``shape`` and ``missing``
     are dataset.json's."""
@@ -36,6 +38,11 @@ class Connector:
     quick_type: ClassVar[type | None] = None  # the exact Python type most input values have (the short path)
     in_picture: ClassVar[bool] = False  # whether it has a place in the picture: ``follow`` moves it with it
     item_cast: ClassVar[Any] = None  # what a list's item is made before its repr is hashed (1 and 1.0 alike)
+    # What a detection table's writer asks of a column's kind (``connectors.of_type``), so that it never names one:
+    object_points: ClassVar[bool] = False  # each object's points, in its box's units and frame: moved as its box is
+    object_mask: ClassVar[bool] = False  # each object's mask: drawn and PNG-encoded by the shard's writer
+    layout_keyed: ClassVar[bool] = False  # stored under its record layout's own keys, never ``objects/<column>``
+    values_per_point: ClassVar[int] = 1  # how many values each point of an object has (a keypoint's (y, x): 2)
 
     @property
     def name(self) -> str:
@@ -83,6 +90,12 @@ class Connector:
     def arrow_type(self) -> Any:
         """The Arrow type a spilled part holds its checked values as: the same for every part of a table."""
         raise NotImplementedError
+
+    def point_counts(self, values: Sequence[Any] | np.ndarray
+                     ) -> tuple[dict[int, list[int]], list[tuple[int, str]]] | None:
+        """Of a column of objects' points (``object_points``): the positions of the objects that give each number
+        of points, and of those whose list is not one of this kind's (each with the reason); None: not points."""
+        return None
 
     # tf.io
     def parse_spec(self, feature: FeatureInfo) -> Any:

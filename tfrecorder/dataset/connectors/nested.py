@@ -39,6 +39,10 @@ class _Nested(Connector):
         return self.item.in_picture
 
     @property
+    def values_per_point(self) -> int:  # type: ignore[override]
+        return self.item.values_per_point
+
+    @property
     def numbers(self) -> Any:  # type: ignore[override]
         return None  # lists are read as objects, never as a column of numbers
 

@@ -46,8 +46,12 @@ class Keypoints(FloatValues):
     visibility 0."""
 
     in_picture = True
+    object_points = True
+    layout_keyed = True  # layout.keypoints: ours (y, x) pairs and their visibility, the Object Detection API's apart
+    values_per_point = 2
 
-    def counts(self, values: Sequence[Any] | np.ndarray) -> tuple[dict[int, list[int]], list[tuple[int, str]]]:
+    def point_counts(self, values: Sequence[Any] | np.ndarray
+                     ) -> tuple[dict[int, list[int]], list[tuple[int, str]]]:
         """The positions of the objects that give each number of keypoints (K), and of those whose list is not
         ``[x, y, v] * K`` with ``v`` one of 0, 1, 2 (each with the reason); missing lists in neither."""
         counts: dict[int, list[int]] = {}
@@ -107,6 +111,8 @@ class InstanceMask(Mask):
     and turns and resizes them with the picture (``Frame.instance_masks``: the semantic mask's rules)."""
 
     object_missing = b""
+    object_mask = True
+    layout_keyed = True  # layout.instance_mask
 
     def object_shape(self, feature: FeatureInfo) -> list[int]:
         return []  # a PNG an object; decoded to [H, W] by ``follow``

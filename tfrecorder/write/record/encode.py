@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.dataset import features, layouts
-from tfrecorder.dataset.connectors import INSTANCE_MASK, KEYPOINTS, Connector, stored_connector
+from tfrecorder.dataset.connectors import Connector, of_type
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.errors import ImageError
 from tfrecorder.types import BOX_EDGES, InstanceMaskUri, Role
@@ -69,8 +69,7 @@ class ExampleEncoder:
         self._fixed: list[tuple[Any, Any]] = [(split, self._splits)]
         self._varying: list[tuple[str, str, Any]] = []
         for c in self._columns:
-            connector = (features.LABEL.connector if c.type.role is Role.LABEL
-                         else stored_connector(c.kind, source=c.source))
+            connector = features.LABEL.connector if c.type.role is Role.LABEL else c.connector
             if c.type.is_list or c.nullable:
                 self._varying.append((c.feature, connector.field, c.values))
             else:
@@ -140,10 +139,10 @@ class ObjectEncoder:
         self._long_labels = long_labels(table.vocabulary)
         self._extras = [(self.layout.object_key(c.name), c.connector.field, c.connector.object_missing,
                          _listed(c.values)) for c in table.features
-                        if c.type.role is not Role.BOX and c.type.connector not in _OWN_FEATURES]
-        given = [_listed(c.values) for c in table.features if c.type.connector == KEYPOINTS.name]
+                        if c.type.role is not Role.BOX and not of_type(c.type).layout_keyed]
+        given = [_listed(c.values) for c in table.features if of_type(c.type).object_points]
         self._keypoints = given[0] if given and table.keypoint_count else None
-        masks = [c for c in table.features if c.type.connector == INSTANCE_MASK.name]
+        masks = [c for c in table.features if of_type(c.type).object_mask]
         self._masks = (_listed(masks[0].values), masks[0].type is InstanceMaskUri) if masks else None
         self._limits = limits
         # mask_from_instances: each record's semantic mask drawn from its instance masks (crowds: ignore_index)
@@ -312,9 +311,6 @@ ENCODERS = {
 
 
 CROWD_COLUMN = "is_crowd"  # COCO's iscrowd as read_annotations names it: a crowd's pixels are ignore_index
-
-# Columns stored as features of their own kind (not ``objects/<column>``): keypoints, instance masks.
-_OWN_FEATURES = (KEYPOINTS.name, INSTANCE_MASK.name)
 
 
 def _listed(values: Any) -> list[Any]:

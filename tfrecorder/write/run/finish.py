@@ -15,12 +15,11 @@ from tfrecorder._version import __version__
 from tfrecorder.dataset import features, layouts
 from tfrecorder.dataset.connectors import (
     CLASS_LABEL,
-    INSTANCE_MASK,
     INT64,
-    KEYPOINTS,
     Connector,
     list_of,
     objects_of,
+    of_type,
     stored_connector,
 )
 from tfrecorder.dataset.manifest import (
@@ -262,12 +261,11 @@ def _detection_api_features(table: Table, semantic: bool = False) -> list[Featur
 def _extras(table: Table) -> list[Column]:
     """A detection table's columns stored as a value per object beside its box and label (the keypoints and
     instance masks apart: stored as features of their own)."""
-    return [c for c in table.features if c.type.role is not Role.BOX
-            and c.type.connector not in (KEYPOINTS.name, INSTANCE_MASK.name)]
+    return [c for c in table.features if c.type.role is not Role.BOX and not of_type(c.type).layout_keyed]
 
 
 def _mask_column(table: Table) -> Column | None:
-    return next((c for c in table.features if c.type.connector == INSTANCE_MASK.name), None)
+    return next((c for c in table.features if of_type(c.type).object_mask), None)
 
 
 def _mask_infos(table: Table, layout: layouts.RecordLayout) -> list[FeatureInfo]:
@@ -293,12 +291,13 @@ def _instance_masks_entry(table: Table, found: dict[str, ObjectStats], layout: l
 def _keypoint_infos(table: Table, layout: layouts.RecordLayout) -> list[FeatureInfo]:
     """The features of a detection table's keypoints in ``layout`` (none when no object gives any): shaped
     ``[None, K, 2]`` for (y, x) pairs, ``[None, K]`` for one value a point."""
-    column = next((c for c in table.features if c.type.connector == KEYPOINTS.name), None)
+    column = next((c for c in table.features if of_type(c.type).object_points), None)
     count = table.keypoint_count
     if column is None or not count:
         return []
     return [FeatureInfo(f.name, f.role.value, f.kind.value,
-                        [None, count, 2] if f.connector == objects_of(KEYPOINTS) else [None, count],
+                        [None, count, f.connector.values_per_point] if f.connector.values_per_point > 1
+                        else [None, count],
                         connector=f.connector.name, source="float", type=column.type.__name__)
             for f in layout.keypoints]  # one input column, several features: objects.keypoints names the column
 
@@ -307,7 +306,7 @@ def _keypoints_entry(table: Table, options: WriteOptions) -> dict[str, Any]:
     """dataset.json's ``objects.keypoints``: their features, how many an object has, and their names and
     skeleton (pairs of indices into the names) where the annotations give them."""
     names = options.keypoints
-    column = next(c.name for c in table.features if c.type.connector == KEYPOINTS.name)
+    column = next(c.name for c in table.features if of_type(c.type).object_points)
     return {"column": column, "features": [f.name for f in options.layout.keypoints], "count": table.keypoint_count,
             "names": list(names.names) if names.names else None,
             "skeleton": [list(pair) for pair in names.skeleton] if names.skeleton else None}
@@ -341,7 +340,7 @@ def _features(table: Table, semantic: bool = False) -> list[FeatureInfo]:
                                  source="float", column=",".join(table.schema.boxes[e] for e in types.BOX_EDGES)))
         infos += _keypoint_infos(table, layouts.DEFAULT) + _mask_infos(table, layouts.DEFAULT)
     for c in table.columns:
-        if c.type.role is Role.BOX or c.type.connector in (KEYPOINTS.name, INSTANCE_MASK.name):
+        if c.type.role is Role.BOX or of_type(c.type).layout_keyed:
             continue
         kind = features.LABEL.kind if c.type.role is Role.LABEL else c.kind
         connector = _connector(table, c, per_object=table.is_detection)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tfrecorder.dataset.connectors import INSTANCE_MASK
+from tfrecorder.dataset.connectors import of_type
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.types import Role
@@ -136,7 +136,7 @@ def _check_detection_options(table: Table, options: Any) -> None:
 def _check_mask_from_instances(table: Table, masks: Any) -> None:
     """``mask_from_instances`` needs instance masks to draw from and class ids a PNG holds: the labels' ids + 1
     (0 is background) below ``ignore_index``; given names, they would be another table's."""
-    if not any(c.type.connector == INSTANCE_MASK.name for c in table.features):
+    if not any(of_type(c.type).object_mask for c in table.features):
         raise TFRecorderError("mask_from_instances=True draws each record's semantic mask from its objects' "
                               "instance masks, and this table has none: give a detection table an instance_mask "
                               "column (COCO segmentation, YOLO polygons) or instance_mask_uri (a PNG per object)")

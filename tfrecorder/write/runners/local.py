@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from tfrecorder import machine
 from tfrecorder._notebook import in_notebook, progress_bar
-from tfrecorder.dataset.connectors import INSTANCE_MASK
+from tfrecorder.dataset.connectors import of_type
 from tfrecorder.dataset.storage import Folder, stop_requests
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.record.images import DECODE_MEMORY
@@ -138,7 +138,7 @@ def write_shards(
     # the segments saved (benchmarks/CONSTANTS.md). Heavier rows - decoded images, columns encoded in Python -
     # are written in segments when one shard would hold a core's work alone; so are instance masks, drawn and
     # PNG-encoded by the shard's writer whatever the image check (benchmarks/bench_instance_masks.py).
-    drawn = bool(shards) and any(c.type.connector == INSTANCE_MASK.name for c in shards[0].template.features)
+    drawn = bool(shards) and any(of_type(c.type).object_mask for c in shards[0].template.features)
     disk_bound = images and image_threads(options, remote, workers) == 1 and not drawn
     units = None if disk_bound else plan_units(shards, options)
     if units is not None and (how := decide([unit.shard.spec.rows for unit in units])).processes > 1:

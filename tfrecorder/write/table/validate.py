@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfrecorder.dataset.connectors import KEYPOINTS
+from tfrecorder.dataset.connectors import of_type
 from tfrecorder.dataset.features import OBJECT_LABEL, object_feature
 from tfrecorder.errors import RowSample
 from tfrecorder.redact import redact
@@ -98,8 +98,9 @@ def validate_part(
         problems.update(((p.order, p.kind), p) for p in box_problems)
     keypoints = None
     for column in features:
-        if column is not None and column.type.connector == KEYPOINTS.name:
-            keypoints, problem = _keypoint_facts(column, first_row)
+        points = None if column is None else of_type(column.type).point_counts(column.values)
+        if column is not None and points is not None:
+            keypoints, problem = _keypoint_facts(column, points, first_row)
             if problem is not None:
                 problems[(problem.order, problem.kind)] = problem
     facts = Facts(len(df), dict(Counter(row_splits)) if row_splits else {}, problems, columns, label_col,
@@ -209,10 +210,11 @@ def _box_facts(boxes: Mapping[str, Column], labels: Any, label_name: str, first_
     return none & ~labelled, bounds, [p for p in found if p is not None]
 
 
-def _keypoint_facts(column: Column, first_row: int) -> tuple[dict[int, RowSample], Problem | None]:
+def _keypoint_facts(column: Column, points: tuple[dict[int, list[int]], list[tuple[int, str]]], first_row: int
+                    ) -> tuple[dict[int, RowSample], Problem | None]:
     """The rows of a keypoints column giving each number of keypoints (the table must give one), and the problem
-    of the rows that do not give ``[x, y, v] * K``."""
-    counts, bad = KEYPOINTS.counts(column.values)
+    of the rows that do not give ``[x, y, v] * K`` (``points``: its connector's ``point_counts``)."""
+    counts, bad = points
     found = {count: RowSample.of(rows, first_row) for count, rows in counts.items()}
     if not bad:
         return found, None
