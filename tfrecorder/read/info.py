@@ -88,6 +88,13 @@ def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) ->
     """Splits, counts, bytes, shards, schema and the label distribution of each split (``storage_timeout``: see
     ``read_manifest``).
 
+    Args:
+        tfrecord_dir: a dataset folder (ours or others' TFRecords), a glob or a list of files.
+        storage_timeout: seconds one object-store operation may take, its retries included.
+
+    Returns:
+        A ``DatasetInfo``: it prints as a summary and renders as a table in a notebook.
+
     Examples:
         >>> info = tfrecorder.info(dataset_dir)
         >>> info.label_counts["TRAIN"]
@@ -221,6 +228,15 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
 
     In a notebook it returns an ``ImageGrid`` that renders inline (nothing written); elsewhere it
     saves a PNG contact sheet (to ``path``, or a temporary file) and returns the file's path.
+
+    Args:
+        tfrecord_dir: a dataset folder (ours or others' TFRecords).
+        split: the split to show.
+        n: how many images, from the start of the split.
+        path: where to save the contact sheet outside a notebook (default: a temporary file).
+
+    Returns:
+        An ``ImageGrid`` in a notebook, else the PNG file's path.
 
     Examples:
         >>> tfrecorder.show(dataset_dir, split="TRAIN", n=4, path=str(tmp_path / "sheet.png")).endswith("sheet.png")

@@ -58,6 +58,16 @@ def inspect(tfrecord_dir: str, split: str = TRAIN, num_records: int = 1, output_
     (listed in its ``.tfrecorder-inspect``) are deleted first; no other file there is touched, and a file of
     the same name that inspect did not write (your own data.csv) is an error, never written over.
 
+    Args:
+        tfrecord_dir: a dataset folder (ours or others' TFRecords), local or a URL.
+        split: the split to look at.
+        num_records: how many records from the start of the split.
+        output_dir: the folder to write to (made if missing).
+        storage_timeout: seconds one object-store operation may take, its retries included.
+
+    Returns:
+        The folder the files were written to.
+
     Examples:
         >>> folder = tfrecorder.inspect(dataset_dir, split="TRAIN", num_records=2, output_dir=str(tmp_path / "look"))
         >>> sorted(name.split(".")[0] for name in os.listdir(folder))  # 2 images, data.csv, what inspect wrote

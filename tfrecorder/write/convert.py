@@ -408,6 +408,15 @@ def _keypoint_names(source: Any, options: WriteOptions) -> WriteOptions:
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any):
     """Convert, then load every split (TFRecorder 2.0's ``convert_and_load``): ``{"TRAIN": ds, ...}``.
 
+    Args:
+        source: what ``convert`` takes: a DataFrame, a CSV or Parquet path or glob, a folder of images or
+            annotations.
+        output_dir: the dataset folder to write (local path or URL).
+        **kwargs: ``convert``'s keywords.
+
+    Returns:
+        Each written split's ``tf.data.Dataset``, as ``load_dataset(output_dir)`` gives them.
+
     Examples:
         >>> splits = tfrecorder.convert_and_load(df, str(tmp_path / "both"), progress=False)
         >>> sorted(splits), int(splits["TRAIN"].cardinality())

@@ -258,6 +258,13 @@ def file_url(url: str, fs: Any, path: str) -> str:
 def create_image_csv(image_dir: str, output_csv: str) -> pd.DataFrame:
     """Write the table of an image folder as a CSV (``tfrecorder create-image-csv``); returns it.
 
+    Args:
+        image_dir: a folder of ``<SPLIT>/<label>/<file>`` or ``<label>/<file>`` images.
+        output_csv: the CSV file to write (``split,image_uri,label``, paths as found).
+
+    Returns:
+        The table written, as a DataFrame.
+
     Examples:
         >>> images = make_sample_images(str(tmp_path / "imgs"), n=6)
         >>> table = tfrecorder.create_image_csv(str(tmp_path / "imgs"), str(tmp_path / "imgs.csv"))
