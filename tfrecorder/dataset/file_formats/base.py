@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Protocol
 
-from tfrecorder.arguments import check_choice
 from tfrecorder.dataset.records import Block, ChecksumFile, Frame
+from tfrecorder.errors import TFRecorderError
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -131,8 +131,7 @@ class FileFormat:
 
 def format_named(name: str) -> FileFormat:
     """The registered format ``name`` (convert's ``file_format=``), or a TFRecorderError listing them."""
-    check_choice("file_format", name, format_names())
-    return _FORMATS[name]
+    return _FORMATS[checked_format_name(name)]
 
 
 def format_names() -> tuple[str, ...]:
@@ -142,7 +141,8 @@ def format_names() -> tuple[str, ...]:
 
 def checked_format_name(name: Any) -> str:
     """``name`` where it names a registered format (``Options``' check), else a TFRecorderError listing them."""
-    check_choice("file_format", name, format_names())
+    if not isinstance(name, str) or name not in _FORMATS:
+        raise TFRecorderError(f"file_format={name!r}: use one of {', '.join(map(repr, format_names()))}")
     return name
 
 
