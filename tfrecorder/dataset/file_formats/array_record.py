@@ -17,18 +17,13 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from tfrecorder.dataset.file_formats.base import FileFormat
+from tfrecorder.dataset.manifest import ShardInfo
 from tfrecorder.dataset.records import Block, ChecksumFile, Frame, masked_crc
-from tfrecorder.dataset.storage import filesystem
+from tfrecorder.dataset.storage import Folder, filesystem
 from tfrecorder.errors import TFRecorderError
-
-if TYPE_CHECKING:
-    import tensorflow as tf
-
-    from tfrecorder.dataset.manifest import ShardInfo
-    from tfrecorder.dataset.storage import Folder
 
 SUFFIX = ".array_record"  # TFDS's name for the format and its files' suffix: train-00000-of-00002.array_record
 # A record per chunk: each record is read alone, never a group of them (as TFDS's own convert_format writes; a
@@ -164,7 +159,7 @@ class ArrayRecordFormat(FileFormat):
                   local_file: Any = None) -> ArrayRecordSink:
         return ArrayRecordSink(file, local_file)
 
-    def tf_records(self, file: tf.Tensor, compression: str | None) -> tf.data.Dataset:
+    def tf_records(self, file: Any, compression: str | None) -> Any:
         import tensorflow as tf
 
         # array_record's own reader (no TensorFlow op reads ArrayRecord files), in order

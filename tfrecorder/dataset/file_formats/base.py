@@ -5,16 +5,12 @@ filled as each subclass is defined (TFDS's ``core/file_adapters.py``)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Protocol
+from typing import Any, BinaryIO, ClassVar, Protocol
 
+from tfrecorder.dataset.manifest import ShardInfo
 from tfrecorder.dataset.records import Block, ChecksumFile, Frame
+from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
-
-if TYPE_CHECKING:
-    import tensorflow as tf
-
-    from tfrecorder.dataset.manifest import ShardInfo
-    from tfrecorder.dataset.storage import Folder
 
 
 class RecordSink(Protocol):
@@ -98,7 +94,7 @@ class FileFormat:
         """
         raise NotImplementedError(f"file format {self.name!r} writes no shards")
 
-    def tf_records(self, file: tf.Tensor, compression: str | None) -> tf.data.Dataset:
+    def tf_records(self, file: Any, compression: str | None) -> Any:
         """The serialized records of the shard at URL ``file`` (a string tensor), in order, as tf.data reads them."""
         raise NotImplementedError(f"file format {self.name!r} has no tf.data reader")
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from tfrecorder.dataset.file_formats.base import DEFAULT_FILE_FORMAT, FileFormat
-from tfrecorder.dataset.manifest import records_problem
+from tfrecorder.dataset.manifest import ShardInfo, records_problem
 from tfrecorder.dataset.records import (
     SUFFIXES,
     TF_COMPRESSION_TYPES,
@@ -26,13 +26,8 @@ from tfrecorder.dataset.records import (
     read_records,
     unframe,
 )
+from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
-
-if TYPE_CHECKING:
-    import tensorflow as tf
-
-    from tfrecorder.dataset.manifest import ShardInfo
-    from tfrecorder.dataset.storage import Folder
 
 
 class TFRecordFormat(FileFormat):
@@ -56,7 +51,7 @@ class TFRecordFormat(FileFormat):
                   local_file: Any = None) -> RecordWriter:
         return RecordWriter(file, compression, index)  # type: ignore[arg-type]
 
-    def tf_records(self, file: tf.Tensor, compression: str | None) -> tf.data.Dataset:
+    def tf_records(self, file: Any, compression: str | None) -> Any:
         import tensorflow as tf
 
         return tf.data.TFRecordDataset(file, compression_type=TF_COMPRESSION_TYPES.get(compression, ""))
