@@ -34,6 +34,7 @@ _LAZY = {
     "show": "tfrecorder.read.info",
     "verify": "tfrecorder.read.verify",
     "VerifyReport": "tfrecorder.read.verify",
+    "FileFormat": "tfrecorder.dataset.file_formats",  # subclass it to add a shard file format (convert's file_format)
 }
 
 __all__ = [

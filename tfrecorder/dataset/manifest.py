@@ -37,6 +37,11 @@ class ShardInfo:
     first_crc: int | None = None  # masked CRC of its first record: readers check it when they open the file
 
 
+def records_problem(split: str, shard: ShardInfo, held: int) -> str:
+    """The words for a shard that holds ``held`` records where dataset.json says otherwise."""
+    return f"dataset.json says {shard.records} records in {split} ({shard.file}), the shard holds {held}"
+
+
 @dataclass(frozen=True)
 class RowCounts:
     """Row accounting: rows_in == written + errors + discarded."""

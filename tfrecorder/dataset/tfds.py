@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.array_records import ARRAY_RECORD, is_array_record
 from tfrecorder.dataset.connectors import TFDS_CLASS, Objects, named
 from tfrecorder.dataset.features import IMAGE, LABEL, OBJECT_LABEL, OBJECTS
+from tfrecorder.dataset.file_formats import format_of_files
 from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 
@@ -146,9 +146,9 @@ def _dataset_info(name: str, version: str, shards: Mapping[str, Sequence[ShardIn
 
 
 def _file_format(shards: Mapping[str, Sequence[ShardInfo]]) -> str:
-    """TFDS's name of the shards' file format: "array_record" for ArrayRecord files (by their suffix)."""
+    """TFDS's name of the shards' file format (``FileFormat.tfds_name``; "tfrecord" for files of mixed ones)."""
     names = [s.file for infos in shards.values() for s in infos]
-    return ARRAY_RECORD if names and all(is_array_record(n) for n in names) else "tfrecord"
+    return format_of_files(names).tfds_name
 
 
 def _json(data: dict[str, Any]) -> str:

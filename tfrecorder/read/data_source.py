@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import threading
 import weakref
 from collections.abc import Sequence
@@ -18,15 +17,14 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.arguments import check_choice, check_image_size, check_switch, is_count
-from tfrecorder.dataset import array_records
 from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.file_formats import ShardRecords, format_of_file
 from tfrecorder.dataset.layouts import layout_of
-from tfrecorder.dataset.manifest import Manifest, ShardInfo
-from tfrecorder.dataset.records import index_max_bytes, unframe
+from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.np_example import ExampleDecoder
-from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading, records_problem
+from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +75,8 @@ class DataSource(Sequence):
         self.manifest, self._folder = manifest, folder
         self._shards = [s for s in manifest.splits[self.split] if s.records]
         self._starts = [0, *np.cumsum([s.records for s in self._shards]).tolist()]
-        self._offsets: list[np.ndarray | None] = [None] * len(self._shards)  # each shard's index, read when first used
-        self._files: dict[int, int] = {}  # local shards' file descriptors, opened when first read
-        weakref.finalize(self, _close, self._files)  # closed with the source (or at exit)
-        self._readers: dict[int, Any] = {}  # ArrayRecord shards' readers, opened when first read
+        self._readers: dict[int, ShardRecords] = {}  # each shard's records by number, opened when first read
+        weakref.finalize(self, _close, self._readers)  # closed with the source (or at exit)
         self._lock = threading.Lock()
         self._decode = ExampleDecoder(manifest, size, resize_mode) if decode else None
 
@@ -124,104 +120,36 @@ class DataSource(Sequence):
         shard = bisect.bisect_right(self._starts, position) - 1
         number = position - self._starts[shard]
         where = self._folder.url_of(self._shards[shard].file)
-        if array_records.is_array_record(where):
-            record = self._array_record(shard, number, position)
-            return record if self._decode is None else self._decode(record, where, number)
-        offsets = self._index(shard)
-        offset, length = int(offsets[number, 0]), int(offsets[number, 1])
+        records = self._open(shard)
         try:
-            record = unframe(self._read(shard, offset, length), length)
+            if self._folder.is_local:
+                record = records.read(number)
+            else:
+                with reading(self._folder.url, self._args["storage_timeout"]):
+                    record = records.read(number)
         except TFRecorderError as e:
             raise TFRecorderError(f"{where}: record {number} (item {position} of {self.split}) is damaged: {e}; "
                                   f"`tfrecorder verify {self._folder.url}` checks every shard") from None
         return record if self._decode is None else self._decode(record, where, number)
 
-    def _array_record(self, shard: int, number: int, position: int) -> bytes:
-        """Record ``number`` of an ArrayRecord shard, by array_record's reader (the file indexes its records)."""
-        reader = self._readers.get(shard)
-        if reader is None:
+    def _open(self, shard: int) -> ShardRecords:
+        """The shard's records by number, opened by its file format (and the shard checked) when first read."""
+        records = self._readers.get(shard)
+        if records is None:
             with self._lock:
-                reader = self._readers.get(shard)
-                if reader is None:
+                records = self._readers.get(shard)
+                if records is None:
                     info = self._shards[shard]
                     with reading(self._folder.url, self._args["storage_timeout"]):
-                        check_shard(self._folder, self.manifest, self.split, info)
-                    reader = self._readers[shard] = array_records.reader(self._folder.join(info.file))
-        try:
-            return reader.read([number])[0]
-        except (RuntimeError, ValueError, OSError) as e:  # riegeli's checks: a chunk's hash, its framing
-            raise TFRecorderError(f"{self._folder.url_of(self._shards[shard].file)}: record {number} (item "
-                                  f"{position} of {self.split}) is damaged ({e}); `tfrecorder verify "
-                                  f"{self._folder.url}` checks every shard") from None
-
-    def _index(self, shard: int) -> np.ndarray:
-        """The shard's ``offset length`` rows, read (and the shard checked) the first time it is used."""
-        offsets = self._offsets[shard]
-        if offsets is None:
-            with self._lock:
-                offsets = self._offsets[shard]
-                if offsets is None:
-                    offsets = self._offsets[shard] = self._read_index(self._shards[shard])
-        return offsets
-
-    def _read_index(self, shard: ShardInfo) -> np.ndarray:
-        folder = self._folder
-        with reading(folder.url, self._args["storage_timeout"]):
-            check_shard(folder, self.manifest, self.split, shard)  # the file dataset.json describes, not another
-            try:
-                with folder.open_side(str(shard.index), index_max_bytes(shard.records)) as f:
-                    text = f.read()
-            except FileNotFoundError:
-                raise TFRecorderError(f"{folder.url_of(str(shard.index))} is missing: data_source finds records by "
-                                      f"their shard's index; `tfrecorder verify {folder.url}` checks the "
-                                      f"dataset") from None
-        where = folder.url_of(str(shard.index))
-        try:
-            values = np.array(text.split(), dtype=np.int64)
-        except (ValueError, OverflowError):
-            values = np.zeros(1, np.int64)  # an odd count: refused below
-        if len(values) % 2:
-            raise TFRecorderError(f"{where}: its lines are not 'offset length' whole numbers: the index is damaged; "
-                                  f"`tfrecorder verify {folder.url}` checks the dataset")
-        rows = values.reshape(-1, 2)
-        if len(rows) != shard.records:
-            raise TFRecorderError(f"{where}: {records_problem(self.split, shard, len(rows))}"
-                                  f" (lines of its index): `tfrecorder verify {folder.url}` checks the dataset")
-        # each record starts where the one before ends, the first at 0, the last ends the shard's bytes; each is
-        # a frame of 16 bytes at least: an index that says otherwise would read the wrong bytes, or too many
-        ends = rows[:, 0] + rows[:, 1]
-        starts = np.concatenate([[0], ends[:-1]])
-        wrong = np.flatnonzero((rows[:, 0] != starts) | (rows[:, 1] < 16))
-        if len(wrong) or (len(rows) and ends[-1] != shard.bytes):
-            line = int(wrong[0]) + 1 if len(wrong) else len(rows)
-            raise TFRecorderError(f"{where}: line {line} does not give record {line - 1}'s place in "
-                                  f"{shard.file} (each record starts where the one before ends): the index is "
-                                  f"damaged; `tfrecorder verify {folder.url}` checks the dataset")
-        return rows
-
-    def _read(self, shard: int, offset: int, length: int) -> bytes:
-        folder = self._folder
-        name = self._shards[shard].file
-        if not (folder.is_local and hasattr(os, "pread")):
-            path = name if "://" in name else folder.join(name)
-            with reading(folder.url, self._args["storage_timeout"]):
-                return folder.fs.cat_file(path, start=offset, end=offset + length)
-        fd = self._files.get(shard)
-        if fd is None:
-            with self._lock:
-                fd = self._files.get(shard)
-                if fd is None:
-                    fd = self._files[shard] = os.open(folder.join(name) if not name.startswith("/") else name,
-                                                      os.O_RDONLY)
-        return os.pread(fd, length, offset)
+                        check_shard(self._folder, self.manifest, self.split, info)  # the file dataset.json describes
+                        records = format_of_file(info.file).open_records(self._folder, info, self.split)
+                    self._readers[shard] = records
+        return records
 
 
-def _close(files: dict[int, int]) -> None:
-    for fd in files.values():
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+def _close(readers: dict[int, ShardRecords]) -> None:
+    for records in readers.values():
+        records.close()
 
 
 def _refuse_unreadable(manifest: Manifest, folder: Folder, split: str, decode: bool) -> None:
@@ -230,16 +158,9 @@ def _refuse_unreadable(manifest: Manifest, folder: Folder, split: str, decode: b
         raise TFRecorderError(f"{folder.url} is {manifest.compression}-compressed: data_source reads each record "
                               f"at its offset, and a compressed stream can only be read from its start; convert "
                               f"again with compression=None (or read it with load_dataset)")
-    shards = [s for s in manifest.splits[split] if s.records]
-    arrays = [s for s in shards if array_records.is_array_record(s.file)]
-    if arrays and not folder.is_local:
-        raise TFRecorderError(f"{folder.url} holds ArrayRecord shards, which array_record's reader opens from local "
-                              f"disk only: copy the folder to a local disk, or convert with file_format='tfrecord' "
-                              f"(data_source reads those from object stores by ranges)")
-    missing = next((s for s in shards if s.index is None and s not in arrays), None)
-    if missing is not None:
-        raise TFRecorderError(f"{folder.url_of(missing.file)} has no .tfindex beside it: data_source finds records by "
-                              f"their offsets in it (tfrecorder writes one beside each shard); convert with "
-                              f"tfrecorder, or read it with load_dataset")
+    for shard in (s for s in manifest.splits[split] if s.records):
+        problem = format_of_file(shard.file).random_access_problem(folder, shard)
+        if problem is not None:
+            raise TFRecorderError(problem)
     if decode:
         layout_of(manifest).check_reader("data_source")

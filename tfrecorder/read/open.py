@@ -9,11 +9,19 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from tfrecorder.dataset import array_records
 from tfrecorder.dataset.connectors import BY_KIND
 from tfrecorder.dataset.example_proto import parse_example
-from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, EditedManifest, FeatureInfo, Manifest, ShardInfo
-from tfrecorder.dataset.records import INDEX_LINE_MAX_BYTES, INDEX_SUFFIX, index_max_bytes, masked_crc, read_records
+from tfrecorder.dataset.file_formats import format_of_file
+from tfrecorder.dataset.manifest import (
+    ERRORS_NAME,
+    MANIFEST_NAME,
+    EditedManifest,
+    FeatureInfo,
+    Manifest,
+    ShardInfo,
+    records_problem,
+)
+from tfrecorder.dataset.records import INDEX_LINE_MAX_BYTES, INDEX_SUFFIX, index_max_bytes, masked_crc
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, STATE_DIR, Folder, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest, is_glob
@@ -69,7 +77,7 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
         size = folder.fs.size(path)
         problem = None if size == shard.bytes else f"it has {size} bytes, dataset.json says {shard.bytes}"
         if problem is None and shard.first_crc is not None:
-            first = first_record(folder, path, manifest.compression)
+            first = format_of_file(path).first_record(folder, path, manifest.compression)
             if first is None or masked_crc(first) != shard.first_crc:
                 problem = "its first record is not the one dataset.json lists"
     except FileNotFoundError:
@@ -87,14 +95,6 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
         problem = _index_count_problem(folder, split, shard)
     if problem:
         raise _edited(folder, problem)
-
-
-def first_record(folder: Folder, path: str, compression: str | None) -> bytes | None:
-    """The first record of the shard at ``path`` (a TFRecord or an ArrayRecord file), None if it has none."""
-    if array_records.is_array_record(path):
-        return next(array_records.read_all(folder.fs, path, batch=1), None)
-    with folder.fs.open(path, "rb") as f:
-        return next(iter(read_records(f, compression, check_crc=False)), None)
 
 
 def _edited(folder: Folder, problem: str) -> TFRecorderError:
@@ -143,11 +143,6 @@ def _index_count_problem(folder: Folder, split: str, shard: ShardInfo, always: b
     if lines == shard.records:
         return None
     return records_problem(split, shard, lines)
-
-
-def records_problem(split: str, shard: ShardInfo, held: int) -> str:
-    """The words for a shard that holds ``held`` records where dataset.json says otherwise."""
-    return f"dataset.json says {shard.records} records in {split} ({shard.file}), the shard holds {held}"
 
 
 @contextlib.contextmanager

@@ -12,13 +12,13 @@ import pandas as pd
 import pyarrow as pa
 from PIL import Image
 
-from tfrecorder.dataset import array_records, connectors, dtypes
+from tfrecorder.dataset import connectors, dtypes
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.connectors import Connector
 from tfrecorder.dataset.example_proto import parse_example
+from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, first_class_id_of, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
-from tfrecorder.dataset.records import read_blocks
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read import wire
@@ -281,8 +281,7 @@ def _batches(folder: Folder, manifest: Manifest, split: str):
         with folder.open(shard.file) as f:
             batch: list[bytes] = []
             first = size = 0
-            blocks = (array_records.read_blocks(folder.fs, folder.join(shard.file))
-                      if array_records.is_array_record(shard.file) else read_blocks(f, manifest.compression))
+            blocks = format_of_file(shard.file).read_blocks(f, folder, folder.join(shard.file), manifest.compression)
             try:
                 for block in blocks:
                     if not batch:

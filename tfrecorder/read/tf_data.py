@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfrecorder.arguments import check_choice, check_count, check_image_size, check_optional_count, is_count
-from tfrecorder.dataset import array_records, connectors
+from tfrecorder.dataset import connectors
 from tfrecorder.dataset.features import (
     BOX_FORMATS,
     DECODE_FEATURES,
@@ -21,9 +21,10 @@ from tfrecorder.dataset.features import (
     IMAGE,
     RESIZE_MODES,
 )
+from tfrecorder.dataset.file_formats import format_of_files
 from tfrecorder.dataset.layouts import first_class_id_of, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, filesystem
+from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.read.tf_image import (
@@ -422,8 +423,7 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
     """The split's serialized records; each shard is checked against dataset.json as it is opened (its first
     record's features, and its record count against its index file)."""
     files = tf.constant([folder.url_of(s.file) for s in shards])
-    compression = manifest.tf_compression_type
-    array_record = any(array_records.is_array_record(s.file) for s in shards)
+    file_format = format_of_files([s.file for s in shards])
 
     def problem(position: tf.Tensor) -> str:
         try:
@@ -436,10 +436,7 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
         message = tf.py_function(problem, [position], tf.string)
         with tf.control_dependencies([tf.debugging.Assert(tf.equal(message, ""), [message])]):
             file = tf.gather(files, position)
-        if array_record:  # array_record's own reader (no TensorFlow op reads ArrayRecord files), in order
-            return tf.data.Dataset.from_generator(_array_records, args=(file,),
-                                                  output_signature=tf.TensorSpec([], tf.string))
-        return tf.data.TFRecordDataset(file, compression_type=compression)
+        return file_format.tf_records(file, manifest.compression)
 
     positions = tf.data.Dataset.range(len(shards))
     if not options.shuffle or len(shards) == 1:
@@ -447,16 +444,6 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
     positions = positions.shuffle(len(shards), seed=options.seed, reshuffle_each_iteration=True)
     return positions.interleave(_traced(open_shard), cycle_length=min(len(shards), 8), num_parallel_calls=AUTOTUNE,
                                 deterministic=options.deterministic)
-
-
-def _array_records(url: bytes) -> Iterator[bytes]:
-    """The records of the ArrayRecord shard at ``url``, in order (``Dataset.from_generator``'s generator); a
-    damaged one names the shard (TensorFlow raises it as its own error, with this message)."""
-    fs, path = filesystem(url.decode("utf-8"))
-    try:
-        yield from array_records.read_all(fs, path)
-    except TFRecorderError as e:
-        raise TFRecorderError(f"{url.decode('utf-8')}: {e}; `tfrecorder verify` checks every shard") from None
 
 
 def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any) -> None:

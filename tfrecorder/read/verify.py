@@ -11,8 +11,6 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tfrecorder.dataset.array_records import is_array_record
-from tfrecorder.dataset.array_records import read_all as read_array_records
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.dataset.features import (
     IMAGE,
@@ -28,9 +26,10 @@ from tfrecorder.dataset.features import (
     OD_SOURCE_ID,
     SEGMENTATION_MASK,
 )
+from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.layouts import first_class_id_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
-from tfrecorder.dataset.records import ChecksumFile, Frame, index_max_bytes, read_frames
+from tfrecorder.dataset.records import ChecksumFile, Frame, index_max_bytes
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, METADATA_MAX_BYTES, Folder, SideFileRefused
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, described_files
 from tfrecorder.errors import TFRecorderError
@@ -270,8 +269,7 @@ def _check_shard(folder: Folder, manifest: Manifest, info: ShardInfo, images: bo
         index = _IndexCheck.open(folder, info.index, info.records, stack, found)
         counted = ChecksumFile(raw)
         damaged = False
-        frames = (_array_frames(folder, path) if is_array_record(name)
-                  else read_frames(counted, manifest.compression))  # type: ignore[arg-type]
+        frames = format_of_file(name).read_frames(counted, folder, path, manifest.compression)  # type: ignore[arg-type]
         for number, frame, problem in _parse_all(frames, manifest, images):
             if problem is not None:
                 found.problems.append(Problem(name, number, problem))
@@ -329,11 +327,6 @@ class _IndexCheck:
     def _problem(self, number: int | None, message: str) -> None:
         self.found.problems.append(Problem(self.name, number, message))
         self.wrong = True
-
-
-def _array_frames(folder: Folder, path: str) -> Iterator[Frame]:
-    """An ArrayRecord shard's records as frames (no offsets: the file indexes its records itself)."""
-    return (Frame(0, len(data), data) for data in read_array_records(folder.fs, path))
 
 
 def _parse_all(frames: Iterator[Frame], manifest: Manifest, images: bool

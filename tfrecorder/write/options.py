@@ -21,8 +21,8 @@ from tfrecorder.arguments import (
     check_optional_count,
     check_switch,
 )
-from tfrecorder.dataset.array_records import ARRAY_RECORD, FILE_FORMATS
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.file_formats import ArrayRecordFormat, checked_format_name, format_names
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, RECORD_FORMATS
 from tfrecorder.dataset.records import COMPRESSIONS, check_compression
 from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
@@ -169,7 +169,8 @@ class Options:
                                      identity=True, other="gzip")
     file_format: str = option(DEFAULT_FILE_FORMAT, "tfrecord: TFRecord shards, each with a .tfindex; array_record: "
                                                    "ArrayRecord files for random access (Grain, tfds.data_source)",
-                              choices=FILE_FORMATS, identity=True, other=ARRAY_RECORD)
+                              choices=format_names(), check=checked_format_name, identity=True,
+                              other=ArrayRecordFormat.name)
     image_format: str = option(DEFAULT_IMAGE_FORMAT,
                                "keep: the original encoded bytes; jpeg, png: re-encoded; raw: decoded uint8 pixels",
                                choices=IMAGE_FORMATS, identity=True, other="png")

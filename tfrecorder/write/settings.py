@@ -20,8 +20,8 @@ import numpy as np
 
 from tfrecorder._version import __version__
 from tfrecorder.arguments import DEFAULT_MAX_PIXELS, check_choice
-from tfrecorder.dataset.array_records import ARRAY_RECORD, FILE_FORMATS
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
+from tfrecorder.dataset.file_formats import DEFAULT_FILE_FORMAT, checked_format_name, format_named
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, LAYOUTS, RECORD_FORMATS, RecordLayout
 from tfrecorder.errors import ImageError, TFRecorderError
 
@@ -30,7 +30,6 @@ VALIDATE_MODES = ("full", "header")
 ON_ERROR = ("report", "raise")
 FLOAT_PRECISIONS = ("auto", "float32", "float64")
 DEFAULT_IMAGE_FORMAT = "keep"
-DEFAULT_FILE_FORMAT = FILE_FORMATS[0]  # TFRecord
 DEFAULT_VALIDATE = "full"
 DEFAULT_ON_ERROR = "report"
 DEFAULT_FLOAT_PRECISION = "auto"
@@ -261,21 +260,19 @@ class WriteOptions:
     keypoints: KeypointNames = field(default_factory=KeypointNames)  # from the annotation file (KEYPOINTS_ATTR)
     # convert's keywords that change a byte written, checked, by name (``Options.identity``): a run's identity
     identity: tuple[tuple[str, Any], ...] = ()
-    file_format: str = DEFAULT_FILE_FORMAT  # the shards' files: TFRecord, or ArrayRecord (dataset/array_records)
+    file_format: str = DEFAULT_FILE_FORMAT  # the shards' files' format (dataset/file_formats): TFRecord, ArrayRecord
 
     def __post_init__(self) -> None:
-        check_choice("file_format", self.file_format, FILE_FORMATS)
+        checked_format_name(self.file_format)
         check_choice("on_error", self.on_error, ON_ERROR)
         check_choice("record_format", self.record_format, RECORD_FORMATS)
         check_choice("box_units", self.box_units, BOX_UNITS)
         check_choice("box_orientation", self.box_orientation, BOX_ORIENTATIONS)
 
     def check_file_format(self) -> None:
-        """Refuse compression with ArrayRecord files (checked as a conversion starts: each keyword alone is fine)."""
-        if self.file_format == ARRAY_RECORD and self.compression is not None:
-            raise TFRecorderError(f"compression={self.compression!r} compresses TFRecord shards; "
-                                  f"file_format='array_record' writes ArrayRecord files, read a record at a time: "
-                                  f"give one or the other")
+        """Refuse a compression the file format cannot be written with (ArrayRecord files: any), checked as a
+        conversion starts: each keyword alone is fine."""
+        format_named(self.file_format).check_compression(self.compression)
 
     @property
     def layout(self) -> RecordLayout:

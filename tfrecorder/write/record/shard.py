@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tfrecorder import machine
-from tfrecorder.dataset.array_records import ArrayRecordSink
-from tfrecorder.dataset.records import ChecksumFile, RecordWriter
+from tfrecorder.dataset.file_formats import format_of_file
+from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import ImageError, RowError
 from tfrecorder.write.record.encode import ENCODERS
@@ -148,7 +148,7 @@ def serial_map(fn, rows):
 
 
 def _index_file(folder: Folder, spec: ShardSpec, durable: bool) -> Any:
-    """The shard's .tfindex opened for writing; none for an ArrayRecord file (it indexes itself)."""
+    """The shard's .tfindex opened for writing; none for a file format that indexes itself (ArrayRecord)."""
     return contextlib.nullcontext(None) if spec.index_filename is None else folder.create(spec.index_filename, durable)
 
 
@@ -173,8 +173,8 @@ def write_shard(
     stride, seen = pixel_stride(spec.split_rows), 0  # masks whose pixels are counted; ranks before this part
     with folder.create(spec.filename, durable) as raw, _index_file(folder, spec, durable) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
-        writer: Any = (ArrayRecordSink(counted, raw if folder.is_local else None) if index_raw is None
-                       else RecordWriter(counted, options.compression, index))  # type: ignore[arg-type]
+        writer = format_of_file(spec.filename).open_sink(counted, compression=options.compression, index=index,
+                                                         local_file=raw if folder.is_local else None)
         encoders = ENCODERS[options.layout.name]
         for rows, table in parts:
             detection = table.is_detection

@@ -13,12 +13,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tfrecorder import machine
+from tfrecorder.dataset.file_formats import format_named
 from tfrecorder.dataset.records import ChecksumFile, index_max_bytes, joined_crc
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.record.shard import ImageStats, ShardResult
 from tfrecorder.write.run.spill_folder import room_in
-from tfrecorder.write.settings import DEFAULT_FILE_FORMAT, WriteOptions
+from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.table.plan import TARGET_SHARD_BYTES, ShardSpec
 from tfrecorder.write.table.spill import SpilledShard
 
@@ -67,10 +68,11 @@ def plan_units(shards: Sequence[SpilledShard], options: WriteOptions) -> list[Un
 
     Records are self-delimiting: segments written one after another are the shard's bytes, so a shard's
     segments are written by different writers and joined in order (``_join``) into the file one writer would
-    have written. Not for compressed shards (a gzip stream cannot be joined byte for byte), nor ArrayRecord files
-    (their index of every record is at the end)."""
+    have written. Only where the file format says its segments join (``FileFormat.joinable``): not compressed
+    shards (a gzip stream cannot be joined byte for byte), nor ArrayRecord files (their index is at the end)."""
     cores = machine.cores()
-    if options.compression is not None or options.file_format != DEFAULT_FILE_FORMAT or cores < 2 or len(shards) == 0:
+    joinable = format_named(options.file_format).joinable(options.compression)
+    if not joinable or cores < 2 or len(shards) == 0:
         return None
     share = max(SEGMENT_MIN_ROWS, -(-sum(s.spec.rows for s in shards) // cores))
     counts = [max(1, min(s.spec.rows // SEGMENT_MIN_ROWS, -(-s.spec.rows // share)))

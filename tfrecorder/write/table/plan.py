@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfrecorder.dataset import array_records
-from tfrecorder.dataset.records import INDEX_SUFFIX, SUFFIXES
+from tfrecorder.dataset.file_formats import DEFAULT_FILE_FORMAT, format_named, format_of_file
+from tfrecorder.dataset.records import INDEX_SUFFIX
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.splits import WRITTEN_SPLITS
 
@@ -39,17 +39,18 @@ class ShardSpec:
 
     @property
     def index_filename(self) -> str | None:
-        """``train-00000-of-00002.tfindex``: the shard's record index, beside it (None: an ArrayRecord file, which
-        indexes its records itself)."""
-        if array_records.is_array_record(self.filename):
+        """``train-00000-of-00002.tfindex``: the shard's record index, beside it (None: a file format that indexes
+        its records itself, as ArrayRecord files do)."""
+        if not format_of_file(self.filename).side_index:
             return None
-        return shard_filename(self.split, self.index, self.count, None).removesuffix(SUFFIXES[None]) + INDEX_SUFFIX
+        return SHARD_TEMPLATE.format(split=self.split.lower(), index=self.index, count=self.count, suffix=INDEX_SUFFIX)
 
 
 def shard_filename(split: str, index: int, count: int, compression: str | None,
-                   file_format: str = array_records.FILE_FORMATS[0]) -> str:
-    """``train-00000-of-00002.tfrecord`` (``.gz`` with gzip; ``.array_record`` for ArrayRecord files)."""
-    suffix = array_records.SUFFIX if file_format == array_records.ARRAY_RECORD else SUFFIXES[compression]
+                   file_format: str = DEFAULT_FILE_FORMAT) -> str:
+    """``train-00000-of-00002.tfrecord`` (``.gz`` with gzip; ``.array_record`` for ArrayRecord files: the file
+    format's suffix)."""
+    suffix = format_named(file_format).file_suffix(compression)
     return SHARD_TEMPLATE.format(split=split.lower(), index=index, count=count, suffix=suffix)
 
 
@@ -85,7 +86,7 @@ def plan_shards(
     bytes_per_row: Mapping[str, float] | None = None,
     compression: str | None = None,
     images: Mapping[str, np.ndarray] | None = None,
-    file_format: str = array_records.FILE_FORMATS[0],
+    file_format: str = DEFAULT_FILE_FORMAT,
 ) -> tuple[ShardSpec, ...]:
     """Divide each written split's rows (``split_rows``: how many), in stored order, into shards of near-equal
     size (``shard_count``): contiguous ranges of ranks, so that the same rows make the same shards whatever

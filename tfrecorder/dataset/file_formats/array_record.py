@@ -1,6 +1,7 @@
 """ArrayRecord shards (``file_format="array_record"``): the same serialized Examples as our TFRecord shards, in
 files of Google's ``array_record`` package, which index every record for random access (what Grain and
-``tfds.data_source`` read). ``array_record`` is imported only by the functions that read or write them.
+``tfds.data_source`` read): ``ArrayRecordFormat``. ``array_record`` is imported only by the functions that read
+or write them.
 
 Its reader and writer open local paths only. A shard of a local folder is written by the writer straight into the
 file the caller opened for it (its partial file), then read back once for its size and checksum; a shard of an
@@ -16,13 +17,14 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
-from tfrecorder.dataset.records import Block, ChecksumFile, masked_crc
+from tfrecorder.dataset.file_formats.base import FileFormat
+from tfrecorder.dataset.manifest import ShardInfo
+from tfrecorder.dataset.records import Block, ChecksumFile, Frame, masked_crc
+from tfrecorder.dataset.storage import Folder, filesystem
 from tfrecorder.errors import TFRecorderError
 
-FILE_FORMATS = ("tfrecord", "array_record")  # convert's file_format: TFRecord (the default) or ArrayRecord
-ARRAY_RECORD = "array_record"
 SUFFIX = ".array_record"  # TFDS's name for the format and its files' suffix: train-00000-of-00002.array_record
 # A record per chunk: each record is read alone, never a group of them (as TFDS's own convert_format writes; a
 # larger group compresses better and reads each record at the cost of its whole group). Uncompressed: the records'
@@ -32,11 +34,6 @@ WRITER_OPTIONS = "group_size:1,uncompressed"
 READER_OPTIONS = "readahead_buffer_size:0"  # random reads: nothing read ahead (array_record's data source's)
 _READ_BUFFER = 32768
 _COPY_CHUNK = 1 << 20
-
-
-def is_array_record(name: str) -> bool:
-    """Whether the shard file ``name`` is an ArrayRecord file (by its suffix, as TFDS names them)."""
-    return name.endswith(SUFFIX)
 
 
 def _module() -> Any:
@@ -143,3 +140,72 @@ def read_blocks(fs: Any, path: str, batch: int = 256) -> Iterator[Block]:
             except (RuntimeError, ValueError, OSError) as e:
                 if done:
                     raise TFRecorderError(f"record {start}: damaged ArrayRecord file ({e})") from e
+
+
+class ArrayRecordFormat(FileFormat):
+    """ArrayRecord files: ``train-00000-of-00002.array_record``, uncompressed, indexing their records themselves."""
+
+    name = "array_record"
+    suffix = SUFFIX
+    tfds_name = "array_record"
+
+    def check_compression(self, compression: str | None) -> None:
+        if compression is not None:
+            raise TFRecorderError(f"compression={compression!r} compresses TFRecord shards; "
+                                  f"file_format='array_record' writes ArrayRecord files, read a record at a time: "
+                                  f"give one or the other")
+
+    def open_sink(self, file: ChecksumFile, *, compression: str | None, index: ChecksumFile,
+                  local_file: Any = None) -> ArrayRecordSink:
+        return ArrayRecordSink(file, local_file)
+
+    def tf_records(self, file: Any, compression: str | None) -> Any:
+        import tensorflow as tf
+
+        # array_record's own reader (no TensorFlow op reads ArrayRecord files), in order
+        return tf.data.Dataset.from_generator(_records_at, args=(file,), output_signature=tf.TensorSpec([], tf.string))
+
+    def read_blocks(self, opened: BinaryIO, folder: Folder, path: str, compression: str | None) -> Iterator[Block]:
+        return read_blocks(folder.fs, path)
+
+    def read_frames(self, opened: BinaryIO, folder: Folder, path: str, compression: str | None) -> Iterator[Frame]:
+        return (Frame(0, len(data), data) for data in read_all(folder.fs, path))  # no offsets: the file indexes them
+
+    def first_record(self, folder: Folder, path: str, compression: str | None) -> bytes | None:
+        return next(read_all(folder.fs, path, batch=1), None)
+
+    def random_access_problem(self, folder: Folder, shard: ShardInfo) -> str | None:
+        if folder.is_local:
+            return None
+        return (f"{folder.url} holds ArrayRecord shards, which array_record's reader opens from local disk only: "
+                f"copy the folder to a local disk, or convert with file_format='tfrecord' (data_source reads those "
+                f"from object stores by ranges)")
+
+    def open_records(self, folder: Folder, shard: ShardInfo, split: str) -> _Records:
+        return _Records(reader(folder.join(shard.file)))
+
+
+class _Records:
+    """An ArrayRecord shard's records by number, by array_record's reader (the file indexes its records)."""
+
+    def __init__(self, opened: Any):
+        self._reader = opened
+
+    def read(self, number: int) -> bytes:
+        try:
+            return self._reader.read([number])[0]
+        except (RuntimeError, ValueError, OSError) as e:  # riegeli's checks: a chunk's hash, its framing
+            raise TFRecorderError(f"damaged ArrayRecord chunk ({e})") from None
+
+    def close(self) -> None:
+        """Nothing: the reader is closed as it is collected (riegeli may raise on close; no reader's error)."""
+
+
+def _records_at(url: bytes) -> Iterator[bytes]:
+    """The records of the ArrayRecord shard at ``url``, in order (``Dataset.from_generator``'s generator); a
+    damaged one names the shard (TensorFlow raises it as its own error, with this message)."""
+    fs, path = filesystem(url.decode("utf-8"))
+    try:
+        yield from read_all(fs, path)
+    except TFRecorderError as e:
+        raise TFRecorderError(f"{url.decode('utf-8')}: {e}; `tfrecorder verify` checks every shard") from None
