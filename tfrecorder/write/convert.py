@@ -405,7 +405,7 @@ def _keypoint_names(source: Any, options: WriteOptions) -> WriteOptions:
         tuple((int(a), int(b)) for a, b in skeleton) if skeleton else None))
 
 
-def convert_and_load(source: Any, output_dir: str, **kwargs: Any):
+def convert_and_load(source: Any, output_dir: str, **kwargs: Any) -> dict[str, Any]:
     """Convert, then load every split (TFRecorder 2.0's ``convert_and_load``): ``{"TRAIN": ds, ...}``.
 
     Args:
