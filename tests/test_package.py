@@ -71,3 +71,14 @@ def test_the_documentation_site_builds_without_a_warning(tmp_path):
         assert name in reference, name
 
 
+
+
+def test_every_public_function_says_its_arguments_and_what_it_returns():
+    """The API reference is made from the docstrings: each public function has Args: and Returns: sections."""
+    import inspect
+
+    import tfrecorder
+
+    lacking = [name for name in tfrecorder.__all__ if inspect.isfunction(function := getattr(tfrecorder, name))
+               and not {"Args:", "Returns:"} <= set((function.__doc__ or "").split())]
+    assert not lacking, f"no Args:/Returns: in the docstrings of {', '.join(lacking)}"

@@ -44,6 +44,17 @@ def data_source(tfrecord_dir: str, split: str, *, decode: bool = True, image_siz
     record's CRCs checked, and ArrayRecord shards (``file_format="array_record"``) from local disk.
     Thread-safe and picklable: workers open the files again.
 
+    Args:
+        tfrecord_dir: a dataset folder written by tfrecorder (uncompressed TFRecord, or ArrayRecord shards).
+        split: ``"TRAIN"``, ``"VALIDATION"`` or ``"TEST"``.
+        decode: records as dicts of numpy values (False: the serialized Examples).
+        image_size: ``(height, width)`` (one number: a square) to resize every image to.
+        resize_mode: with ``image_size``: ``"stretch"``, ``"pad"`` or ``"crop"``.
+        storage_timeout: seconds one object-store operation may take, its retries included.
+
+    Returns:
+        A ``DataSource``: ``len``, ``[i]``, slices and lists of indices.
+
     Examples:
         >>> source = tfrecorder.data_source(dataset_dir, "TRAIN", image_size=(32, 32))
         >>> len(source), source[0]["image"].shape, source[-1]["label"].dtype

@@ -156,8 +156,18 @@ def reading(source: Any, storage_timeout: float) -> Iterator[None]:
 
 
 def read_manifest(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> Manifest:
-    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none. ``storage_timeout``:
-    seconds one object-store (gs://) operation may take, its retries included.
+    """The Manifest of a dataset folder, or a TFRecorderError saying why there is none.
+
+    Args:
+        tfrecord_dir: a dataset folder written by tfrecorder, local or a URL.
+        storage_timeout: seconds one object-store (gs://) operation may take, its retries included.
+
+    Returns:
+        Its dataset.json as a ``Manifest``: features, splits and shards, row counts, label vocabulary.
+
+    Raises:
+        TFRecorderError: no dataset.json (an empty folder, an unfinished conversion, another tool's files), or
+            one that is damaged or edited (one line naming what).
 
     Examples:
         >>> manifest = tfrecorder.read_manifest(dataset_dir)

@@ -40,6 +40,15 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
     TRAIN, VALIDATION, TEST order. Reads with plain Python: TensorFlow is not imported. ``storage_timeout``:
     seconds one object-store (gs://) operation may take, its retries included.
 
+    Args:
+        tfrecord_dir: a dataset folder (ours, or others' TFRecords: a folder, a glob or a list of files).
+        split: the split to read; None: every split.
+        columns: the columns to read (None: every one).
+        storage_timeout: seconds one object-store operation may take, its retries included.
+
+    Returns:
+        A DataFrame, a row per record (a detection dataset: a row per box).
+
     Examples:
         >>> df = tfrecorder.read_tfr(dataset_dir, split="TRAIN", columns=["label", "weight"])
         >>> list(df.columns)

@@ -109,6 +109,12 @@ class ReadOptions:
 def label_names(tfrecord_dir: Any) -> list[str] | None:
     """The label vocabulary (names by id), or None when labels were integers.
 
+    Args:
+        tfrecord_dir: a dataset folder (ours or others' TFRecords), local or a URL.
+
+    Returns:
+        The names, position = label id; None for integer labels.
+
     Examples:
         >>> tfrecorder.label_names(dataset_dir)
         ['cat', 'dog', 'goat']
@@ -123,6 +129,13 @@ def feature_spec(tfrecord_dir: Any, features: Sequence[str] | None = None) -> di
     A float64 feature (dtype "float64" in dataset.json, see ``float_precision``) is stored as the int64
     bits of each value: parse it as int64, then ``tf.bitcast(x, tf.float64)``. For reading the shards
     with plain ``tf.data``; ``load_dataset`` does all of this for you.
+
+    Args:
+        tfrecord_dir: a dataset folder (ours or others' TFRecords), local or a URL.
+        features: the features to include (None: every one).
+
+    Returns:
+        ``{feature name: tf.io.FixedLenFeature | tf.io.RaggedFeature | ...}``, for ``tf.io.parse_example``.
 
     Examples:
         >>> spec = tfrecorder.feature_spec(dataset_dir)
@@ -250,6 +263,40 @@ def load_dataset(
     "center_yxhw"; "rel_" ones are fractions, the others pixels), by default "yxyx", KerasHub's. Objects with
     instance masks add ``"masks"``: uint8 ``[max_objects, H, W]``, a padding object's all 0.
 
+    Args:
+        tfrecord_dir: a dataset folder (ours, or others' TFRecords: a folder, a glob or a list of files), local
+            or a URL.
+        split: ``"TRAIN"``, ``"VALIDATION"`` or ``"TEST"``; None: every split, as a dict.
+        batch_size: elements per batch (None: unbatched).
+        shuffle: shuffle the shards' order and the records (a ``shuffle_buffer`` of them).
+        decode_images: decode images to uint8 tensors (False: their stored bytes).
+        image_size: ``(height, width)`` (one number: a square) to resize every image to.
+        resize_mode: with ``image_size``: ``"stretch"``, ``"pad"`` or ``"crop"``.
+        resize_method: ``"auto"``, ``"bilinear"``, ``"area"`` or ``"lanczos3"`` (above).
+        as_supervised: ``(inputs, label)`` pairs for ``model.fit``.
+        channels: decode images to 1, 3 or 4 channels (None: as stored).
+        features: the features to read (None: every one).
+        label_key: with ``as_supervised``, the feature that is the label (default: the dataset's label).
+        seed: the shuffle's seed (the same order on every run).
+        shuffle_buffer: records held for shuffling.
+        cache: cache the decoded elements in memory after the first epoch.
+        drop_remainder: drop a last batch smaller than ``batch_size``.
+        deterministic: tf.data's element order under parallel reads (None: its default).
+        num_shards: workers reading parts of the split (with ``shard_index``).
+        shard_index: this worker's part.
+        input_context: a ``tf.distribute.InputContext`` giving both.
+        storage_timeout: seconds one object-store operation of the listing and checks may take.
+        max_objects: pad (or cut) each record's objects to this many.
+        bounding_box_format: the box format of ``as_supervised`` targets.
+
+    Returns:
+        A ``tf.data.Dataset`` of ``split``, or ``{split: tf.data.Dataset}`` for every split when ``split`` is
+        None.
+
+    Raises:
+        TFRecorderError: the folder holds no dataset, a shard is missing or not the one dataset.json describes,
+            or an argument is out of range (one line naming it).
+
     Examples:
         >>> ds = tfrecorder.load_dataset(dataset_dir, split="TRAIN", batch_size=2, image_size=(32, 32))
         >>> batch = next(iter(ds))
@@ -298,6 +345,13 @@ def load_dataset(
 
 def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
     """Every split as a dict ``{"TRAIN": ds, ...}`` (TFRecorder 2.0's ``tfrecorder.load``).
+
+    Args:
+        tfrecord_dir: a dataset folder, local or a URL.
+        **kwargs: ``load_dataset``'s keywords.
+
+    Returns:
+        ``{split: tf.data.Dataset}`` for every split written.
 
     Examples:
         >>> {name: int(ds.cardinality()) for name, ds in tfrecorder.load(dataset_dir).items()}

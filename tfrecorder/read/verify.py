@@ -106,10 +106,19 @@ def verify(tfrecord_dir: str, images: bool = False,
     what dataset.json describes. With ``images=True`` every image is decoded too (slower): a dataset
     written with ``validate_images="header"`` may hold a truncated image that only a decode finds.
 
-    Returns a report (``report.ok``, ``report.problems``: file, record number and cause); it raises
-    only when the folder has no readable dataset.json, or when an object store (gs://) does not answer within
-    ``storage_timeout`` seconds (one operation, its retries included). Reads with plain Python: TensorFlow is
-    not imported.
+    Reads with plain Python: TensorFlow is not imported.
+
+    Args:
+        tfrecord_dir: a dataset folder written by tfrecorder, local or a URL.
+        images: decode every image too.
+        storage_timeout: seconds one object-store (gs://) operation may take, its retries included.
+
+    Returns:
+        A ``VerifyReport``: ``report.ok``, and ``report.problems`` (file, record number and cause of each).
+
+    Raises:
+        TFRecorderError: only when the folder has no readable dataset.json, or an object store does not answer
+            within ``storage_timeout``.
 
     Examples:
         >>> report = tfrecorder.verify(dataset_dir)
