@@ -14,7 +14,8 @@ import pytest
 import tfrecorder
 from tests.conftest import write_image
 from tfrecorder.errors import ImageError, TFRecorderError
-from tfrecorder.write.settings import ROOT_ATTR, Root
+from tfrecorder.write.settings import Root
+from tfrecorder.write.sources.annotated import ROOT_ATTR
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 

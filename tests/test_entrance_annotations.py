@@ -20,7 +20,7 @@ from tests.conftest import write_image
 from tests.servers import http_server
 from tests.test_annotations import voc_xml
 from tfrecorder.errors import SchemaError, TFRecorderError
-from tfrecorder.write.settings import ROOT_ATTR
+from tfrecorder.write.sources.annotated import ROOT_ATTR
 
 ROOT = Path(__file__).resolve().parents[1]
 COCO = {

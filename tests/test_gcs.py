@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import tfrecorder
-from tfrecorder.write.settings import ROOT_ATTR
+from tfrecorder.write.sources.annotated import ROOT_ATTR
 
 
 def upload_images(table: pd.DataFrame, gcs_dir: str) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from tests.test_keypoints import assert_on_dots
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.sample_data import OBJECT_COLORS, make_detection_scenes, make_keypoint_scenes, write_yolo
-from tfrecorder.write.settings import LABEL_NAMES_ATTR, ROOT_ATTR
+from tfrecorder.write.sources.annotated import LABEL_NAMES_ATTR, ROOT_ATTR
 
 EDGES = ["xmin", "ymin", "xmax", "ymax"]
 LAYOUTS = ("ultralytics", "roboflow", "darknet")

@@ -46,7 +46,6 @@ from tfrecorder.write.run.spill_folder import spill_folder
 from tfrecorder.write.run.started import holding, read_as, reused, space_left
 from tfrecorder.write.runners.beam_dispatch import convert_beam
 from tfrecorder.write.settings import (
-    BOX_UNITS_ATTR,
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
     DEFAULT_FILE_FORMAT,
@@ -58,10 +57,6 @@ from tfrecorder.write.settings import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
     DEFAULT_VALIDATE,
-    KEYPOINTS_ATTR,
-    LOGGED_NOTE,
-    NOTES_ATTR,
-    ROOT_ATTR,
     BeamOptions,
     KeypointNames,
     Root,
@@ -70,6 +65,7 @@ from tfrecorder.write.settings import (
     is_remote,
 )
 from tfrecorder.write.sources import Source, table_source
+from tfrecorder.write.sources.annotated import Annotations
 from tfrecorder.write.sources.annotations import annotation_table
 from tfrecorder.write.sources.long_form import is_relative
 from tfrecorder.write.sources.od_records import unpacked_records
@@ -298,18 +294,33 @@ def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: Wr
     """Send the conversion down the route its source and runner take."""
     given = source  # a table file read from a store or URL, annotations too, never names a local file
     with unpacked_records(source) as source:  # others' Object Detection TFRecords: their images and box rows
-        boxes = annotation_table(source, images_dir)  # VOC, COCO, YOLO, an AutoML CSV: their long form
-        if boxes is not None:
-            source = boxes
-        options = _given_units(source, _keypoint_names(source, _confined(source, options, given)))
+        annotations = _annotations(source, images_dir)
+        if annotations is not None:
+            source = annotations.table
+        options = _given_units(annotations, _keypoint_names(annotations, _confined(options, given, annotations)))
+        label_names = annotations.label_names if annotations is not None else None
         if runner == LOCAL:
-            result = _convert_local(table_source(source, summary_pass.PART_ROWS), folder, as_schema(schema),
-                                    options, fractions, float_precision, num_shards=num_shards, overwrite=overwrite,
-                                    progress=progress, workers=num_workers, started=started)
+            result = _convert_local(table_source(source, summary_pass.PART_ROWS, label_names), folder,
+                                    as_schema(schema), options, fractions, float_precision, num_shards=num_shards,
+                                    overwrite=overwrite, progress=progress, workers=num_workers, started=started)
         else:
             result = convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
-                                  num_shards=num_shards, overwrite=overwrite, started=started)
-    return _read_notes(source, result)  # where COCO's images were, YOLO's label files without images, ...
+                                  num_shards=num_shards, overwrite=overwrite, started=started,
+                                  label_names=label_names)
+    return _read_notes(annotations, result)  # where COCO's images were, YOLO's label files without images, ...
+
+
+def _annotations(source: Any, images_dir: str | None) -> Annotations | None:
+    """What ``source`` was found to hold when it is annotations: an annotation file read (VOC, COCO, YOLO, an
+    AutoML CSV: ``annotation_table``, which refuses ``images_dir`` for any other source), others' Object
+    Detection TFRecords unpacked, or a DataFrame (``read_annotations``' or another: what its ``attrs`` say);
+    None for any other source."""
+    found = annotation_table(source, images_dir)
+    if found is None and isinstance(source, Annotations):
+        return source
+    if found is None and isinstance(source, pd.DataFrame):
+        return Annotations.from_frame(source)
+    return found
 
 
 def _convert_local(files: Source, folder: Folder, schema: Schema | None, options: WriteOptions,
@@ -347,62 +358,53 @@ def _convert_local(files: Source, folder: Folder, schema: Schema | None, options
             summary.held.release()
 
 
-def _confined(source: Any, options: WriteOptions, given: Any = None) -> WriteOptions:
-    """``options`` reading only inside the dataset's root when ``source`` is an annotation file's table
-    (``read_annotations`` names its root in the frame's ``attrs``): its names cannot reach other files; and
-    never a file of this machine when what the user ``given`` (else ``source``) is a file read from a store or
-    URL."""
-    given = source if given is None else given
+def _confined(options: WriteOptions, given: Any, annotations: Annotations | None) -> WriteOptions:
+    """``options`` reading only inside the dataset's root when the source is an annotation file's table
+    (``annotations.root``): its names cannot reach other files; and never a file of this machine when what the
+    user ``given`` is a file read from a store or URL."""
     named = [given] if isinstance(given, str) else list(given) if isinstance(given, (list, tuple)) else []
     remote = next((u for u in named if isinstance(u, str) and is_remote(u)), None)
     if remote is not None:
         options = replace(options, fetch=replace(options.fetch, remote_table=redact(remote)))
-    root = source.attrs.get(ROOT_ATTR) if isinstance(source, pd.DataFrame) else None
-    if not root:
+    if annotations is None or annotations.root is None:
         return options
-    refused = tuple(sorted((str(image), str(why)) for image, why in (root.get("refused") or {}).items()))
-    listed = tuple(sorted((str(image), str(by)) for image, by in (root.get("listed") or {}).items()))
-    return replace(options, fetch=replace(options.fetch, root=Root(str(root["root"]), str(root["annotations"]),
-                                                                   refused, listed)))
+    refused = tuple(sorted((str(image), str(why)) for image, why in (annotations.refused or {}).items()))
+    listed = tuple(sorted((str(image), str(by)) for image, by in (annotations.listed or {}).items()))
+    root = Root(str(annotations.root), str(annotations.named_by), refused, listed)
+    return replace(options, fetch=replace(options.fetch, root=root))
 
 
-def _given_units(source: Any, options: WriteOptions) -> WriteOptions:
-    """``options`` with the box units an annotation file's table says its format gives (YOLO's are normalized):
-    "auto" would judge them by their range, and a box a hair beyond 1 would turn every box into pixels."""
-    units = source.attrs.get(BOX_UNITS_ATTR) if isinstance(source, pd.DataFrame) else None
+def _given_units(annotations: Annotations | None, options: WriteOptions) -> WriteOptions:
+    """``options`` with the box units an annotation file's format gives (YOLO's are normalized): "auto" would
+    judge them by their range, and a box a hair beyond 1 would turn every box into pixels."""
+    units = annotations.box_units if annotations is not None else None
     if not units or options.box_units == units:
         return options
     if options.box_units != DEFAULT_BOX_UNITS:
-        named = source.attrs.get(ROOT_ATTR, {}).get("annotations", "the annotation file")
+        named = annotations.named_by if annotations is not None and annotations.named_by else "the annotation file"
         raise TFRecorderError(f"box_units={options.box_units!r}: {named} gives its boxes {units}; leave "
                               f"box_units out (or give {units!r})")
     return replace(options, box_units=units)
 
 
-def _read_notes(source: Any, result: ConvertResult) -> ConvertResult:
-    """``result`` with what an annotation file's table says of how it was read (``NOTES_ATTR``): its warnings,
-    and the files under its root that are no row in ``skipped``."""
-    notes = source.attrs.get(NOTES_ATTR) if isinstance(source, pd.DataFrame) else None
-    if not notes:
+def _read_notes(annotations: Annotations | None, result: ConvertResult) -> ConvertResult:
+    """``result`` with what an annotation file's reader says of how it was read: its warnings, and the files
+    under its root that are no row in ``skipped``."""
+    if annotations is None or not (annotations.warnings or annotations.skipped):
         return result
-    warnings = tuple(notes.get("warnings", ()))
-    if not notes.get(LOGGED_NOTE):  # read_annotations said them already
-        for warning in warnings:
+    if not annotations.logged:  # read_annotations said them already
+        for warning in annotations.warnings:
             logger.warning("%s", warning)
-    return replace(result, warnings=warnings + result.warnings,
-                   skipped=tuple(notes.get("skipped", ())) + result.skipped)
+    return replace(result, warnings=annotations.warnings + result.warnings,
+                   skipped=annotations.skipped + result.skipped)
 
 
-def _keypoint_names(source: Any, options: WriteOptions) -> WriteOptions:
-    """``options`` with the keypoint names and skeleton an annotation file's table carries in its ``attrs``
-    (``read_annotations`` of a COCO person keypoints file), for dataset.json."""
-    given = source.attrs.get(KEYPOINTS_ATTR) if isinstance(source, pd.DataFrame) else None
-    if not given:
+def _keypoint_names(annotations: Annotations | None, options: WriteOptions) -> WriteOptions:
+    """``options`` with the keypoint names and skeleton an annotation file gives (a COCO person keypoints
+    file's), for dataset.json."""
+    if annotations is None or annotations.keypoints == KeypointNames():
         return options
-    skeleton = given.get("skeleton")
-    return replace(options, keypoints=KeypointNames(
-        tuple(str(n) for n in given["names"]) if given.get("names") else None,
-        tuple((int(a), int(b)) for a, b in skeleton) if skeleton else None))
+    return replace(options, keypoints=annotations.keypoints)
 
 
 def convert_and_load(source: Any, output_dir: str, **kwargs: Any) -> dict[str, Any]:

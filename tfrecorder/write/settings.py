@@ -47,13 +47,6 @@ DEFAULT_BOX_ORIENTATION = "auto"
 DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2  # far above any photo
 MAX_IMAGE_BYTES = 1024**3  # the most max_image_bytes may be: one record must stay under protobuf's 2 GiB
 DEFAULT_IMAGE_TIMEOUT = 60.0  # seconds a remote image's read may take, each try (and any silence in it)
-KEYPOINTS_ATTR = "tfrecorder.keypoints"  # DataFrame.attrs key of a table's keypoint names: {"names", "skeleton"}
-# DataFrame.attrs key of an annotation file's table: {"root": ..., "annotations": ..., "refused": {image: why}}
-ROOT_ATTR = "tfrecorder.root"
-BOX_UNITS_ATTR = "tfrecorder.box_units"  # ... the units its format gives boxes in ("normalized": YOLO's)
-NOTES_ATTR = "tfrecorder.notes"  # ... what the result says of how it was read: {"warnings": [...], "skipped": [...]}
-LABEL_NAMES_ATTR = "tfrecorder.label_names"  # ... its format's class names in id order (YOLO's): its vocabulary
-LOGGED_NOTE = "logged"  # a notes key: its warnings were logged where the table was read (once a table)
 
 
 @dataclass(frozen=True)
@@ -257,7 +250,7 @@ class WriteOptions:
     box_orientation: str = DEFAULT_BOX_ORIENTATION
     record_format: str = DEFAULT_RECORD_FORMAT
     masks: MaskSettings = field(default_factory=MaskSettings)
-    keypoints: KeypointNames = field(default_factory=KeypointNames)  # from the annotation file (KEYPOINTS_ATTR)
+    keypoints: KeypointNames = field(default_factory=KeypointNames)  # from the annotation file (Annotations)
     # convert's keywords that change a byte written, checked, by name (``Options.identity``): a run's identity
     identity: tuple[tuple[str, Any], ...] = ()
     file_format: str = DEFAULT_FILE_FORMAT  # the shards' files' format (dataset/file_formats): TFRecord, ArrayRecord

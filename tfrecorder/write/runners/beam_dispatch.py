@@ -58,10 +58,12 @@ from tfrecorder.write.table.schema_check import check_schema
 
 def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options: WriteOptions,
                  beam_options: BeamOptions, fractions: Sequence[float], float_precision: str, *,
-                 num_shards: int | None, overwrite: bool, started: float) -> ConvertResult:
-    """Convert ``source`` with the Beam ``runner``: CSV or Parquet files, an image folder, or a DataFrame; any
-    other source is the error that says what ``source`` can be. The pipeline options are checked against Beam's
-    own first, before the folder is touched, and kept by the names Beam reads them under."""
+                 num_shards: int | None, overwrite: bool, started: float,
+                 label_names: tuple[str, ...] | None = None) -> ConvertResult:
+    """Convert ``source`` with the Beam ``runner``: CSV or Parquet files, an image folder, or a DataFrame (with
+    ``label_names``, the class names its annotation format fixes); any other source is the error that says what
+    ``source`` can be. The pipeline options are checked against Beam's own first, before the folder is touched,
+    and kept by the names Beam reads them under."""
     from tfrecorder.write.runners.beam_launch import checked_options
 
     beam_options = replace(beam_options, pipeline=checked_options(runner, beam_options.pipeline))
@@ -78,7 +80,7 @@ def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options:
         return beam_files(ListedFolder(url), as_schema(schema), ("image folder", url))
     if isinstance(source, pd.DataFrame):
         frame = _beam_frame(text_columns(source), as_schema(schema))
-        return beam_files(StagedRows("", names=frame_vocabulary(source)), frame.schema, frame.digests,
+        return beam_files(StagedRows("", names=frame_vocabulary(source, label_names)), frame.schema, frame.digests,
                           parts=frame.parts, columns=tuple(frame.schema_columns),
                           plain_images=image_bytes_columns(source))
     if is_hugging_face(source):

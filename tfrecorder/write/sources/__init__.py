@@ -76,13 +76,14 @@ __all__ = ["IMAGE_EXTENSIONS", "BaseDir", "BeamInput", "beam_notes", "DatasetSou
            "unreadable", "table_files"]
 
 
-def table_source(source: Any, rows: int) -> Source:
+def table_source(source: Any, rows: int, label_names: tuple[str, ...] | None = None) -> Source:
     """``source`` as the parts the conversion reads: CSV or Parquet files (a path, URL or glob) part-wise,
     each CSV read once in parts of ``rows`` rows to type its columns (``file_facts``); a DataFrame, or an
-    image folder's listing, held whole; a Hugging Face Dataset or DatasetDict in Arrow batches. A source that
-    cannot be read is a TFRecorderError saying why."""
+    image folder's listing, held whole (a DataFrame's ``label_names``: the class names its annotation format
+    fixes); a Hugging Face Dataset or DatasetDict in Arrow batches. A source that cannot be read is a
+    TFRecorderError saying why."""
     if isinstance(source, pd.DataFrame):
-        return FrameSource(text_columns(source))
+        return FrameSource(text_columns(source), label_names=label_names)
     if is_hugging_face(source):
         return dataset_source(source)
     url = image_folder_url(source)

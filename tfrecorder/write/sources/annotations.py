@@ -7,14 +7,14 @@ format adds (VOC: ``difficult``, ``truncated``; COCO: ``is_crowd`` (its ``iscrow
 format records it, the size of the image the boxes were drawn on (``width``, ``height``). A row whose label and box are
 empty is an image without objects. Coordinates are box edges in pixels counted from 0 (VOC's 1-based
 inclusive pixels and COCO's ``[x, y, w, h]`` are turned into edges), or normalized to [0, 1] (AutoML; YOLO, whose
-centres and sizes are turned into edges, its units said in ``attrs[BOX_UNITS_ATTR]``).
+centres and sizes are turned into edges, its units said in ``Annotations.box_units``).
 
 What comes in is untrusted and is checked as it is read: a wrong entry (an id, a file name, a size, a box) is a
 one-line error naming the file, the entry and what is wrong, never a traceback; nothing is dropped without a
 word (two images under one id, an annotation whose image is not listed, a box without a label, an AutoML file
 in two units are SchemaErrors). VOC XML is parsed with defusedxml: a DTD or entity is refused. The dataset's
-root travels with the long form in ``attrs[ROOT_ATTR]``: every name an annotation file gives must resolve inside
-it, which the fetch enforces (``outside_folder``).
+root travels with the long form in its ``Annotations`` (annotated.py): every name an annotation file gives must
+resolve inside it, which the fetch enforces (``outside_folder``).
 
 One reader per format, each building the long form (``long_form``): ``voc``, ``coco``, ``yolo``, ``automl``. This module
 picks the reader for a path, roots what it read, and tells ``convert`` whether a source is annotations at all.
@@ -25,13 +25,14 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
 from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.settings import LOGGED_NOTE, NOTES_ATTR, ROOT_ATTR
+from tfrecorder.write.sources.annotated import Annotations
 from tfrecorder.write.sources.automl import automl_like, read_automl
 from tfrecorder.write.sources.coco import read_coco
 from tfrecorder.write.sources.long_form import annotation_folder, path_url
@@ -80,18 +81,21 @@ def read_annotations(path: str, images_dir: str | None = None, task: str = "auto
         >>> boxes[["split", "label", "xmin", "ymin", "xmax", "ymax"]].values.tolist()
         [['TRAIN', 'cat', 8.0, 4.0, 24.0, 24.0]]
     """
+    return _read_logged(os.fspath(path), images_dir, task).as_frame()  # a DataFrame: what was found in its attrs
+
+
+def _read_logged(url: str, images_dir: str | None, task: str = "auto") -> Annotations:
+    """What the reader for ``url`` found, its warnings logged: said once, here (``Annotations.logged``),
+    as convert says them only of a table no one has read yet."""
     if task not in ("auto", "detection", "segmentation"):
         raise TFRecorderError(f"task={task!r}: use 'auto', 'detection' or 'segmentation'")
-    frame = _read(os.fspath(path), images_dir, task)
-    notes = frame.attrs.get(NOTES_ATTR)
-    if notes:  # said once, here: convert says them only of a table no one has yet (LOGGED_NOTE)
-        for warning in notes.get("warnings", ()):
-            logger.warning("%s", warning)
-        notes[LOGGED_NOTE] = True
-    return frame
+    found = _read(url, images_dir, task)
+    for warning in found.warnings:
+        logger.warning("%s", warning)
+    return replace(found, logged=True) if found.warnings or found.skipped else found
 
 
-def _read(url: str, images_dir: str | None, task: str) -> pd.DataFrame:
+def _read(url: str, images_dir: str | None, task: str) -> Annotations:
     fs, fs_path = filesystem(url)
     if not fs.exists(fs_path):
         raise TFRecorderError(f"annotations {url!r} do not exist")
@@ -107,25 +111,23 @@ def _read(url: str, images_dir: str | None, task: str) -> pd.DataFrame:
         return _rooted(read_voc(url, images_dir), url, images_dir, path_url(url, fs, root))
     if url.lower().endswith(".json"):
         return _rooted(read_coco(url, images_dir), url, images_dir, annotation_folder(url))
-    return read_automl(url)  # no root: AutoML's format names every image by its full gs:// URI
+    return Annotations(read_automl(url))  # no root: AutoML's format names every image by its full gs:// URI
 
 
-# The frame's attrs entry the fetch checks names against: {"root": the dataset's root (an absolute local path or
-# a URL), "annotations": the annotation file or folder as given}
-def _rooted(boxes: pd.DataFrame, url: str, images_dir: str | None, folder: str) -> pd.DataFrame:
-    """``boxes`` with the dataset's root in ``attrs[ROOT_ATTR]``: ``images_dir`` when given, else ``folder`` (the
-    VOC folder, or the annotation file's folder or its parent) - an absolute local path, or a URL."""
+def _rooted(found: Annotations, url: str, images_dir: str | None, folder: str) -> Annotations:
+    """``found`` with the dataset's root the fetch checks names against: ``images_dir`` when given, else
+    ``folder`` (the VOC folder, or the annotation file's folder or its parent) - an absolute local path, or a
+    URL - and the annotation file or folder as given (``url``)."""
     root = images_dir if images_dir is not None else folder
     root = root.rstrip("/") if "://" in root else os.path.abspath(root)
-    boxes.attrs[ROOT_ATTR] = {**boxes.attrs.get(ROOT_ATTR, {}), "root": root, "annotations": url}
-    return boxes
+    return replace(found, root=root, named_by=url)
 
 
-def annotation_table(source: Any, images_dir: str | None = None) -> pd.DataFrame | None:
-    """``source`` read with ``read_annotations`` (``images_dir`` as it takes it) when it is annotations
-    ``convert`` takes directly - a Pascal VOC folder (``Annotations/``, or labelImg's XML files beside the
-    images), a ``.json`` file (COCO), a YOLO dataset (a ``.yaml`` file, a folder it describes, a Darknet folder),
-    or a headerless CSV of AutoML Vision's object-detection width - else None
+def annotation_table(source: Any, images_dir: str | None = None) -> Annotations | None:
+    """What ``source`` holds, read as ``read_annotations`` reads it (``images_dir`` as it takes it), when it is
+    annotations ``convert`` takes directly - a Pascal VOC folder (``Annotations/``, or labelImg's XML files beside
+    the images), a ``.json`` file (COCO), a YOLO dataset (a ``.yaml`` file, a folder it describes, a Darknet
+    folder), or a headerless CSV of AutoML Vision's object-detection width - else None
     (any other table or folder; with ``images_dir``, a TFRecorderError: it names only annotation files' images)."""
     found = _annotation_url(source)
     if found is None:
@@ -134,7 +136,7 @@ def annotation_table(source: Any, images_dir: str | None = None) -> pd.DataFrame
                                   f"folder, a COCO .json, an AutoML detection CSV) are; this source is a table, "
                                   f"whose image_uri column names its images itself")
         return None
-    return read_annotations(found, images_dir=images_dir)
+    return _read_logged(found, images_dir)
 
 
 def _annotation_url(source: Any) -> str | None:

@@ -19,7 +19,7 @@ from tfrecorder.dataset.storage import filesystem, open_url
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
-from tfrecorder.write.settings import KEYPOINTS_ATTR, NOTES_ATTR
+from tfrecorder.write.sources.annotated import Annotations, keypoint_names
 from tfrecorder.write.sources.coco_columns import AnnotationColumns, Boxes, coco_id, entry_of, json_kind
 from tfrecorder.write.sources.coco_json import parse_coco
 from tfrecorder.write.sources.folders import FOLDER_SPLITS
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 COCO_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # instances_<name>2017.json
 
 
-def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
+def read_coco(url: str, images_dir: str | None) -> Annotations:
     data = _coco_json(url)
     if not isinstance(data, Mapping) or "images" not in data:
         raise TFRecorderError(f"{url!r} is not COCO instances JSON: it has no 'images' list")
@@ -63,14 +63,11 @@ def read_coco(url: str, images_dir: str | None) -> pd.DataFrame:
         folder, note, found = _coco_images(url, [n for n in named if _inside(n)])
     uris = [join_name(folder, image["file_name"]) for image in images]
     frame = _coco_frame(url, images, uris, annotations, boxes, names)
-    if names is not None:
-        frame.attrs[KEYPOINTS_ATTR] = {"names": names, "skeleton": skeleton}
     # the folder found for the images (not one given: images_dir= is read only where the file names, as VOC's)
     skipped = _unnamed(folder, pd.Series(uris, dtype=object), url) if found else []
     warnings = _coco_warnings(url, note, skipped, boxes)
-    if warnings:
-        frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped)}
-    return frame
+    return Annotations(frame, keypoints=keypoint_names(names, skeleton), warnings=tuple(warnings),
+                       skipped=tuple(skipped) if warnings else ())
 
 
 def _coco_frame(url: str, images: list[Mapping[str, Any]], uris: list[str], annotations: AnnotationColumns,

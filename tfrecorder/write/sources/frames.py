@@ -12,7 +12,6 @@ import pandas as pd
 
 from tfrecorder.errors import SchemaError
 from tfrecorder.schema import IMAGE_BYTES_COLUMN, LABEL_COLUMN, holds_images, image_value_kind, is_image_bytes
-from tfrecorder.write.settings import LABEL_NAMES_ATTR
 from tfrecorder.write.sources.embedded import held_bytes_per_row, image_struct_array, part_rows
 from tfrecorder.write.sources.folders import skipped_note
 
@@ -30,6 +29,7 @@ class FrameSource:
     files: tuple[str, ...] = ()
     parquet: bool = False
     skipped: tuple[str, ...] = ()  # an image folder's files that are not rows, each "<path> (why)"
+    label_names: tuple[str, ...] | None = None  # the class names its format fixes (Annotations.label_names)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -56,7 +56,7 @@ class FrameSource:
 
     @property
     def vocabulary(self) -> tuple[str, ...] | None:
-        return frame_vocabulary(self.frame)
+        return frame_vocabulary(self.frame, self.label_names)
 
     @property
     def plain_images(self) -> tuple[str, ...]:
@@ -91,10 +91,10 @@ def image_bytes_columns(df: pd.DataFrame) -> tuple[str, ...]:
     return tuple(found)
 
 
-def frame_vocabulary(df: pd.DataFrame) -> tuple[str, ...] | None:
-    """The class names the table's format fixes, in id order (``LABEL_NAMES_ATTR``: a YOLO dataset's), where
-    every label is one of them: label ids are their positions, and a class no row has keeps its id."""
-    names = df.attrs.get(LABEL_NAMES_ATTR)
+def frame_vocabulary(df: pd.DataFrame, names: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """``names``, the class names the table's format fixes in id order (``Annotations.label_names``: a YOLO
+    dataset's), where every label is one of them: label ids are their positions, and a class no row has keeps
+    its id."""
     if not names or LABEL_COLUMN not in df:
         return None
     labels = df[LABEL_COLUMN].dropna().unique()

@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from PIL import Image
 
 from tfrecorder.dataset.boxes import turn
@@ -47,7 +46,7 @@ from tfrecorder.dataset.records import read_records
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
-from tfrecorder.write.settings import NOTES_ATTR, ROOT_ATTR
+from tfrecorder.write.sources.annotated import Annotations
 from tfrecorder.write.sources.long_form import BOX_COLUMNS, add_row, empty_columns, long_frame
 
 logger = logging.getLogger(__name__)
@@ -110,8 +109,9 @@ def _in_layout(fs: Any, path: str) -> bool | None:
 
 @contextlib.contextmanager
 def unpacked_records(source: Any) -> Iterator[Any]:
-    """``source`` as the long form to convert when it is others' Object Detection TFRecords (their images
-    unpacked into a folder that lasts as long as the conversion); any other source as it is."""
+    """``source`` as the long form to convert when it is others' Object Detection TFRecords (its
+    ``Annotations``, their images unpacked into a folder that lasts as long as the conversion); any other
+    source as it is."""
     found = record_files(source)
     if found is None:
         yield source
@@ -145,9 +145,9 @@ def _not_read(fs: Any, folder: str, paths: list[str]) -> list[str]:
     return out
 
 
-def read_od_records(fs: Any, paths: list[str], folder: str, skipped: list[str] | None = None) -> pd.DataFrame:
-    """The long form of the records in ``paths``, their images unpacked under ``folder`` (its root); the files
-    beside them that are not read named in its notes (``skipped``)."""
+def read_od_records(fs: Any, paths: list[str], folder: str, skipped: list[str] | None = None) -> Annotations:
+    """The long form of the records in ``paths``, their images unpacked under ``folder`` (its root), each image a
+    record's problem refuses named; the files beside them that are not read named in its notes (``skipped``)."""
     names, where = label_map(fs, paths)
     if where is not None:
         logger.info("label names from %s", where)
@@ -182,7 +182,6 @@ def read_od_records(fs: Any, paths: list[str], folder: str, skipped: list[str] |
     named = class_names(sorted(ids), names, texts)
     columns[LABEL_COLUMN] = [named[label] if isinstance(label, int) else label for label in columns[LABEL_COLUMN]]
     frame = long_frame(columns, ())
-    frame.attrs[ROOT_ATTR] = {"root": folder, "annotations": fs.unstrip_protocol(paths[0]), "refused": refused}
     warnings = []
     if dropped:
         shown = ", ".join(f"{key} ({count} records)" for key, count in sorted(dropped.items()))
@@ -191,9 +190,8 @@ def read_od_records(fs: Any, paths: list[str], folder: str, skipped: list[str] |
     if skipped:
         warnings.append(f"{len(skipped)} files beside the Object Detection TFRecords are not rows and were skipped: "
                         f"{', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped lists them)")
-    if warnings:
-        frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped or ())}
-    return frame
+    return Annotations(frame, root=folder, named_by=fs.unstrip_protocol(paths[0]), refused=refused,
+                       warnings=tuple(warnings), skipped=tuple(skipped or ()) if warnings else ())
 
 
 # Each object's features a record may hold that the conversion reads: its box, class id and class text

@@ -15,7 +15,7 @@ from defusedxml import ElementTree as SafeElementTree
 from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, MASK_COLUMN, SPLIT_COLUMN
-from tfrecorder.write.settings import NOTES_ATTR, ROOT_ATTR
+from tfrecorder.write.sources.annotated import Annotations
 from tfrecorder.write.sources.folders import hidden_within
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
@@ -34,7 +34,7 @@ from tfrecorder.write.splits import DEFAULT_FRACTIONS, DISCARD, TEST, TRAIN, UNA
 VOC_SPLITS = {"train": TRAIN, "val": VALIDATION, "test": TEST}  # ImageSets/Main/<name>.txt
 
 
-def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
+def read_voc(url: str, images_dir: str | None) -> Annotations:
     fs, root = filesystem(url)
     root = root.rstrip("/")
     annotations = f"{root}/Annotations"
@@ -104,11 +104,8 @@ def read_voc(url: str, images_dir: str | None) -> pd.DataFrame:
     if skipped:
         warnings.append(f"{len(skipped)} images under {url!r} have no annotation XML and were skipped: "
                         f"{', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (result.skipped lists them)")
-    if warnings:
-        frame.attrs[NOTES_ATTR] = {"warnings": warnings, "skipped": tuple(skipped)}
-    if refused:
-        frame.attrs[ROOT_ATTR] = {"refused": {uri: f"{uri} {why}" for uri, why in refused.items()}}
-    return frame
+    return Annotations(frame, refused={uri: f"{uri} {why}" for uri, why in refused.items()} if refused else None,
+                       warnings=tuple(warnings), skipped=tuple(skipped) if warnings else ())
 
 
 def _unannotated(root: str, named: set[str], under: list[str]) -> list[str]:
@@ -134,7 +131,7 @@ def _voc_xml(fs: Any, xml: str, where: str) -> Any:
                                   f"(untrusted XML); VOC annotations need none - remove its <!DOCTYPE>") from None
 
 
-def read_voc_segmentation(url: str, images_dir: str | None) -> pd.DataFrame:
+def read_voc_segmentation(url: str, images_dir: str | None) -> Annotations:
     """A VOC folder's ``SegmentationClass/*.png`` (palette PNGs of class ids, 255 the border to ignore), each
     with its photo from ``JPEGImages/``: ``split, image_uri, mask_uri``, splits from ImageSets/Segmentation."""
     fs, root = filesystem(url)
@@ -150,9 +147,7 @@ def read_voc_segmentation(url: str, images_dir: str | None) -> pd.DataFrame:
         rows.append({SPLIT_COLUMN: splits.get(image_id, UNASSIGNED), IMAGE_COLUMN: join_name(images, f"{image_id}.jpg"),
                      MASK_COLUMN: path_url(url, fs, mask)})
     frame = pd.DataFrame(rows, columns=[SPLIT_COLUMN, IMAGE_COLUMN, MASK_COLUMN])
-    if warnings:
-        frame.attrs[NOTES_ATTR] = {"warnings": warnings}
-    return frame
+    return Annotations(frame, warnings=tuple(warnings))
 
 
 def _voc_splits(url: str, fs: Any, root: str, task: str = "Main") -> tuple[dict[str, str], list[str]]:

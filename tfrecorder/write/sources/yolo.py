@@ -10,7 +10,7 @@ Each image's labels are the ``.txt`` file at its path with the last ``images`` f
 mask the polygon: the ``instance_mask`` column, COCO's segmentation JSON), and with ``kpt_shape: [K, 2|3]``
 ``class cx cy w h`` then K points are keypoints. Coordinates are
 normalized to the image as Ultralytics loads it (EXIF orientation applied), so the boxes are normalized edges in
-the displayed frame (``BOX_UNITS_ATTR``). A bad line (a class outside ``names``, a coordinate beyond [0, 1] by
+the displayed frame (``Annotations.box_units``). A bad line (a class outside ``names``, a coordinate beyond [0, 1] by
 more than ``TOLERANCE``, an odd polygon, a word that is not a number, the wrong count of values) refuses its image
 only: its rows stay, and the fetch makes it a row error ``bad_annotation`` naming the file and line (the root's
 ``refused``). Every file under the root is a row, read to make one, or named in the result's ``skipped``, as is
@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from tfrecorder.dataset.foreign import distinct_names
@@ -33,7 +32,8 @@ from tfrecorder.dataset.storage import filesystem
 from tfrecorder.errors import SchemaError, TFRecorderError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, LABEL_COLUMN, SPLIT_COLUMN
 from tfrecorder.types import INSTANCE_MASK_COLUMN, KEYPOINTS_COLUMN
-from tfrecorder.write.settings import BOX_UNITS_ATTR, KEYPOINTS_ATTR, LABEL_NAMES_ATTR, NOTES_ATTR, ROOT_ATTR, Root
+from tfrecorder.write.settings import Root
+from tfrecorder.write.sources.annotated import Annotations, keypoint_names
 from tfrecorder.write.sources.folders import IMAGES_BESIDE_LABELS, YAML_EXTENSIONS, yolo_evidence
 from tfrecorder.write.sources.long_form import (
     BOX_COLUMNS,
@@ -76,11 +76,12 @@ def yolo_file(url: str) -> str | None:
                           f"its folder")
 
 
-def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
+def read_yolo(url: str, images_dir: str | None) -> Annotations:
     """The long form of the YOLO dataset read by ``url`` (a data.yaml, or a Darknet ``obj.data``/``obj.names``):
     a row per object, each image without objects one row with no label and box; ``keypoints`` with
-    ``kpt_shape``. Its attrs name the root (the dataset's folder, or ``images_dir``), the images a bad line
-    refuses, the boxes' units, and the notes the result gives."""
+    ``kpt_shape``. Beside it, the images a bad line refuses and those its lists name outside the root, the
+    boxes' units, the class and keypoint names, and the notes the result gives (``annotations._rooted`` adds the
+    root)."""
     fs, path = filesystem(url)
     darknet = posixpath.basename(path) in DARKNET_NAMES
     if posixpath.basename(path) == LABEL_STUDIO_NAMES:
@@ -109,13 +110,6 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     outside = {uri: path_url(url, fs, listed) for uri, listed in  # an image outside: named by its list
                ((path_url(url, fs, image), listed) for image, listed in dataset.listed_by.items())
                if not guard.holds(uri)}
-    frame.attrs[ROOT_ATTR] = {"refused": refused, "listed": outside}
-    frame.attrs[BOX_UNITS_ATTR] = "normalized"
-    # its names, in their ids' order, are the label vocabulary: with ids 0 to n-1 (as Ultralytics numbers them)
-    # class 0 stays id 0 and an unused class keeps its id; ids with gaps keep their order
-    frame.attrs[LABEL_NAMES_ATTR] = [dataset.names[i] for i in sorted(dataset.names)]
-    if dataset.kpt_names:
-        frame.attrs[KEYPOINTS_ATTR] = {"names": dataset.kpt_names, "skeleton": None}
     if dataset.no_area:
         lines = sorted(dataset.no_area)
         shown = ", ".join(f"{path_url(url, fs, f)} line {n}" for f, n in lines[:SHOWN_FILES])
@@ -129,8 +123,12 @@ def read_yolo(url: str, images_dir: str | None) -> pd.DataFrame:
     if skipped:
         dataset.warnings.append(f"{len(skipped)} files under {dataset.root!r} are not rows and were skipped: "
                                 f"{_shown(skipped)} (result.skipped lists them)")
-    frame.attrs[NOTES_ATTR] = {"warnings": dataset.warnings, "skipped": skipped}
-    return frame
+    # its names, in their ids' order, are the label vocabulary: with ids 0 to n-1 (as Ultralytics numbers them)
+    # class 0 stays id 0 and an unused class keeps its id; ids with gaps keep their order
+    return Annotations(frame, refused=refused, listed=outside, box_units="normalized",
+                       label_names=tuple(dataset.names[i] for i in sorted(dataset.names)),
+                       keypoints=keypoint_names(dataset.kpt_names, None), warnings=tuple(dataset.warnings),
+                       skipped=tuple(skipped))
 
 
 def _object_columns(found: list[Found], splits: list[str], uris: list[str], extra: tuple[str, ...]) -> dict[str, Any]:
