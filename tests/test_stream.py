@@ -364,16 +364,16 @@ def test_parts_read_ahead_belong_to_the_run_and_their_errors_reach_it():
     ``stop_requests`` ends it), a part that cannot be read raises its own error, and no thread is left."""
     import threading
 
-    from tfrecorder.dataset import storage
+    from tfrecorder.dataset import store_requests
     from tfrecorder.write.table.summary_pass import read_ahead
 
     def parts():
-        yield storage.run_requests()
-        yield storage.run_requests()
+        yield store_requests.run_requests()
+        yield store_requests.run_requests()
         raise tfrecorder.TFRecorderError("Parquet file 'b.parquet' cannot be read: bad page")
 
     before = threading.active_count()
-    with storage.requests_of_run(storage_timeout=7) as run:
+    with store_requests.requests_of_run(storage_timeout=7) as run:
         seen = []
         with pytest.raises(tfrecorder.TFRecorderError, match="'b.parquet' cannot be read"):
             seen.extend(read_ahead(parts()))

@@ -15,7 +15,7 @@ from dataclasses import Field, fields
 from typing import Any
 
 from tfrecorder._version import __version__
-from tfrecorder.dataset.storage import StoreUnreachable
+from tfrecorder.dataset.store_requests import StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import LOCAL, TRAIN
 from tfrecorder.write.options import Options

@@ -14,18 +14,11 @@ from typing import Any, BinaryIO
 
 import fsspec
 
-from tfrecorder.dataset.store_requests import (  # noqa: F401 - storage's names for them too
-    CLEANUP_SECONDS,
+from tfrecorder.dataset.store_requests import (
     DEFAULT_STORAGE_TIMEOUT,
-    REQUEST_SECONDS,
-    Requests,
     StoreUnreachable,
     briefly,
-    check_storage_timeout,
-    cleanup_seconds,
-    requests_of_run,
     run_requests,
-    stop_requests,
 )
 from tfrecorder.errors import TFRecorderError
 

@@ -21,7 +21,8 @@ from tfrecorder.dataset.features import DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.file_formats import ShardRecords, format_of_file
 from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import Manifest
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder, check_storage_timeout
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.np_example import ExampleDecoder
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading

@@ -25,7 +25,8 @@ from tfrecorder.dataset.foreign import (
 )
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, METADATA_MAX_BYTES, filesystem, read_side_file
+from tfrecorder.dataset.storage import METADATA_MAX_BYTES, filesystem, read_side_file
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer_od import (
     ObjectTally,

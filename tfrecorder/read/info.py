@@ -18,7 +18,7 @@ from PIL import Image, ImageDraw, ImageOps
 from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset.features import IMAGE, IMAGE_URI, OBJECTS, SEGMENTATION_MASK
 from tfrecorder.dataset.manifest import Manifest
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import open_dataset
 from tfrecorder.types import TRAIN

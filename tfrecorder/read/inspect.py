@@ -26,7 +26,7 @@ from tfrecorder.dataset.features import (
     SEGMENTATION_MASK,
 )
 from tfrecorder.dataset.manifest import Manifest
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import TFRECORDER2_FORMAT
 from tfrecorder.read.info import draw_boxes, overlay_instance_masks, overlay_mask

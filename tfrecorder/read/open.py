@@ -22,7 +22,8 @@ from tfrecorder.dataset.manifest import (
     records_problem,
 )
 from tfrecorder.dataset.records import INDEX_LINE_MAX_BYTES, INDEX_SUFFIX, index_max_bytes, masked_crc
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, STATE_DIR, Folder, StoreUnreachable
+from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest, is_glob
 from tfrecorder.types import Kind

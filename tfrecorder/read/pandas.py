@@ -19,7 +19,8 @@ from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, first_class_id_of, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read import wire
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading, records_problem

@@ -24,7 +24,8 @@ from tfrecorder.dataset.features import (
 from tfrecorder.dataset.file_formats import format_of_files
 from tfrecorder.dataset.layouts import first_class_id_of, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, Folder
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
 from tfrecorder.read.tf_image import (

@@ -30,7 +30,8 @@ from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.layouts import first_class_id_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, ShardInfo
 from tfrecorder.dataset.records import ChecksumFile, Frame, index_max_bytes
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, METADATA_MAX_BYTES, Folder, SideFileRefused
+from tfrecorder.dataset.storage import METADATA_MAX_BYTES, Folder, SideFileRefused
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, described_files
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import read_edited, reading, record_problem

@@ -18,13 +18,8 @@ from typing import Any
 import pandas as pd
 
 from tfrecorder.dataset.manifest import ERRORS_NAME
-from tfrecorder.dataset.storage import (
-    DEFAULT_STORAGE_TIMEOUT,
-    ERRORS_MAX_BYTES,
-    Folder,
-    StoreUnreachable,
-    requests_of_run,
-)
+from tfrecorder.dataset.storage import ERRORS_MAX_BYTES, Folder
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable, requests_of_run
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.redact import redact
 from tfrecorder.schema import Schema

@@ -25,7 +25,7 @@ from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MOD
 from tfrecorder.dataset.file_formats import ArrayRecordFormat, checked_format_name, format_names
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, RECORD_FORMATS
 from tfrecorder.dataset.records import COMPRESSIONS, check_compression
-from tfrecorder.dataset.storage import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
+from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT, check_storage_timeout
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.schema import Schema
 from tfrecorder.types import BEAM_RUNNER_CLASSES, BEAM_RUNNERS, LOCAL, RUNNERS, ColumnType

@@ -289,7 +289,7 @@ def ordered_map(pool: ThreadPoolExecutor, window: int) -> Callable[[Callable[[T]
 
     def mapper(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         pending: deque = deque()
-        for item in items:  # each with the caller's context: its run's store requests (storage.requests_of_run)
+        for item in items:  # each with the caller's context: its run's store requests (store_requests.requests_of_run)
             pending.append(pool.submit(contextvars.copy_context().run, fn, item))
             if len(pending) >= window:
                 yield pending.popleft().result()

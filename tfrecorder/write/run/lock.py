@@ -17,7 +17,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from tfrecorder.dataset.storage import STATE_DIR, Folder, briefly
+from tfrecorder.dataset.storage import STATE_DIR, Folder
+from tfrecorder.dataset.store_requests import briefly
 from tfrecorder.errors import TFRecorderError
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,8 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfrecorder.dataset.storage import Folder, StoreUnreachable
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.store_requests import StoreUnreachable
 from tfrecorder.errors import RowError, SchemaError, TFRecorderError
 from tfrecorder.types import BEAM_RUNNER_CLASSES
 from tfrecorder.write.runners.beam_steps import BEAM_DIR, COUNTERS

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 from tfrecorder import machine
 from tfrecorder._notebook import in_notebook, progress_bar
 from tfrecorder.dataset.connectors import of_type
-from tfrecorder.dataset.storage import Folder, stop_requests
+from tfrecorder.dataset.storage import Folder
+from tfrecorder.dataset.store_requests import stop_requests
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.record.images import DECODE_MEMORY
 from tfrecorder.write.record.shard import (

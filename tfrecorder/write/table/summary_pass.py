@@ -193,7 +193,7 @@ def read_ahead(items: Iterator[Any]) -> Iterator[Any]:
     """``items``, the next one made in a thread while the caller works on this one: a part's read (Parquet
     decoding, a CSV's parse) waits on no lock for much of its time, so it overlaps the previous part's
     validation and spill. Holds two parts at most. The reads run in the caller's context, so that they belong
-    to its run (``storage.requests_of_run``: its object-store deadline, and ``stop_requests`` ends them)."""
+    to its run (``store_requests.requests_of_run``: its object-store deadline, and ``stop_requests`` ends them)."""
     import contextvars
     from concurrent.futures import ThreadPoolExecutor
 
