@@ -1,6 +1,7 @@
-"""Other tools' TFRecord files (pure but for the listing): what reading them (``read/infer``) and converting them
-(``write/sources/od_records``) share - their compression told from their first bytes, their split from their
-names, and the label map an Object Detection API export keeps beside them."""
+"""Other tools' TFRecord files (pure but for the listing, and the label map read as every file beside the shards
+is): what reading them (``read/infer``) and converting them (``write/sources/od_records``) share - their
+compression told from their first bytes, their split from their names, and the label map an Object Detection API
+export keeps beside them."""
 
 from __future__ import annotations
 
