@@ -163,7 +163,8 @@ def test_a_connector_this_tfrecorder_does_not_know_is_one_line(converted, tmp_pa
 
     out = _unnamed(converted["tabular"], tmp_path, newer)
     message = (rf"/dataset.json: feature 'x' has connector {re.escape(repr(unknown))}, which this tfrecorder does not "
-               rf"know \(a newer tfrecorder wrote it\): upgrade tfrecorder$")
+               rf"know: import the module that defines it \(a connector of your own\), or upgrade tfrecorder \(a "
+               rf"newer one wrote it\)$")
     for read in (tfrecorder.read_tfr, lambda o: tfrecorder.load_dataset(o, "TRAIN"), tfrecorder.info):
         with pytest.raises(tfrecorder.TFRecorderError, match=message) as refused:
             read(out)

@@ -35,6 +35,7 @@ _LAZY = {
     "verify": "tfrecorder.read.verify",
     "VerifyReport": "tfrecorder.read.verify",
     "FileFormat": "tfrecorder.dataset.file_formats",  # subclass it to add a shard file format (convert's file_format)
+    "Connector": "tfrecorder.dataset.connectors",  # subclass it to add a kind of value (a column's connector)
 }
 
 __all__ = [

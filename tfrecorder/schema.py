@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tfrecorder import types
+from tfrecorder.dataset.connectors.base import REGISTERED, Connector
 from tfrecorder.errors import SchemaError, describe_rows
 from tfrecorder.types import ColumnType, Kind, Role
 
@@ -82,9 +82,14 @@ class Schema(Mapping[str, type[ColumnType]]):
         'label'
     """
 
-    def __init__(self, columns: Mapping[str, type[ColumnType]]):
+    def __init__(self, columns: Mapping[str, type[ColumnType] | Connector | type[Connector]]):
         checked: dict[str, type[ColumnType]] = {}
-        for name, col_type in dict(columns).items():
+        for name, given in dict(columns).items():
+            col_type: Any = given
+            if isinstance(col_type, type) and issubclass(col_type, Connector):  # a kind of value that takes no
+                col_type = col_type()  # parameters, given by its class
+            if isinstance(col_type, Connector):
+                col_type = types.column_type(col_type)
             if not (isinstance(col_type, type) and issubclass(col_type, ColumnType)):
                 raise SchemaError(
                     f"column {name!r}: {col_type!r} is not a column type; "
@@ -175,11 +180,11 @@ IMAGE_CSV_SCHEMA = Schema(image_csv_schema_map)
 
 
 def is_missing(value: Any) -> bool:
-    """True for None, NaN, pd.NA and NaT (never for a list)."""
+    """True for None, NaN (a complex one too), pd.NA and NaT (never for a list)."""
     if value is None or value is pd.NA or value is pd.NaT:
         return True
-    if isinstance(value, (float, np.floating)):
-        return math.isnan(value)
+    if isinstance(value, (float, np.floating, complex, np.complexfloating)):
+        return bool(np.isnan(value))  # as pandas: a complex number is missing where either part is NaN
     return False
 
 
@@ -192,6 +197,8 @@ def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | N
         return types.ImageUri
     if name == MASK_COLUMN:
         return types.MaskUri
+    if name != LABEL_COLUMN and (claimed := claimed_type(series)) is not None:
+        return claimed
     if holds_images(name, series):
         return types.ImageBytes
     kind, is_list = known or infer_kind(name, series)
@@ -200,6 +207,15 @@ def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | N
             return _float_label(name, series)
         return types.LABEL_TYPES[(Kind.BYTES if kind is Kind.BYTES else Kind.INT64, is_list)]
     return types.FEATURE_TYPES[(kind, is_list)]
+
+
+def claimed_type(series: pd.Series) -> type[ColumnType] | None:
+    """The type of a column a connector claims (``Connector.claim``: the first defined that does), or None."""
+    for connector_class in tuple(REGISTERED.values()):
+        connector = connector_class.claim(series)
+        if connector is not None:
+            return types.column_type(connector)
+    return None
 
 
 def _float_label(name: str, series: pd.Series) -> type[ColumnType]:

@@ -8,7 +8,7 @@ that stores it; nothing else in the package decides that from class names.
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class Role(enum.StrEnum):
@@ -60,8 +60,9 @@ class ColumnType:
     allowed_values: ClassVar[tuple[str, ...]] = ()  # TFRecorder 2.0's name: the values a column may take, if fixed
     edge: ClassVar[str] = ""  # Role.BOX types: the box edge (or annotated size) the column holds
     # The connector (dataset/connectors: its name) a type's values are stored with when its kind and shape alone
-    # do not say it (keypoints: a list of floats that follows the picture); "": the kind's own.
-    connector: ClassVar[str] = ""
+    # do not say it (keypoints: a list of floats that follows the picture); "": the kind's own. A type made for a
+    # connector (``column_type``) holds the connector itself, with its parameters.
+    connector: ClassVar[Any] = ""
 
     def __init__(self) -> None:  # pragma: no cover - types are used as classes
         raise TypeError(f"{type(self).__name__} is a column type: use the class itself")
@@ -254,6 +255,27 @@ ALL_TYPES: tuple[type[ColumnType], ...] = (
     BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight, Keypoints, ImageBytes, InstanceMask,
     InstanceMaskUri,
 )
+_MADE: dict[Any, type[ColumnType]] = {}
+
+
+def column_type(connector: Any) -> type[ColumnType]:
+    """The column type of a feature column stored with ``connector`` (a ``tfrecorder.Connector``, with its
+    parameters): what ``schema=`` makes of a connector given for a column, and what a column a connector claims
+    is typed as.
+
+    Args:
+        connector: an instance of a ``tfrecorder.Connector`` subclass.
+
+    Returns:
+        A ``ColumnType`` subclass named after the connector, the same one each time for the same connector.
+    """
+    if connector not in _MADE:
+        _MADE[connector] = type(connector.name, (ColumnType,), {
+            "role": Role.FEATURE, "kind": connector.kind, "connector": connector,
+            "__doc__": f"A column stored with the connector {connector.name} {connector.parameters() or ''}"})
+    return _MADE[connector]
+
+
 # A detection table's box columns by the edge each holds: the four edges are all given or none is.
 BOX_TYPES: dict[str, type[ColumnType]] = {t.edge: t for t in ALL_TYPES if t.role is Role.BOX}
 BOX_EDGES: tuple[str, ...] = ("xmin", "ymin", "xmax", "ymax")

@@ -24,6 +24,7 @@ class FeatureInfo:
     default: Any = None  # value load_dataset gives a missing nullable scalar
     float64_reason: str | None = None  # a float column stored as float64 by float_precision="auto": why
     pandas: dict[str, Any] | None = None  # the input column's pandas dtype (dataset.dtypes): what read_tfr gives
+    parameters: dict[str, Any] | None = None  # its connector's (``Connector.parameters``); None: it takes none
 
     @property
     def is_list(self) -> bool:

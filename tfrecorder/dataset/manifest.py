@@ -105,6 +105,9 @@ class Manifest:
     def to_json(self) -> str:
         """The dataset.json text."""
         data = asdict(self)
+        for feature in data["features"]:  # listed only for a connector that takes them (as 0.4 wrote the rest)
+            if feature["parameters"] is None:
+                del feature["parameters"]
         ordered = {k: data.pop(k) for k in ("format", "format_version", "tfrecorder_version")}
         ordered.update(data)
         ordered["digests"] = section_digests(json.loads(json.dumps(ordered)))  # of what a reader parses back
@@ -131,8 +134,6 @@ class Manifest:
                     if shard.index is not None:
                         _check_name(where, f"split {split}: index", shard.index)
             _check_name(where, "errors_file", data.get("errors_file", ERRORS_NAME))
-            for feature in data["features"]:
-                _check_feature(where, feature)
             data["features"] = named_connectors(data["features"], data.get("label"), where, data.get("objects"))
             channels = (data.get("image") or {}).get("channels") or []
             if not all(isinstance(c, int) and 1 <= c <= 4 for c in channels):
@@ -230,23 +231,34 @@ entry, a detection dataset's)."""
     named = []
     for feature in features:
         if feature.connector is None:
+            _check_feature(where, feature)
             image = OD_IMAGE.name if feature.name == OD_IMAGE.name and feature.role == "image" else IMAGE.name
             # a detection dataset's lists are its objects' values (its records hold no other lists)
             per_object = objects is not None and feature.shape == [None]
             feature = replace(feature, connector=connectors.connector_of(feature, image, label, per_object).name)
-        elif not isinstance(feature.connector, str) or not _known(feature.connector):
-            raise TFRecorderError(f"{where}: feature {feature.name!r} has connector {feature.connector!r}, which "
-                                  f"this tfrecorder does not know (a newer tfrecorder wrote it): upgrade tfrecorder")
+        elif (feature.dtype, feature.shape) != _described(where, feature):  # else as its connector describes it
+            _check_feature(where, feature)
         named.append(feature)
     return named
 
 
-def _known(connector: str) -> bool:
+def _described(where: str, feature: FeatureInfo) -> tuple[str, list[Any]]:
+    """The dtype and shape the connector dataset.json names for ``feature`` gives it; a TFRecorderError where no
+    connector of that name is defined here, or it refuses the parameters listed."""
+    if not isinstance(feature.parameters, (dict, type(None))):
+        raise _edited(where, f"feature {feature.name!r} has parameters {feature.parameters!r}, not a mapping")
     try:
-        connectors.named(connector)
+        if not isinstance(feature.connector, str):
+            raise KeyError(feature.connector)
+        connector = connectors.of(feature)
     except KeyError:
-        return False
-    return True
+        raise TFRecorderError(f"{where}: feature {feature.name!r} has connector {feature.connector!r}, which this "
+                              f"tfrecorder does not know: import the module that defines it (a connector of your "
+                              f"own), or upgrade tfrecorder (a newer one wrote it)") from None
+    except (TypeError, ValueError) as error:
+        raise _edited(where, f"feature {feature.name!r}: connector {feature.connector!r} refuses parameters "
+                             f"{feature.parameters!r} ({error})") from None
+    return connector.dtype, connector.shape
 
 
 def _edited(where: str, problem: str) -> TFRecorderError:

@@ -101,6 +101,10 @@ class ExampleDecoder:
         if connector.shape == [None]:  # ListOf, Objects
             array = np.array(values or [], dtype=dtype if dtype is not None else object)
             return connector.array(array)
+        if connector.values_per_record != 1:  # a kind whose records hold several values: it reads them
+            if not values and feature.nullable:
+                return None
+            return connector.from_wire(values or [])
         if not values:
             if not feature.nullable:
                 raise TFRecorderError(f"{where}: record {number} has no value of feature {feature.name!r}, which "

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from tfrecorder.dataset.connectors import BY_KIND
+from tfrecorder.dataset import connectors
 from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.manifest import (
@@ -26,7 +26,6 @@ from tfrecorder.dataset.storage import STATE_DIR, Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest, is_glob
-from tfrecorder.types import Kind
 
 
 class MissingManifest(TFRecorderError):
@@ -116,12 +115,14 @@ def record_problem(example: Any, features: list[FeatureInfo]) -> str | None:
             if not (f.nullable or f.is_list):
                 return f"dataset.json lists feature {f.name!r}, which the records do not hold"
             continue
-        kind = stored[f.name].WhichOneof("kind")
-        if kind is not None and kind != BY_KIND[Kind(f.dtype)].field:
+        kind, connector = stored[f.name].WhichOneof("kind"), connectors.of(f)
+        if kind is not None and kind != connectors.field_of(f):
             return f"feature {f.name!r} is a {kind}, dataset.json says {f.dtype}"
         count = len(getattr(stored[f.name], kind).value) if kind else 0
-        if f.shape == [] and count != 1 and not (f.nullable and count == 0):
-            return f"feature {f.name!r} has {count} values, dataset.json says it is a scalar"
+        width = connector.values_per_record
+        if width is not None and count != width and not (f.nullable and count == 0):
+            return (f"feature {f.name!r} has {count} values, dataset.json says it is a scalar" if width == 1 else
+                    f"feature {f.name!r} has {count} values, dataset.json says {connector.name} has {width}")
     return None
 
 

@@ -367,8 +367,11 @@ class _Collector:
     def array(self) -> Any:
         """The feature as an array pandas takes as a column; what was collected is let go (the frame is built a
         column at a time)."""
-        if self.feature.is_list:
+        if self.feature.is_list or self._connector.values_per_record != 1:
             objects, self._objects = self._objects, []
+            if not self.feature.is_list:  # a kind whose records hold several values: its connector reads them
+                return self._connector.values_column([None if v is None else self._connector.from_wire(v)
+                                                      for v in objects])
             array = np.empty(len(objects), dtype=object)
             array[:] = objects
             return array
@@ -391,7 +394,7 @@ def _connector(feature: FeatureInfo) -> Connector:
 def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Binary | wire.Objects:
     """One feature over parsed Examples, as wire.decode gives it."""
     connector = _connector(feature)
-    field, name, is_list = connector.field, feature.name, feature.is_list
+    field, name, is_list = connector.field, feature.name, connector.values_per_record != 1
     values: list[Any] = []
     for example in examples:
         fmap = example.features.feature

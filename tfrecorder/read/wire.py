@@ -82,7 +82,8 @@ def decode(records: Sequence[bytes], features: Sequence[FeatureInfo]) -> list[Nu
         bounds = np.searchsorted(feature_of, np.arange(len(features) + 1))
         found: list[Any] = [None] * len(features)
         for field in ("float_list", "int64_list"):  # scalar numbers: every feature of a kind at once
-            group = [i for i, f in enumerate(features) if connectors.of(f).field == field and not f.is_list]
+            group = [i for i, f in enumerate(features)
+                     if connectors.of(f).field == field and connectors.of(f).values_per_record == 1]
             if group:
                 members = np.asarray(group)
                 picked = _spans(bounds[members], bounds[members + 1])
@@ -328,7 +329,7 @@ def _packed_varints(buf, starts, stops) -> tuple[np.ndarray, np.ndarray]:
 def _bytes(buf, data, count, feature, present, rows, starts, stops) -> Binary | Objects:
     """A bytes feature: a list of bytes a record, or for a scalar one pyarrow array of them all."""
     owner, value_start, value_stop = _fields(buf, starts, stops, _LEN1)
-    if feature.is_list:
+    if connectors.of(feature).values_per_record != 1:  # lists, and kinds of several values a record
         values: list[Any] = [None] * count
         for row in present.tolist():
             values[row] = []

@@ -17,11 +17,12 @@ the modules beside it and its instance here.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector
+from tfrecorder.dataset.connectors.base import REGISTERED, TFDS_CLASS, Connector
 from tfrecorder.dataset.connectors.images import Image, Mask
 from tfrecorder.dataset.connectors.nested import ListOf, Objects
 from tfrecorder.dataset.connectors.places import (
@@ -60,37 +61,52 @@ BY_KIND: dict[Kind, Connector] = {c.kind: c for c in SCALARS}
 # What a list read from another tool's record holds: each list's own kind (float64 is ours alone).
 KINDS_BY_FIELD: dict[str, Kind] = {c.field: c.kind for c in (INT64, FLOAT32, BYTES)}
 
-# Every connector by the name dataset.json gives it; a nesting one's is ``ListOf(<item>)`` or ``Objects(<item>)``.
+# The built-in connectors by the name dataset.json gives them (``REGISTERED`` has every class, plug-ins too).
 NAMED: dict[str, Connector] = {c.name: c for c in (INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, MASK, CLASS_LABEL,
                                                      BOX, KEYPOINTS, KEYPOINT_VISIBILITY, INSTANCE_MASK)}
 _NESTING = {"ListOf": ListOf, "Objects": Objects}
 _NESTED_NAME = re.compile(r"(ListOf|Objects)\((\w+)\)")
-_NESTED: dict[str, Connector] = {}  # kept: readers ask for them per feature and batch
+# Every connector asked for, by name and parameters: readers ask per feature and batch, and a kind is one object
+_INSTANCES: dict[tuple[str, str], Connector] = {(name, "{}"): c for name, c in NAMED.items()}
 
 
-def named(name: str) -> Connector:
-    """The connector dataset.json calls ``name`` (KeyError: none of this tfrecorder's)."""
-    if name in NAMED:
-        return NAMED[name]
-    if name not in _NESTED:
+def named(name: str, parameters: Mapping[str, Any] | None = None) -> Connector:
+    """The connector dataset.json calls ``name``, made with its ``parameters`` (KeyError: no connector of that
+    name is defined - a plug-in's module not imported, or a newer tfrecorder's kind; TypeError or ValueError:
+    parameters its class refuses)."""
+    key = (name, json.dumps(parameters or {}, sort_keys=True))
+    found = _INSTANCES.get(key)
+    if found is None:
         match = _NESTED_NAME.fullmatch(name)
-        if match is None or match[2] not in NAMED:
+        if match is not None:
+            found = _NESTING[match[1]](named(match[2], parameters))
+        elif name in REGISTERED:
+            found = REGISTERED[name](**(parameters or {}))
+        else:
             raise KeyError(name)
-        _NESTED[name] = _NESTING[match[1]](NAMED[match[2]])
-    return _NESTED[name]
+        _INSTANCES[key] = found
+    return found
 
 
 def of(feature: FeatureInfo) -> Connector:
     """The connector of a feature of a dataset.json as read (``Manifest.from_json`` names every one)."""
-    return named(feature.connector)  # type: ignore[arg-type]
+    return named(feature.connector, feature.parameters)  # type: ignore[arg-type]
+
+
+def field_of(feature: FeatureInfo) -> str:
+    """The Example list dataset.json says ``feature``'s records hold: its dtype's (so that an edited dtype is
+    seen against the records), or for a dtype of a connector's own (``Connector.dtype``) its connector's."""
+    if feature.dtype in Kind.__members__.values():
+        return BY_KIND[Kind(feature.dtype)].field
+    return of(feature).field
 
 
 def list_of(item: Connector) -> Connector:
-    return named(f"ListOf({item.name})")
+    return named(f"ListOf({item.name})", item.parameters())
 
 
 def objects_of(item: Connector) -> Connector:
-    return named(f"Objects({item.name})")
+    return named(f"Objects({item.name})", item.parameters())
 
 
 def stored_connector(kind: Kind, is_list: bool = False, source: str | None = None) -> Connector:
@@ -109,6 +125,8 @@ def of_type(col_type: type[ColumnType]) -> Connector:
     Returns:
         The connector (its attributes answer: ``object_points``, ``object_mask``, ``layout_keyed``, ...).
     """
+    if isinstance(col_type.connector, Connector):  # a type made for a connector (types.column_type)
+        return col_type.connector
     return named(col_type.connector) if col_type.connector else stored_connector(col_type.kind, col_type.is_list)
 
 

@@ -1,5 +1,6 @@
 """The connector base (pure; TensorFlow, pyarrow and pandas' hashing imported by the methods that need them): what
-every kind of value answers, in the style of TFDS's ``FeatureConnector``."""
+every kind of value answers, in the style of TFDS's ``FeatureConnector``, and the registry of connector classes by
+name, filled as each subclass is defined (inside the package or outside it: ``tfrecorder.Connector``)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,17 @@ from tfrecorder.types import Kind
 
 TFDS_CLASS = "tensorflow_datasets.core.features."
 MISSING_HASH = np.uint64(0x9E3779B97F4A7C15)  # the content hash of a missing number
+REGISTERED: dict[str, type[Connector]] = {}  # every concrete connector class by its name, in definition order
 
 
 class Connector:
-    """A scalar kind of value: one value per record (or none, where the feature is nullable).
+    """A kind of value: by default a scalar, one value per record (or none, where the feature is nullable).
+
+    Defining a subclass registers it by its class name (dataset.json's ``connector``), unless its body sets
+    ``abstract = True`` (a step between, such as ``FloatValues``). A subclass may take parameters (keywords of
+    its constructor, given back by ``parameters``: dataset.json keeps them beside its name), and may claim input
+    columns (``claim``). Its records may hold more than one stored value each (``values_per_record``): readers
+    then read a record's stored list with ``from_wire``.
 
     Writing: ``check`` (one value), ``whole_column`` (a plain column at once), ``stored`` (as its Example list
     holds it), ``hashes`` (the content key of each value), ``arrow_type`` (how a spilled part holds them),
@@ -28,6 +36,7 @@ class Connector:
     ``column`` and ``text`` (read_tfr's numpy and pandas), ``tfds`` (features.json). ``shape`` and ``missing``
     are dataset.json's."""
 
+    abstract: ClassVar[bool] = True  # not registered (read from the class's own body: subclasses are concrete)
     kind: ClassVar[Kind]
     field: ClassVar[str]  # the tf.train.Example list that holds it (the Feature's oneof ``kind``)
     tf_dtype: ClassVar[str]  # what tf.io reads that list as
@@ -43,11 +52,41 @@ class Connector:
     object_mask: ClassVar[bool] = False  # each object's mask: drawn and PNG-encoded by the shard's writer
     layout_keyed: ClassVar[bool] = False  # stored under its record layout's own keys, never ``objects/<column>``
     values_per_point: ClassVar[int] = 1  # how many values each point of an object has (a keypoint's (y, x): 2)
+    # How many values its Example list holds in each record: 1 a scalar's, a fixed count (a complex number's 2),
+    # None where it varies (lists, objects). Readers read a feature of one value a record as a column of scalars.
+    values_per_record: ClassVar[int | None] = 1
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("abstract", False):
+            return
+        name = cls.__name__
+        known = REGISTERED.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise TypeError(f"connector {name!r} is already defined by {known.__module__}.{known.__qualname__}: "
+                            f"give yours a class name of its own (dataset.json names connectors by it)")
+        REGISTERED[name] = cls  # a class defined again (a notebook cell run twice) replaces its earlier self
+
+    @classmethod
+    def claim(cls, series: pd.Series) -> Connector | None:
+        """The connector (with its parameters) that stores input column ``series``, when this kind is the one for
+        its values (a column of Python complex numbers is ``Complex``'s), else None; asked before a column's
+        type is inferred from its values, in the order connectors were defined."""
+        return None
+
+    def parameters(self) -> dict[str, Any]:
+        """Its constructor's keywords as JSON values (dataset.json's ``parameters``): ``{}`` for a kind without."""
+        return {}
 
     @property
     def name(self) -> str:
         """What dataset.json calls it (``connectors.named`` gives it back): its class's name."""
         return type(self).__name__
+
+    @property
+    def dtype(self) -> str:
+        """dataset.json's ``dtype``: what a reader gets (the stored list's kind unless the kind says otherwise)."""
+        return self.kind.value
 
     @property
     def shape(self) -> list[Any]:
@@ -59,7 +98,8 @@ class Connector:
         return []
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Connector) and other.name == self.name
+        return (isinstance(other, Connector) and other.name == self.name
+                and other.parameters() == self.parameters())
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -136,6 +176,16 @@ class Connector:
         """The pandas column of a scalar number feature from its wire values and the mask of missing ones."""
         raise NotImplementedError
 
+    def from_wire(self, items: list[Any]) -> Any:
+        """One record's stored list as the value it stands for (numpy; ``values_per_record`` values): how
+        ``read_tfr`` and ``data_source`` read a kind whose records hold more than one value each."""
+        raise NotImplementedError
+
+    def values_column(self, values: list[Any]) -> Any:
+        """read_tfr's column of such a kind from each record's value (``from_wire``; None: missing): an object
+        array unless the kind has a pandas dtype of its own."""
+        return object_array(values)
+
     def text(self, feature: FeatureInfo) -> bool:
         """Whether read_tfr gives its bytes back as str."""
         return False
@@ -151,6 +201,7 @@ class Connector:
 class FloatValues(Connector):
     """Values stored in an Example's ``FloatList``: what float32 numbers, boxes and points share."""
 
+    abstract = True
     kind = Kind.FLOAT32
     field = "float_list"
     tf_dtype = "float32"
@@ -162,6 +213,7 @@ class FloatValues(Connector):
 class IntValues(Connector):
     """Values stored in an Example's ``Int64List``: what integers and keypoint visibilities share."""
 
+    abstract = True
     kind = Kind.INT64
     field = "int64_list"
     tf_dtype = "int64"

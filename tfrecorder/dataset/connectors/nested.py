@@ -15,8 +15,14 @@ from tfrecorder.types import Kind
 
 
 class _Nested(Connector):
+    abstract = True  # named by nesting (``ListOf(<item>)``), never registered
+    values_per_record = None
+
     def __init__(self, item: Connector):
         self.item = item
+
+    def parameters(self) -> dict[str, Any]:
+        return self.item.parameters()
 
     @property
     def kind(self) -> Kind:  # type: ignore[override]
@@ -77,6 +83,8 @@ class _Nested(Connector):
 class ListOf(_Nested):
     """A list of values of one kind per record (empty allowed; None where the row has no list)."""
 
+    abstract = True
+
     def check(self, value: Any, sources: set[str]) -> list[Any]:
         return [self.item.check(v, sources) for v in value]
 
@@ -104,6 +112,8 @@ class Objects(_Nested):
     list per feature, an object's values at the same place in each list, ``item.values_per_object`` of them an
     object (a box's 4 edges). A missing value of an object is stored as ``item.object_missing``. TFDS reads the
     features together as a ``Sequence`` of a ``FeaturesDict`` (``tfds`` gives the item's entry in it)."""
+
+    abstract = True
 
     def object_shape(self, feature: FeatureInfo) -> list[int]:
         """One object's value's shape (``[]``: one value; a box ``[4]``; keypoints ``[K, 2]``)."""

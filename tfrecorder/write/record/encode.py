@@ -70,7 +70,7 @@ class ExampleEncoder:
         self._varying: list[tuple[str, str, Any]] = []
         for c in self._columns:
             connector = features.LABEL.connector if c.type.role is Role.LABEL else c.connector
-            if c.type.is_list or c.nullable:
+            if c.type.is_list or c.nullable or connector.values_per_record != 1:
                 self._varying.append((c.feature, connector.field, c.values))
             else:
                 self._fixed.append((self._slot(c.feature, connector), c.values))

@@ -350,6 +350,12 @@ def _features(table: Table, semantic: bool = False) -> list[FeatureInfo]:
                                      float64_reason=c.float64_reason, pandas=c.pandas))
             continue
         nullable = c.nullable and not c.type.is_list
+        if isinstance(c.type.connector, Connector):  # a kind of value of its own: as its connector describes it
+            own = c.type.connector
+            infos.append(FeatureInfo(c.feature, c.type.role.value, own.dtype, own.shape, connector=own.name,
+                                     nullable=nullable, column=c.name, source=c.source, type=c.type.__name__,
+                                     pandas=c.pandas, parameters=own.parameters() or None))
+            continue
         infos.append(FeatureInfo(
             c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], connector=connector,
             nullable=nullable, column=c.name, source=c.source, type=c.type.__name__,

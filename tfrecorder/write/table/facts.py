@@ -74,7 +74,7 @@ class ColumnFacts:
             source, pandas = (self.source, self.pandas) if self.valued else (other.source, other.pandas)
         else:
             source = self.source if self.source == other.source else source_name(
-                SOURCE_KINDS[self.source], {self.source, other.source})
+                SOURCE_KINDS.get(self.source), {self.source, other.source})
             pandas = dtypes.merge(self.pandas, other.pandas)
         floats = self.floats.merge(other.floats) if self.floats and other.floats else self.floats or other.floats
         return ColumnFacts(self.nullable or other.nullable, source, floats, self.valued or other.valued, pandas)
@@ -201,9 +201,12 @@ def _merge_maps(a: Mapping[Any, Any], b: Mapping[Any, Any], merge: Callable[[Any
 SOURCE_KINDS = {"bytes": Kind.BYTES, "str": Kind.BYTES, "bool": Kind.INT64, "int": Kind.INT64, "float": Kind.FLOAT32}
 
 
-def source_name(kind: Kind, sources: set[str]) -> str:
+def source_name(kind: Kind | None, sources: set[str]) -> str:
     """The input type of a column of ``kind`` whose values had the types ``sources``: one name for the whole
-    column (text over bytes, int over bool, as a mix reads back)."""
+    column (text over bytes, int over bool, as a mix reads back). A column typed for a connector of its own
+    (``kind`` None) keeps every name its connector gave, joined."""
+    if kind is None or not sources <= SOURCE_KINDS.keys():
+        return "/".join(sorted(set("/".join(sorted(sources)).split("/"))))
     if kind is Kind.BYTES:
         return "bytes" if sources == {"bytes"} else "str"
     if kind is Kind.INT64:

@@ -41,7 +41,10 @@ class Column:
 
     @property
     def connector(self) -> Connector:
-        """The connector of its values as held (a label's: its text, or the ids ``label_ids`` made of it)."""
+        """The connector of its values as held (a label's: its text, or the ids ``label_ids`` made of it; a column
+        typed for a connector, ``types.column_type``: that one)."""
+        if isinstance(self.type.connector, Connector):
+            return self.type.connector
         return stored_connector(self.kind, self.type.is_list, self.source)
 
 

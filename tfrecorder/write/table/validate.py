@@ -84,7 +84,8 @@ def validate_part(
         column = guard(convert_values(name, df[name], col_type, order, first_row))
         converted.append(column)
         if column is not None:
-            floats = column.type.kind is Kind.FLOAT32 and not column.type.is_list and col_type.role is Role.FEATURE
+            floats = (column.type.kind is Kind.FLOAT32 and not column.type.is_list and col_type.role is Role.FEATURE
+                      and not column.type.connector)
             given = isinstance(column.values, np.ndarray) or any(v is not None for v in column.values)
             columns[name] = ColumnFacts(column.nullable, column.source,
                                         FloatFacts.of(float_array(column.values), first_row) if floats else None,

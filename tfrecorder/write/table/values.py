@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset import dtypes
-from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN
+from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN, Connector, of_type
 from tfrecorder.errors import RowSample, SchemaError
 from tfrecorder.schema import ListLike, is_missing
 from tfrecorder.types import ColumnType, Kind, Role
@@ -28,7 +28,8 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
     the table's."""
     feature = feature_name(name, col_type)
     pandas = dtypes.describe(series.dtype) if col_type.role is Role.FEATURE and not col_type.is_list else None
-    connector = BY_KIND[col_type.kind]
+    # a list's items and a scalar are checked by their kind's connector; a type made for a connector by its own
+    connector = of_type(col_type) if isinstance(col_type.connector, Connector) else BY_KIND[col_type.kind]
     fast = None if col_type.is_list else connector.whole_column(series)
     if fast is not None:
         given, source = fast
@@ -64,10 +65,12 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
         example = example.item() if isinstance(example, np.generic) else example
         wanted = f"list of {col_type.kind.name.lower()}" if col_type.is_list else col_type.kind.name.lower()
         problem = Problem(order, name, "value_type", RowSample.of(bad, first_row),
-                          ((first_row + bad[0], repr(example)),), f"{col_type.__name__} ({wanted})")
+                          ((first_row + bad[0], repr(example)),),
+                          col_type.__name__ if connector is not BY_KIND[col_type.kind] else
+                          f"{col_type.__name__} ({wanted})")
     if quick:
         sources.add(common.__name__)
-    source = source_name(col_type.kind, sources)
+    source = source_name(col_type.kind if connector is BY_KIND[col_type.kind] else None, sources)
     return Column(name, feature, col_type, any(v is None for v in values), source, values, pandas=pandas), problem
 
 
@@ -99,7 +102,7 @@ def store_floats(column: Column, precision: str, floats: FloatFacts | None = Non
     ``precision`` is "auto", or ``precision`` is "float64": then as float64, its values the int64 bits of each
     float, with the reason kept for the result's warnings. ``floats``: the whole column's facts, when
     ``column`` is a part of it. Forcing float32 over values beyond its range is a SchemaError."""
-    if column.type.kind is not Kind.FLOAT32 or column.type.is_list:
+    if column.type.kind is not Kind.FLOAT32 or column.type.is_list or column.type.connector:
         return column
     array = float_array(column.values)
     floats = FloatFacts.of(array) if floats is None else floats
