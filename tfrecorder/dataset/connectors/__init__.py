@@ -11,8 +11,9 @@ Every stage asks the connector of a feature: dataset.json names it (``FeatureInf
 the writer picks it (``stored_connector`` for a column, the feature table's for a derived feature) and asks an
 input column's (``of_type``) what to do with it, so that no stage outside this package names a kind;
 ``connector_of`` guesses it only for a dataset.json written before names were (0.3 and older) or another tool's
-records. This module is the registry: every connector by its name. Adding a kind of value is a class in one of
-the modules beside it and its instance here.
+records. This module makes connectors by name and parameters (``named``); the classes register themselves as
+they are defined (``base.REGISTERED``). Adding a kind of value is a subclass of ``Connector`` in a module of its
+own, inside the package or outside it (``tfrecorder.Connector``): docs/how-it-works.md, "Adding a kind of value".
 """
 
 from __future__ import annotations
