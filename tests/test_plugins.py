@@ -290,3 +290,66 @@ def test_a_second_kind_of_the_same_name_is_refused():
     with pytest.raises(TypeError, match=r"connector 'Image' is already defined by "
                                         r"tfrecorder.dataset.connectors.images.Image"):
         type("Image", (tfrecorder.Connector,), {})
+
+
+class Document(tfrecorder.Media):
+    """A UTF-8 text file a record (a column of paths ending in .txt): stored as it is, with its line count; a file
+    that is not UTF-8 is the row error ``not_text``."""
+
+    row_errors = {"not_text": ("the file is not UTF-8 text", "save it as UTF-8")}
+    measures = {"lines": "Int64"}
+
+    @classmethod
+    def claim(cls, series: pd.Series) -> Document | None:
+        given = series.dropna()
+        text = series.dtype == object or isinstance(series.dtype, pd.StringDtype)  # a CSV's text: "string"
+        if text and len(given) and all(isinstance(v, str) and v.endswith(".txt") for v in given):
+            return cls()
+        return None
+
+    def prepare(self, data: bytes, uri: str) -> tuple[bytes, dict[str, Any]]:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise tfrecorder.errors.ImageError("not_text", f"{uri} is not UTF-8 text") from None
+        return data, {"lines": len(text.splitlines())}
+
+    def text(self, feature) -> bool:
+        return True
+
+
+def test_a_media_kind_from_outside_fetches_checks_and_measures_each_file(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    table = image_table_at(tmp_path)[["split", "image_uri", "label"]]
+    texts = {i: "line\n" * (i % 3 + 1) + f"é {i}" for i in range(len(table))}
+    for i, text in texts.items():
+        (docs / f"{i}.txt").write_text(text, encoding="utf-8")
+    (docs / "5.txt").write_bytes(b"\xff\xfe not utf-8")
+    table["doc"] = [f"docs/{i}.txt" for i in range(len(table))]  # relative: to the CSV's folder
+    table.loc[7, "doc"] = "docs/gone.txt"
+    table.to_csv(tmp_path / "table.csv", index=False)
+    out = tmp_path / "out"
+    result = tfrecorder.convert(str(tmp_path / "table.csv"), str(out), num_shards=1, progress=False)
+
+    errors = pd.read_csv(out / "errors.csv")
+    assert dict(zip(errors.row, errors.error)) == {5: "not_text", 7: "not_found"} and result.errors == 2
+    assert "5.txt is not UTF-8 text" in errors.message[errors.row == 5].item()
+    features = {f["name"]: f for f in json.loads((out / "dataset.json").read_text())["features"]}
+    assert (features["doc"]["connector"], features["doc/lines"]["connector"]) == ("Document", "Int64")
+    frame = tfrecorder.read_tfr(str(out)).set_index("image_uri")
+    for i, row in table.drop([5, 7]).iterrows():
+        assert frame.loc[row.image_uri, "doc"] == texts[i]
+        assert frame.loc[row.image_uri, "doc/lines"] == i % 3 + 2
+    source = tfrecorder.data_source(str(out), "TRAIN")
+    batch = next(iter(tfrecorder.load_dataset(str(out), "TRAIN", batch_size=None, image_size=(8, 8))))
+    assert batch["doc"].numpy().decode() in texts.values() and source[0]["doc"].decode() in texts.values()
+    assert tfrecorder.verify(str(out)).ok
+
+
+def test_a_kind_from_outside_in_a_detection_table_is_one_line(tmp_path):
+    table = image_table_at(tmp_path).head(4)[["split", "image_uri", "label"]]
+    table = table.assign(xmin=0.1, ymin=0.1, xmax=0.5, ymax=0.5, z=[1j, 2j, 3j, 4j])
+    with pytest.raises(tfrecorder.SchemaError, match=r"^column 'z' is stored with the connector Complex, a value a "
+                                                     r"record; a detection table"):
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False)

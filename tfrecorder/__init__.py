@@ -36,6 +36,7 @@ _LAZY = {
     "VerifyReport": "tfrecorder.read.verify",
     "FileFormat": "tfrecorder.dataset.file_formats",  # subclass it to add a shard file format (convert's file_format)
     "Connector": "tfrecorder.dataset.connectors",  # subclass it to add a kind of value (a column's connector)
+    "Media": "tfrecorder.dataset.connectors",  # subclass it to add a kind of file a column names (audio, ...)
 }
 
 __all__ = [

@@ -52,6 +52,11 @@ def _check_image_roles(columns: Mapping[str, type[ColumnType]]) -> None:
             raise SchemaError(f"columns {held} all hold {what}; an object has {one}: give one column")
     if not edges:
         return
+    own = [n for n, t in columns.items() if isinstance(t.connector, Connector)]
+    if own:
+        raise SchemaError(f"column {own[0]!r} is stored with the connector {columns[own[0]].connector.name}, a value "
+                          f"a record; a detection table (a row per box) stores its columns' values per object: give "
+                          f"it in a table of a row per image")
     twice = {edge: names for edge, names in edges.items() if len(names) > 1}
     if twice:
         edge, names = next(iter(twice.items()))

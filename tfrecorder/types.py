@@ -7,6 +7,7 @@ that stores it; nothing else in the package decides that from class names.
 
 from __future__ import annotations
 
+import copyreg
 import enum
 from typing import Any, ClassVar
 
@@ -255,6 +256,16 @@ ALL_TYPES: tuple[type[ColumnType], ...] = (
     BoxXMin, BoxYMin, BoxXMax, BoxYMax, AnnotatedWidth, AnnotatedHeight, Keypoints, ImageBytes, InstanceMask,
     InstanceMaskUri,
 )
+class _MadeType(type):
+    """The metaclass of the types ``column_type`` makes: no module holds them, so they are pickled as the call that
+    makes them again, from their connector (its class, by reference, and its parameters) - Beam ships them."""
+
+
+def _made_again(made: Any) -> Any:
+    return column_type, (made.connector,)
+
+
+copyreg.pickle(_MadeType, _made_again)
 _MADE: dict[Any, type[ColumnType]] = {}
 
 
@@ -270,7 +281,7 @@ def column_type(connector: Any) -> type[ColumnType]:
         A ``ColumnType`` subclass named after the connector, the same one each time for the same connector.
     """
     if connector not in _MADE:
-        _MADE[connector] = type(connector.name, (ColumnType,), {
+        _MADE[connector] = _MadeType(connector.name, (ColumnType,), {  # type: ignore[assignment]
             "role": Role.FEATURE, "kind": connector.kind, "connector": connector,
             "__doc__": f"A column stored with the connector {connector.name} {connector.parameters() or ''}"})
     return _MADE[connector]

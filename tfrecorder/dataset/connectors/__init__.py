@@ -25,6 +25,7 @@ from typing import Any
 
 from tfrecorder.dataset.connectors.base import REGISTERED, TFDS_CLASS, Connector
 from tfrecorder.dataset.connectors.images import Image, Mask
+from tfrecorder.dataset.connectors.media import Media
 from tfrecorder.dataset.connectors.nested import ListOf, Objects
 from tfrecorder.dataset.connectors.places import (
     VISIBILITY,
@@ -49,7 +50,7 @@ from tfrecorder.types import ColumnType, Kind
 
 __all__ = ["INT64_MAX", "INT64_MIN", "TFDS_CLASS", "VISIBILITY", "BoundingBoxes", "Bytes", "ClassLabel", "Connector",
            "Float32", "Float64", "Image", "InstanceMask", "Int64", "KeypointVisibility", "Keypoints", "ListOf", "Mask",
-           "Objects", "Text", "float64_bits"]
+           "Media", "Objects", "Text", "float64_bits"]
 
 INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, CLASS_LABEL = (Int64(), Float32(), Float64(), Bytes(), Text(), Image(),
                                                            ClassLabel())

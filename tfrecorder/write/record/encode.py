@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tfrecorder.dataset import features, layouts
-from tfrecorder.dataset.connectors import Connector, of_type
+from tfrecorder.dataset.connectors import Connector, Media, of_type
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.errors import ImageError
 from tfrecorder.types import BOX_EDGES, InstanceMaskUri, Role
@@ -68,9 +68,13 @@ class ExampleEncoder:
         split = self._slot(features.SPLIT.name, features.SPLIT.connector)
         self._fixed: list[tuple[Any, Any]] = [(split, self._splits)]
         self._varying: list[tuple[str, str, Any]] = []
+        self._media: dict[str, Any] = {}
         for c in self._columns:
             connector = features.LABEL.connector if c.type.role is Role.LABEL else c.connector
-            if c.type.is_list or c.nullable or connector.values_per_record != 1:
+            if isinstance(connector, Media):  # its file's bytes and measures, prepared by the shard's writer
+                self._media.update((name, self._slot(name, kind))
+                                   for name, kind in connector.feature_names(c.feature).items())
+            elif c.type.is_list or c.nullable or connector.values_per_record != 1:
                 self._varying.append((c.feature, connector.field, c.values))
             else:
                 self._fixed.append((self._slot(c.feature, connector), c.values))
@@ -85,8 +89,11 @@ class ExampleEncoder:
         values.append(connector.placeholder)
         return values
 
-    def encode(self, row: int, image: StoredImage | None = None) -> bytes:
-        """The serialized Example for ``row`` (position in the table) with ``image`` if it has one."""
+    def encode(self, row: int, image: StoredImage | None = None, media: dict[str, Any] | None = None) -> bytes:
+        """The serialized Example for ``row`` (position in the table) with ``image`` if it has one, and the values
+        of its media columns' features (``media``: the shard's writer prepared them)."""
+        for name, value in (media or {}).items():
+            self._media[name][0] = value
         if image is not None:
             for name, value in image_values(image, self._uris[row]).items():
                 self._image[name][0] = value

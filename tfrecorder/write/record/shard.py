@@ -16,11 +16,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tfrecorder import machine
+from tfrecorder.dataset.connectors.media import DATA, LOCATION, URI, Media
 from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import ImageError, RowError
 from tfrecorder.write.record.encode import ENCODERS
+from tfrecorder.write.record.fetch import fetch as fetch_file
 from tfrecorder.write.record.images import StoredImage, held_image, load_image
 from tfrecorder.write.record.masks import load_mask, pixel_stride
 from tfrecorder.write.settings import WriteOptions
@@ -28,7 +30,7 @@ from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table.leakage import content_key
 from tfrecorder.write.table.plan import ShardSpec
 from tfrecorder.write.table.spill import SpilledShard, shard_parts
-from tfrecorder.write.table.table import Table
+from tfrecorder.write.table.table import Column, Table
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -137,8 +139,9 @@ class ShardResult:
         return keys, rows, np.full(len(keys), WRITTEN_SPLITS.index(self.spec.split), np.int8)
 
 
-# A function that maps row positions to (image and its content key) or the ImageError each raised, in order.
-ImageOrError = tuple[StoredImage, int] | tuple[ImageError, None]
+# A function that maps row positions to (image, its content key, the values of its media columns' features) or the
+# ImageError each raised, in order.
+ImageOrError = tuple[StoredImage | None, int | None, dict[str, Any] | None] | tuple[ImageError, None, None]
 ImageMapper = Callable[[Callable[[int], ImageOrError], Iterable[int]], Iterator[ImageOrError]]
 
 
@@ -188,7 +191,7 @@ def write_shard(
             pixels_at = range((stride - (spec.start + seen) % stride) % stride, table.num_rows, stride)
             fetched = _images(table, options, image_map, [record[0] for record in records], pixels_at)
             seen += table.num_rows
-            for record, (image, key) in zip(records, fetched):
+            for record, (image, key, files) in zip(records, fetched):
                 record_rows = [rows[local] for local in record]
                 if not isinstance(image, ImageError) and detection:
                     try:
@@ -199,7 +202,7 @@ def write_shard(
                     except ImageError as e:  # a box beyond the image: the image and its rows are not written
                         image = e
                 elif not isinstance(image, ImageError):
-                    data = encoder.encode(record[0], image)
+                    data = encoder.encode(record[0], image, files)
                 if isinstance(image, ImageError):
                     uri = table.image_uris[record[0]] if table.image_uris is not None else None
                     if options.on_error == "raise":
@@ -243,9 +246,11 @@ def write_spilled_shard(shard: SpilledShard, folder: Folder, options: Any, image
 def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positions: Sequence[int],
             pixels_at: range = range(0)):
     """The images at ``positions`` of ``table``, each with its mask if it has one (the pixels of each class
-    counted in the masks at the ``pixels_at`` positions)."""
-    if table.image_locations is None:
-        return ((None, None) for _ in positions)
+    counted in the masks at the ``pixels_at`` positions), and the files of its media columns each prepared by
+    its kind (``connectors.media``)."""
+    media = [c for c in table.features if isinstance(c.connector, Media)]
+    if table.image_locations is None and not media:
+        return ((None, None, None) for _ in positions)
     locations, settings = table.image_locations, options.images
 
     masks, held = table.mask_locations, table.image_data
@@ -256,6 +261,9 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
         mask is read and checked with its image. An image the table holds is taken from its row, checked as a
         file's bytes are."""
         try:
+            files = _media_files(media, row, options) if media else None
+            if locations is None:
+                return None, None, files
             if held is not None and held[row] is not None:
                 image = held_image(bytes(held[row]), settings, options.fetch)  # a memoryview: its copy
             elif held is not None and locations[row] is None:  # a table of images: no URI was asked for
@@ -268,10 +276,25 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
                                          options.fetch, row in pixels_at)
                 image = replace(image, mask=mask, mask_pixels=pixels)
         except ImageError as e:
-            return e, None
-        return image, content_key(image.data)
+            return e, None, None
+        return image, content_key(image.data), files
 
     return image_map(fetch, positions)
+
+
+def _media_files(columns: Sequence[Column], row: int, options: WriteOptions) -> dict[str, Any]:
+    """The values of every feature of ``row``'s media columns: each file fetched (or taken from the table) and
+    prepared by its kind; an ImageError where one is missing, cannot be read, or is not of its kind."""
+    found: dict[str, Any] = {}
+    for column in columns:
+        value, connector = column.values[row], column.connector
+        if value is None:
+            raise ImageError("missing_uri", f"column {column.name!r}: the row has no value (an empty cell)")
+        data = value[DATA] if value[DATA] is not None else fetch_file(value[LOCATION], options.fetch)
+        stored, measured = connector.prepare(data, value[URI] or f"row {row}'s {column.name}")  # type: ignore[attr-defined]
+        found[column.feature] = stored
+        found.update((f"{column.feature}/{name}", measured[name]) for name in connector.measures)  # type: ignore[attr-defined]
+    return found
 
 
 def default_workers(remote: bool = True) -> int:

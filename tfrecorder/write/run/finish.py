@@ -17,6 +17,7 @@ from tfrecorder.dataset.connectors import (
     CLASS_LABEL,
     INT64,
     Connector,
+    Media,
     list_of,
     objects_of,
     of_type,
@@ -355,6 +356,10 @@ def _features(table: Table, semantic: bool = False) -> list[FeatureInfo]:
             infos.append(FeatureInfo(c.feature, c.type.role.value, own.dtype, own.shape, connector=own.name,
                                      nullable=nullable, column=c.name, source=c.source, type=c.type.__name__,
                                      pandas=c.pandas, parameters=own.parameters() or None))
+            if isinstance(own, Media):  # what it measured of each file, beside its bytes
+                infos += [FeatureInfo(name, c.type.role.value, measure.dtype, measure.shape, connector=measure.name,
+                                      parameters=measure.parameters() or None)
+                          for name, measure in own.feature_names(c.feature).items() if name != c.feature]
             continue
         infos.append(FeatureInfo(
             c.feature, c.type.role.value, kind.value, [None] if c.type.is_list else [], connector=connector,

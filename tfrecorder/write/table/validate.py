@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.connectors import of_type
+from tfrecorder.dataset.connectors.media import LOCATION, URI, Media
 from tfrecorder.dataset.features import OBJECT_LABEL, object_feature
 from tfrecorder.errors import RowSample
 from tfrecorder.redact import redact
@@ -91,7 +92,8 @@ def validate_part(
                                         FloatFacts.of(float_array(column.values), first_row) if floats else None,
                                         given, column.pandas)
     label = next((c for c, (_, t) in zip(converted, valued) if t.role is Role.LABEL), None)
-    features = tuple(c for c, (_, t) in zip(converted, valued) if t.role in (Role.FEATURE, Role.BOX))
+    features = tuple(_media_located(c, base_dir) for c, (_, t) in zip(converted, valued)
+                     if t.role in (Role.FEATURE, Role.BOX))
     empty, box_facts = None, None
     boxes = {c.type.edge: c for c in features if c is not None and c.type.role is Role.BOX}
     if schema.boxes and len(boxes) == len(schema.boxes) and label is not None:
@@ -117,6 +119,17 @@ def validate_part(
         image_data=held.data if held is not None else None,
     )
     return part, facts
+
+
+def _media_located(column: Column | None, base_dir: str | Sequence[str | None] | None) -> Column | None:
+    """A media column (``connectors.media``) with each location resolved against the folder of the file its row
+    came from, as image URIs are, and each location as given redacted for messages; other columns as they are."""
+    if column is None or not isinstance(column.connector, Media):
+        return column
+    given = [None if v is None else v[LOCATION] for v in column.values]
+    found = locations(given, base_dir)
+    return replace(column, values=[None if v is None else {**v, URI: v[URI] and redact(v[URI]), LOCATION: place}
+                                   for v, place in zip(column.values, found)])
 
 
 _LABEL_ORDER = 2  # problems of the image URIs (0) and splits (1) come first, then the label, then the other columns

@@ -1,0 +1,86 @@
+"""Media connectors' base (pure): a kind of value a record keeps as a file's bytes - audio, a document, any file
+a kind knows how to check - given as a column of locations (paths and URLs, resolved as image URIs are) or of the
+bytes themselves. What is shared lives here: the column's values, their content key and Arrow type, and the
+contract of ``prepare``, which the shard's writer calls for each row in its threads after fetching the bytes with
+the image fetch's limits (``write/record/shard.py``). A kind subclasses ``Media`` in a module of its own."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tfrecorder.dataset.connectors.base import Connector, object_array, object_hashes
+from tfrecorder.errors import ROW_ERRORS
+from tfrecorder.types import Kind
+
+# A media column's checked value: the location as given (credentials redacted: what messages name), where to
+# fetch it (resolved against the table's folder), or the bytes the table holds; one of the last two is set.
+URI, LOCATION, DATA = "uri", "location", "data"
+
+
+class Media(Connector):
+    """A kind of value kept as a file's bytes, fetched and checked by the shard's writer.
+
+    A subclass implements ``prepare`` (the bytes to store and what it measured, or an ``ImageError`` whose code
+    is one of ``row_errors``, added to errors.csv's documented codes as the class is defined) and lists its
+    measures (``measures``: name -> the connector of its values), stored as ``<feature>/<name>`` beside the
+    bytes. A row without a value is the row error ``missing_uri``."""
+
+    abstract = True
+    kind = Kind.BYTES
+    field = "bytes_list"
+    tf_dtype = "string"
+    placeholder = b""
+    missing = ""
+    object_missing = b""
+    row_errors: ClassVar[dict[str, tuple[str, str]]] = {}  # code -> (what happened, what to do), as ROW_ERRORS
+    # stored beside the bytes as <feature>/<name>: each measure's connector, or its name ("Int64", "Text")
+    measures: ClassVar[dict[str, Connector | str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        taken = {code for code in cls.__dict__.get("row_errors", {}) if code in ROW_ERRORS}
+        for code, text in cls.__dict__.get("row_errors", {}).items():
+            if code in taken and ROW_ERRORS[code] != text:
+                raise TypeError(f"{cls.__name__}: row error {code!r} is already documented as "
+                                f"{ROW_ERRORS[code][0]!r}: give yours a code of its own")
+            ROW_ERRORS[code] = text
+
+    # writing: the column
+    def check(self, value: Any, sources: set[str]) -> dict[str, Any]:
+        if isinstance(value, (bytes, bytearray, memoryview, np.bytes_)):
+            sources.add("bytes")
+            return {URI: None, LOCATION: None, DATA: bytes(value)}
+        if isinstance(value, (str, np.str_)) and str(value).strip():
+            sources.add("str")
+            return {URI: str(value).strip(), LOCATION: str(value).strip(), DATA: None}
+        raise TypeError("not a location or bytes")
+
+    def hashes(self, values: Sequence[Any] | np.ndarray) -> np.ndarray:
+        """By the location as given, or by held bytes' CRC-32 and length (the rows' order rests on it; content
+        is compared by the writers)."""
+        keys = [None if v is None else v[URI] if v[URI] is not None else
+                f"{zlib.crc32(v[DATA]):08x}:{len(v[DATA])}" for v in values]
+        return object_hashes(object_array(keys))
+
+    def arrow_type(self) -> Any:
+        import pyarrow as pa
+
+        return pa.struct([(URI, pa.string()), (LOCATION, pa.string()), (DATA, pa.large_binary())])
+
+    # writing: the shard
+    def prepare(self, data: bytes, uri: str) -> tuple[bytes, dict[str, Any]]:
+        """The bytes a record stores of the file ``data`` (named ``uri`` in messages) and the value of each of
+        ``measures``; an ``ImageError`` (a row error) where the file is not one of this kind."""
+        raise NotImplementedError
+
+    def feature_names(self, feature: str) -> dict[str, Connector]:
+        """Every feature a column stored under ``feature`` writes, with its connector: the bytes, then each
+        measure."""
+        from tfrecorder.dataset.connectors import named  # the registry imports this module
+
+        return {feature: self, **{f"{feature}/{name}": named(c) if isinstance(c, str) else c
+                                  for name, c in self.measures.items()}}
