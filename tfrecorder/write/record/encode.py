@@ -295,7 +295,8 @@ class SegmentationAPIEncoder:
     def __init__(self, table: Table):
         self._uris = table.image_uris
 
-    def encode(self, row: int, image: StoredImage) -> bytes:
+    def encode(self, row: int, image: StoredImage, media: dict[str, Any] | None = None) -> bytes:
+        """The record of ``row``: its image's keys alone (the layout has no place for other columns)."""
         example = Example()
         detection_api_image(example.features.feature, image, self._uris[row])
         return example.SerializeToString(deterministic=True)
