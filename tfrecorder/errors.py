@@ -123,11 +123,16 @@ class RowError(TFRecorderError):
         return cls(int(row), split, uri, error, message.strip().strip("\"'"))
 
 
+# The codes kinds of value defined outside the package add (``Media.row_errors``), as ROW_ERRORS: documented by them.
+KIND_ROW_ERRORS: dict[str, tuple[str, str]] = {}
+
+
 class ImageError(Exception):
     """A row's image cannot be read or stored; ``error`` is a short class for errors.csv (not_found, ...)."""
 
     def __init__(self, error: str, message: str):
-        if error not in ROW_ERRORS:  # every code is documented; a new one is added there first
+        if error not in ROW_ERRORS and error not in KIND_ROW_ERRORS:  # every code is documented; a new one is
+            # added there first (or by the kind of value outside the package that raises it)
             raise AssertionError(f"row error code {error!r} is not in tfrecorder.errors.ROW_ERRORS")
         message = redact(message)  # it may quote a URL with a token in it
         super().__init__(f"{error}: {message}")

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tfrecorder.dataset.connectors.base import Connector, object_array, object_hashes
-from tfrecorder.errors import ROW_ERRORS
+from tfrecorder.errors import KIND_ROW_ERRORS, ROW_ERRORS
 from tfrecorder.types import Kind
 
 # A media column's checked value: the location as given (credentials redacted: what messages name), where to
@@ -25,7 +25,8 @@ class Media(Connector):
     """A kind of value kept as a file's bytes, fetched and checked by the shard's writer.
 
     A subclass implements ``prepare`` (the bytes to store and what it measured, or an ``ImageError`` whose code
-    is one of ``row_errors``, added to errors.csv's documented codes as the class is defined) and lists its
+    is one of ``row_errors``: a kind outside the package documents its own codes, which join errors.csv's as the
+    class is defined; the package's kinds document theirs in ``errors.ROW_ERRORS``) and lists its
     measures (``measures``: name -> the connector of its values), stored as ``<feature>/<name>`` beside the
     bytes. A row without a value is the row error ``missing_uri``."""
 
@@ -42,12 +43,13 @@ class Media(Connector):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        taken = {code for code in cls.__dict__.get("row_errors", {}) if code in ROW_ERRORS}
         for code, text in cls.__dict__.get("row_errors", {}).items():
-            if code in taken and ROW_ERRORS[code] != text:
-                raise TypeError(f"{cls.__name__}: row error {code!r} is already documented as "
-                                f"{ROW_ERRORS[code][0]!r}: give yours a code of its own")
-            ROW_ERRORS[code] = text
+            known = ROW_ERRORS.get(code) or KIND_ROW_ERRORS.get(code)
+            if known is not None and known != text:
+                raise TypeError(f"{cls.__name__}: row error {code!r} is already documented as {known[0]!r}: give "
+                                f"yours a code of its own")
+            if code not in ROW_ERRORS:  # the package's own kinds document theirs in ROW_ERRORS
+                KIND_ROW_ERRORS[code] = text
 
     # writing: the column
     def check(self, value: Any, sources: set[str]) -> dict[str, Any]:
