@@ -18,6 +18,8 @@ import pytest
 
 import tfrecorder
 from tests.conftest import image_table_at, in_stored_order
+from tfrecorder.dataset import connectors
+from tfrecorder.dataset.connectors.base import REGISTERED
 from tfrecorder.dataset.records import Block, Frame, masked_crc
 from tfrecorder.types import Kind
 
@@ -116,6 +118,32 @@ class _Records:
         pass
 
 
+class Document(tfrecorder.Media):
+    """A UTF-8 text file a record (a column of paths ending in .txt): stored as it is, with its line count; a file
+    that is not UTF-8 is the row error ``not_text``."""
+
+    row_errors = {"not_text": ("the file is not UTF-8 text", "save it as UTF-8")}
+    measures = {"lines": "Int64"}
+
+    @classmethod
+    def claim(cls, series: pd.Series) -> Document | None:
+        given = series.dropna()
+        text = series.dtype == object or isinstance(series.dtype, pd.StringDtype)  # a CSV's text: "string"
+        if text and len(given) and all(isinstance(v, str) and v.endswith(".txt") for v in given):
+            return cls()
+        return None
+
+    def prepare(self, data: bytes, uri: str) -> tuple[bytes, dict[str, Any]]:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise tfrecorder.errors.ImageError("not_text", f"{uri} is not UTF-8 text") from None
+        return data, {"lines": len(text.splitlines())}
+
+    def text(self, feature) -> bool:
+        return True
+
+
 class LengthPrefixed(tfrecorder.FileFormat):
     """A format of the test's own: each record after its 4-byte length, nothing else."""
 
@@ -145,6 +173,24 @@ class LengthPrefixed(tfrecorder.FileFormat):
     def open_records(self, folder, shard, split):
         with folder.fs.open(folder.join(shard.file), "rb") as f:
             return _Records(_split(f.read()))
+
+
+# Defining a kind registers it for the whole process: a kind that claims columns (complex numbers, .txt paths)
+# would change what other test modules' tables infer as. So this module's kinds are registered only while its
+# own tests run.
+_KINDS = (Complex, Document)
+for _kind in _KINDS:
+    del REGISTERED[_kind.__name__]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kinds_registered():
+    REGISTERED.update((kind.__name__, kind) for kind in _KINDS)
+    yield
+    for kind in _KINDS:
+        del REGISTERED[kind.__name__]
+    for key in [k for k in connectors._INSTANCES if k[0] in {kind.__name__ for kind in _KINDS}]:
+        del connectors._INSTANCES[key]
 
 
 @pytest.fixture(scope="module")
@@ -274,11 +320,8 @@ def test_a_kind_given_in_the_schema_refuses_other_values(tmp_path):
 
 
 def test_a_dataset_of_a_kind_not_defined_here_is_refused_in_one_line(complex_written, monkeypatch):
-    from tfrecorder.dataset import connectors
-    from tfrecorder.dataset.connectors import base
-
     _, ours, _ = complex_written
-    monkeypatch.delitem(base.REGISTERED, "Complex")
+    monkeypatch.delitem(REGISTERED, "Complex")
     monkeypatch.setattr(connectors, "_INSTANCES", {k: v for k, v in connectors._INSTANCES.items()
                                                    if "Complex" not in k[0]})
     with pytest.raises(tfrecorder.TFRecorderError, match=r"feature 'z' has connector 'Complex', which this "
@@ -290,32 +333,6 @@ def test_a_second_kind_of_the_same_name_is_refused():
     with pytest.raises(TypeError, match=r"connector 'Image' is already defined by "
                                         r"tfrecorder.dataset.connectors.images.Image"):
         type("Image", (tfrecorder.Connector,), {})
-
-
-class Document(tfrecorder.Media):
-    """A UTF-8 text file a record (a column of paths ending in .txt): stored as it is, with its line count; a file
-    that is not UTF-8 is the row error ``not_text``."""
-
-    row_errors = {"not_text": ("the file is not UTF-8 text", "save it as UTF-8")}
-    measures = {"lines": "Int64"}
-
-    @classmethod
-    def claim(cls, series: pd.Series) -> Document | None:
-        given = series.dropna()
-        text = series.dtype == object or isinstance(series.dtype, pd.StringDtype)  # a CSV's text: "string"
-        if text and len(given) and all(isinstance(v, str) and v.endswith(".txt") for v in given):
-            return cls()
-        return None
-
-    def prepare(self, data: bytes, uri: str) -> tuple[bytes, dict[str, Any]]:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise tfrecorder.errors.ImageError("not_text", f"{uri} is not UTF-8 text") from None
-        return data, {"lines": len(text.splitlines())}
-
-    def text(self, feature) -> bool:
-        return True
 
 
 def test_a_media_kind_from_outside_fetches_checks_and_measures_each_file(tmp_path):

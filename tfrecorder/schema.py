@@ -202,10 +202,10 @@ def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | N
         return types.ImageUri
     if name == MASK_COLUMN:
         return types.MaskUri
-    if name != LABEL_COLUMN and (claimed := claimed_type(series)) is not None:
-        return claimed
     if holds_images(name, series):
         return types.ImageBytes
+    if name != LABEL_COLUMN and (claimed := claimed_type(series)) is not None:
+        return claimed
     kind, is_list = known or infer_kind(name, series)
     if name == LABEL_COLUMN:
         if kind is Kind.FLOAT32 and not is_list:

@@ -287,6 +287,23 @@ def column_type(connector: Any) -> type[ColumnType]:
     return _MADE[connector]
 
 
+def Tensor(shape: tuple[int | None, ...] | list[int | None], dtype: str, encoding: str = "none") -> type[ColumnType]:  # noqa: N802 - a type's name
+    """The column type of an array column of ``shape`` and ``dtype`` a row (``schema={"x": types.Tensor(...)}``):
+    stored as TFDS's ``tfds.features.Tensor``, read back as arrays of that shape and dtype.
+
+    Args:
+        shape: the size of each dimension (1 to 5 of them), None for the first where rows differ.
+        dtype: bool, int8-int64, uint8-uint32, float16, float32 or float64.
+        encoding: "none" (the values in an Example list), "bytes" or "zlib" (the array's bytes; a fixed shape).
+
+    Returns:
+        The column type (the same one for the same arguments).
+    """
+    from tfrecorder.dataset.connectors.tensors import Tensor as TensorConnector  # the connectors import this module
+
+    return column_type(TensorConnector(shape, dtype, encoding))
+
+
 # A detection table's box columns by the edge each holds: the four edges are all given or none is.
 BOX_TYPES: dict[str, type[ColumnType]] = {t.edge: t for t in ALL_TYPES if t.role is Role.BOX}
 BOX_EDGES: tuple[str, ...] = ("xmin", "ymin", "xmax", "ymax")

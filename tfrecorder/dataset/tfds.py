@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.connectors import TFDS_CLASS, Objects, named
+from tfrecorder.dataset.connectors import TFDS_CLASS, Objects, of
 from tfrecorder.dataset.features import IMAGE, LABEL, OBJECT_LABEL, OBJECTS
 from tfrecorder.dataset.file_formats import format_of_files
 from tfrecorder.dataset.layouts import DEFAULT, RecordLayout, layout_of
@@ -87,7 +87,7 @@ def tfds_metadata(
         connector, why = _connector(feature, label, image)
         if connector is None:
             left_out[feature.name] = why
-        elif isinstance(named(feature.connector), Objects):  # type: ignore[arg-type]
+        elif isinstance(of(feature), Objects):
             objects[layout.member(feature.name)] = connector
         else:
             connectors[feature.name] = connector
@@ -126,7 +126,7 @@ def _connector(feature: FeatureInfo, label: Mapping[str, Any] | None, image: Map
     and why TFDS cannot read it."""
     if feature.nullable:
         return None, "some records lack it (missing values), and TFDS needs every feature in every record"
-    return named(feature.connector).tfds(feature, {"label": label, "image": image})  # type: ignore[arg-type]
+    return of(feature).tfds(feature, {"label": label, "image": image})
 
 
 def _dataset_info(name: str, version: str, shards: Mapping[str, Sequence[ShardInfo]],

@@ -98,10 +98,10 @@ class ExampleDecoder:
         """One feature's value: its Example list as its connector reads it (a missing scalar: its default)."""
         dtype = _NUMBERS.get(connector.field)
         values = list(getattr(stored[feature.name], connector.field).value) if feature.name in stored else None
-        if connector.shape == [None]:  # ListOf, Objects
+        if connector.nested:  # ListOf, Objects
             array = np.array(values or [], dtype=dtype if dtype is not None else object)
             return connector.array(array)
-        if connector.values_per_record != 1:  # a kind whose records hold several values: it reads them
+        if not connector.plain:  # a kind that reads its record's stored list itself
             if not values and feature.nullable:
                 return None
             return connector.from_wire(values or [])

@@ -350,6 +350,8 @@ class _Collector:
             self._masks = [np.ones(expected_rows, bool)]
 
     def add(self, column: wire.Numbers | wire.Binary | wire.Objects) -> None:
+        if isinstance(column, wire.Binary) and not self._connector.plain:  # one bytes value a record, read by its kind
+            column = wire.Objects([None if v is None else [v] for v in column.values.to_pylist()])
         if isinstance(column, wire.Objects):
             self._objects.extend(_text(column.values, self.feature))
         elif isinstance(column, wire.Binary):
@@ -367,9 +369,9 @@ class _Collector:
     def array(self) -> Any:
         """The feature as an array pandas takes as a column; what was collected is let go (the frame is built a
         column at a time)."""
-        if self.feature.is_list or self._connector.values_per_record != 1:
+        if not self._connector.plain:
             objects, self._objects = self._objects, []
-            if not self.feature.is_list:  # a kind whose records hold several values: its connector reads them
+            if not self._connector.nested:  # a kind that reads its record's stored list itself
                 return self._connector.values_column([None if v is None else self._connector.from_wire(v)
                                                       for v in objects])
             array = np.empty(len(objects), dtype=object)
@@ -394,7 +396,7 @@ def _connector(feature: FeatureInfo) -> Connector:
 def _decoded(examples: list[Any], feature: FeatureInfo) -> wire.Numbers | wire.Binary | wire.Objects:
     """One feature over parsed Examples, as wire.decode gives it."""
     connector = _connector(feature)
-    field, name, is_list = connector.field, feature.name, connector.values_per_record != 1
+    field, name, is_list = connector.field, feature.name, not connector.plain
     values: list[Any] = []
     for example in examples:
         fmap = example.features.feature

@@ -83,7 +83,7 @@ def decode(records: Sequence[bytes], features: Sequence[FeatureInfo]) -> list[Nu
         found: list[Any] = [None] * len(features)
         for field in ("float_list", "int64_list"):  # scalar numbers: every feature of a kind at once
             group = [i for i, f in enumerate(features)
-                     if connectors.of(f).field == field and connectors.of(f).values_per_record == 1]
+                     if connectors.of(f).field == field and connectors.of(f).plain]
             if group:
                 members = np.asarray(group)
                 picked = _spans(bounds[members], bounds[members + 1])

@@ -45,12 +45,13 @@ from tfrecorder.dataset.connectors.scalars import (
     Text,
     float64_bits,
 )
+from tfrecorder.dataset.connectors.tensors import Tensor
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.types import ColumnType, Kind
 
 __all__ = ["INT64_MAX", "INT64_MIN", "TFDS_CLASS", "VISIBILITY", "BoundingBoxes", "Bytes", "ClassLabel", "Connector",
            "Float32", "Float64", "Image", "InstanceMask", "Int64", "KeypointVisibility", "Keypoints", "ListOf", "Mask",
-           "Media", "Objects", "Text", "float64_bits"]
+           "Media", "Objects", "Tensor", "Text", "float64_bits"]
 
 INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, CLASS_LABEL = (Int64(), Float32(), Float64(), Bytes(), Text(), Image(),
                                                            ClassLabel())
@@ -96,11 +97,12 @@ def of(feature: FeatureInfo) -> Connector:
 
 
 def field_of(feature: FeatureInfo) -> str:
-    """The Example list dataset.json says ``feature``'s records hold: its dtype's (so that an edited dtype is
-    seen against the records), or for a dtype of a connector's own (``Connector.dtype``) its connector's."""
-    if feature.dtype in Kind.__members__.values():
+    """The Example list dataset.json says ``feature``'s records hold: its connector's where its dtype is the one its
+    connector gives, else its dtype's (so that an edited dtype is seen against the records)."""
+    connector = of(feature)
+    if feature.dtype != connector.dtype and feature.dtype in Kind.__members__.values():
         return BY_KIND[Kind(feature.dtype)].field
-    return of(feature).field
+    return connector.field
 
 
 def list_of(item: Connector) -> Connector:

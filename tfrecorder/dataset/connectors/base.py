@@ -55,6 +55,13 @@ class Connector:
     # How many values its Example list holds in each record: 1 a scalar's, a fixed count (a complex number's 2),
     # None where it varies (lists, objects). Readers read a feature of one value a record as a column of scalars.
     values_per_record: ClassVar[int | None] = 1
+    nested: ClassVar[bool] = False  # ListOf and Objects: a record holds a list of their item's values
+
+    @property
+    def plain(self) -> bool:
+        """Whether readers give a record's one stored value as it is (a scalar of its list's kind); else they give
+        a nested kind's list, or what ``from_wire`` makes of the record's stored list."""
+        return self.values_per_record == 1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

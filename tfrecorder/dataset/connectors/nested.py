@@ -17,6 +17,7 @@ from tfrecorder.types import Kind
 class _Nested(Connector):
     abstract = True  # named by nesting (``ListOf(<item>)``), never registered
     values_per_record = None
+    nested = True
 
     def __init__(self, item: Connector):
         self.item = item

@@ -13,7 +13,7 @@ import pandas as pd
 from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN, Connector, of_type
 from tfrecorder.errors import RowSample, SchemaError
-from tfrecorder.schema import ListLike, is_missing
+from tfrecorder.schema import ListLike, brief, is_missing
 from tfrecorder.types import ColumnType, Kind, Role
 from tfrecorder.write.table.facts import Problem, source_name
 from tfrecorder.write.table.floats import FloatFacts
@@ -28,14 +28,16 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
     the table's."""
     feature = feature_name(name, col_type)
     pandas = dtypes.describe(series.dtype) if col_type.role is Role.FEATURE and not col_type.is_list else None
-    # a list's items and a scalar are checked by their kind's connector; a type made for a connector by its own
-    connector = of_type(col_type) if isinstance(col_type.connector, Connector) else BY_KIND[col_type.kind]
+    # a list's items and a scalar are checked by their kind's connector; a type made for a connector by its own,
+    # which checks each whole value (an array too)
+    own = isinstance(col_type.connector, Connector)
+    connector = of_type(col_type) if own else BY_KIND[col_type.kind]
     fast = None if col_type.is_list else connector.whole_column(series)
     if fast is not None:
         given, source = fast
         nullable = not isinstance(given, np.ndarray) and any(v is None for v in given)
         return Column(name, feature, col_type, nullable, source, given, pandas=pandas), None
-    if series.dtype == object and (shaped := _shaped(name, series, order, first_row)) is not None:
+    if series.dtype == object and not own and (shaped := _shaped(name, series, order, first_row)) is not None:
         return Column(name, feature, col_type, True, "int", [None] * len(series), pandas=pandas), shaped
     convert = connector.check
     values: list[Any] = []
@@ -55,7 +57,8 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
             quick += 1
             continue
         try:
-            values.append(_convert_value(raw, col_type.is_list, convert, sources))
+            values.append(convert(raw, sources) if own and not is_missing(raw) else None if own else
+                          _convert_value(raw, col_type.is_list, convert, sources))
         except (TypeError, ValueError, OverflowError):
             values.append(None)
             bad.append(pos)
@@ -65,12 +68,12 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
         example = example.item() if isinstance(example, np.generic) else example
         wanted = f"list of {col_type.kind.name.lower()}" if col_type.is_list else col_type.kind.name.lower()
         problem = Problem(order, name, "value_type", RowSample.of(bad, first_row),
-                          ((first_row + bad[0], repr(example)),),
-                          col_type.__name__ if connector is not BY_KIND[col_type.kind] else
+                          ((first_row + bad[0], brief(example)),),
+                          col_type.__name__ if own else
                           f"{col_type.__name__} ({wanted})")
     if quick:
         sources.add(common.__name__)
-    source = source_name(col_type.kind if connector is BY_KIND[col_type.kind] else None, sources)
+    source = source_name(None if own else col_type.kind, sources)
     return Column(name, feature, col_type, any(v is None for v in values), source, values, pandas=pandas), problem
 
 
