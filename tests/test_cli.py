@@ -19,19 +19,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
-def run(capfd):
-    """``run(*args, check=True)``: the command with ``args`` in this process; its exit status, stdout and stderr as a
-    CompletedProcess (argparse's exits, --help, --version and usage errors, included)."""
-    from tfrecorder import cli
-
+def run(command):
+    """``run(*args, check=True)``: the command in this process (tests/conftest.py's ``command``)."""
     def run(*args, check=True):
-        capfd.readouterr()
-        try:
-            status = cli.main(list(args))
-        except SystemExit as e:
-            status = e.code
-        out, err = capfd.readouterr()
-        proc = subprocess.CompletedProcess(["tfrecorder", *args], status, out, err)
+        proc = command(*args)
         if check:
             assert proc.returncode == 0, proc.stderr
         return proc

@@ -40,21 +40,6 @@ def test_info_imports_no_tensorflow(dataset):
 
 
 @pytest.fixture
-def command(capfd):
-    """``command(*args)``: the tfrecorder command with ``args`` in this process (a subprocess adds TensorFlow's
-    start-up, seconds, to each); its exit status, stdout and stderr as a CompletedProcess."""
-    from tfrecorder import cli
-
-    def command(*args):
-        capfd.readouterr()
-        status = cli.main(list(args))
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["tfrecorder", *args], status, out, err)
-
-    return command
-
-
-@pytest.fixture
 def run(command):
     """``run(*args)``: the stdout of the command, which must succeed."""
     def run(*args):
