@@ -265,6 +265,7 @@ print(len(boxes), peak() - before)
 """
 
 
+@pytest.mark.slow  # a subprocess
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak RSS from /proc")
 def test_a_coco_file_is_read_within_three_and_a_half_times_its_size(tmp_path):
     # json.loads of a whole COCO file kept every segmentation polygon as Python floats (~4x their text) and
@@ -283,6 +284,7 @@ def test_a_coco_file_is_read_within_three_and_a_half_times_its_size(tmp_path):
     assert rows > 25_000 and grown < 3.5 * size, f"the read grew {grown / size:.2f}x the file's size"
 
 
+@pytest.mark.slow  # a subprocess
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak RSS from /proc")
 def test_a_box_only_coco_file_is_read_within_three_and_a_half_times_its_size(tmp_path):
     # Roboflow's and CVAT's exports of boxes ("segmentation": []): json.loads made a dict per annotation, a list
