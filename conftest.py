@@ -12,11 +12,14 @@ collect_ignore = ["tfrecorder/__main__.py", "notebooks/make_notebooks.py", "docs
 
 # The inner loop, `pytest -m "not slow"`, leaves out what needs more than the package and a temporary folder:
 # whole notebooks and the docs' code blocks, servers (the GCS emulator, HTTP), subprocesses (the command line,
-# the wheel, killed runs), Beam and Dask pipelines, and the property and fuzz searches. `make test` runs them all.
+# the wheel, killed runs, lint; those in other modules carry @pytest.mark.slow), Beam and Dask pipelines (tests
+# named for the DirectRunner or every runner), and the property and fuzz searches; and what takes seconds per
+# test: a tf.data pipeline for every resize mode, Keras models. `make test` runs them all.
 _SLOW_MODULES = {"test_beam", "test_dask", "test_gcs", "test_store_faults", "test_http", "test_resume",
                  "test_big_files", "test_entrance_beam", "test_cli", "test_cli_output", "test_release",
                  "test_package", "test_properties", "test_fuzz", "test_stream", "test_memory"}
-_SLOW_WORDS = ("DirectRunner", "Dask", "beam", "the_code_blocks_of_a_page_run", "quick_start")
+_SLOW_WORDS = ("DirectRunner", "direct_runner", "every_runner", "and_runner", "Dask", "beam",
+               "the_code_blocks_of_a_page_run", "quick_start", "every_resize_mode", "keras")
 
 
 def pytest_collection_modifyitems(items):
@@ -25,6 +28,11 @@ def pytest_collection_modifyitems(items):
         if (item.path.suffix == ".ipynb" or module in _SLOW_MODULES
                 or any(word in item.nodeid for word in _SLOW_WORDS)):
             item.add_marker(pytest.mark.slow)
+    # The long ones first: on two workers a notebook (10-40 s) or a pipeline that is left for the end keeps one
+    # worker busy while the other has nothing left to do. Notebooks, then every module with a slow test, then the
+    # rest; a module's tests stay together and in their order (its module-scoped fixtures are made once).
+    slow_paths = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if item.path.suffix == ".ipynb" else 1 if item.path in slow_paths else 2)
 
 
 @pytest.fixture(scope="session")

@@ -112,6 +112,28 @@ def write_image(path: Path, fmt: str = "JPEG", mode: str = "RGB", size: tuple[in
 
 
 @pytest.fixture
+def command(capfd):
+    """``command(*args)``: the tfrecorder command run in this process, through ``cli.main`` (a subprocess adds
+    TensorFlow's start-up, seconds, to each run): its exit status, stdout and stderr as a CompletedProcess, argparse's
+    exits (--help, --version, a usage error) included. What only a process shows (TensorFlow's start-up lines, Ctrl-C,
+    SIGTERM, SIGPIPE, its imports) is tested in a subprocess."""
+    import subprocess
+
+    from tfrecorder import cli
+
+    def command(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()
+        try:
+            status = cli.main(list(args))
+        except SystemExit as e:
+            status = e.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["tfrecorder", *args], status, out, err)
+
+    return command
+
+
+@pytest.fixture
 def image_table(tmp_path: Path) -> pd.DataFrame:
     """12 rows: JPEG and PNG images of three classes in three splits, with float, int, str, list extras."""
     return image_table_at(tmp_path)

@@ -136,6 +136,7 @@ def test_direct_runner_writes_the_same_bytes_as_local(image_table, tmp_path):
             assert a == b, name
 
 
+@pytest.mark.slow  # a subprocess
 def test_a_killed_array_record_conversion_resumes_to_the_same_bytes(tmp_path, csv_table):
     """As tests/test_resume.py's kill, with ArrayRecord files: the shards done before the kill are kept (they
     have no .tfindex to check), the rest written, and the folder is the uninterrupted run's, byte for byte."""

@@ -18,7 +18,7 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 @pytest.fixture
 def dataset(tmp_path):
-    """A small labelled dataset converted in-process (the commands below run in subprocesses)."""
+    """A small labelled dataset converted in-process (the commands below read it)."""
     import pandas as pd
 
     paths = [str(write_image(tmp_path / f"{i}.jpg", seed=i)) for i in range(4)]
@@ -39,14 +39,18 @@ def test_info_imports_no_tensorflow(dataset):
     assert '"a": 2' in "\n".join(printed)  # the label counts are still there
 
 
-def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "tfrecorder", *args], capture_output=True, text=True, env=ENV,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+@pytest.fixture
+def run(command):
+    """``run(*args)``: the stdout of the command, which must succeed."""
+    def run(*args):
+        proc = command(*args)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    return run
 
 
-def test_verify_names_only_what_it_checked(dataset, tmp_path):
+def test_verify_names_only_what_it_checked(dataset, tmp_path, run):
     """gzip shards have no TFDS files beside them: verify says so instead of "TFDS files checked"."""
     import pandas as pd
 
@@ -112,14 +116,14 @@ def test_paths_of_the_wrong_kind_are_one_line_naming_them(dataset, tmp_path):
             call()
 
 
-def test_inspect_never_writes_over_a_users_own_data_csv(dataset, tmp_path):
+def test_inspect_never_writes_over_a_users_own_data_csv(dataset, tmp_path, command, monkeypatch):
     """--output-dir . in a folder holding the user's table: refused with one line, the table untouched (a
     data.csv with an image_file column is not taken for an earlier inspect's list either)."""
     table = "split,image_uri,label,image_file\nTRAIN,a.jpg,cat,00000.jpg\n"
     (tmp_path / "data.csv").write_text(table)
     (tmp_path / "00000.jpg").write_bytes(b"my own picture")
-    proc = subprocess.run([sys.executable, "-m", "tfrecorder", "inspect", str(dataset), "--output-dir", "."],
-                          cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=300)
+    monkeypatch.chdir(tmp_path)
+    proc = command("inspect", str(dataset), "--output-dir", ".")
     assert proc.returncode == 1
     assert proc.stderr.strip().endswith("exists and was not written by inspect; choose another output folder "
                                         "(it is never written over)"), proc.stderr
@@ -148,7 +152,7 @@ def test_every_flag_says_its_default():
         assert re.search(rf"{re.escape(flag)}[^-]* \w[^-]*\(default: {default}\)", shown), flag
 
 
-def test_the_command_names_its_flags_where_the_library_names_keywords(dataset, tmp_path):
+def test_the_command_names_its_flags_where_the_library_names_keywords(dataset, tmp_path, command):
     """A refused re-run and a reused one, as the command prints them: --overwrite and --num-shards 2, not the
     keywords overwrite=True and num_shards=2 a shell user cannot type."""
     from tfrecorder.cli import as_flags
@@ -160,8 +164,7 @@ def test_the_command_names_its_flags_where_the_library_names_keywords(dataset, t
     table.write_text("split,x,label\nTRAIN,1,a\nTRAIN,2,b\n")
 
     def convert(*args):
-        return subprocess.run([sys.executable, "-m", "tfrecorder", "convert", str(table), str(tmp_path / "o"),
-                               "--no-progress", *args], capture_output=True, text=True, env=ENV, timeout=300)
+        return command("convert", str(table), str(tmp_path / "o"), "--no-progress", *args)
 
     assert convert().returncode == 0
     assert "already holds this conversion (same input and options): nothing written; --overwrite writes it again" \

@@ -71,6 +71,7 @@ def _assert_same(expected: dict[str, Any], got: dict[str, Any], antialiased: boo
             np.testing.assert_array_equal(got[key], want, err_msg=key)
 
 
+@pytest.mark.slow  # a tf.data pipeline for every resize mode (conftest.py)
 @pytest.mark.parametrize("name", ["classification", "detection", "keypoints", "segmentation", "instances"])
 def test_records_are_load_datasets(converted, name):
     for image_size, mode in SIZES if name in ("classification", "detection", "instances") else SIZES[2:4]:
@@ -181,6 +182,7 @@ def _labels(source: Any, indices: list[int]) -> list[int]:
     return [int(source[i]["label"]) for i in indices]
 
 
+@pytest.mark.slow  # a subprocess
 def test_worker_processes_get_the_source_pickled(converted):
     """What a PyTorch DataLoader with workers does: the source pickled to each worker process, read there."""
     source = tfrecorder.data_source(converted["classification"], "TRAIN")

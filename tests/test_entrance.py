@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import csv
 import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -16,8 +14,6 @@ from tests.conftest import write_image
 from tfrecorder.errors import ImageError, TFRecorderError
 from tfrecorder.write.settings import Root
 from tfrecorder.write.sources.annotated import ROOT_ATTR
-
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def _errors(out) -> pd.DataFrame:
@@ -129,11 +125,9 @@ def test_a_table_of_discarded_rows_is_no_failure(tmp_path):
     assert tfrecorder.convert(df, str(tmp_path / "out"), progress=False).rows.discarded == 1
 
 
-def test_the_command_exits_1_with_one_line_when_nothing_is_written(tmp_path):
+def test_the_command_exits_1_with_one_line_when_nothing_is_written(tmp_path, command):
     (tmp_path / "t.csv").write_text("split,image_uri,label\nTRAIN,missing.jpg,a\n")
-    proc = subprocess.run([sys.executable, "-m", "tfrecorder", "convert", str(tmp_path / "t.csv"),
-                           str(tmp_path / "out"), "--no-progress"], capture_output=True, text=True, env=ENV,
-                          timeout=300)
+    proc = command("convert", str(tmp_path / "t.csv"), str(tmp_path / "out"), "--no-progress")
     assert proc.returncode == 1
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "no row was written" in lines[0] and "not_found" in lines[0], proc.stderr

@@ -265,6 +265,7 @@ print(len(boxes), peak() - before)
 """
 
 
+@pytest.mark.slow  # a subprocess
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak RSS from /proc")
 def test_a_coco_file_is_read_within_three_and_a_half_times_its_size(tmp_path):
     # json.loads of a whole COCO file kept every segmentation polygon as Python floats (~4x their text) and
@@ -283,6 +284,7 @@ def test_a_coco_file_is_read_within_three_and_a_half_times_its_size(tmp_path):
     assert rows > 25_000 and grown < 3.5 * size, f"the read grew {grown / size:.2f}x the file's size"
 
 
+@pytest.mark.slow  # a subprocess
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak RSS from /proc")
 def test_a_box_only_coco_file_is_read_within_three_and_a_half_times_its_size(tmp_path):
     # Roboflow's and CVAT's exports of boxes ("segmentation": []): json.loads made a dict per annotation, a list
@@ -317,7 +319,7 @@ def test_a_label_over_64_kib_from_a_coco_file_is_a_row_error(tmp_path):
                               f"is 70,000 bytes, over the 64 KiB a label may have: name the class in fewer words")
 
 
-def test_convert_and_the_command_take_images_dir_as_read_annotations_does(tmp_path):
+def test_convert_and_the_command_take_images_dir_as_read_annotations_does(tmp_path, command):
     """The outside_folder message says "give images_dir=": convert and `tfrecorder convert --images-dir` take it
     (a COCO file whose images are elsewhere); for a table, whose image_uri names its images, it is one line."""
     data = copy.deepcopy(COCO)
@@ -326,9 +328,7 @@ def test_convert_and_the_command_take_images_dir_as_read_annotations_does(tmp_pa
     coco = coco_file(tmp_path / "labels" / "instances_train.json", data)
     result = tfrecorder.convert(coco, str(tmp_path / "out"), images_dir=str(tmp_path / "photos"), progress=False)
     assert result.errors == 0 and sum(s.images for s in result.splits.values()) == 2
-    proc = subprocess.run([sys.executable, "-m", "tfrecorder", "convert", coco, str(tmp_path / "cli"),
-                           "--images-dir", str(tmp_path / "photos"), "--no-progress"],
-                          capture_output=True, text=True, timeout=300)
+    proc = command("convert", coco, str(tmp_path / "cli"), "--images-dir", str(tmp_path / "photos"), "--no-progress")
     assert proc.returncode == 0, proc.stderr
     table = tmp_path / "table.csv"
     table.write_text(f"split,image_uri,label\nTRAIN,{tmp_path / 'photos' / 'a.jpg'},dog\n")

@@ -5,8 +5,6 @@ float64 with a warning; the same rule for every source and runner."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -82,10 +80,9 @@ def test_forced_float32_refuses_values_beyond_its_range(tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_the_cli_names_the_float64_columns(tmp_path):
+def test_the_cli_names_the_float64_columns(tmp_path, command):
     meaningful_table().drop(columns="huge").to_csv(tmp_path / "t.csv", index=False)
-    proc = subprocess.run([sys.executable, "-m", "tfrecorder", "convert", str(tmp_path / "t.csv"),
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    proc = command("convert", str(tmp_path / "t.csv"), str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert "warning: column 't' is stored as float64, not float32: float32 would make distinct values" in proc.stdout
 

@@ -45,6 +45,7 @@ def test_image_table_labels_names_and_ids(image_table, tmp_path):
         tfrecorder.read_tfr(str(tmp_path / "out"), columns=["nope"])
 
 
+@pytest.mark.slow  # a subprocess
 def test_read_tfr_does_not_import_tensorflow(tabular_table, tmp_path):
     tfrecorder.convert(tabular_table, str(tmp_path / "out"), progress=False, compression="gzip")
     code = (f"import sys, tfrecorder; df = tfrecorder.read_tfr({str(tmp_path / 'out')!r});"

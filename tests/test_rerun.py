@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -88,16 +87,15 @@ def test_overwrite_writes_the_same_conversion_again(image_table, tmp_path):
     assert tfrecorder.convert(image_table, str(out), progress=False).reused
 
 
-def test_a_csv_path_again_from_the_command_line_says_so_in_one_line(tmp_path):
+def test_a_csv_path_again_from_the_command_line_says_so_in_one_line(tmp_path, command, monkeypatch):
     rows = ["split,image_uri,label"]
     for i, split in enumerate(["TRAIN", "TRAIN", "TEST"]):
         rows.append(f"{split},{write_image(tmp_path / f'{i}.jpg', seed=i)},{'ab'[i % 2]}")
     (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    monkeypatch.chdir(tmp_path)
 
     def convert(*more: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tfrecorder", "convert", "data.csv", "out/", "--no-progress",
-                               *more], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        return command("convert", "data.csv", "out/", "--no-progress", *more)
 
     first = convert()
     assert first.returncode == 0, first.stderr

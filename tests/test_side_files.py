@@ -159,6 +159,7 @@ def _run_child(folder: Path, calls: str) -> dict[str, str]:
     return dict(lines)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # a subprocess
 def test_a_fifo_or_a_device_beside_the_shards_is_refused_at_once(tmp_path, dataset):
     export = export_with_label_map(tmp_path, os.mkfifo)
     said = _run_child(Path(export), "info,read_tfr,load_dataset,convert")

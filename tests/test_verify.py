@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -37,11 +35,13 @@ def flip(path: Path, offset: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def cli_verify(folder: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tfrecorder", "verify", str(folder)], capture_output=True, text=True)
+@pytest.fixture
+def cli_verify(command):
+    """``tfrecorder verify FOLDER``, in this process."""
+    return lambda folder: command("verify", str(folder))
 
 
-def test_an_intact_dataset_verifies(dataset):
+def test_an_intact_dataset_verifies(dataset, cli_verify):
     report = tfrecorder.verify(str(dataset))
     assert report.ok and report.shards == 6 and report.records == 12, str(report)
     done = cli_verify(dataset)
@@ -54,7 +54,7 @@ def test_an_intact_dataset_verifies(dataset):
     ("payload", "data CRC mismatch"),
     ("data crc", "data CRC mismatch"),
 ])
-def test_a_single_flipped_byte_is_reported_with_shard_and_record(dataset, where, cause):
+def test_a_single_flipped_byte_is_reported_with_shard_and_record(dataset, where, cause, cli_verify):
     shard = dataset / "train-00001-of-00002.tfrecord"
     offset, length = record_offsets(shard)[1]
     at = {"length": 2, "length crc": 9, "payload": 12 + length // 2, "data crc": 12 + length + 1}[where]
@@ -141,7 +141,7 @@ def _edit_shard_lengths(out: Path) -> None:
     (lambda out: (out / "label.labels.txt").unlink(), "label.labels.txt", "is missing; dataset.json lists it"),
     (lambda out: (out / "label.labels.txt").write_text("cat\ngoat\ndog\n"), "label.labels.txt", "other lines"),
 ])
-def test_verify_checks_the_tfds_files_against_dataset_json(dataset, damage, file, message):
+def test_verify_checks_the_tfds_files_against_dataset_json(dataset, damage, file, message, cli_verify):
     assert tfrecorder.verify(str(dataset)).ok
     damage(dataset)
     report = tfrecorder.verify(str(dataset))
