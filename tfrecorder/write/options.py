@@ -54,6 +54,7 @@ from tfrecorder.write.settings import (
     FetchLimits,
     ImageSettings,
     MaskSettings,
+    RunSettings,
     WriteOptions,
 )
 
@@ -290,6 +291,12 @@ class Options:
                                identity=o.identity(), file_format=o.file_format)
         return Conversion(options, o.split_fractions, o.float_precision, o.num_shards,  # type: ignore[arg-type]
                           o.overwrite, o.storage_timeout)
+
+    def run_settings(self, started: float) -> RunSettings:
+        """How the conversion runs, checked: ``started`` is ``time.perf_counter()`` as convert was called."""
+        checked = self.checked()
+        return RunSettings(checked.runner, started, checked.progress, checked.num_workers,
+                           checked.images_dir, self.beam())
 
     def beam(self) -> BeamOptions:
         """The Beam and Dataflow settings."""
