@@ -37,8 +37,8 @@ from tfrecorder.write.run import planning
 from tfrecorder.write.run.finish import convert_result
 from tfrecorder.write.run.result import ConvertResult
 from tfrecorder.write.run.resume import finished_key, record_finished, start_run, table_run_identity
+from tfrecorder.write.run.run_edges import add_read_notes, full_disk_as_error, releasing_lock, reused
 from tfrecorder.write.run.spill_folder import spill_folder
-from tfrecorder.write.run.started import holding, read_as, reused, space_left
 from tfrecorder.write.runners.beam_dispatch import convert_beam
 from tfrecorder.write.settings import (
     DEFAULT_BOX_ORIENTATION,
@@ -329,9 +329,9 @@ def _convert_local(files: Source, folder: Folder, schema: Schema | None, convers
             key = finished_key(identity, options, schema, runner=LOCAL)
             plan = [s.spec for s in shards]
             run = start_run(folder, identity, plan, overwrite=conversion.overwrite, runner=LOCAL, key=key)
-            with space_left(folder), holding(run):
+            with full_disk_as_error(folder), releasing_lock(run):
                 if run.reused is not None:
-                    return read_as(reused(folder, run.reused, LOCAL), files, schema)
+                    return add_read_notes(reused(folder, run.reused, LOCAL), files, schema)
                 remaining = [s for s in shards if s.spec.filename not in run.resumed]
                 written = write_shards(remaining, folder, options, progress=run_settings.progress,
                                        workers=run_settings.num_workers, journal=run.journal, remote=summary.remote)
@@ -340,7 +340,7 @@ def _convert_local(files: Source, folder: Folder, schema: Schema | None, convers
                 run.journal.complete()
                 result = convert_result(folder, manifest, time.perf_counter() - run_settings.started, LOCAL,
                                         resumed=len(run.resumed))
-                return read_as(result, files, schema)
+                return add_read_notes(result, files, schema)
         finally:  # an error kept (a notebook keeps the last one) keeps its frames, and this summary's images
             summary.held.release()
 

@@ -281,16 +281,17 @@ class Options:
 
     def conversion(self) -> Conversion:
         """The options checked, as the objects a conversion carries."""
-        o = self.checked()
-        images = ImageSettings(o.image_format, o.image_size, o.validate_images, o.jpeg_quality, o.max_image_pixels,
-                               o.resize_mode)
-        options = WriteOptions(images, o.compression, o.on_error, FetchLimits(o.max_image_bytes, o.image_timeout),
-                               o.box_units, o.box_orientation, o.record_format,
-                               MaskSettings(o.mask_classes, o.mask_colors, o.ignore_index,  # type: ignore[arg-type]
-                                            o.mask_from_instances),
-                               identity=o.identity(), file_format=o.file_format)
-        return Conversion(options, o.split_fractions, o.float_precision, o.num_shards,  # type: ignore[arg-type]
-                          o.overwrite, o.storage_timeout)
+        checked = self.checked()
+        images = ImageSettings(checked.image_format, checked.image_size, checked.validate_images,
+                               checked.jpeg_quality, checked.max_image_pixels, checked.resize_mode)
+        fetch = FetchLimits(checked.max_image_bytes, checked.image_timeout)
+        masks = MaskSettings(checked.mask_classes, checked.mask_colors, checked.ignore_index,  # type: ignore[arg-type]
+                             checked.mask_from_instances)
+        options = WriteOptions(images, checked.compression, checked.on_error, fetch, checked.box_units,
+                               checked.box_orientation, checked.record_format, masks, identity=checked.identity(),
+                               file_format=checked.file_format)
+        return Conversion(options, checked.split_fractions,  # type: ignore[arg-type]
+                          checked.float_precision, checked.num_shards, checked.overwrite, checked.storage_timeout)
 
     def run_settings(self, started: float) -> RunSettings:
         """How the conversion runs, checked: ``started`` is ``time.perf_counter()`` as convert was called."""

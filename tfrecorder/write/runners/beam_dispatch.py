@@ -34,7 +34,7 @@ from tfrecorder.write.run.resume import (
     record_finished,
     start_run,
 )
-from tfrecorder.write.run.started import holding, read_as, reused, space_left
+from tfrecorder.write.run.run_edges import add_read_notes, full_disk_as_error, releasing_lock, reused
 from tfrecorder.write.settings import Conversion, RunSettings
 from tfrecorder.write.sources import (
     BeamInput,
@@ -133,9 +133,9 @@ def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any
     run_identity = files_run_identity(identity, job.schema, job.options)
     key = _pipeline_key(run_identity, job)
     run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner, key=key)
-    with space_left(folder), holding(run):
+    with full_disk_as_error(folder), releasing_lock(run):
         if run.reused is not None:
-            return read_as(reused(folder, run.reused, job.runner), notes, job.schema)
+            return add_read_notes(reused(folder, run.reused, job.runner), notes, job.schema)
         if parts is not None:
             names = job.files.names if isinstance(job.files, StagedRows) else None  # a DataFrame's
             job = replace(job, files=replace(beam.stage_frame(parts(), folder), names=names))
@@ -143,7 +143,7 @@ def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any
             build = beam.build_folder_pipeline if isinstance(job.files, ListedFolder) else beam.build_file_pipeline
             result = _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),
                                    folder, run, run_settings, key)
-            return read_as(result, notes, job.schema)
+            return add_read_notes(result, notes, job.schema)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
             beam_steps.forget_refused_run(folder, run.journal)
             raise
