@@ -156,3 +156,19 @@ def test_a_killed_array_record_conversion_resumes_to_the_same_bytes(tmp_path, cs
     result = tfrecorder.convert(str(csv_table), str(out), num_shards=4, file_format="array_record", progress=False)
     assert result.resumed_shards == len(done) >= 2
     assert files(out) == files(clean)
+
+
+def test_overwrite_removes_an_unfinished_array_record_runs_shards(tmp_path, csv_table):
+    """overwrite=True deletes an unfinished run's shards by their names (no dataset.json lists them yet):
+    ArrayRecord files as TFRecord ones, so none of another shard count stays beside the new dataset."""
+    from tests.test_resume import files
+
+    clean, out = tmp_path / "clean", tmp_path / "out"
+    tfrecorder.convert(str(csv_table), str(clean), num_shards=2, file_format="array_record", progress=False)
+    with pytest.raises(tfrecorder.errors.RowError):  # stopped at the corrupt image, in the last TRAIN shard
+        tfrecorder.convert(str(csv_table), str(out), num_shards=4, file_format="array_record", progress=False,
+                           on_error="raise")
+    assert list(out.glob("*-of-00004.array_record"))  # the shards finished before it
+    tfrecorder.convert(str(csv_table), str(out), num_shards=2, file_format="array_record", progress=False,
+                       overwrite=True)
+    assert files(out) == files(clean)

@@ -144,6 +144,18 @@ def test_convert_flags_have_the_library_defaults_and_choices():
     assert set(flags["image_format"].choices) >= {"keep", "jpeg", "png", "raw"}
 
 
+def test_file_format_choices_are_the_formats_registered_when_the_parser_is_built(monkeypatch):
+    """A file format defined after tfrecorder is imported (a plug-in's) is a --file-format choice."""
+    from tfrecorder.cli import _parser
+    from tfrecorder.dataset.file_formats import base
+
+    monkeypatch.setitem(base._FORMATS, "lines", base._FORMATS["tfrecord"])  # registered as a subclass would be
+    convert_parser = _parser()._subparsers._group_actions[0].choices["convert"]
+    action = next(a for a in convert_parser._actions if a.dest == "file_format")
+    assert "lines" in action.choices and action.choices == base.format_names()
+    assert convert_parser.parse_args(["in.csv", "out", "--file-format", "lines"]).file_format == "lines"
+
+
 def test_commands_print_no_tensorflow_start_up_lines(csv_file, tmp_path):
     """Without TF_CPP_MIN_LOG_LEVEL set, as a new user runs it: stderr has none of TensorFlow's C++ lines."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}

@@ -228,14 +228,14 @@ def test_an_automl_detection_csv_whose_first_line_has_12_fields_is_refused_not_r
 def test_a_beam_submission_sniffs_a_sample_of_a_globs_csv_files_not_every_one(tmp_path, monkeypatch):
     """Before a job starts, the submitting process reads the first line of at most SNIFFED_FILES CSVs of a glob
     (one round trip each on a store), however many parts the glob matches."""
-    from tfrecorder.write.sources import notes
+    from tfrecorder.write.sources import read_notes
     from tfrecorder.write.sources.files import match_table_files
 
     for i in range(5):
         (tmp_path / f"part-{i}.csv").write_text("split\tx\tlabel\nTRAIN\t1\ta\n")
     opened = []
-    real = notes.open_url
-    monkeypatch.setattr(notes, "open_url", lambda url: opened.append(url) or real(url))
-    monkeypatch.setattr(notes, "SNIFFED_FILES", 2)
-    found = notes.beam_notes(match_table_files(str(tmp_path / "part-*.csv")))
+    real = read_notes.open_url
+    monkeypatch.setattr(read_notes, "open_url", lambda url: opened.append(url) or real(url))
+    monkeypatch.setattr(read_notes, "SNIFFED_FILES", 2)
+    found = read_notes.beam_notes(match_table_files(str(tmp_path / "part-*.csv")))
     assert len(opened) == 2 and len(found.warnings) == 2 and "tab-separated" in found.warnings[0]

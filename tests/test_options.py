@@ -96,9 +96,9 @@ class _WithANewOption(Options):
 
 def test_a_new_option_is_part_of_the_run_identity_and_a_resumed_run_refuses_it_changed(tmp_path):
     def identity(options: Options) -> tuple[str, dict[str, str]]:
-        how = options.conversion().options
-        run = RunDigest(None, how).hexdigest()
-        return run, finished_key(run, how, None, runner="local").settings
+        write_options = options.conversion().options
+        run = RunDigest(None, write_options).hexdigest()
+        return run, finished_key(run, write_options, None, runner="local").settings
 
     (first, settings), (second, other_settings) = identity(_WithANewOption()), identity(_WithANewOption(sharpen=0.5))
     assert first != second and identity(_WithANewOption(sharpen=0.0))[0] == first

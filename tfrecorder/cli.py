@@ -18,7 +18,7 @@ from tfrecorder._version import __version__
 from tfrecorder.dataset.store_requests import StoreUnreachable
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import LOCAL, TRAIN
-from tfrecorder.write.options import Options
+from tfrecorder.write.options import Options, choices_of
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def _add_flag(command: argparse.ArgumentParser, option: Field[Any]) -> None:
         command.add_argument(flag, action="store_true", help=meta["help"])
         return
     command.add_argument(flag, default=None if meta["parse"] else option.default, help=meta["help"],
-                         choices=meta["choices"], type=meta["cli_type"], metavar=meta["metavar"])
+                         choices=choices_of(option), type=meta["cli_type"], metavar=meta["metavar"])
 
 
 def _storage_timeout(command: argparse.ArgumentParser) -> None:

@@ -37,8 +37,8 @@ from tfrecorder.write.run import planning
 from tfrecorder.write.run.finish import convert_result
 from tfrecorder.write.run.result import ConvertResult
 from tfrecorder.write.run.resume import finished_key, record_finished, start_run, table_run_identity
+from tfrecorder.write.run.run_edges import add_read_notes, full_disk_as_error, releasing_lock, reused
 from tfrecorder.write.run.spill_folder import spill_folder
-from tfrecorder.write.run.started import holding, read_as, reused, space_left
 from tfrecorder.write.runners.beam_dispatch import convert_beam
 from tfrecorder.write.settings import (
     DEFAULT_BOX_ORIENTATION,
@@ -52,10 +52,11 @@ from tfrecorder.write.settings import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
     DEFAULT_VALIDATE,
-    BeamOptions,
+    Conversion,
     KeypointNames,
     Root,
     RunDigest,
+    RunSettings,
     WriteOptions,
     is_remote,
 )
@@ -224,20 +225,15 @@ def convert(
     given = locals()  # the keywords as given, before any other name is bound: one Options field each
     started = time.perf_counter()
     options = Options(**{f.name: given[f.name] for f in fields(Options)})
-    checked = options.checked()
-    runner = checked.runner  # a runner class or the path of a known one: its name
-    how = options.conversion()
-    how.options.check_file_format()
-    beam_options = options.beam()
-    beam_options.check(runner, str(output_dir))
-    output = Folder.of(output_dir, how.storage_timeout)
-    with _store_lost(output, how.storage_timeout), requests_of_run(how.storage_timeout):
+    conversion = options.conversion()
+    conversion.options.check_file_format()
+    run_settings = options.run_settings(started)  # the runner: a class or the path of a known one, as its name
+    run_settings.beam.check(run_settings.runner, str(output_dir))
+    output = Folder.of(output_dir, conversion.storage_timeout)
+    with _store_lost(output, conversion.storage_timeout), requests_of_run(conversion.storage_timeout):
         if output.is_local and output.fs.isfile(output.path):  # [Errno 20] from inside the lock, else
             raise TFRecorderError(f"output_dir {str(output_dir)!r} is a file: give a folder to write the dataset in")
-        result = _dispatch(source, output, schema, runner, how.options, beam_options, how.fractions,
-                           how.float_precision, num_shards=how.num_shards, overwrite=how.overwrite,
-                           progress=progress, num_workers=checked.num_workers, started=started,
-                           images_dir=images_dir)
+        result = _dispatch(source, output, schema, conversion, run_settings)
         _check_written(result, output, from_frame=isinstance(source, pd.DataFrame))
         return result
 
@@ -282,26 +278,22 @@ def _store_lost(folder: Folder, seconds: float) -> Iterator[None]:
             f"written") from e
 
 
-def _dispatch(source: Any, folder: Folder, schema: Any, runner: str, options: WriteOptions,
-              beam_options: BeamOptions, fractions: Sequence[float], float_precision: str, *,
-              num_shards: int | None, overwrite: bool, progress: bool | None, num_workers: int | None,
-              started: float, images_dir: str | None = None) -> ConvertResult:
+def _dispatch(source: Any, folder: Folder, schema: Any, conversion: Conversion,
+              run_settings: RunSettings) -> ConvertResult:
     """Send the conversion down the route its source and runner take."""
     given = source  # a table file read from a store or URL, annotations too, never names a local file
     with unpacked_records(source) as source:  # others' Object Detection TFRecords: their images and box rows
-        annotations = _annotations(source, images_dir)
+        annotations = _annotations(source, run_settings.images_dir)
         if annotations is not None:
             source = annotations.table
-        options = _given_units(annotations, _keypoint_names(annotations, _confined(options, given, annotations)))
+        options = _confined(conversion.options, given, annotations)
+        conversion = replace(conversion, options=_given_units(annotations, _keypoint_names(annotations, options)))
         label_names = annotations.label_names if annotations is not None else None
-        if runner == LOCAL:
+        if run_settings.runner == LOCAL:
             result = _convert_local(table_source(source, summary_pass.PART_ROWS, label_names), folder,
-                                    as_schema(schema), options, fractions, float_precision, num_shards=num_shards,
-                                    overwrite=overwrite, progress=progress, workers=num_workers, started=started)
+                                    as_schema(schema), conversion, run_settings)
         else:
-            result = convert_beam(source, folder, schema, runner, options, beam_options, fractions, float_precision,
-                                  num_shards=num_shards, overwrite=overwrite, started=started,
-                                  label_names=label_names)
+            result = convert_beam(source, folder, schema, conversion, run_settings, label_names=label_names)
     return _read_notes(annotations, result)  # where COCO's images were, YOLO's label files without images, ...
 
 
@@ -318,37 +310,37 @@ def _annotations(source: Any, images_dir: str | None) -> Annotations | None:
     return found
 
 
-def _convert_local(files: Source, folder: Folder, schema: Schema | None, options: WriteOptions,
-                   fractions: Sequence[float], float_precision: str, *, num_shards: int | None, overwrite: bool,
-                   progress: bool | None, workers: int | None, started: float) -> ConvertResult:
+def _convert_local(files: Source, folder: Folder, schema: Schema | None, conversion: Conversion,
+                   run_settings: RunSettings) -> ConvertResult:
     """The local runner: the table read a part at a time (``summary_pass.summarize`` - every part validated, its
     rows spilled by split and key range - then plan, then write each shard from its spilled rows), so only the
     spill's small tables are held whole, in memory (``summary_pass.MEMORY_SPILL_BYTES``)."""
     from tfrecorder.write.runners.local import write_shards
     from tfrecorder.write.runners.segments import SEGMENT_MAX_BYTES
 
+    options = conversion.options
     with spill_folder(folder.url, files, SEGMENT_MAX_BYTES) as rows:
-        summary = summary_pass.summarize(files, schema, rows, fractions=fractions,
+        summary = summary_pass.summarize(files, schema, rows, fractions=conversion.fractions,
                                          run_digest=lambda template: RunDigest(template.schema, options))
         try:
-            shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=num_shards,
-                                                 float_precision=float_precision)
+            shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=conversion.num_shards,
+                                                 float_precision=conversion.float_precision)
             identity = table_run_identity(summary.run_digest, shards, finish.table)
             key = finished_key(identity, options, schema, runner=LOCAL)
             plan = [s.spec for s in shards]
-            run = start_run(folder, identity, plan, overwrite=overwrite, runner=LOCAL, key=key)
-            with space_left(folder), holding(run):
+            run = start_run(folder, identity, plan, overwrite=conversion.overwrite, runner=LOCAL, key=key)
+            with full_disk_as_error(folder), releasing_lock(run):
                 if run.reused is not None:
-                    return read_as(reused(folder, run.reused, LOCAL), files, schema)
+                    return add_read_notes(reused(folder, run.reused, LOCAL), files, schema)
                 remaining = [s for s in shards if s.spec.filename not in run.resumed]
-                written = write_shards(remaining, folder, options, progress=progress, workers=workers,
-                                       journal=run.journal, remote=summary.remote)
+                written = write_shards(remaining, folder, options, progress=run_settings.progress,
+                                       workers=run_settings.num_workers, journal=run.journal, remote=summary.remote)
                 manifest = finish.write(folder, [*run.resumed.values(), *written])
                 record_finished(folder, key)
                 run.journal.complete()
-                result = convert_result(folder, manifest, time.perf_counter() - started, LOCAL,
+                result = convert_result(folder, manifest, time.perf_counter() - run_settings.started, LOCAL,
                                         resumed=len(run.resumed))
-                return read_as(result, files, schema)
+                return add_read_notes(result, files, schema)
         finally:  # an error kept (a notebook keeps the last one) keeps its frames, and this summary's images
             summary.held.release()
 

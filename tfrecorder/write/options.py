@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any
 
 from tfrecorder.arguments import (
@@ -54,6 +54,7 @@ from tfrecorder.write.settings import (
     FetchLimits,
     ImageSettings,
     MaskSettings,
+    RunSettings,
     WriteOptions,
 )
 
@@ -61,14 +62,16 @@ STORAGE_TIMEOUT_HELP = ("gs://: seconds one store operation may take, retries in
                         "command resumes")  # the flag of every command that reads or writes a store
 
 
-def option(default: Any, help: str | None, *, choices: Sequence[Any] | None = None, check: Any = None,
+def option(default: Any, help: str | None, *, choices: Sequence[Any] | Callable[[], Sequence[Any]] | None = None,
+           check: Any = None,
            identity: bool = False, run: bool = False, other: Any = None, cli: bool = True, flag: str | None = None,
            metavar: str | None = None, cli_type: Any = None, parse: Any = None, usage: str | None = None,
            given: Any = True) -> Any:
     """A field of ``Options``: its default and what the rest of the package derives from it.
 
     ``help``: the CLI flag's help (its default is added by the CLI unless the text says it); ``choices``: the
-    values allowed (the CLI's choices; checked by ``check_choice`` unless ``check`` is given); ``check``: the
+    values allowed (the CLI's choices; checked by ``check_choice`` unless ``check`` is given), or a function
+    giving them when asked (``choices_of``: file formats registered after import count); ``check``: the
     value -> the value checked (a TFRecorderError naming the keyword); ``identity``: it changes a byte written,
     so it is part of a run's identity (a resumed or re-run conversion with another value is refused);
     ``run``: a setting of the pipeline ``convert`` runs, not of the files (``WriteDataset`` refuses it);
@@ -76,10 +79,17 @@ def option(default: Any, help: str | None, *, choices: Sequence[Any] | None = No
     ``flag``: the flag's name when it is not ``--kebab-name``; ``cli_type``: argparse's ``type``; ``parse`` and
     ``usage``: the flag's text -> the value (a ValueError: "FLAG TEXT: write USAGE"; the flag's default is then
     None: not given); a bool, or a field with ``flag``, is a switch passing ``given``."""
-    metadata = dict(help=help, choices=tuple(choices) if choices is not None else None, check=check,
+    metadata = dict(help=help, choices=choices if choices is None or callable(choices) else tuple(choices),
+                    check=check,
                     identity=identity, run=run, other=other, cli=cli, flag=flag, metavar=metavar,
                     cli_type=cli_type, parse=parse, usage=usage, given=given)
     return field(default=default, metadata=metadata)
+
+
+def choices_of(option: Field[Any]) -> tuple[Any, ...] | None:
+    """The values an ``Options`` field allows now (its ``choices``, a function's called), or None: any."""
+    choices = option.metadata["choices"]
+    return tuple(choices()) if callable(choices) else choices
 
 
 def check_runner(runner: Any) -> str:
@@ -169,7 +179,7 @@ class Options:
                                      identity=True, other="gzip")
     file_format: str = option(DEFAULT_FILE_FORMAT, "tfrecord: TFRecord shards, each with a .tfindex; array_record: "
                                                    "ArrayRecord files for random access (Grain, tfds.data_source)",
-                              choices=format_names(), check=checked_format_name, identity=True,
+                              choices=format_names, check=checked_format_name, identity=True,
                               other=ArrayRecordFormat.name)
     image_format: str = option(DEFAULT_IMAGE_FORMAT,
                                "keep: the original encoded bytes; jpeg, png: re-encoded; raw: decoded uint8 pixels",
@@ -264,7 +274,7 @@ class Options:
         numbers): what the run identity is made of."""
         changed = {}
         for f in fields(self):
-            value, check, choices = getattr(self, f.name), f.metadata["check"], f.metadata["choices"]
+            value, check, choices = getattr(self, f.name), f.metadata["check"], choices_of(f)
             if check is not None:
                 changed[f.name] = check(value)
             elif choices is not None:
@@ -280,16 +290,23 @@ class Options:
 
     def conversion(self) -> Conversion:
         """The options checked, as the objects a conversion carries."""
-        o = self.checked()
-        images = ImageSettings(o.image_format, o.image_size, o.validate_images, o.jpeg_quality, o.max_image_pixels,
-                               o.resize_mode)
-        options = WriteOptions(images, o.compression, o.on_error, FetchLimits(o.max_image_bytes, o.image_timeout),
-                               o.box_units, o.box_orientation, o.record_format,
-                               MaskSettings(o.mask_classes, o.mask_colors, o.ignore_index,  # type: ignore[arg-type]
-                                            o.mask_from_instances),
-                               identity=o.identity(), file_format=o.file_format)
-        return Conversion(options, o.split_fractions, o.float_precision, o.num_shards,  # type: ignore[arg-type]
-                          o.overwrite, o.storage_timeout)
+        checked = self.checked()
+        images = ImageSettings(checked.image_format, checked.image_size, checked.validate_images,
+                               checked.jpeg_quality, checked.max_image_pixels, checked.resize_mode)
+        fetch = FetchLimits(checked.max_image_bytes, checked.image_timeout)
+        masks = MaskSettings(checked.mask_classes, checked.mask_colors, checked.ignore_index,  # type: ignore[arg-type]
+                             checked.mask_from_instances)
+        options = WriteOptions(images, checked.compression, checked.on_error, fetch, checked.box_units,
+                               checked.box_orientation, checked.record_format, masks, identity=checked.identity(),
+                               file_format=checked.file_format)
+        return Conversion(options, checked.split_fractions,  # type: ignore[arg-type]
+                          checked.float_precision, checked.num_shards, checked.overwrite, checked.storage_timeout)
+
+    def run_settings(self, started: float) -> RunSettings:
+        """How the conversion runs, checked: ``started`` is ``time.perf_counter()`` as convert was called."""
+        checked = self.checked()
+        return RunSettings(checked.runner, started, checked.progress, checked.num_workers,
+                           checked.images_dir, self.beam())
 
     def beam(self) -> BeamOptions:
         """The Beam and Dataflow settings."""

@@ -1,5 +1,5 @@
-"""The frozen objects a conversion carries - image, mask, fetch, write and Beam settings, ``Conversion``, the
-run's digest - and the choices and defaults they are checked against.
+"""The frozen objects a conversion carries - image, mask, fetch, write and Beam settings, ``Conversion``,
+``RunSettings``, the run's digest - and the choices and defaults they are checked against.
 
 ``Options.conversion`` (options.py) makes them from convert's keywords; every stage reads them, none changes them.
 """
@@ -309,6 +309,20 @@ class Conversion:
     num_shards: int | None
     overwrite: bool
     storage_timeout: float
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How one conversion runs rather than what it writes (``Options.run_settings``): the runner's name, when the
+    run started (``time.perf_counter()``: the result's seconds count from it), the progress bar, the local runner's
+    threads, an annotation file's images folder, and the Beam and Dataflow settings."""
+
+    runner: str
+    started: float
+    progress: bool | None = None
+    num_workers: int | None = None
+    images_dir: str | None = None
+    beam: BeamOptions = field(default_factory=BeamOptions)
 
 
 class RunDigest:

@@ -19,6 +19,7 @@ from typing import Any
 
 from tfrecorder._version import __version__
 from tfrecorder.dataset.features import LABEL
+from tfrecorder.dataset.file_formats import format_named, format_names
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
 from tfrecorder.dataset.records import INDEX_SUFFIX
 from tfrecorder.dataset.storage import STATE_DIR, Folder, filesystem
@@ -273,8 +274,13 @@ def begin_run(claim: Claim, identity: str, plan: Sequence[ShardSpec] | None) -> 
     return resumed
 
 
-# Our shard and index names (plan.SHARD_TEMPLATE), how an unfinished run of ours is recognised without dataset.json.
-_SHARD_NAME = re.compile(r"^(train|validation|test)-\d{5}-of-\d{5}(\.tfrecord(\.gz|\.zlib)?|\.tfindex)$")
+def _shard_name() -> re.Pattern[str]:
+    """Our shard and index names (plan.SHARD_TEMPLATE) in every registered file format (its ``suffixes``, a
+    plug-in format's too): how an unfinished run's files are recognised without dataset.json."""
+    suffixes = sorted({s for name in format_names() for s in format_named(name).suffixes()} | {INDEX_SUFFIX})
+    return re.compile(rf"^(train|validation|test)-\d{{5}}-of-\d{{5}}({'|'.join(map(re.escape, suffixes))})$")
+
+
 _METADATA_NAMES = (ERRORS_NAME, DATASET_INFO_NAME, FEATURES_NAME, labels_file(LABEL.name))
 
 
@@ -289,7 +295,8 @@ def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: boo
         ours |= {MANIFEST_NAME, manifest.errors_file, *(manifest.tfds or {}).get("files", [])}
         ours |= {name for shards in manifest.splits.values() for s in shards for name in (s.file, s.index) if name}
     if unfinished_run:
-        ours |= {n for n in names if _SHARD_NAME.match(n)} | {MANIFEST_NAME, *_METADATA_NAMES}
+        shard_name = _shard_name()
+        ours |= {n for n in names if shard_name.match(n)} | {MANIFEST_NAME, *_METADATA_NAMES}
     strangers = [n for n in names if n not in ours and (".tfrecord" in n or n.endswith(INDEX_SUFFIX))]
     if strangers:
         raise TFRecorderError(

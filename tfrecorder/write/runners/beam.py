@@ -124,19 +124,20 @@ class WriteDataset(beam.PTransform):
         if unknown:  # a misspelt keyword: one line naming it and the ones there are, not Options' TypeError
             raise TFRecorderError(f"WriteDataset({unknown[0]}=...): no such keyword; it takes schema= and convert's "
                                   f"keywords but the pipeline's: {', '.join(_KEYWORDS)}")
-        self._how = Options(**convert_options).conversion()
+        self._conversion = Options(**convert_options).conversion()
         self._schema = as_schema(schema)
         self._url = str(output_dir)
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        how = self._how
-        how.options.check_file_format()
-        folder = Folder.of(self._url, how.storage_timeout)
+        conversion = self._conversion
+        conversion.options.check_file_format()
+        folder = Folder.of(self._url, conversion.storage_timeout)
         staged = StagedRows(folder.url_of(INPUT_DIR))
-        job = summary_pass.FileJob(staged, self._schema, how.options, how.fractions, how.float_precision,
-                                   how.num_shards, WRITE_DATASET, summary_pass.PART_ROWS)
+        job = summary_pass.FileJob(staged, self._schema, conversion.options, conversion.fractions,
+                                   conversion.float_precision, conversion.num_shards, WRITE_DATASET,
+                                   summary_pass.PART_ROWS)
         journal = Journal(folder, release_lock=True)  # the pipeline's last step, or its refusal, unlocks
-        claimed = rows.pipeline | "Claimed" >> beam.Create([_claim(folder, how.overwrite)], reshuffle=False)
+        claimed = rows.pipeline | "Claimed" >> beam.Create([_claim(folder, conversion.overwrite)], reshuffle=False)
         return (
             rows
             | "StageRows" >> StageRows(claimed, job, folder)

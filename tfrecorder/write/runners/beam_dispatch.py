@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,8 +34,8 @@ from tfrecorder.write.run.resume import (
     record_finished,
     start_run,
 )
-from tfrecorder.write.run.started import holding, read_as, reused, space_left
-from tfrecorder.write.settings import BeamOptions, WriteOptions
+from tfrecorder.write.run.run_edges import add_read_notes, full_disk_as_error, releasing_lock, reused
+from tfrecorder.write.settings import Conversion, RunSettings
 from tfrecorder.write.sources import (
     BeamInput,
     ListedFolder,
@@ -56,23 +56,22 @@ from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.schema_check import check_schema
 
 
-def convert_beam(source: Any, folder: Folder, schema: Any, runner: str, options: WriteOptions,
-                 beam_options: BeamOptions, fractions: Sequence[float], float_precision: str, *,
-                 num_shards: int | None, overwrite: bool, started: float,
+def convert_beam(source: Any, folder: Folder, schema: Any, conversion: Conversion, run_settings: RunSettings, *,
                  label_names: tuple[str, ...] | None = None) -> ConvertResult:
-    """Convert ``source`` with the Beam ``runner``: CSV or Parquet files, an image folder, or a DataFrame (with
-    ``label_names``, the class names its annotation format fixes); any other source is the error that says what
-    ``source`` can be. The pipeline options are checked against Beam's own first, before the folder is touched,
-    and kept by the names Beam reads them under."""
+    """Convert ``source`` with the Beam runner ``run_settings.runner``: CSV or Parquet files, an image folder, or a
+    DataFrame (with ``label_names``, the class names its annotation format fixes); any other source is the error
+    that says what ``source`` can be. The pipeline options are checked against Beam's own first, before the folder
+    is touched, and kept by the names Beam reads them under."""
     from tfrecorder.write.runners.beam_launch import checked_options
 
-    beam_options = replace(beam_options, pipeline=checked_options(runner, beam_options.pipeline))
+    runner = run_settings.runner
+    beam_options = replace(run_settings.beam, pipeline=checked_options(runner, run_settings.beam.pipeline))
+    run_settings = replace(run_settings, beam=beam_options)
 
-    def beam_files(files: BeamInput, given: Schema | None, identity: Any, **how: Any) -> ConvertResult:
-        job = summary_pass.FileJob(files, given, options, tuple(fractions), float_precision, num_shards, runner,
-                                   summary_pass.PART_ROWS)
-        return _convert_beam_files(job, folder, identity, overwrite=overwrite, started=started,
-                                   beam_options=beam_options, **how)
+    def beam_files(files: BeamInput, given: Schema | None, identity: Any, **staged: Any) -> ConvertResult:
+        job = summary_pass.FileJob(files, given, conversion.options, tuple(conversion.fractions),
+                                   conversion.float_precision, conversion.num_shards, runner, summary_pass.PART_ROWS)
+        return _convert_beam_files(job, folder, identity, conversion.overwrite, run_settings, **staged)
 
     if (matched := match_table_files(source)) is not None:
         return beam_files(matched, as_schema(schema), files_identity(matched))
@@ -119,8 +118,8 @@ def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
     return _Frame(schema, parts, [hashlib.sha256(part).hexdigest() for part in parts()], tuple(df.columns))
 
 
-def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any, *, overwrite: bool, started: float,
-                        beam_options: BeamOptions, parts: Callable[[], Iterator[Any]] | None = None,
+def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any, overwrite: bool,
+                        run_settings: RunSettings, *, parts: Callable[[], Iterator[Any]] | None = None,
                         columns: tuple[str, ...] | None = None, plain_images: tuple[str, ...] = ()) -> ConvertResult:
     """A Beam conversion of CSV or Parquet files, read by the pipeline itself (``beam.build_file_pipeline``):
     this process lists the files and never reads the table; the run's identity is the input's
@@ -134,17 +133,17 @@ def _convert_beam_files(job: summary_pass.FileJob, folder: Folder, identity: Any
     run_identity = files_run_identity(identity, job.schema, job.options)
     key = _pipeline_key(run_identity, job)
     run = start_run(folder, run_identity, None, overwrite=overwrite, runner=job.runner, key=key)
-    with space_left(folder), holding(run):
+    with full_disk_as_error(folder), releasing_lock(run):
         if run.reused is not None:
-            return read_as(reused(folder, run.reused, job.runner), notes, job.schema)
+            return add_read_notes(reused(folder, run.reused, job.runner), notes, job.schema)
         if parts is not None:
             names = job.files.names if isinstance(job.files, StagedRows) else None  # a DataFrame's
             job = replace(job, files=replace(beam.stage_frame(parts(), folder), names=names))
         try:
             build = beam.build_folder_pipeline if isinstance(job.files, ListedFolder) else beam.build_file_pipeline
             result = _convert_beam(lambda pipeline, journal: build(pipeline, job, folder, journal),
-                                   folder, job.runner, run, started, beam_options, key)
-            return read_as(result, notes, job.schema)
+                                   folder, run, run_settings, key)
+            return add_read_notes(result, notes, job.schema)
         except SchemaError:  # the pipeline refused the table (its files, schema or values) before any shard
             beam_steps.forget_refused_run(folder, run.journal)
             raise
@@ -166,14 +165,14 @@ def _pipeline_key(run_identity: str, job: summary_pass.FileJob) -> FinishedKey |
     return finished_key(run_identity, job.options, job.schema, runner=job.runner)
 
 
-def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: float,
-                  beam_options: BeamOptions, key: FinishedKey | None = None) -> ConvertResult:
+def _convert_beam(build: Any, folder: Folder, run: Run, run_settings: RunSettings,
+                  key: FinishedKey | None = None) -> ConvertResult:
     """Run a Beam pipeline - ``build(pipeline, journal)`` adds its steps - and make its result; once it
     finished here, note ``key`` beside it (``record_finished``)."""
     from tfrecorder.write.runners import beam_launch
 
-    wait = beam_options.wait
-    options = beam_launch.pipeline_options(runner, folder, beam_options)
+    runner, wait = run_settings.runner, run_settings.beam.wait
+    options = beam_launch.pipeline_options(runner, folder, run_settings.beam)
     detached = runner == "DataflowRunner" and not wait and not options.get("dry_run")
     journal = replace(run.journal, release_lock=detached)
     with contextlib.ExitStack() as staged:
@@ -184,7 +183,7 @@ def _convert_beam(build: Any, folder: Folder, runner: str, run: Run, started: fl
         outcome = beam_launch.run_beam(lambda pipeline: build(pipeline, journal), options, wait=wait)
     if detached and outcome.job_name:
         run.lock.hand_to_job(outcome.job_name)  # the job's last step removes it
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - run_settings.started
     extra: dict[str, Any] = dict(job_id=outcome.job_id, job_name=outcome.job_name, job_url=outcome.job_url,
                                  counters=outcome.counters, pipeline_options=outcome.options)
     if not outcome.finished:

@@ -142,7 +142,7 @@ def write_shards(
     drawn = bool(shards) and any(of_type(c.type).object_mask for c in shards[0].template.features)
     disk_bound = images and image_threads(options, remote, workers) == 1 and not drawn
     units = None if disk_bound else plan_units(shards, options)
-    if units is not None and (how := decide([unit.shard.spec.rows for unit in units])).processes > 1:
+    if units is not None and (concurrency := decide([unit.shard.spec.rows for unit in units])).processes > 1:
 
         def write_unit(unit: Unit, mapper: ImageMapper, on_row: Callable[[], None]) -> ShardResult:
             if unit.segment is None:
@@ -152,23 +152,23 @@ def write_shards(
                 target.makedirs()
                 return write_spilled_shard(unit.shard, target, options, mapper, on_row, durable=False)
 
-        return _write_all(units, how, write_unit, sizes, progress, journal,
+        return _write_all(units, concurrency, write_unit, sizes, progress, journal,
                           lambda written: joined(units, written, folder))
-    how = decide(sizes)
-    return _write_all(shards, how, lambda shard, mapper, on_row: write_spilled_shard(
+    concurrency = decide(sizes)
+    return _write_all(shards, concurrency, lambda shard, mapper, on_row: write_spilled_shard(
         shard, folder, options, mapper, on_row), sizes, progress, journal)
 
 
-def _write_all(plan: Sequence[T], how: Parallelism, write: ShardWriter, sizes: Sequence[int],
+def _write_all(plan: Sequence[T], concurrency: Parallelism, write: ShardWriter, sizes: Sequence[int],
                progress: bool | None, journal: Journal | None,
                results_of: Callable[[Iterator[ShardResult]], Iterator[ShardResult]] = lambda written: written,
                ) -> list[ShardResult]:
     results = []
     with progress_bar()(total=sum(sizes), unit="row", desc="to_tfr", disable=not show_progress(progress)) as bar:
-        if how.processes > 1:
-            written = results_of(_in_processes(plan, how, write, bar))
+        if concurrency.processes > 1:
+            written = results_of(_in_processes(plan, concurrency, write, bar))
         else:
-            written = results_of(_in_threads(plan, how, write, bar))
+            written = results_of(_in_threads(plan, concurrency, write, bar))
         with closing(written):  # type: ignore[type-var]
             for result in written:
                 results.append(result)
@@ -181,12 +181,13 @@ def _mapper(pool: ThreadPoolExecutor | None, threads: int) -> ImageMapper:
     return ordered_map(pool, window=max(4 * threads, 32)) if pool is not None else serial_map
 
 
-def _in_threads(plan: Sequence[T], how: Parallelism, write: ShardWriter, bar) -> Generator[ShardResult, None, None]:
-    """Shards written by this process: ``how.shards`` at once, their images fetched by one shared pool."""
-    pool = ThreadPoolExecutor(how.image_threads, "tfrecorder") if how.image_threads > 1 else None
+def _in_threads(plan: Sequence[T], concurrency: Parallelism, write: ShardWriter,
+                bar) -> Generator[ShardResult, None, None]:
+    """Shards written by this process: ``concurrency.shards`` at once, their images fetched by one shared pool."""
+    pool = ThreadPoolExecutor(concurrency.image_threads, "tfrecorder") if concurrency.image_threads > 1 else None
     try:
-        mapper = _mapper(pool, how.image_threads)
-        yield from _shards_at_once(plan, how.shards, lambda item, tick: write(item, mapper, tick), bar)
+        mapper = _mapper(pool, concurrency.image_threads)
+        yield from _shards_at_once(plan, concurrency.shards, lambda item, tick: write(item, mapper, tick), bar)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -218,9 +219,9 @@ def _shards_at_once(plan: Sequence[T], at_once: int, write: Callable[[T, Callabl
             stop.set()
 
 
-def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter,
+def _in_processes(plan: Sequence[T], concurrency: Parallelism, write: ShardWriter,
                   bar) -> Generator[ShardResult, None, None]:
-    """Shards written by ``how.processes`` forked processes, the results in plan order.
+    """Shards written by ``concurrency.processes`` forked processes, the results in plan order.
 
     fork, not spawn or forkserver: those would run the user's script again in each process (no __main__
     guard in notebooks and scripts), and ``write`` and the table reach the writers without being pickled.
@@ -232,8 +233,8 @@ def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter,
     rows = context.RawArray("q", len(plan))
     owners = context.RawArray("q", len(plan))  # the pid of the writer of each shard
     stop = context.RawValue("q", len(plan))  # shards from this one on stop at their next row
-    pool = ProcessPoolExecutor(how.processes, context, _start_writer,
-                               (plan, write, how, rows, owners, stop, os.getpid()))
+    pool = ProcessPoolExecutor(concurrency.processes, context, _start_writer,
+                               (plan, write, concurrency, rows, owners, stop, os.getpid()))
     try:
         with warnings.catch_warnings(), _signals_held():
             # Python 3.12+ warns of fork() beside other threads (TensorFlow's, tqdm's): the writers use none of
@@ -243,7 +244,7 @@ def _in_processes(plan: Sequence[T], how: Parallelism, write: ShardWriter,
         shown = 0
         for index, future in enumerate(futures):
             while not future.done():  # woken by each shard that ends, to stop the shards after a failed one
-                ahead = futures[index:index + 2 * how.processes]  # the writers take shards in plan order
+                ahead = futures[index:index + 2 * concurrency.processes]  # the writers take shards in plan order
                 wait([f for f in ahead if not f.done()], PROGRESS_SECONDS, FIRST_COMPLETED)
                 shown = _show(bar, rows, shown)
                 failed = (i for i, f in enumerate(ahead, index) if f.done() and f.exception() is not None)
@@ -314,7 +315,7 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _start_writer(plan, write, how: Parallelism, rows, owners, stop, parent: int) -> None:
+def _start_writer(plan, write, concurrency: Parallelism, rows, owners, stop, parent: int) -> None:
     """Set up a forked writer: it dies with its parent, leaves Ctrl-C to it, and has its share of the memory
     budget for decoded pixels and its own image threads."""
     try:  # an orphan would go on writing into an output folder that a re-run may already be writing again
@@ -326,10 +327,10 @@ def _start_writer(plan, write, how: Parallelism, rows, owners, stop, parent: int
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler: the parent stops the writers
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)  # held since the fork (_signals_held)
-    DECODE_MEMORY.limit = max(1, DECODE_MEMORY.limit // how.processes)  # this writer's copy of the budget
-    pool = ThreadPoolExecutor(how.image_threads, "tfrecorder") if how.image_threads > 1 else None
+    DECODE_MEMORY.limit = max(1, DECODE_MEMORY.limit // concurrency.processes)  # this writer's copy of the budget
+    pool = ThreadPoolExecutor(concurrency.image_threads, "tfrecorder") if concurrency.image_threads > 1 else None
     _forked.update(plan=plan, write=write, rows=rows, owners=owners, stop=stop,
-                   mapper=_mapper(pool, how.image_threads))
+                   mapper=_mapper(pool, concurrency.image_threads))
 
 
 def _write_forked(index: int) -> ShardResult:

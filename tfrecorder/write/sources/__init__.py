@@ -61,7 +61,7 @@ from tfrecorder.write.sources.frames import (
     text_columns,
 )
 from tfrecorder.write.sources.hugging_face import DatasetSource, dataset_source, is_hugging_face
-from tfrecorder.write.sources.notes import ReadNotes, beam_notes, left_out_note, plain_images_note
+from tfrecorder.write.sources.read_notes import ReadNotes, beam_notes, left_out_note, plain_images_note
 
 Source = TableFiles | FrameSource | DatasetSource
 

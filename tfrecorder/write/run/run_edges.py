@@ -1,6 +1,6 @@
-"""A started run's edges, the same whatever runner writes it: its lock released however it ends (``holding``), a
-full disk named as an error that says what to do (``space_left``), and its result completed - a finished
-conversion's given back (``reused``), what reading the source said added (``read_as``)."""
+"""A started run's edges, the same whatever runner writes it: its lock released however it ends (``releasing_lock``), a
+full disk named as an error that says what to do (``full_disk_as_error``), and its result completed - a finished
+conversion's given back (``reused``), what reading the source said added (``add_read_notes``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def reused(folder: Folder, manifest: Manifest, runner: str) -> ConvertResult:
     return replace(convert_result(folder, manifest, 0.0, runner), reused=True)
 
 
-def read_as(result: ConvertResult, read: Source | ReadNotes,
+def add_read_notes(result: ConvertResult, read: Source | ReadNotes,
             schema: Schema | None = None) -> ConvertResult:
     """``result`` with what its source says of how it was read (a CSV's separator, an image folder's files that
     are not rows, the columns a given ``schema`` leaves out, a DataFrame's images under another name than
@@ -43,7 +43,7 @@ def read_as(result: ConvertResult, read: Source | ReadNotes,
 
 
 @contextlib.contextmanager
-def holding(run: Run) -> Iterator[None]:
+def releasing_lock(run: Run) -> Iterator[None]:
     """Release the run's lock on the way out, however the conversion ends."""
     try:
         yield
@@ -52,7 +52,7 @@ def holding(run: Run) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def space_left(folder: Folder) -> Iterator[None]:
+def full_disk_as_error(folder: Folder) -> Iterator[None]:
     """A full disk as an error that says what to do (a re-run keeps the shards already written)."""
     try:
         yield
