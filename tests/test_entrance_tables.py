@@ -209,12 +209,13 @@ def test_one_photo_under_several_spellings_is_one_record_with_every_box(tmp_path
 
 # --- 6. arrays of more than one dimension ------------------------------------------------------------------
 
-def test_a_column_of_2d_arrays_is_refused_naming_its_shape(tmp_path):
-    """A column of 2-D arrays was flattened into an int64 list, its shape lost."""
+def test_a_column_of_arrays_of_two_ranks_is_refused_naming_the_rows_of_each(tmp_path):
+    """A column of 2-D arrays was flattened into an int64 list, its shape lost. Now it is a tensor column, whose
+    rows have one rank; and a column typed as a flat list still refuses 2-D arrays, naming their shape."""
     df = pd.DataFrame({"x": [1, 2, 3], "m": [np.zeros((2, 3)), np.zeros(3), np.ones((2, 3))]})
-    message = r"column 'm': holds arrays of more than one dimension \(shape \(2, 3\), rows 0, 2\); a feature is a flat"
-    with pytest.raises(SchemaError, match=message):
+    with pytest.raises(SchemaError, match=r"^column 'm' holds arrays of 2 ranks \(2-D in rows 0, 2; 1-D in row 1\)"):
         _convert(df, tmp_path / "inferred")
+    message = r"column 'm': holds arrays of more than one dimension \(shape \(2, 3\), rows 0, 2\); a feature is a flat"
     with pytest.raises(SchemaError, match=message):
         _convert(df, tmp_path / "given", schema={"x": types.IntegerInput, "m": types.FloatListInput})
 

@@ -306,8 +306,8 @@ def check_flat(name: str, series: pd.Series) -> None:
 
 def flat_message(name: str, shape: tuple[int, ...] | str, rows: str) -> str:
     return (f"column {name!r}: holds arrays of more than one dimension (shape {shape}, {rows}); a feature is a flat "
-            f"list that would lose the shape: store each flattened (np.ravel) with its shape in columns of "
-            f"their own")
+            f"list that would lose the shape: type it types.Tensor(shape=..., dtype=...), or leave its type to "
+            f"be inferred (a column of arrays is a tensor)")
 
 
 def _infer_object_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:

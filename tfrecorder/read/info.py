@@ -16,8 +16,9 @@ import pandas as pd
 from PIL import Image, ImageDraw, ImageOps
 
 from tfrecorder._notebook import in_notebook
+from tfrecorder.dataset import connectors
 from tfrecorder.dataset.features import IMAGE, IMAGE_URI, OBJECTS, SEGMENTATION_MASK
-from tfrecorder.dataset.manifest import Manifest
+from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import open_dataset
@@ -41,7 +42,7 @@ class DatasetInfo:
             "splits": {k: {"records": m.records(k), "shards": len(v), "bytes": sum(s.bytes for s in v)}
                        for k, v in m.splits.items()},
             "rows": {k: vars(v) for k, v in m.rows.items()},
-            "features": {f.name: f"{f.dtype}{'[]' if f.is_list else ''}{'?' if f.nullable else ''}"
+            "features": {f.name: f"{f.dtype}{_shape_text(f)}{'?' if f.nullable else ''}"
                          for f in m.features},
             "labels": m.vocabulary,
             "label_counts": self.label_counts,
@@ -283,3 +284,11 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     target = path or tempfile.mkstemp(prefix="tfrecorder-show-", suffix=".png")[1]
     grid.contact_sheet().save(target)
     return target
+
+
+def _shape_text(feature: FeatureInfo) -> str:
+    """How ``info`` shows a feature's shape: nothing for a scalar, ``[]`` for a list (or a value per object), the
+    shape of a tensor (``[20, 8]``, ``[None, 4]``)."""
+    if connectors.of(feature).nested or feature.shape == [None]:
+        return "[]"
+    return f"[{', '.join(str(d) for d in feature.shape)}]" if feature.shape else ""

@@ -1,0 +1,186 @@
+"""Tensor columns keep their shape and dtype: a column of numpy arrays (rank 1 to 5, every dtype tfrecorder
+stores) converts and reads back exactly - load_dataset, read_tfr, data_source, TFDS and plain tf.io with our
+feature_spec - and the tables that cannot be one tensor are refused naming their rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tfrecorder import SchemaError, types
+
+ROWS = 6
+# (column, dtype, shape of a row; None where rows differ)
+COLUMNS = [
+    ("flags", "bool", (3,)),
+    ("i8", "int8", (2, 2)),
+    ("i16", "int16", (2, 1, 3)),
+    ("i32", "int32", (1, 2, 2, 2)),
+    ("i64", "int64", (2, 1, 1, 2, 2)),
+    ("u8", "uint8", (4, 8, 8, 3)),
+    ("u16", "uint16", (5,)),
+    ("u32", "uint32", (2, 3)),
+    ("f16", "float16", (3, 2)),
+    ("f32", "float32", (20, 8)),
+    ("f64", "float64", (2, 3)),
+    ("ragged32", "float32", (None, 4)),
+    ("ragged64", "float64", (None, 2)),
+]
+
+
+def _array(rng: np.random.Generator, row: int, dtype: str, shape: tuple[int | None, ...]) -> np.ndarray:
+    shape = tuple(row % 3 + 1 if d is None else d for d in shape)
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if info is not None:  # the extremes of the dtype too: nothing is clipped or rounded
+        values = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+        values.flat[0] = info.min if row % 2 else info.max
+        return values
+    return (rng.standard_normal(shape) * 1e3).astype(dtype)  # float64 digits float32 would round
+
+
+def _table() -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    data = {"split": ["TRAIN"] * (ROWS - 2) + ["TEST"] * 2, "label": ["a", "b"] * (ROWS // 2),
+            "n": range(ROWS)}
+    for name, dtype, shape in COLUMNS:
+        data[name] = [_array(rng, row, dtype, shape) for row in range(ROWS)]
+    return pd.DataFrame(data)
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory) -> tuple[pd.DataFrame, str]:
+    table = _table()
+    out = str(tmp_path_factory.mktemp("tensors") / "out")
+    tfrecorder.convert(table, out, num_shards=1, progress=False)
+    return table, out
+
+
+def _train(table: pd.DataFrame, out: str) -> list[pd.Series]:
+    """TRAIN's rows as they are stored (by ``n``, which read_tfr gives back)."""
+    order = tfrecorder.read_tfr(out, split="TRAIN")["n"].tolist()
+    return [table.iloc[n] for n in order]
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    return got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_dataset_json_gives_each_column_its_shape_and_dtype(converted):
+    _, out = converted
+    features = {f["name"]: f for f in json.loads(open(f"{out}/dataset.json").read())["features"]}
+    for name, dtype, shape in COLUMNS:
+        assert (features[name]["dtype"], features[name]["shape"], features[name]["connector"]) == (
+            dtype, list(shape), "Tensor"), name
+    assert features["f64"]["parameters"]["encoding"] == "bytes"  # exact, and TFDS reads it
+    assert features["f32"]["parameters"]["encoding"] == "none"
+
+
+def test_read_tfr_and_data_source_give_each_array_back(converted):
+    table, out = converted
+    frame = tfrecorder.read_tfr(out).set_index("n")
+    source = tfrecorder.data_source(out, "TRAIN")
+    for position, row in enumerate(_train(table, out)):
+        for name, _, _ in COLUMNS:
+            assert _same(frame.loc[row.n, name], row[name]), name
+            assert _same(source[position][name], row[name]), name
+
+
+def test_load_dataset_batches_a_fixed_shape_dense_and_a_varying_one_ragged(converted):
+    import tensorflow as tf
+
+    table, out = converted
+    rows = _train(table, out)
+    batch = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=len(rows))))
+    for name, dtype, shape in COLUMNS:
+        got = batch[name]
+        assert got.dtype.name == dtype, name
+        if shape[0] is None:
+            assert isinstance(got, tf.RaggedTensor), name
+            assert [_same(g.numpy(), row[name]) for g, row in zip(got, rows)] == [True] * len(rows), name
+        else:
+            assert got.shape == (len(rows), *shape), name
+            assert _same(got.numpy(), np.stack([row[name] for row in rows])), name
+
+
+def test_plain_parse_example_reads_them_with_our_feature_spec(converted):
+    import tensorflow as tf
+
+    table, out = converted
+    spec = tfrecorder.feature_spec(out)
+    assert spec["f32"] == tf.io.FixedLenFeature([20, 8], tf.float32)
+    assert isinstance(spec["ragged32"], tf.io.RaggedFeature)
+    rows = _train(table, out)
+    records = tf.data.TFRecordDataset(sorted(str(p) for p in Path(out).glob("train-*.tfrecord")))
+    parsed = tf.io.parse_example(next(iter(records.batch(len(rows)))), spec)
+    assert np.array_equal(parsed["f32"].numpy(), np.stack([row.f32 for row in rows]))
+    assert np.array_equal(parsed["u8"].numpy(), np.stack([row.u8 for row in rows]))  # an Int64List of the bytes
+
+
+def test_tfds_reads_every_tensor_it_is_told_of(converted):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    table, out = converted
+    rows = _train(table, out)
+    read = list(tfds.as_numpy(tfds.builder_from_directory(out).as_dataset(split="train", shuffle_files=False)))
+    left_out = tfrecorder.read_manifest(out).tfds["left_out"]
+    assert list(left_out) == ["ragged64"]  # float64 of a varying shape is kept as the bits of each value
+    for got, row in zip(read, rows):
+        for name, _, _ in COLUMNS:
+            if name not in left_out:
+                assert _same(np.asarray(got[name]), row[name]), name
+
+
+def test_verify_and_info_describe_them(converted):
+    _, out = converted
+    assert tfrecorder.verify(out).ok
+    assert "f32 (float32[20, 8])" in str(tfrecorder.info(out))
+
+
+def test_a_declared_shape_and_dtype_is_kept_and_a_row_that_breaks_it_is_named(tmp_path):
+    table = pd.DataFrame({"split": ["TRAIN"] * 3, "label": ["a", "b", "a"],
+                          "x": [np.ones((2, 4), np.int16), np.zeros((2, 4), np.int8), np.ones((2, 4), np.int16)]})
+    schema = {"split": types.SplitKey, "label": types.StringLabel, "x": types.Tensor(shape=(2, 4), dtype="float32")}
+    tfrecorder.convert(table, str(tmp_path / "out"), schema=schema, progress=False)
+    back = tfrecorder.read_tfr(str(tmp_path / "out"))
+    assert {v.dtype.name for v in back.x} == {"float32"} and {v.shape for v in back.x} == {(2, 4)}
+    table.at[1, "x"] = np.zeros((3, 4), np.int16)
+    with pytest.raises(SchemaError, match=r"^column 'x': 1 values do not fit Tensor, e\.g\. <array of shape "
+                                          r"\(3, 4\), dtype int16> \(row 1\)"):
+        tfrecorder.convert(table, str(tmp_path / "bad"), schema=schema, progress=False)
+
+
+def test_dtypes_widen_within_integers_and_refuse_a_mix_that_would_change_values(tmp_path):
+    table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b", "a"],
+                          "x": [np.ones(2, np.int8), np.ones(2, np.int16), np.ones(2, np.uint8)]})
+    tfrecorder.convert(table, str(tmp_path / "ints"), progress=False)
+    assert tfrecorder.read_manifest(str(tmp_path / "ints")).feature("x").dtype == "int16"
+    table.at[1, "x"] = np.ones(2, np.float32)
+    with pytest.raises(SchemaError, match=r"column 'x' holds arrays of dtypes that do not mix without changing "
+                                          r"values \(int8 in row 0; float32 in row 1; uint8 in row 2\)"):
+        tfrecorder.convert(table, str(tmp_path / "mixed"), progress=False)
+
+
+def test_arrays_that_vary_beyond_their_first_dimension_are_refused_in_one_line(tmp_path):
+    table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b"], "x": [np.ones((2, 3)), np.ones((2, 4))]})
+    with pytest.raises(SchemaError, match=r"^column 'x': the arrays' shapes differ in dimension 1 \(e\.g\. \(2, 3\) "
+                                          r"and \(2, 4\)\): a tensor's rows may differ in their first dimension only"):
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
+
+
+def test_lists_and_1d_arrays_of_varying_length_stay_lists_and_missing_arrays_read_as_none(tmp_path):
+    table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b", "a"], "ids": [np.arange(3), np.arange(5), np.arange(1)],
+                          "lists": [[1.0], [2.0, 3.0], []], "maybe": [np.ones((2, 2)), None, np.zeros((2, 2))]})
+    out = str(tmp_path / "out")
+    tfrecorder.convert(table, out, progress=False)
+    manifest = tfrecorder.read_manifest(out)
+    assert (manifest.feature("ids").connector, manifest.feature("lists").connector) == ("ListOf(Int64)",
+                                                                                          "ListOf(Float32)")
+    assert manifest.feature("maybe").nullable
+    back = tfrecorder.read_tfr(out)
+    assert sorted(v is None for v in back.maybe) == [False, False, True]
