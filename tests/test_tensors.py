@@ -184,3 +184,26 @@ def test_lists_and_1d_arrays_of_varying_length_stay_lists_and_missing_arrays_rea
     assert manifest.feature("maybe").nullable
     back = tfrecorder.read_tfr(out)
     assert sorted(v is None for v in back.maybe) == [False, False, True]
+
+
+def test_pad_makes_ragged_features_dense_for_keras(tmp_path):
+    rng = np.random.default_rng(3)
+    table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b"] * 3,
+                          "frames": [rng.standard_normal((n, 3)).astype("float32") for n in (1, 4, 2, 6, 3, 2)],
+                          "input_ids": [list(range(1, n + 1)) for n in (3, 1, 5, 2, 7, 4)]})
+    out = str(tmp_path / "out")
+    tfrecorder.convert(table, out, progress=False)
+    stored = tfrecorder.read_tfr(out)
+    batch = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=6, pad={"frames": 4, "input_ids": 5})))
+    assert batch["frames"].shape == (6, 4, 3) and batch["input_ids"].shape == (6, 5)
+    for got, frames in zip(batch["frames"].numpy(), stored.frames):
+        kept = frames[:4]
+        assert np.array_equal(got[:len(kept)], kept) and not got[len(kept):].any()  # cut, or padded with 0
+        assert got.shape == (4, 3)
+    assert [list(row[row > 0]) for row in batch["input_ids"].numpy()] == [ids[:5] for ids in stored.input_ids]
+    longest = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=2, pad=True)))
+    assert longest["input_ids"].shape == (2, max(len(ids) for ids in stored.input_ids[:2]))
+    one = next(iter(tfrecorder.load_dataset(out, "TRAIN", pad={"input_ids": 5})))  # unbatched: each record
+    assert one["input_ids"].shape == (5,)
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"pad=\{'label': 3\}: \['label'\] are not read ragged"):
+        tfrecorder.load_dataset(out, "TRAIN", batch_size=2, pad={"label": 3})

@@ -204,7 +204,8 @@ def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | N
         return types.MaskUri
     if holds_images(name, series):
         return types.ImageBytes
-    if name != LABEL_COLUMN and (claimed := claimed_type(series)) is not None:
+    # a file's own schema decides over the values of a part (a list<double> column of numpy arrays stays lists)
+    if name != LABEL_COLUMN and known is None and (claimed := claimed_type(series)) is not None:
         return claimed
     kind, is_list = known or infer_kind(name, series)
     if name == LABEL_COLUMN:

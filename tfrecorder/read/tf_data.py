@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,7 @@ class ReadOptions:
     shard_index: int = 0
     max_objects: int | None = None
     bounding_box_format: str = SUPERVISED_BOX_FORMAT
+    pad: bool | tuple[tuple[str, int], ...] | None = None  # True, or (feature, length) pairs
 
     def __post_init__(self) -> None:
         check_optional_count("batch_size", self.batch_size, "single examples")
@@ -237,6 +238,7 @@ def load_dataset(
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
     max_objects: int | None = None,
     bounding_box_format: str = SUPERVISED_BOX_FORMAT,
+    pad: bool | Mapping[str, int] | None = None,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -289,6 +291,9 @@ def load_dataset(
         storage_timeout: seconds one object-store operation of the listing and checks may take.
         max_objects: pad (or cut) each record's objects to this many.
         bounding_box_format: the box format of ``as_supervised`` targets.
+        pad: dense tensors for what is read ragged (lists, token ids, tensors whose first dimension varies):
+            ``{"feature": length}`` pads each value with 0 or cuts it to ``length`` along its first dimension
+            (the same length in every batch, what Keras layers take), ``True`` pads each batch's to its longest.
 
     Returns:
         A ``tf.data.Dataset`` of ``split``, or ``{split: tf.data.Dataset}`` for every split when ``split`` is
@@ -315,6 +320,7 @@ def load_dataset(
         label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
         deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
         max_objects=max_objects, bounding_box_format=bounding_box_format,
+        pad=tuple(dict(pad).items()) if isinstance(pad, Mapping) else pad,
     )
     if resize_mode != DEFAULT_RESIZE_MODE and image_size is None:  # a keyword that would do nothing: said now
         raise TFRecorderError(f"resize_mode={resize_mode!r} says how image_size= resizes: give image_size=(height, "
@@ -399,6 +405,8 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
         if o.batch_size:
             batch = ds.ragged_batch if ragged else ds.batch
             ds = batch(o.batch_size, o.drop_remainder)
+        if o.pad:
+            ds = ds.map(_traced(_padder(spec, o.pad, where)), num_parallel_calls=AUTOTUNE)
         return ds.prefetch(AUTOTUNE).with_options(_options())
     if o.batch_size:
         ds = records.batch(o.batch_size, o.drop_remainder).map(_traced(parse), num_parallel_calls=AUTOTUNE,
@@ -406,9 +414,44 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     else:
         ds = records.batch(_PARSE_BATCH).map(_traced(parse), num_parallel_calls=AUTOTUNE)
         ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(count))
+    if o.pad:
+        ds = ds.map(_traced(_padder(spec, o.pad, where)), num_parallel_calls=AUTOTUNE)
     if o.as_supervised:
         ds = ds.map(_traced(_supervised(manifest, o.label_key)), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def _padder(spec: dict[str, Any], pad: bool | tuple[tuple[str, int], ...], where: str) -> Any:
+    """What ``pad=`` makes of a parsed element (a batch, or one record): each ragged feature it names (``True``:
+    every one) dense - padded with 0, or cut, to its length along its first dimension (each batch's longest for
+    ``True``). A name that is no feature read ragged is a TFRecorderError, said before anything is read."""
+    ragged = [name for name, s in spec.items() if isinstance(s, tf.io.RaggedFeature)]
+    lengths = dict.fromkeys(ragged) if pad is True else dict(pad or ())
+    wrong = [name for name in lengths if name not in ragged]
+    bad = [(name, n) for name, n in lengths.items() if n is not None and not (isinstance(n, int) and n > 0)]
+    if wrong or bad:
+        raise TFRecorderError(f"pad={dict(lengths)!r}: " + (
+            f"{wrong} are not read ragged here (the features of varying length are {ragged})" if wrong else
+            f"give each a length of 1 or more, not {bad[0][1]!r}") + f" ({where})")
+
+    def dense(value: Any, length: int | None) -> Any:
+        if isinstance(value, tf.RaggedTensor):
+            rank = value.shape.rank
+            return value.to_tensor(shape=None if length is None else [None, length] + [None] * (rank - 2))
+        if length is None:
+            return value
+        value = value[:length]  # one record: its own first dimension
+        padding = [[0, length - tf.shape(value)[0]]] + [[0, 0]] * (value.shape.rank - 1)
+        return tf.pad(value, padding)
+
+    def padded(*element: Any) -> Any:
+        example = element[0]  # a dict of features, or (features, label) with as_supervised
+        if not isinstance(example, dict):
+            return element if len(element) > 1 else element[0]
+        example = {k: dense(v, lengths[k]) if k in lengths else v for k, v in example.items()}
+        return (example, *element[1:]) if len(element) > 1 else example
+
+    return padded
 
 
 def _detection(manifest: Manifest, split: str, records: tf.data.Dataset, parse: Any, has_image: bool, count: int,
