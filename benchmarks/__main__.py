@@ -12,6 +12,7 @@ from benchmarks import (
     bench_scale,
     bench_segmentation,
     bench_tabular,
+    bench_tensors,
     bench_wide,
     bench_write,
     bench_yolo,
@@ -20,5 +21,5 @@ from benchmarks import (
 if __name__ == "__main__":  # not again in a worker process started by spawning (Dask's, in bench_runners)
     for module in (bench_write, bench_read, bench_random_access, bench_detection, bench_yolo, bench_instance_masks,
                    bench_segmentation, bench_runners, bench_tabular, bench_wide, bench_scale, bench_memory,
-                   bench_embedded, bench_names):
+                   bench_embedded, bench_names, bench_tensors):
         module.main([])

@@ -56,6 +56,9 @@ class Connector:
     # None where it varies (lists, objects). Readers read a feature of one value a record as a column of scalars.
     values_per_record: ClassVar[int | None] = 1
     nested: ClassVar[bool] = False  # ListOf and Objects: a record holds a list of their item's values
+    # Whether ``check`` gives each value as a serialized tf.train.Feature (its Example list built at once, without a
+    # Python object per number: a tensor's thousands of values); the writer parses it into the record.
+    feature_bytes: ClassVar[bool] = False
 
     @property
     def plain(self) -> bool:

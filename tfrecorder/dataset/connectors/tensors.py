@@ -140,25 +140,35 @@ class Tensor(Connector):
         if array.ndim != len(self._shape) or any(d is not None and d != n for d, n in zip(self._shape, array.shape)):
             raise ValueError(f"shape {array.shape}")
         sources.add("ndarray")
+        return self._feature(array)
+
+    feature_bytes = True  # each checked value is its serialized tf.train.Feature
+
+    def _feature(self, array: np.ndarray) -> bytes:
+        """``array`` as the serialized tf.train.Feature a record holds (what protobuf writes for it): a FloatList
+        packed from the float32 bytes, an Int64List, or a BytesList of the array's little-endian bytes."""
         if self._encoding != "none":
             raw = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
-            return zlib.compress(raw) if self._encoding == "zlib" else raw
-        if self._bits:
-            return array.ravel().view(np.int64).tolist()
-        return array.ravel().astype(np.int64 if self.kind is Kind.INT64 else np.float32).tolist()
+            raw = zlib.compress(raw) if self._encoding == "zlib" else raw
+            return _nested(1, raw)  # Feature.bytes_list: BytesList.value
+        if self.kind is Kind.FLOAT32:
+            packed = np.ascontiguousarray(array, np.dtype("<f4"))
+            return _nested(2, packed.data) if packed.size else b"\x12\x00"  # Feature.float_list: packed value
+        from tfrecorder.dataset.example_proto import Feature
+
+        ints = array.ravel().view(np.int64) if self._bits else array.ravel().astype(np.int64)
+        feature = Feature()
+        feature.int64_list.value.extend(ints.tolist())
+        return feature.SerializeToString()
 
     def hashes(self, values: Sequence[Any] | np.ndarray) -> np.ndarray:
-        """By the stored values' bytes (a list packed as float64 or int64: the same array hashes alike)."""
-        packed = [None if v is None else v if isinstance(v, bytes) else
-                  np.asarray(v, np.float64 if self.kind is Kind.FLOAT32 else np.int64).tobytes() for v in values]
-        return object_hashes(object_array(packed))
+        """By the stored Feature's bytes."""
+        return object_hashes(object_array(values))
 
     def arrow_type(self) -> Any:
         import pyarrow as pa
 
-        if self._encoding != "none":
-            return pa.large_binary()
-        return pa.large_list(pa.float64() if self.kind is Kind.FLOAT32 else pa.int64())
+        return pa.large_binary()
 
     # tf.io
     def parse_spec(self, feature: FeatureInfo) -> Any:
@@ -174,7 +184,8 @@ class Tensor(Connector):
         return tf.io.FixedLenFeature(list(self._shape), wire, default_value=default)
 
     def _stored_zeros(self) -> bytes:
-        return self.check(np.zeros(self._shape, self._dtype), set())
+        raw = np.zeros(self._shape, np.dtype(self._dtype).newbyteorder("<")).tobytes()
+        return zlib.compress(raw) if self._encoding == "zlib" else raw
 
     def decode(self, tensor: Any) -> Any:
         import tensorflow as tf
@@ -220,6 +231,24 @@ class Tensor(Connector):
         return {"pythonClassName": TFDS_CLASS + "tensor_feature.Tensor",
                 "tensor": {"shape": {"dimensions": [str(-1 if d is None else d) for d in self._shape]},
                            "dtype": self._dtype, "encoding": self._encoding}}, ""
+
+
+def _nested(field: int, payload: Any) -> bytes:
+    """Feature field ``field`` holding a list whose field 1 is ``payload`` (bytes, or a buffer of packed numbers),
+    serialized as protobuf writes it, with one copy of the payload."""
+    inner = _key(1, len(payload) if isinstance(payload, bytes) else payload.nbytes)
+    return b"".join((_key(field, len(inner) + len(payload) if isinstance(payload, bytes) else len(inner) +
+                          payload.nbytes), inner, payload))
+
+
+def _key(field: int, size: int) -> bytes:
+    """A length-delimited field's tag and length (a varint)."""
+    out = bytearray([field << 3 | 2])
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        out.append(byte | (0x80 if size else 0))
+        if not size:
+            return bytes(out)
 
 
 def _rows_by(arrays: list[tuple[int, np.ndarray]], key: Any) -> dict[Any, list[int]]:

@@ -68,12 +68,15 @@ class ExampleEncoder:
         split = self._slot(features.SPLIT.name, features.SPLIT.connector)
         self._fixed: list[tuple[Any, Any]] = [(split, self._splits)]
         self._varying: list[tuple[str, str, Any]] = []
+        self._serialized: list[tuple[str, Any]] = []
         self._media: dict[str, Any] = {}
         for c in self._columns:
             connector = features.LABEL.connector if c.type.role is Role.LABEL else c.connector
             if isinstance(connector, Media):  # its file's bytes and measures, prepared by the shard's writer
                 self._media.update((name, self._slot(name, kind))
                                    for name, kind in connector.feature_names(c.feature).items())
+            elif connector.feature_bytes:  # each value a serialized tf.train.Feature: parsed into its record
+                self._serialized.append((c.feature, c.values))
             elif c.type.is_list or c.nullable or connector.values_per_record != 1:
                 self._varying.append((c.feature, connector.field, c.values))
             else:
@@ -115,6 +118,13 @@ class ExampleEncoder:
                 kind_list.value.extend(value)
             else:
                 kind_list.value.append(value)
+        for feature, values in self._serialized:
+            value = values[row]
+            if value is None:
+                if feature in stored:
+                    del stored[feature]
+            else:
+                stored[feature].ParseFromString(value)
         data = self._example.SerializeToString(deterministic=True)
         self._budget -= len(data)
         if self._budget < 0:
