@@ -207,3 +207,19 @@ def test_pad_makes_ragged_features_dense_for_keras(tmp_path):
     assert one["input_ids"].shape == (5,)
     with pytest.raises(tfrecorder.TFRecorderError, match=r"pad=\{'label': 3\}: \['label'\] are not read ragged"):
         tfrecorder.load_dataset(out, "TRAIN", batch_size=2, pad={"label": 3})
+
+
+def test_the_direct_runner_writes_the_local_bytes_for_tensor_columns(tmp_path):
+    """A Beam runner reads a DataFrame staged as Parquet, which holds no 2-D array: each is staged as the Feature
+    its check gives, and the pipeline stores what the local runner stores."""
+    rng = np.random.default_rng(5)
+    table = pd.DataFrame({"split": ["TRAIN"] * 5 + ["TEST"], "label": ["a", "b"] * 3,
+                          "x": [rng.standard_normal((3, 2)).astype("float32") for _ in range(6)],
+                          "frames": [rng.integers(0, 255, (n, 2, 2), dtype=np.uint8) for n in range(1, 7)],
+                          "f64": [rng.standard_normal(4) for _ in range(6)]})
+    written = {}
+    for runner in ("local", "DirectRunner"):
+        out = tmp_path / runner
+        tfrecorder.convert(table, str(out), runner=runner, num_shards=2, progress=False)
+        written[runner] = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".tfrecord", ".tfindex")}
+    assert written["local"] == written["DirectRunner"] and len(written["local"]) == 6  # TEST: one row, one shard

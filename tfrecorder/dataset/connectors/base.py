@@ -232,6 +232,24 @@ class IntValues(Connector):
     object_missing = 0
 
 
+# A value a Beam runner's staged Parquet holds for a kind whose checked values are serialized Features (arrays that
+# Parquet cannot hold as they are): the checked value, with the sources its check found; its check takes it back.
+STAGED, STAGED_SOURCES = "checked_feature", "sources"
+
+
+def staged(connector: Connector, value: Any) -> Any:
+    """``value`` of a column stored with ``connector`` as a staged Parquet holds it: checked, in a ``{STAGED,
+    STAGED_SOURCES}`` struct; a missing value, or one the kind refuses, as it is (the pipeline names it)."""
+    if value is None:
+        return None
+    sources: set[str] = set()
+    try:
+        checked = connector.check(value, sources)
+    except (TypeError, ValueError, OverflowError):
+        return value
+    return {STAGED: checked, STAGED_SOURCES: "/".join(sorted(sources))}
+
+
 def object_array(values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """``values`` as a 1-D object array (``np.array`` would make a list of lists 2-D)."""
     array = np.empty(len(values), dtype=object)

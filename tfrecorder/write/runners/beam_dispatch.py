@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from tfrecorder.dataset.connectors import Connector
+from tfrecorder.dataset.connectors.base import staged
 from tfrecorder.dataset.manifest import MANIFEST_NAME, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import SchemaError, TFRecorderError
@@ -99,12 +101,23 @@ class _Frame:
     schema_columns: tuple[str, ...] = ()  # the frame's columns, for what its result says a schema leaves out
 
 
+def _checked_features(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """``df`` with the columns of kinds whose checked values are serialized Features (tensors: arrays Parquet
+    cannot hold as they are) checked here, each value staged as its check's result (``connectors.base.staged``),
+    which the pipeline's check takes back: the same values the local runner stores."""
+    kinds = {name: t.connector for name, t in schema.items()
+             if isinstance(t.connector, Connector) and t.connector.feature_bytes}
+    if not kinds:
+        return df
+    return df.assign(**{name: [staged(kind, v) for v in df[name].tolist()] for name, kind in kinds.items()})
+
+
 def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
     """``df`` staged for a Beam runner, its schema checked against (or inferred from) the whole frame as the
     local runner does it; a TFRecorderError naming the column when Parquet cannot hold its values as they are
     (``frame_as_arrow``): the pipeline reads the frame as Parquet."""
     schema = check_schema(df, schema)
-    arrow = frame_as_arrow(df, tuple(n for n, t in schema.items() if t is ImageBytes))
+    arrow = frame_as_arrow(_checked_features(df, schema), tuple(n for n, t in schema.items() if t is ImageBytes))
     if isinstance(arrow, str):
         raise TFRecorderError(f"a Beam runner reads a DataFrame as Parquet, which cannot hold this one's values as "
                               f"they are: {arrow}. Give each column one kind of value, or convert it with "

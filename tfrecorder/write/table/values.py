@@ -12,6 +12,7 @@ import pandas as pd
 
 from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN, Connector, of_type
+from tfrecorder.dataset.connectors.base import STAGED, STAGED_SOURCES
 from tfrecorder.errors import RowSample, SchemaError
 from tfrecorder.schema import ListLike, brief, is_missing
 from tfrecorder.types import ColumnType, Kind, Role
@@ -55,6 +56,10 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
         if exact and (raw == raw if common is float else INT64_MIN <= raw <= INT64_MAX):  # NaN: missing
             values.append(raw)
             quick += 1
+            continue
+        if own and isinstance(raw, dict) and STAGED in raw:  # checked before a Beam runner staged it
+            values.append(raw[STAGED])
+            sources.update(raw[STAGED_SOURCES].split("/"))
             continue
         try:
             values.append(convert(raw, sources) if own and not is_missing(raw) else None if own else
