@@ -223,3 +223,40 @@ def test_the_direct_runner_writes_the_local_bytes_for_tensor_columns(tmp_path):
         tfrecorder.convert(table, str(out), runner=runner, num_shards=2, progress=False)
         written[runner] = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".tfrecord", ".tfindex")}
     assert written["local"] == written["DirectRunner"] and len(written["local"]) == 6  # TEST: one row, one shard
+
+
+def test_tensors_in_parquet_by_the_files_own_schema(tmp_path):
+    """Arrow's fixed_shape_tensor and nested fixed_size_list columns, and a Hugging Face Array3D column (a Parquet
+    file `datasets` itself wrote), are tensors of their declared shape and dtype."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(11)
+    arrays = [rng.standard_normal((2, 3)).astype("float32") for _ in range(4)]
+    grids = [rng.integers(0, 9, (2, 2), dtype=np.int16) for _ in range(4)]
+    tensor_type = pa.fixed_shape_tensor(pa.float32(), [2, 3])
+    pq.write_table(pa.table({
+        "split": ["TRAIN"] * 4, "label": ["a", "b", "a", "b"],
+        "x": pa.ExtensionArray.from_storage(tensor_type, pa.array([a.ravel() for a in arrays],
+                                                                   pa.list_(pa.float32(), 6))),
+        "grid": pa.array([g.tolist() for g in grids], pa.list_(pa.list_(pa.int16(), 2), 2)),
+    }), tmp_path / "arrow.parquet")
+    tfrecorder.convert(str(tmp_path / "arrow.parquet"), str(tmp_path / "arrow"), progress=False)
+    back = tfrecorder.read_tfr(str(tmp_path / "arrow"))
+    stored = {a.tobytes(): g.tobytes() for a, g in zip(back.x, back.grid)}  # rows in stored order
+    assert stored == {a.tobytes(): g.tobytes() for a, g in zip(arrays, grids)}
+    assert (back.x[0].dtype, back.x[0].shape, back.grid[0].dtype, back.grid[0].shape) == (
+        np.float32, (2, 3), np.int16, (2, 2))
+
+    datasets = pytest.importorskip("datasets")
+    cubes = [rng.standard_normal((2, 2, 3)).astype("float32") for _ in range(4)]
+    features = datasets.Features({"label": datasets.Value("string"),
+                                  "cube": datasets.Array3D(shape=(2, 2, 3), dtype="float32")})
+    datasets.Dataset.from_dict({"label": ["a", "b", "a", "b"], "cube": cubes},
+                               features=features).to_parquet(str(tmp_path / "hf.parquet"))
+    tfrecorder.convert(str(tmp_path / "hf.parquet"), str(tmp_path / "hf"), progress=False,
+                       split_fractions=(1.0, 0.0, 0.0))
+    feature = tfrecorder.read_manifest(str(tmp_path / "hf")).feature("cube")
+    assert (feature.dtype, feature.shape) == ("float32", [2, 2, 3])
+    got = {a.tobytes() for a in tfrecorder.read_tfr(str(tmp_path / "hf")).cube}
+    assert got == {c.tobytes() for c in cubes}

@@ -10,6 +10,7 @@ import pandas as pd
 
 from tfrecorder import types
 from tfrecorder.dataset.connectors.base import REGISTERED, Connector
+from tfrecorder.dataset.connectors.tensors import Tensor
 from tfrecorder.errors import SchemaError, describe_rows
 from tfrecorder.types import ColumnType, Kind, Role
 
@@ -169,11 +170,16 @@ class Schema(Mapping[str, type[ColumnType]]):
                 raise SchemaError(f"column {name!r} holds Hugging Face {kind} values, not images: tfrecorder stores "
                                   f"images and columns of numbers and text; drop it (Dataset.remove_columns"
                                   f"([{name!r}]), or the column from the table) to convert the rest")
+        # a tensor by the file's own schema: Arrow's fixed shapes, Hugging Face's ArrayND
+        hf = hf_features(arrow) if arrow is not None else {}
+        tensors = {name: types.column_type(found) for name in (arrow.names if arrow is not None else ())
+                   if (found := Tensor.of_arrow(arrow.field(name).type, hf.get(name))) is not None}
         names = [str(name) for name in df.columns]
         boxes = set(types.BOX_EDGES) <= set(names)  # the four edges by their names: a detection table
         return cls({name: types.BOX_TYPES[name] if boxes and name in types.BOX_TYPES else
                     types.Keypoints if boxes and name == types.KEYPOINTS_COLUMN else
                     types.ImageBytes if name in structs else
+                    tensors[name] if name in tensors else
                     types.InstanceMask if boxes and name == types.INSTANCE_MASK_COLUMN else
                     types.InstanceMaskUri if boxes and name == types.INSTANCE_MASK_URI_COLUMN else
                     infer_column_type(name, df[name], kinds.get(name)) for name in names})

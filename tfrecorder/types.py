@@ -287,14 +287,16 @@ def column_type(connector: Any) -> type[ColumnType]:
     return _MADE[connector]
 
 
-def Tensor(shape: tuple[int | None, ...] | list[int | None], dtype: str, encoding: str = "none") -> type[ColumnType]:  # noqa: N802 - a type's name
+def Tensor(shape: tuple[int | None, ...] | list[int | None], dtype: str,  # noqa: N802 - a type's name
+           encoding: str | None = None) -> type[ColumnType]:
     """The column type of an array column of ``shape`` and ``dtype`` a row (``schema={"x": types.Tensor(...)}``):
     stored as TFDS's ``tfds.features.Tensor``, read back as arrays of that shape and dtype.
 
     Args:
         shape: the size of each dimension (1 to 5 of them), None for the first where rows differ.
         dtype: bool, int8-int64, uint8-uint32, float16, float32 or float64.
-        encoding: "none" (the values in an Example list), "bytes" or "zlib" (the array's bytes; a fixed shape).
+        encoding: "none" (the values in an Example list), "bytes" or "zlib" (the array's bytes; a fixed shape);
+            None: "bytes" for float64 of a fixed shape (exact, and TFDS reads it), else "none".
 
     Returns:
         The column type (the same one for the same arguments).

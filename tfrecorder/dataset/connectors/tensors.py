@@ -36,7 +36,7 @@ class Tensor(Connector):
     shape varies (a TFDS reader cannot see those), else as bytes. ``"bytes"`` stores the array's little-endian
     bytes, ``"zlib"`` them compressed: one value a record, for a fixed shape."""
 
-    def __init__(self, shape: Sequence[int | None], dtype: str, encoding: str = "none"):
+    def __init__(self, shape: Sequence[int | None], dtype: str, encoding: str | None = None):
         self._shape = tuple(None if d is None else int(d) for d in shape)
         if not 1 <= len(self._shape) <= MAX_RANK or any(d is not None and d < 0 for d in self._shape):
             raise ValueError(f"shape {list(shape)}: a tensor has 1 to {MAX_RANK} dimensions of sizes 0 and up")
@@ -45,6 +45,8 @@ class Tensor(Connector):
         self._dtype = np.dtype(dtype).name
         if self._dtype not in DTYPES:
             raise ValueError(f"dtype {dtype!r}: a tensor holds {', '.join(DTYPES)}")
+        if encoding is None:  # float64 of a fixed shape as its bytes: exact, and TFDS reads it
+            encoding = "bytes" if self._dtype == "float64" and self._shape[0] is not None else "none"
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding {encoding!r}: one of {', '.join(ENCODINGS)}")
         if encoding != "none" and self._shape[0] is None:
@@ -126,13 +128,40 @@ class Tensor(Connector):
             other = next(v.shape for _, v in arrays if v.shape[varying[-1]] != first[varying[-1]])
             raise SchemaError(f"column {name!r}: the arrays' shapes differ in dimension {varying[-1]} (e.g. {first} "
                               f"and {other}): a tensor's rows may differ in their first dimension only")
-        dtype = _common_dtype(name, arrays)
-        encoding = "bytes" if dtype == "float64" and shape[0] is not None else "none"
-        return cls(shape, dtype, encoding)
+        return cls(shape, _common_dtype(name, arrays))
+
+    @classmethod
+    def of_arrow(cls, arrow_type: Any, hf_feature: Any = None) -> Tensor | None:
+        """The tensor a Parquet column holds by its own schema: Arrow's ``fixed_shape_tensor``, nested
+        ``fixed_size_list``s, or a Hugging Face ``Array2D``-``Array5D`` (its ``huggingface`` metadata); None for
+        any other column."""
+        import pyarrow as pa
+
+        if isinstance(hf_feature, dict) and str(hf_feature.get("_type", "")).startswith("Array"):
+            try:
+                return cls(hf_feature["shape"], hf_feature["dtype"])
+            except (KeyError, TypeError, ValueError):
+                return None
+        if isinstance(arrow_type, pa.FixedShapeTensorType):
+            shape, value = list(arrow_type.shape), arrow_type.value_type
+        elif pa.types.is_fixed_size_list(arrow_type):
+            shape, value = [], arrow_type
+            while pa.types.is_fixed_size_list(value):
+                shape.append(value.list_size)
+                value = value.value_type
+        else:
+            return None
+        try:
+            return cls(shape, value.to_pandas_dtype().__name__ if value != pa.bool_() else "bool")
+        except (TypeError, ValueError, NotImplementedError):
+            return None
 
     # writing
     def check(self, value: Any, sources: set[str]) -> Any:
-        array = np.asarray(value)
+        array = _stacked(value)
+        if array.ndim == 1 and len(self._shape) > 1 and None not in self._shape and \
+                array.size == math.prod(self._shape):  # type: ignore[arg-type]
+            array = array.reshape(self._shape)  # Arrow's fixed_shape_tensor, as pandas gives it: flat
         if array.dtype.name != self._dtype:
             if not np.can_cast(array.dtype, self._dtype, "safe"):
                 raise TypeError(f"a {array.dtype} array")
@@ -249,6 +278,14 @@ def _key(field: int, size: int) -> bytes:
         out.append(byte | (0x80 if size else 0))
         if not size:
             return bytes(out)
+
+
+def _stacked(value: Any) -> np.ndarray:
+    """An array from nested arrays and lists (a Parquet column of nested lists, as pandas gives it)."""
+    array = np.asarray(value)
+    if array.dtype == object and array.size:
+        array = np.stack([_stacked(v) for v in array])
+    return array
 
 
 def _rows_by(arrays: list[tuple[int, np.ndarray]], key: Any) -> dict[Any, list[int]]:
