@@ -8,8 +8,11 @@
   ``TFRecordDataset`` -> ``parse_single_example`` -> ``tf.io.parse_tensor`` -> ``ensure_shape`` -> ``batch``,
   ``num_parallel_calls=AUTOTUNE``.
 
+- Token ids: a column of 128-token ``input_ids`` lists against the same ids as 128 int columns, converted, and
+  read padded (``pad=``) against the columns stacked.
+
 ``python -m benchmarks.bench_tensors`` (``--rows 20000`` for the issue's 655 MB; the default 5,000 rows is 164 MB,
-what this 2-core machine's disk writes in a few seconds).
+what this 2-core machine's disk writes in a few seconds; ``--token-rows 1000000`` for the issue's million).
 """
 
 from __future__ import annotations
@@ -69,10 +72,51 @@ def ours_read(out: Path) -> int:
                                                   features=["x", "label"]))
 
 
+def token_tables(rows: int, length: int = 128) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A table of ``length``-token ``input_ids`` lists a row, and the same ids as ``length`` int columns."""
+    rng = np.random.default_rng(1)
+    ids = rng.integers(1, 30_000, (rows, length))
+    labels = rng.integers(0, 2, rows)
+    lists = pd.DataFrame({"split": "TRAIN", "label": labels, "input_ids": list(ids)})
+    lists["input_ids"] = [row.tolist() for row in ids]  # Python lists, as a tokenizer gives them: ragged
+    columns = pd.DataFrame({"split": "TRAIN", "label": labels, **{f"t{i}": ids[:, i] for i in range(length)}})
+    return lists, columns
+
+
+def tokens(rows: int, runs: int) -> list[tuple[str, str, str, str]]:
+    """Token-id lists against the same ids as int columns: converting, and reading padded (``pad=``) against
+    reading the columns (stacked into one tensor, as a model would take them)."""
+    import tensorflow as tf
+
+    lists, columns = token_tables(rows)
+    folder = work_dir("tokens")
+    names = [f"t{i}" for i in range(128)]
+
+    def read_lists() -> int:
+        ds = tfrecorder.load_dataset(str(folder / "lists"), "TRAIN", batch_size=256, pad={"input_ids": 128})
+        return sum(1 for _ in ds)
+
+    def read_columns() -> int:
+        ds = tfrecorder.load_dataset(str(folder / "columns"), "TRAIN", batch_size=256)
+        ds = ds.map(lambda b: tf.stack([b[n] for n in names], axis=1))
+        return sum(1 for _ in ds)
+
+    write = interleaved_medians({
+        "lists": lambda: tfrecorder.convert(lists, str(folder / "lists"), overwrite=True, progress=False),
+        "columns": lambda: tfrecorder.convert(columns, str(folder / "columns"), overwrite=True, progress=False)},
+        runs)
+    read = interleaved_medians({"lists": read_lists, "columns": read_columns}, runs)
+    return [(f"convert {rows:,} rows of 128 token ids", f"{write['lists']:.2f} s (a list column)",
+             f"{write['columns']:.2f} s (128 int columns)", f"{write['lists'] / write['columns']:.2f}x"),
+            ("load_dataset, padded to 128, batch 256", f"{read['lists']:.2f} s (pad=)",
+             f"{read['columns']:.2f} s (columns stacked)", f"{read['lists'] / read['columns']:.2f}x")]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=5_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--token-rows", type=int, default=100_000)
     args = parser.parse_args(argv)
     df = table(args.rows)
     folder = work_dir("tensors")
@@ -91,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
          f"{read['guide'] / read['ours']:.2f}x"),
         ("bytes written / arrays' bytes", f"{stored / arrays:.4f}", f"{guide / arrays:.4f}", ""),
     ])
+    print_table("Token ids: a list column against int columns (time ratio: lower is better)",
+                tokens(args.token_rows, args.runs))
 
 
 if __name__ == "__main__":

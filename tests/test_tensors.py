@@ -260,3 +260,19 @@ def test_tensors_in_parquet_by_the_files_own_schema(tmp_path):
     assert (feature.dtype, feature.shape) == ("float32", [2, 2, 3])
     got = {a.tobytes() for a in tfrecorder.read_tfr(str(tmp_path / "hf")).cube}
     assert got == {c.tobytes() for c in cubes}
+
+
+@pytest.mark.parametrize("items", [[3, 1, 2], [0.5, 2.0], ["a", "é"]], ids=["ints", "floats", "text"])
+def test_list_columns_of_plain_items_store_what_the_item_by_item_check_stores(tmp_path, items):
+    """Lists of exactly int, float or str (a tokenizer's ids) are taken at once; the same values as tuples take
+    the checked path, item by item: the shards are the same bytes, and an int beyond int64 is still refused."""
+    as_lists = pd.DataFrame({"split": "TRAIN", "label": ["a", "b", "a"], "ids": [items, items[:1], []]})
+    as_tuples = as_lists.assign(ids=[tuple(v) for v in as_lists.ids])
+    shards = []
+    for name, table in (("lists", as_lists), ("tuples", as_tuples)):
+        tfrecorder.convert(table, str(tmp_path / name), num_shards=1, progress=False)
+        shards.append((tmp_path / name / "train-00000-of-00001.tfrecord").read_bytes())
+    assert shards[0] == shards[1]
+    if isinstance(items[0], int):
+        with pytest.raises(SchemaError, match=r"column 'ids': 1 values do not fit IntegerListInput"):
+            tfrecorder.convert(as_lists.assign(ids=[[2**63], [1], []]), str(tmp_path / "big"), progress=False)

@@ -105,7 +105,10 @@ class Tensor(Connector):
     def claim(cls, series: pd.Series) -> Tensor | None:
         if series.dtype != object:
             return None
-        arrays = [(row, v) for row, v in enumerate(series.tolist()) if v is not None]
+        values = series.tolist()
+        if not isinstance(next((v for v in values if v is not None), None), np.ndarray):
+            return None  # the usual object column (text, lists): told by its first value
+        arrays = [(row, v) for row, v in enumerate(values) if v is not None]
         if not arrays or not all(isinstance(v, np.ndarray) and v.ndim >= 1 for _, v in arrays):
             return None
         if not all(v.dtype.name in DTYPES for _, v in arrays):

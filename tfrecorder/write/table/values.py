@@ -3,6 +3,7 @@ columns, a checked one per value for the rest - and a float column stored as flo
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -38,6 +39,11 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
         given, source = fast
         nullable = not isinstance(given, np.ndarray) and any(v is None for v in given)
         return Column(name, feature, col_type, nullable, source, given, pandas=pandas), None
+    plain = _plain_lists(series, connector) if col_type.is_list and not own and series.dtype == object else None
+    if plain is not None:
+        given, source = plain
+        return Column(name, feature, col_type, any(v is None for v in given), source_name(col_type.kind, {source}),
+                      given, pandas=pandas), None
     if series.dtype == object and not own and (shaped := _shaped(name, series, order, first_row)) is not None:
         return Column(name, feature, col_type, True, "int", [None] * len(series), pandas=pandas), shaped
     convert = connector.check
@@ -80,6 +86,28 @@ def convert_values(name: str, series: pd.Series, col_type: type[ColumnType], ord
         sources.add(common.__name__)
     source = source_name(None if own else col_type.kind, sources)
     return Column(name, feature, col_type, any(v is None for v in values), source, values, pandas=pandas), problem
+
+
+def _plain_lists(series: pd.Series, item: Connector) -> tuple[list[Any], str] | None:
+    """A list column's values as its checked path would give them, at once, where every value is a Python list
+    (or None) of items of exactly the kind's usual type (``quick_type``: int, float, str) - a tokenizer's ids -
+    and the input type; None for any other column (the checked path, item by item)."""
+    common = item.quick_type
+    values = series.tolist()
+    if common is None or not all(type(v) is list or v is None for v in values):
+        return None
+    given = [v for v in values if v is not None]
+    kinds = set(map(type, itertools.chain.from_iterable(given)))
+    if not kinds <= {common}:
+        return None
+    if common is int:
+        try:  # int64's range, as the checked path holds each to it
+            np.fromiter(itertools.chain.from_iterable(given), np.int64)
+        except OverflowError:
+            return None
+    if common is str:
+        values = [None if v is None else [s.encode("utf-8") for s in v] for v in values]
+    return values, common.__name__
 
 
 def _shaped(name: str, series: pd.Series, order: int, first_row: int) -> Problem | None:
