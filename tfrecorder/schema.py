@@ -165,14 +165,14 @@ class Schema(Mapping[str, type[ColumnType]]):
         kinds = {name: arrow_kind(arrow.field(name).type) for name in arrow.names} if arrow is not None else {}
         structs = {name for name in arrow.names if is_image_struct(arrow.field(name).type)} if arrow is not None \
             else set()
-        for name, feature in hf_features(arrow).items() if arrow is not None else ():
+        hf = hf_features(arrow) if arrow is not None else {}
+        for name, feature in hf.items():
             kind = feature.get("_type") if isinstance(feature, dict) else None
             if name in structs and kind not in (None, "Image"):  # Audio, Video: the same struct, no image in it
                 raise SchemaError(f"column {name!r} holds Hugging Face {kind} values, not images: tfrecorder stores "
                                   f"images and columns of numbers and text; drop it (Dataset.remove_columns"
                                   f"([{name!r}]), or the column from the table) to convert the rest")
         # a tensor by the file's own schema: Arrow's fixed shapes, Hugging Face's ArrayND
-        hf = hf_features(arrow) if arrow is not None else {}
         tensors = {name: types.column_type(found) for name in (arrow.names if arrow is not None else ())
                    if (found := Tensor.of_arrow(arrow.field(name).type, hf.get(name))) is not None}
         names = [str(name) for name in df.columns]
@@ -324,12 +324,19 @@ _PLAIN_ITEM_KINDS = {frozenset({int}): Kind.INT64, frozenset({float}): Kind.FLOA
                      frozenset({int, float}): Kind.FLOAT32, frozenset({str}): Kind.BYTES}
 
 
+def plain_list_items(values: list[Any]) -> frozenset[type] | None:
+    """The exact Python types of the items of ``values`` where every one is a Python list or None (found at C
+    speed: a tokenizer's ids); None where any is something else (a tuple, an array, a scalar)."""
+    if not all(type(v) is list or v is None for v in values):
+        return None
+    return frozenset(map(type, itertools.chain.from_iterable(v for v in values if v is not None)))
+
+
 def _infer_object_kind(name: str, series: pd.Series) -> tuple[Kind, bool]:
-    values = series.tolist()
-    if values and all(type(v) is list for v in values):
-        found = _PLAIN_ITEM_KINDS.get(frozenset(map(type, itertools.chain.from_iterable(values))))
-        if found is not None:
-            return found, True
+    items = plain_list_items(series.tolist())
+    found = _PLAIN_ITEM_KINDS.get(items) if items is not None else None
+    if found is not None:
+        return found, True
     check_flat(name, series)
     scalar: dict[Kind, list[int]] = {}
     element: dict[Kind, list[int]] = {}

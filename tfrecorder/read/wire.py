@@ -82,8 +82,7 @@ def decode(records: Sequence[bytes], features: Sequence[FeatureInfo]) -> list[Nu
         bounds = np.searchsorted(feature_of, np.arange(len(features) + 1))
         found: list[Any] = [None] * len(features)
         for field in ("float_list", "int64_list"):  # scalar numbers: every feature of a kind at once
-            group = [i for i, f in enumerate(features)
-                     if connectors.of(f).field == field and connectors.of(f).plain]
+            group = [i for i, f in enumerate(features) if (c := connectors.of(f)).field == field and c.plain]
             if group:
                 members = np.asarray(group)
                 picked = _spans(bounds[members], bounds[members + 1])

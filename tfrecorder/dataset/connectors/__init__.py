@@ -77,7 +77,7 @@ def named(name: str, parameters: Mapping[str, Any] | None = None) -> Connector:
     """The connector dataset.json calls ``name``, made with its ``parameters`` (KeyError: no connector of that
     name is defined - a plug-in's module not imported, or a newer tfrecorder's kind; TypeError or ValueError:
     parameters its class refuses)."""
-    key = (name, json.dumps(parameters or {}, sort_keys=True))
+    key = (name, json.dumps(parameters, sort_keys=True) if parameters else "{}")
     found = _INSTANCES.get(key)
     if found is None:
         match = _NESTED_NAME.fullmatch(name)

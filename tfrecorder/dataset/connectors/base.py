@@ -232,6 +232,18 @@ class IntValues(Connector):
     object_missing = 0
 
 
+class BytesValues(Connector):
+    """Values stored in an Example's ``BytesList``: what bytes, text, images and media files share."""
+
+    abstract = True
+    kind = Kind.BYTES
+    field = "bytes_list"
+    tf_dtype = "string"
+    placeholder = b""
+    missing = ""
+    object_missing = b""
+
+
 # A value a Beam runner's staged Parquet holds for a kind whose checked values are serialized Features (arrays that
 # Parquet cannot hold as they are): the checked value, with the sources its check found; its check takes it back.
 STAGED, STAGED_SOURCES = "checked_feature", "sources"

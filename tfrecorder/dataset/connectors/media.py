@@ -12,16 +12,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tfrecorder.dataset.connectors.base import Connector, object_array, object_hashes
+from tfrecorder.dataset.connectors.base import BytesValues, Connector, object_array, object_hashes
 from tfrecorder.errors import KIND_ROW_ERRORS, ROW_ERRORS
-from tfrecorder.types import Kind
 
 # A media column's checked value: the location as given (credentials redacted: what messages name), where to
 # fetch it (resolved against the table's folder), or the bytes the table holds; one of the last two is set.
 URI, LOCATION, DATA = "uri", "location", "data"
 
 
-class Media(Connector):
+class Media(BytesValues):
     """A kind of value kept as a file's bytes, fetched and checked by the shard's writer.
 
     A subclass implements ``prepare`` (the bytes to store and what it measured, or an ``ImageError`` whose code
@@ -31,12 +30,6 @@ class Media(Connector):
     bytes. A row without a value is the row error ``missing_uri``."""
 
     abstract = True
-    kind = Kind.BYTES
-    field = "bytes_list"
-    tf_dtype = "string"
-    placeholder = b""
-    missing = ""
-    object_missing = b""
     row_errors: ClassVar[dict[str, tuple[str, str]]] = {}  # code -> (what happened, what to do), as ROW_ERRORS
     # stored beside the bytes as <feature>/<name>: each measure's connector, or its name ("Int64", "Text")
     measures: ClassVar[dict[str, Connector | str]] = {}

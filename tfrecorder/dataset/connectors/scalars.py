@@ -14,7 +14,7 @@ from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.connectors.base import (
     MISSING_HASH,
     TFDS_CLASS,
-    Connector,
+    BytesValues,
     FloatValues,
     IntValues,
     missing_mask,
@@ -198,15 +198,9 @@ def float64_bits(value: float) -> int:
 Float64.object_missing = float64_bits(float("nan"))
 
 
-class Bytes(Connector):
+class Bytes(BytesValues):
     """Bytes given as bytes: given back as bytes, a TFDS string ``Scalar``."""
 
-    kind = Kind.BYTES
-    field = "bytes_list"
-    tf_dtype = "string"
-    placeholder = b""
-    missing = ""
-    object_missing = b""
     quick_type = str
 
     def check(self, value: Any, sources: set[str]) -> bytes:

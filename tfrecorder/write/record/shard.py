@@ -248,7 +248,7 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
     """The images at ``positions`` of ``table``, each with its mask if it has one (the pixels of each class
     counted in the masks at the ``pixels_at`` positions), and the files of its media columns each prepared by
     its kind (``connectors.media``)."""
-    media = [c for c in table.features if isinstance(c.connector, Media)]
+    media = [(c, kind) for c in table.features if isinstance(kind := c.connector, Media)]
     if table.image_locations is None and not media:
         return ((None, None, None) for _ in positions)
     locations, settings = table.image_locations, options.images
@@ -282,18 +282,19 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
     return image_map(fetch, positions)
 
 
-def _media_files(columns: Sequence[Column], row: int, options: WriteOptions) -> dict[str, Any]:
-    """The values of every feature of ``row``'s media columns: each file fetched (or taken from the table) and
-    prepared by its kind; an ImageError where one is missing, cannot be read, or is not of its kind."""
+def _media_files(columns: Sequence[tuple[Column, Media]], row: int, options: WriteOptions) -> dict[str, Any]:
+    """The values of every feature of ``row``'s media columns (each with its kind): each file fetched (or taken
+    from the table) and prepared by its kind; an ImageError where one is missing, cannot be read, or is not of
+    its kind."""
     found: dict[str, Any] = {}
-    for column in columns:
-        value, connector = column.values[row], column.connector
+    for column, kind in columns:
+        value = column.values[row]
         if value is None:
             raise ImageError("missing_uri", f"column {column.name!r}: the row has no value (an empty cell)")
         data = value[DATA] if value[DATA] is not None else fetch_file(value[LOCATION], options.fetch)
-        stored, measured = connector.prepare(data, value[URI] or f"row {row}'s {column.name}")  # type: ignore[attr-defined]
+        stored, measured = kind.prepare(data, value[URI] or f"row {row}'s {column.name}")
         found[column.feature] = stored
-        found.update((f"{column.feature}/{name}", measured[name]) for name in connector.measures)  # type: ignore[attr-defined]
+        found.update((f"{column.feature}/{name}", measured[name]) for name in kind.measures)
     return found
 
 

@@ -163,11 +163,11 @@ def _kinds(column: pd.Series) -> str | None:
     """None when an object column's values (or, for a column of lists, their items) are all of one kind; else
     the kinds it mixes (pandas' infer_dtype names, "mixed-integer-float")."""
     kind = pd.api.types.infer_dtype(column, skipna=True)
-    if kind == "mixed" and len({tuple(v) if isinstance(v, dict) else None for v in column.dropna()}) == 1 \
-            and isinstance(column.dropna().iloc[0], dict):
+    given = column.dropna()
+    if kind == "mixed" and all(isinstance(v, dict) for v in given) and len({tuple(v) for v in given}) == 1:
         return None  # structs of one set of fields (a kind's staged values): Arrow's struct
-    if kind == "mixed" and all(isinstance(v, (list, tuple)) or getattr(v, "ndim", 0) == 1 for v in column.dropna()):
-        kind = pd.api.types.infer_dtype(column.dropna().explode(), skipna=True)
+    if kind == "mixed" and all(isinstance(v, (list, tuple)) or getattr(v, "ndim", 0) == 1 for v in given):
+        kind = pd.api.types.infer_dtype(given.explode(), skipna=True)
     return None if kind in _ONE_KIND else kind
 
 

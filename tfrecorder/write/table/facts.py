@@ -206,7 +206,7 @@ def source_name(kind: Kind | None, sources: set[str]) -> str:
     column (text over bytes, int over bool, as a mix reads back). A column typed for a connector of its own
     (``kind`` None) keeps every name its connector gave, joined."""
     if kind is None or not sources <= SOURCE_KINDS.keys():
-        return "/".join(sorted(set("/".join(sorted(sources)).split("/"))))
+        return "/".join(sorted({part for source in sources for part in source.split("/")}))
     if kind is Kind.BYTES:
         return "bytes" if sources == {"bytes"} else "str"
     if kind is Kind.INT64:

@@ -15,7 +15,7 @@ from tfrecorder.dataset import dtypes
 from tfrecorder.dataset.connectors import BY_KIND, INT64_MAX, INT64_MIN, Connector, of_type
 from tfrecorder.dataset.connectors.base import STAGED, STAGED_SOURCES
 from tfrecorder.errors import RowSample, SchemaError
-from tfrecorder.schema import ListLike, brief, is_missing
+from tfrecorder.schema import ListLike, brief, is_missing, plain_list_items
 from tfrecorder.types import ColumnType, Kind, Role
 from tfrecorder.write.table.facts import Problem, source_name
 from tfrecorder.write.table.floats import FloatFacts
@@ -94,12 +94,10 @@ def _plain_lists(series: pd.Series, item: Connector) -> tuple[list[Any], str] | 
     and the input type; None for any other column (the checked path, item by item)."""
     common = item.quick_type
     values = series.tolist()
-    if common is None or not all(type(v) is list or v is None for v in values):
+    kinds = plain_list_items(values) if common is not None else None
+    if kinds is None or not kinds <= {common}:
         return None
     given = [v for v in values if v is not None]
-    kinds = set(map(type, itertools.chain.from_iterable(given)))
-    if not kinds <= {common}:
-        return None
     if common is int:
         try:  # int64's range, as the checked path holds each to it
             np.fromiter(itertools.chain.from_iterable(given), np.int64)
