@@ -400,26 +400,26 @@ def test_a_hugging_face_dataset_dict_is_a_source(tmp_path):
         assert np.array_equal(got, ARRAYS[i].reshape(got.shape))
 
 
-def test_an_audio_column_is_named_as_no_image_not_taken_for_a_second_image_column(tmp_path):
+def test_an_audio_column_beside_an_image_column_is_stored_as_audio_not_taken_for_a_second_image(tmp_path):
     """Hugging Face's Audio is stored in Image's {bytes, path} struct: beside an image column it was "2 image
-    columns", alone every clip an unsupported_format row. It is refused naming the column, and in a Parquet
-    datasets wrote (whose features say Audio) naming the feature too."""
+    columns", alone every clip an unsupported_format row. It is an audio column (its clips kept as they are),
+    from a Dataset and from a Parquet datasets wrote (whose features say Audio)."""
     import wave
 
     datasets = pytest.importorskip("datasets")
     clip = io.BytesIO()
     with wave.open(clip, "wb") as w:
-        w.setnchannels(1), w.setsampwidth(2), w.setframerate(8000), w.writeframes(b"\0\0" * 80)
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(8000), w.writeframes(b"\0\1" * 80)
     table = datasets.Dataset.from_dict({"image": [pil(a) for a in ARRAYS[:4]], "label": [0, 1, 0, 1],
                                         "audio": [{"bytes": clip.getvalue(), "path": f"{i}.wav"} for i in range(4)]})
     table = table.cast_column("audio", datasets.Audio(decode=False))  # as its struct: no audio library needed
-    for source in (table, table.remove_columns("image")):
-        with pytest.raises(SchemaError, match=r"^column 'audio': values of type dict such as \{'bytes': <204 "
-                                              r"bytes: b'RIFF"):
-            convert(source, tmp_path / "out")
     table.to_parquet(str(tmp_path / "clips.parquet"))
-    with pytest.raises(SchemaError, match=r"^column 'audio' holds Hugging Face Audio values, not images"):
-        convert(str(tmp_path / "clips.parquet"), tmp_path / "out")
+    for number, source in enumerate((table, table.remove_columns("image"), str(tmp_path / "clips.parquet"))):
+        convert(source, tmp_path / f"out{number}", split_fractions=(1, 0, 0))
+        frame = tfrecorder.read_tfr(str(tmp_path / f"out{number}"))
+        assert list(frame["audio"]) == [clip.getvalue()] * 4
+        assert set(frame["audio/sample_rate"]) == {8000}
+        assert ("image" in frame) == (number != 1)
 
 
 def test_a_parquet_that_datasets_wrote_keeps_its_class_names_on_every_runner(tmp_path):

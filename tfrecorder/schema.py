@@ -168,7 +168,9 @@ class Schema(Mapping[str, type[ColumnType]]):
         hf = hf_features(arrow) if arrow is not None else {}
         for name, feature in hf.items():
             kind = feature.get("_type") if isinstance(feature, dict) else None
-            if name in structs and kind not in (None, "Image"):  # Audio, Video: the same struct, no image in it
+            if name in structs and kind not in (None, "Image") and claimed_type(df[name]) is not None:
+                structs.discard(name)  # a kind of value claims it (Audio): its values decide below
+            elif name in structs and kind not in (None, "Image"):  # Video: the same struct, no image in it
                 raise SchemaError(f"column {name!r} holds Hugging Face {kind} values, not images: tfrecorder stores "
                                   f"images and columns of numbers and text; drop it (Dataset.remove_columns"
                                   f"([{name!r}]), or the column from the table) to convert the rest")

@@ -321,3 +321,19 @@ INSTANCE_MASK_TYPES = (InstanceMask, InstanceMaskUri)
 LABEL_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
     (t.kind, t.is_list): t for t in ALL_TYPES if t.role is Role.LABEL
 }
+
+
+# Column types of kinds defined with the connectors (which import this module): made when first asked for.
+_KIND_TYPES = {"AudioUri": ("tfrecorder.dataset.connectors.audio", "Audio"),  # paths or URLs of audio files
+               "AudioBytes": ("tfrecorder.dataset.connectors.audio", "Audio")}  # their encoded bytes
+
+
+def __getattr__(name: str) -> Any:
+    """``types.AudioUri`` and ``types.AudioBytes``: an audio column's type (its paths, URLs or bytes are one kind,
+    ``connectors.audio.Audio``)."""
+    if name not in _KIND_TYPES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, kind = _KIND_TYPES[name]
+    return column_type(getattr(importlib.import_module(module), kind)())

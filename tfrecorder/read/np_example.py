@@ -110,8 +110,8 @@ class ExampleDecoder:
                 raise TFRecorderError(f"{where}: record {number} has no value of feature {feature.name!r}, which "
                                       f"dataset.json says every record holds: the dataset is damaged")
             values = [connector.stored(connector._default(feature.default))]
-        if dtype is None:
-            return bytes(values[0])
+        if dtype is None:  # bytes, or what its kind decodes them to (an audio clip's samples)
+            return connector.array(np.array([bytes(values[0])], dtype=object))[0]
         return connector.array(np.array(values[:1], dtype=dtype))[0]
 
     def _picture(self, example: dict[str, Any], where: str, number: int) -> dict[str, Any]:

@@ -92,6 +92,7 @@ class ReadOptions:
     max_objects: int | None = None
     bounding_box_format: str = SUPERVISED_BOX_FORMAT
     pad: bool | tuple[tuple[str, int], ...] | None = None  # True, or (feature, length) pairs
+    audio_length: float | int | None = None  # seconds (a float) or samples (an int) every clip is cut or padded to
 
     def __post_init__(self) -> None:
         check_optional_count("batch_size", self.batch_size, "single examples")
@@ -239,6 +240,7 @@ def load_dataset(
     max_objects: int | None = None,
     bounding_box_format: str = SUPERVISED_BOX_FORMAT,
     pad: bool | Mapping[str, int] | None = None,
+    audio_length: float | int | None = None,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -294,6 +296,8 @@ def load_dataset(
         pad: dense tensors for what is read ragged (lists, token ids, tensors whose first dimension varies):
             ``{"feature": length}`` pads each value with 0 or cuts it to ``length`` along its first dimension
             (the same length in every batch, what Keras layers take), ``True`` pads each batch's to its longest.
+        audio_length: audio clips (float32 waveforms in [-1, 1], ``[T]`` mono or ``[T, C]``) cut or zero-padded
+            to this length: seconds as a float, samples as an int (None: each its own length, batched ragged).
 
     Returns:
         A ``tf.data.Dataset`` of ``split``, or ``{split: tf.data.Dataset}`` for every split when ``split`` is
@@ -320,7 +324,7 @@ def load_dataset(
         label_key=label_key, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache, drop_remainder=drop_remainder,
         deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
         max_objects=max_objects, bounding_box_format=bounding_box_format,
-        pad=tuple(dict(pad).items()) if isinstance(pad, Mapping) else pad,
+        pad=tuple(dict(pad).items()) if isinstance(pad, Mapping) else pad, audio_length=audio_length,
     )
     if resize_mode != DEFAULT_RESIZE_MODE and image_size is None:  # a keyword that would do nothing: said now
         raise TFRecorderError(f"resize_mode={resize_mode!r} says how image_size= resizes: give image_size=(height, "
@@ -390,14 +394,20 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     if manifest.objects is not None:
         return _detection(manifest, split, records, parse_one, has_image, count, o).prefetch(AUTOTUNE).with_options(
             _options())
-    if has_image and o.decode_images:
-        check_decodable(manifest, split)
-        _check_batchable(manifest, o.batch_size, o.image_size)
-        decode = image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)
+    steps = _record_steps(manifest, spec, o)  # kinds decoded a record at a time (audio clips)
+    if (has_image and o.decode_images) or steps:
+        steps = ([image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)]
+                 if has_image and o.decode_images else []) + steps
+        if has_image and o.decode_images:
+            check_decodable(manifest, split)
+            _check_batchable(manifest, o.batch_size, o.image_size)
+        ragged = ragged or any(getattr(step, "varies", False) for step in steps)
         supervised = _supervised(manifest, o.label_key) if o.as_supervised else None
 
         def one(record: tf.Tensor) -> Any:  # parsed, decoded and split in one step: no stage between them
-            example = decode(parse_one(record))
+            example = parse_one(record)
+            for step in steps:
+                example = step(example)
             return supervised(example) if supervised is not None else example
 
         ds = records.map(_traced(one), num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
@@ -419,6 +429,24 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     if o.as_supervised:
         ds = ds.map(_traced(_supervised(manifest, o.label_key)), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def _record_steps(manifest: Manifest, spec: dict[str, Any], options: ReadOptions) -> list[Any]:
+    """The steps of the features read whose kind decodes a record at a time (``Connector.record_decoder``),
+    each marked ``varies`` where it leaves a length that differs between records (batched ragged)."""
+    steps = []
+    for name in spec:
+        feature = manifest.feature(name)
+        kind = connectors.of(feature)
+        found = kind.record_decoder(feature, options)
+        if found is None:
+            continue
+        if options.batch_size:
+            kind.check_batchable(name)
+        step, varies = found
+        step.varies = varies
+        steps.append(step)
+    return steps
 
 
 def _padder(spec: dict[str, Any], pad: bool | tuple[tuple[str, int], ...], where: str) -> Any:
@@ -558,11 +586,14 @@ def _supervised(manifest: Manifest, label_key: str | None):
     key = label_key or (manifest.label or {}).get("feature")
     if key is None:
         raise TFRecorderError("as_supervised=True needs a label: this dataset has none; pass label_key=")
+    # a dataset without an image whose input is one clip: (waveform, label), as (image, label)
+    alone = {f.name for f in manifest.features if connectors.of(f).supervised_input}
 
     def split_label(example: dict[str, tf.Tensor]):
         if key not in example:
             raise TFRecorderError(f"label_key={key!r} is not among the features read")
         rest = {k: v for k, v in example.items() if k != key}
-        return (rest[IMAGE.name] if IMAGE.name in rest else rest), example[key]
+        inputs = [IMAGE.name] if IMAGE.name in rest else [k for k in rest if k in alone]
+        return (rest[inputs[0]] if len(inputs) == 1 else rest), example[key]
 
     return split_label

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from tfrecorder.dataset.connectors.audio import DEFAULT_AUDIO_FORMAT, DEFAULT_VALIDATE_AUDIO
 from tfrecorder.dataset.manifest import ERRORS_NAME
 from tfrecorder.dataset.storage import ERRORS_MAX_BYTES, Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable, requests_of_run
@@ -96,6 +97,10 @@ def convert(
     ignore_index: int = DEFAULT_IGNORE_INDEX,
     mask_from_instances: bool = False,
     validate_images: str = DEFAULT_VALIDATE,
+    validate_audio: str = DEFAULT_VALIDATE_AUDIO,
+    sample_rate: int | None = None,
+    audio_channels: int | None = None,
+    audio_format: str = DEFAULT_AUDIO_FORMAT,
     on_error: str = DEFAULT_ON_ERROR,
     overwrite: bool = False,
     progress: bool | None = None,
@@ -176,6 +181,12 @@ def convert(
             objects of the record over earlier ones, a crowd object's (``is_crowd``, COCO's ``iscrowd``) pixels
             ``ignore_index``, as is the padding of ``resize_mode="pad"``.
         validate_images: ``"full"`` decodes every image once; ``"header"`` reads headers only.
+        validate_audio: an audio column's clips: ``"full"`` decodes each once; ``"header"`` reads headers only.
+        sample_rate: resample every clip of an audio column to this rate (soxr); the rate of a column of numpy
+            waveforms. None: each clip as given (a table of several rates warns, naming them).
+        audio_channels: 1 downmixes every clip to mono (None: as given).
+        audio_format: ``"keep"`` stores each clip's bytes as they are; ``"flac"`` (lossless) or ``"wav"``
+            (16-bit PCM, which ``load_dataset`` decodes in the graph) encodes every clip again.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         overwrite: replace an earlier conversion in a non-empty ``output_dir``. Without it, a folder holding
             the finished conversion of the same input and settings (and tfrecorder version and runner) gives

@@ -21,6 +21,12 @@ from tfrecorder.arguments import (
     check_optional_count,
     check_switch,
 )
+from tfrecorder.dataset.connectors.audio import (
+    AUDIO_FORMATS,
+    DEFAULT_AUDIO_FORMAT,
+    DEFAULT_VALIDATE_AUDIO,
+    VALIDATE_AUDIO,
+)
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.file_formats import ArrayRecordFormat, checked_format_name, format_names
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, RECORD_FORMATS
@@ -236,6 +242,18 @@ class Options:
     validate_images: str = option(DEFAULT_VALIDATE, "full: decode every image once, so a bad image never reaches "
                                                     "training; header: read image headers only (faster)",
                                   choices=VALIDATE_MODES, identity=True, other="header")
+    validate_audio: str = option(DEFAULT_VALIDATE_AUDIO, "audio columns: full: decode every clip once; header: "
+                                                         "read clip headers only (faster)",
+                                 choices=VALIDATE_AUDIO, identity=True, other="header")
+    sample_rate: int | None = option(None, "audio columns: resample every clip to this rate (soxr) (default: "
+                                           "each as given)", cli_type=int, identity=True, other=8000,
+                                     check=lambda v: check_optional_count("sample_rate", v, "each clip's own"))
+    audio_channels: int | None = option(None, "audio columns: 1 downmixes every clip to mono (default: as given)",
+                                        cli_type=int, identity=True, other=1,
+                                        check=lambda v: check_optional_count("audio_channels", v, "as given"))
+    audio_format: str = option(DEFAULT_AUDIO_FORMAT, "audio columns: keep: the original bytes; flac or wav "
+                                                     "(16-bit PCM, decoded in the graph): encoded again",
+                               choices=AUDIO_FORMATS, identity=True, other="wav")
     on_error: str = option(DEFAULT_ON_ERROR, "a row that fails (missing or damaged image, unreadable URI): report: "
                                              "listed in errors.csv and the counts; raise: stop with the row, "
                                              "column, URI and cause",

@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tfrecorder.dataset.connectors.audio import Audio
 from tfrecorder.dataset.connectors.base import REGISTERED, TFDS_CLASS, Connector
 from tfrecorder.dataset.connectors.images import Image, Mask
 from tfrecorder.dataset.connectors.media import Media
@@ -49,9 +50,9 @@ from tfrecorder.dataset.connectors.tensors import Tensor
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.types import ColumnType, Kind
 
-__all__ = ["INT64_MAX", "INT64_MIN", "TFDS_CLASS", "VISIBILITY", "BoundingBoxes", "Bytes", "ClassLabel", "Connector",
-           "Float32", "Float64", "Image", "InstanceMask", "Int64", "KeypointVisibility", "Keypoints", "ListOf", "Mask",
-           "Media", "Objects", "Tensor", "Text", "float64_bits"]
+__all__ = ["INT64_MAX", "INT64_MIN", "TFDS_CLASS", "VISIBILITY", "Audio", "BoundingBoxes", "Bytes", "ClassLabel",
+           "Connector", "Float32", "Float64", "Image", "InstanceMask", "Int64", "KeypointVisibility", "Keypoints",
+           "ListOf", "Mask", "Media", "Objects", "Tensor", "Text", "float64_bits"]
 
 INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, CLASS_LABEL = (Int64(), Float32(), Float64(), Bytes(), Text(), Image(),
                                                            ClassLabel())

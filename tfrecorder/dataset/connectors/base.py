@@ -59,6 +59,8 @@ class Connector:
     # Whether ``check`` gives each value as a serialized tf.train.Feature (its Example list built at once, without a
     # Python object per number: a tensor's thousands of values); the writer parses it into the record.
     feature_bytes: ClassVar[bool] = False
+    # Whether ``as_supervised=True`` gives it alone as the input of a dataset without an image (an audio clip).
+    supervised_input: ClassVar[bool] = False
 
     @property
     def plain(self) -> bool:
@@ -87,6 +89,15 @@ class Connector:
     def parameters(self) -> dict[str, Any]:
         """Its constructor's keywords as JSON values (dataset.json's ``parameters``): ``{}`` for a kind without."""
         return {}
+
+    def configured(self, keywords: Mapping[str, Any]) -> Connector:
+        """This kind with what convert's keywords (``keywords``: those that change a byte written, by name) set
+        for its columns (``sample_rate=`` an audio column's rate); asked by the shard's writer and dataset.json's."""
+        return self
+
+    def feature_name(self, column: str) -> str:
+        """The feature a column of this kind is stored under (``audio_uri``'s: ``audio``)."""
+        return column
 
     @property
     def name(self) -> str:
@@ -163,6 +174,19 @@ class Connector:
     def decode(self, tensor: Any) -> Any:
         """The parsed tensor as the value it stands for."""
         return tensor
+
+    def record_decoder(self, feature: FeatureInfo, options: Any) -> tuple[Any, bool] | None:
+        """A step ``load_dataset`` applies to each parsed record (a dict of features) before batching, with whether
+        it leaves the feature's first dimension varying (a batch of them is then ragged); None: no step.
+        ``options``: load_dataset's (``ReadOptions``)."""
+        return None
+
+    def warnings(self, name: str) -> tuple[str, ...]:
+        """What a user of a finished dataset should know of its feature ``name`` (clips of several rates)."""
+        return ()
+
+    def check_batchable(self, name: str) -> None:
+        """Refuse (a TFRecorderError) what cannot be stacked into batches (clips of several sample rates)."""
 
     def follow(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
         """``values`` (a record's parsed features, or its objects') with feature ``name`` where the picture's

@@ -7,7 +7,7 @@ the image fetch's limits (``write/record/shard.py``). A kind subclasses ``Media`
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,6 +18,7 @@ from tfrecorder.errors import KIND_ROW_ERRORS, ROW_ERRORS
 # A media column's checked value: the location as given (credentials redacted: what messages name), where to
 # fetch it (resolved against the table's folder), or the bytes the table holds; one of the last two is set.
 URI, LOCATION, DATA = "uri", "location", "data"
+SUMMARIZED_VALUES = 32  # distinct values of a summarized measure kept: a few rates, not every clip's length
 
 
 class Media(BytesValues):
@@ -33,6 +34,8 @@ class Media(BytesValues):
     row_errors: ClassVar[dict[str, tuple[str, str]]] = {}  # code -> (what happened, what to do), as ROW_ERRORS
     # stored beside the bytes as <feature>/<name>: each measure's connector, or its name ("Int64", "Text")
     measures: ClassVar[dict[str, Connector | str]] = {}
+    # measures whose distinct values dataset.json's connector is told (``summarized``): a few each (a sample rate)
+    summarized_measures: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -71,6 +74,14 @@ class Media(BytesValues):
         """The bytes a record stores of the file ``data`` (named ``uri`` in messages) and the value of each of
         ``measures``; an ``ImageError`` (a row error) where the file is not one of this kind."""
         raise NotImplementedError
+
+    def configured(self, keywords: Mapping[str, Any]) -> Media:
+        return self
+
+    def summarized(self, found: Mapping[str, Sequence[Any]]) -> Media:
+        """This kind as dataset.json keeps it, told the distinct values of each of ``summarized_measures`` that
+        the written records hold (``found``; at most ``SUMMARIZED_VALUES`` each)."""
+        return self
 
     def feature_names(self, feature: str) -> dict[str, Connector]:
         """Every feature a column stored under ``feature`` writes, with its connector: the bytes, then each

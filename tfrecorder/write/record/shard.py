@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tfrecorder import machine
-from tfrecorder.dataset.connectors.media import DATA, LOCATION, URI, Media
+from tfrecorder.dataset.connectors.media import DATA, LOCATION, SUMMARIZED_VALUES, URI, Media
 from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder
@@ -126,6 +126,8 @@ class ShardResult:
     first_crc: int | None = None  # masked CRC of the first record (None: no record)
     objects: ObjectStats | None = None  # a detection table's: its rows written, objects by label, clipped boxes
     mask_pixels: tuple[tuple[int, int], ...] | None = None  # a segmentation table's: (class id, pixels) written
+    # media columns' summarized measures: (feature/measure, its distinct values written) (``Media.summarized``)
+    measured: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     @property
     def rows_written(self) -> int:
@@ -173,6 +175,7 @@ def write_shard(
     objects: ObjectStats | None = None
     mask_pixels: np.ndarray | None = None
     content_keys, content_key_rows = array("Q"), array("q")
+    measured: dict[str, set[Any]] = {}  # the distinct values of media columns' summarized measures
     stride, seen = pixel_stride(spec.split_rows), 0  # masks whose pixels are counted; ranks before this part
     with folder.create(spec.filename, durable) as raw, _index_file(folder, spec, durable) as index_raw:
         counted, index = ChecksumFile(raw), ChecksumFile(index_raw)
@@ -191,6 +194,8 @@ def write_shard(
             pixels_at = range((stride - (spec.start + seen) % stride) % stride, table.num_rows, stride)
             fetched = _images(table, options, image_map, [record[0] for record in records], pixels_at)
             seen += table.num_rows
+            summarized = [f"{c.feature}/{name}" for c in table.features if isinstance(c.connector, Media)
+                          for name in c.connector.summarized_measures]
             for record, (image, key, files) in zip(records, fetched):
                 record_rows = [rows[local] for local in record]
                 if not isinstance(image, ImageError) and detection:
@@ -213,6 +218,10 @@ def write_shard(
                     writer.write(data)
                     if image is not None and image.mask_pixels is not None:
                         mask_pixels = image.mask_pixels if mask_pixels is None else mask_pixels + image.mask_pixels
+                    for name in summarized if files else ():
+                        found = measured.setdefault(name, set())
+                        if len(found) < SUMMARIZED_VALUES:
+                            found.add(files[name])
                     if image is not None:
                         stats = stats.add(image)
                         content_keys.append(key)
@@ -223,7 +232,17 @@ def write_shard(
         writer.close()
     return ShardResult(spec, writer.records, counted.bytes, counted.crc32c, tuple(failures), stats, content_keys,
                        content_key_rows, index.bytes, index.crc32c, writer.first_crc, objects,
-                       None if mask_pixels is None else tuple((int(i), int(n)) for i, n in enumerate(mask_pixels) if n))
+                       None if mask_pixels is None else tuple((int(i), int(n)) for i, n in enumerate(mask_pixels) if n),
+                       tuple((name, tuple(sorted(values))) for name, values in sorted(measured.items())))
+
+
+def merged_measures(results: Iterable[ShardResult]) -> dict[str, tuple[Any, ...]]:
+    """The distinct values of each summarized measure over shards' results (``ShardResult.measured``)."""
+    found: dict[str, set[Any]] = {}
+    for result in results:
+        for name, values in result.measured:
+            found.setdefault(name, set()).update(values)
+    return {name: tuple(sorted(values))[:SUMMARIZED_VALUES] for name, values in sorted(found.items())}
 
 
 def image_groups(locations: Sequence[str | None]) -> list[list[int]]:
@@ -248,7 +267,8 @@ def _images(table: Table, options: WriteOptions, image_map: ImageMapper, positio
     """The images at ``positions`` of ``table``, each with its mask if it has one (the pixels of each class
     counted in the masks at the ``pixels_at`` positions), and the files of its media columns each prepared by
     its kind (``connectors.media``)."""
-    media = [(c, kind) for c in table.features if isinstance(kind := c.connector, Media)]
+    keywords = dict(options.identity)  # convert's keywords that set a kind's parameters (sample_rate=)
+    media = [(c, kind.configured(keywords)) for c in table.features if isinstance(kind := c.connector, Media)]
     if table.image_locations is None and not media:
         return ((None, None, None) for _ in positions)
     locations, settings = table.image_locations, options.images
@@ -294,7 +314,8 @@ def _media_files(columns: Sequence[tuple[Column, Media]], row: int, options: Wri
         data = value[DATA] if value[DATA] is not None else fetch_file(value[LOCATION], options.fetch)
         stored, measured = kind.prepare(data, value[URI] or f"row {row}'s {column.name}")
         found[column.feature] = stored
-        found.update((f"{column.feature}/{name}", measured[name]) for name in kind.measures)
+        found.update((name, connector.check(measured[name.rpartition("/")[2]], set()))  # text as its UTF-8 bytes
+                     for name, connector in kind.feature_names(column.feature).items() if name != column.feature)
     return found
 
 

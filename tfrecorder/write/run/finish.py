@@ -6,13 +6,13 @@ import csv
 import io
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tfrecorder import types
 from tfrecorder._version import __version__
-from tfrecorder.dataset import features, layouts
+from tfrecorder.dataset import connectors, features, layouts
 from tfrecorder.dataset.connectors import (
     CLASS_LABEL,
     INT64,
@@ -38,7 +38,7 @@ from tfrecorder.errors import TFRecorderError
 from tfrecorder.types import Role
 from tfrecorder.write import splits
 from tfrecorder.write.record.masks import pixel_stride
-from tfrecorder.write.record.shard import LOOSE_ROWS, ImageStats, ObjectStats, RowFailure, ShardResult
+from tfrecorder.write.record.shard import LOOSE_ROWS, ImageStats, ObjectStats, RowFailure, ShardResult, merged_measures
 from tfrecorder.write.run.result import ConvertResult, SplitResult
 from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.table import leakage
@@ -108,6 +108,7 @@ def manifest_warnings(manifest: Manifest) -> tuple[str, ...]:
     if clipped:
         found.append(f"{clipped} boxes lay up to 1 pixel (or 0.5% of the image) outside their image and were "
                      f"clipped onto it; boxes further out are row errors (errors.csv)")
+    found.extend(warning for f in manifest.features for warning in connectors.of(f).warnings(f.name))
     loose = ((manifest.objects or {}).get("instance_masks") or {})
     if loose.get("loose"):
         rows = ", ".join(str(r) for r in loose.get("loose_rows", []))
@@ -162,7 +163,8 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
     return Manifest(
         leakage={"count": len(leaks), "groups": [leakage.bounded(e) for e in leaks[: leakage.MAX_REPORTED]]},
         tfrecorder_version=__version__,
-        features=_FEATURES[finish.options.layout.name](table, _semantic_masks(table, finish.options)),
+        features=_FEATURES[finish.options.layout.name](table, _semantic_masks(table, finish.options),
+                                                       _kinds_written(table, finish.options, results)),
         splits=shards,
         rows=_row_counts(finish.rows_in, results),
         compression=finish.options.compression,
@@ -172,6 +174,19 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
         objects=objects,
         masks=masks,
     )
+
+
+def _kinds_written(table: Table, options: WriteOptions, results: Sequence[ShardResult]) -> dict[str, Connector]:
+    """Each media column's kind as dataset.json keeps it (by feature): set by convert's keywords, told what its
+    written records hold (``Media.summarized``)."""
+    keywords, measured = dict(options.identity), merged_measures(results)
+    kinds: dict[str, Connector] = {}
+    for c in table.features:
+        if isinstance(c.connector, Media):
+            prefix = f"{c.feature}/"
+            kinds[c.feature] = c.connector.configured(keywords).summarized(
+                {name[len(prefix):]: values for name, values in measured.items() if name.startswith(prefix)})
+    return kinds
 
 
 def _semantic_masks(table: Table, options: WriteOptions) -> bool:
@@ -239,7 +254,8 @@ def _objects(table: Table, results: Sequence[ShardResult], options: WriteOptions
     }
 
 
-def _detection_api_features(table: Table, semantic: bool = False) -> list[FeatureInfo]:
+def _detection_api_features(table: Table, semantic: bool = False,
+                            kinds: Mapping[str, Connector] | None = None) -> list[FeatureInfo]:
     """The features of a record in the Object Detection API's layout (``layouts.OBJECT_DETECTION``); ``semantic``:
     with a semantic mask."""
     layout = layouts.OBJECT_DETECTION
@@ -313,7 +329,8 @@ def _keypoints_entry(table: Table, options: WriteOptions) -> dict[str, Any]:
             "skeleton": [list(pair) for pair in names.skeleton] if names.skeleton else None}
 
 
-def _features(table: Table, semantic: bool = False) -> list[FeatureInfo]:
+def _features(table: Table, semantic: bool = False, kinds: Mapping[str, Connector] | None = None
+              ) -> list[FeatureInfo]:
     """The features of a record in our layout (``layouts.DEFAULT``); ``semantic``: with a semantic mask (a
     segmentation table's column, or drawn from instance masks: no column of its own)."""
     schema = table.schema
@@ -352,7 +369,7 @@ def _features(table: Table, semantic: bool = False) -> list[FeatureInfo]:
             continue
         nullable = c.nullable and not c.type.is_list
         if isinstance(c.type.connector, Connector):  # a kind of value of its own: as its connector describes it
-            own = c.type.connector
+            own = (kinds or {}).get(c.feature, c.type.connector)
             infos.append(FeatureInfo(c.feature, c.type.role.value, own.dtype, own.shape, connector=own.name,
                                      nullable=nullable, column=c.name, source=c.source, type=c.type.__name__,
                                      pandas=c.pandas, parameters=own.parameters() or None))
@@ -383,7 +400,7 @@ def _connector(table: Table, column: Column, per_object: bool) -> str:
 
 
 # What dataset.json lists for each record layout's records, by the layout's name (as encode.ENCODERS).
-_FEATURES: dict[str, Callable[[Table, bool], list[FeatureInfo]]] = {
+_FEATURES: dict[str, Callable[[Table, bool, Mapping[str, Connector]], list[FeatureInfo]]] = {
     layouts.DEFAULT.name: _features, layouts.OBJECT_DETECTION.name: _detection_api_features}
 
 

@@ -132,6 +132,7 @@ def _to_json(result: ShardResult) -> dict[str, Any]:
             **({"masked": result.objects.masked, "loose": result.objects.loose,
                 "loose_rows": list(result.objects.loose_rows)} if result.objects.masked else {})},
         "mask_pixels": None if result.mask_pixels is None else [list(pair) for pair in result.mask_pixels],
+        **({"measured": [[name, list(values)] for name, values in result.measured]} if result.measured else {}),
     }
 
 
@@ -151,7 +152,8 @@ def _from_json(spec: ShardSpec, data: dict[str, Any]) -> ShardResult:
                        array("Q", data["fingerprints"]), array("q", data["fingerprint_rows"]),
                        int(data["index_bytes"]), str(data["index_crc32c"]), data["first_crc"], objects,
                        None if data.get("mask_pixels") is None else
-                       tuple((int(i), int(n)) for i, n in data["mask_pixels"]))
+                       tuple((int(i), int(n)) for i, n in data["mask_pixels"]),
+                       tuple((str(name), tuple(values)) for name, values in data.get("measured", ())))
 
 
 def _check_file(folder: Folder, name: str, size: int, crc32c: str) -> str | None:

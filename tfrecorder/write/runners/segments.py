@@ -17,7 +17,7 @@ from tfrecorder.dataset.file_formats import format_named
 from tfrecorder.dataset.records import ChecksumFile, index_max_bytes, joined_crc
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.write.record.shard import ImageStats, ShardResult
+from tfrecorder.write.record.shard import ImageStats, ShardResult, merged_measures
 from tfrecorder.write.run.spill_folder import room_in
 from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.table.plan import TARGET_SHARD_BYTES, ShardSpec
@@ -136,7 +136,7 @@ def _join(segments: Sequence[tuple[Unit, ShardResult]], folder: Folder) -> Shard
     return ShardResult(spec, sum(r.records for r in results), size, crc,
                        tuple(f for r in results for f in r.failures), images, keys, key_rows, index.bytes,
                        index.crc32c, next((r.first_crc for r in results if r.first_crc is not None), None), objects,
-                       tuple(sorted(masks.items())) if any_masks else None)
+                       tuple(sorted(masks.items())) if any_masks else None, tuple(merged_measures(results).items()))
 
 
 def _append(part: Folder, name: str, raw: Any, size: int, kernel: bool) -> None:

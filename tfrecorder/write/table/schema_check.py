@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from tfrecorder.dataset.connectors import Connector
 from tfrecorder.dataset.features import DERIVED_NAMES, ROLE_FEATURES
 from tfrecorder.errors import SchemaError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, Schema
@@ -79,6 +80,8 @@ def _image_paths_message(name: str, example: str, schema: Schema) -> str:
 def feature_name(column: str, col_type: type[ColumnType]) -> str:
     """The feature a column is stored under: its role's (``split``, ``image_uri``, ``label``) or its own name."""
     role_feature = ROLE_FEATURES.get(col_type.role)
+    if role_feature is None and isinstance(col_type.connector, Connector):  # a kind that names its feature
+        return col_type.connector.feature_name(column)
     return role_feature.name if role_feature else column
 
 
