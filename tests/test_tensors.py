@@ -4,6 +4,7 @@ feature_spec - and the tables that cannot be one tensor are refused naming their
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -142,17 +143,34 @@ def test_verify_and_info_describe_them(converted):
     assert "f32 (float32[20, 8])" in str(tfrecorder.info(out))
 
 
-def test_a_declared_shape_and_dtype_is_kept_and_a_row_that_breaks_it_is_named(tmp_path):
-    table = pd.DataFrame({"split": ["TRAIN"] * 3, "label": ["a", "b", "a"],
-                          "x": [np.ones((2, 4), np.int16), np.zeros((2, 4), np.int8), np.ones((2, 4), np.int16)]})
-    schema = {"split": types.SplitKey, "label": types.StringLabel, "x": types.Tensor(shape=(2, 4), dtype="float32")}
+def test_a_declared_shape_and_dtype_is_kept_and_a_row_that_breaks_it_is_a_row_error(tmp_path):
+    table = pd.DataFrame({"split": ["TRAIN"] * 4, "label": ["a", "b", "a", "b"], "n": range(4),
+                          "x": [np.ones((2, 4), np.int16), np.zeros((2, 4), np.int8), np.ones((2, 4), np.int16),
+                                np.full((2, 4), 3, np.int8)]})
+    schema = {"split": types.SplitKey, "label": types.StringLabel, "n": types.IntegerInput,
+              "x": types.Tensor(shape=(2, 4), dtype="float32")}
     tfrecorder.convert(table, str(tmp_path / "out"), schema=schema, progress=False)
     back = tfrecorder.read_tfr(str(tmp_path / "out"))
     assert {v.dtype.name for v in back.x} == {"float32"} and {v.shape for v in back.x} == {(2, 4)}
     table.at[1, "x"] = np.zeros((3, 4), np.int16)
-    with pytest.raises(SchemaError, match=r"^column 'x': 1 values do not fit Tensor, e\.g\. <array of shape "
-                                          r"\(3, 4\), dtype int16> \(row 1\)"):
-        tfrecorder.convert(table, str(tmp_path / "bad"), schema=schema, progress=False)
+    table.at[2, "x"] = np.zeros((1, 2, 4), np.int16)  # another rank than declared: a row error too
+    result = tfrecorder.convert(table, str(tmp_path / "bad"), schema=schema, progress=False)
+    assert (result.splits["TRAIN"].written, result.splits["TRAIN"].errors) == (2, 2)
+    with open(tmp_path / "bad" / "errors.csv", newline="") as f:
+        errors = sorted((int(r["row"]), r["error"], r["message"]) for r in csv.DictReader(f))
+    assert errors == [(1, "tensor_shape", "column 'x': an array of shape (3, 4), not of the column's shape (2, 4)"),
+                      (2, "tensor_shape", "column 'x': an array of shape (1, 2, 4), not of the column's shape (2, 4)")]
+    back = tfrecorder.read_tfr(str(tmp_path / "bad")).set_index("n")
+    assert sorted(back.index) == [0, 3] and all(_same(back.x[n], table.x[n].astype("float32")) for n in (0, 3))
+    with pytest.raises(tfrecorder.RowError, match=r"tensor_shape: column 'x': an array of shape \((3, 4|1, 2, 4)\)"):
+        tfrecorder.convert(table, str(tmp_path / "raise"), schema=schema, on_error="raise", progress=False)
+
+
+def test_arrays_of_two_ranks_in_a_column_without_a_declared_shape_are_one_schema_error(tmp_path):
+    table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b", "a"],
+                          "x": [np.ones((2, 4)), np.ones(8), np.ones((2, 4))]})
+    with pytest.raises(SchemaError, match=r"^column 'x' holds arrays of 2 ranks \(2-D in rows 0, 2; 1-D in row 1\)"):
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
 
 
 def test_dtypes_widen_within_integers_and_refuse_a_mix_that_would_change_values(tmp_path):

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector, object_array, object_hashes
+from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector, object_array, object_hashes, refused
 from tfrecorder.dataset.feature_info import FeatureInfo
-from tfrecorder.errors import SchemaError, describe_rows
+from tfrecorder.errors import ImageError, SchemaError, describe_rows
 from tfrecorder.types import Kind
 
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "float16", "float32", "float64")
@@ -186,7 +186,9 @@ class Tensor(Connector):
                 raise TypeError(f"a {array.dtype} array")
             array = array.astype(self._dtype)
         if array.ndim != len(self._shape) or any(d is not None and d != n for d, n in zip(self._shape, array.shape)):
-            raise ValueError(f"shape {array.shape}")
+            # a row that breaks the shape its column was given: that row is an error, the others are written
+            return refused(ImageError("tensor_shape", f"an array of shape {array.shape}, not of the column's "
+                                                      f"shape {self._shape}"))
         sources.add("ndarray")
         return self._feature(array)
 
