@@ -166,6 +166,20 @@ def test_a_declared_shape_and_dtype_is_kept_and_a_row_that_breaks_it_is_a_row_er
         tfrecorder.convert(table, str(tmp_path / "raise"), schema=schema, on_error="raise", progress=False)
 
 
+def test_the_direct_runner_lists_the_same_tensor_shape_rows_and_writes_the_same_bytes(tmp_path):
+    table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b"] * 3,
+                          "x": [np.full((20, 8), i, np.float32) for i in range(6)]})
+    table.at[3, "x"] = np.zeros((20, 9), np.float32)
+    schema = {"split": types.SplitKey, "label": types.StringLabel, "x": types.Tensor((20, 8), "float32")}
+    written = {}
+    for runner in ("local", "DirectRunner"):
+        out = tmp_path / runner
+        tfrecorder.convert(table, str(out), schema=schema, runner=runner, num_shards=1, progress=False)
+        written[runner] = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".tfrecord", ".csv")}
+    assert written["local"] == written["DirectRunner"]
+    assert b"3,TRAIN,,tensor_shape,\"column 'x': an array of shape (20, 9)" in written["local"]["errors.csv"]
+
+
 def test_arrays_of_two_ranks_in_a_column_without_a_declared_shape_are_one_schema_error(tmp_path):
     table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b", "a"],
                           "x": [np.ones((2, 4)), np.ones(8), np.ones((2, 4))]})
