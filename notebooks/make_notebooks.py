@@ -377,6 +377,62 @@ NOTEBOOKS = {
                  "assert (again[3]['image'] == source[3]['image']).all()\n"
                  "print(tfrecorder.verify(array_out))"),
     ],
+    "11_arrays_and_sequences.ipynb": [
+        ("md", "# Arrays and sequences\n\nA column of numpy arrays keeps its shape and dtype (a spectrogram, an "
+               "embedding, frames), and a column of token-id lists reads back ragged or padded: straight into "
+               "Keras layers, without `tf.io.serialize_tensor` or `parse_tensor` by hand."),
+        ("code", "import os, tempfile\nimport numpy as np, pandas as pd\nimport tensorflow as tf\nimport tfrecorder\n\n"
+                 "work = tempfile.mkdtemp()\nrng = np.random.default_rng(0)\n"
+                 "music = rng.integers(0, 2, 300).astype(bool)\n"
+                 "# 20 time steps x 8 frequency bands a clip; music has more energy in the low bands\n"
+                 "spectrograms = [(rng.standard_normal((20, 8)) + 1.0 * m * (np.arange(8) < 4)).astype('float32')\n"
+                 "                for m in music]\n"
+                 "table = pd.DataFrame({'label': np.where(music, 'music', 'speech'), 'spectrogram': spectrograms})\n"
+                 "table.head(3)"),
+        ("md", "The array column converts as it is: `info` shows it stored as `float32[20, 8]`, and `read_tfr` "
+               "gives each row's array back with its shape and dtype."),
+        ("code", "result = table.tensorflow.to_tfr(os.path.join(work, 'spectrograms'))\n"
+                 "out = result.tfrecord_dir\nprint(tfrecorder.info(out))\n"
+                 "back = tfrecorder.read_tfr(out)['spectrogram'][0]\nback.shape, back.dtype"),
+        ("md", "`load_dataset` batches a fixed shape as a dense `[batch, 20, 8]` tensor: the input a `Conv1D` "
+               "takes. `features=` picks the inputs, and the model's input keeps the feature's name."),
+        ("code", "train = tfrecorder.load_dataset(out, 'TRAIN', batch_size=32, shuffle=True, seed=0,\n"
+                 "                                  features=['spectrogram'], as_supervised=True)\n"
+                 "features, labels = next(iter(train))\nprint(features['spectrogram'].shape, labels.shape)\n\n"
+                 "tf.keras.utils.set_random_seed(0)\n"
+                 "inputs = {'spectrogram': tf.keras.Input((20, 8), name='spectrogram')}\n"
+                 "x = tf.keras.layers.Conv1D(16, 3, activation='relu')(inputs['spectrogram'])\n"
+                 "x = tf.keras.layers.GlobalAveragePooling1D()(x)\n"
+                 "model = tf.keras.Model(inputs, tf.keras.layers.Dense(2, activation='softmax')(x))\n"
+                 "model.compile(tf.keras.optimizers.Adam(1e-2), 'sparse_categorical_crossentropy', "
+                 "metrics=['accuracy'])\n"
+                 "history = model.fit(train, epochs=1, verbose=0)\n"
+                 "print(f\"accuracy after one epoch: {history.history['accuracy'][-1]:.2f}\")"),
+        ("md", "## Token ids\n\nA tokenizer's `input_ids` are lists of varying length. They convert as lists, "
+               "and `load_dataset` gives them as a `RaggedTensor`, one row per record."),
+        ("code", "positive = rng.integers(0, 2, 300).astype(bool)\n"
+                 "# a vocabulary of 100 ids; positive texts use the lower ids more\n"
+                 "ids = [rng.integers(1, 70, n).tolist() if p else rng.integers(30, 100, n).tolist()\n"
+                 "       for p, n in zip(positive, rng.integers(3, 48, 300))]\n"
+                 "tokens = pd.DataFrame({'label': np.where(positive, 'positive', 'negative'), 'input_ids': ids})\n"
+                 "token_out = tfrecorder.convert(tokens, os.path.join(work, 'tokens')).tfrecord_dir\n"
+                 "ragged = next(iter(tfrecorder.load_dataset(token_out, 'TRAIN', batch_size=4)))['input_ids']\n"
+                 "ragged.shape, ragged.row_lengths().numpy()"),
+        ("md", "An `Embedding` layer takes a dense `[batch, length]` tensor: `pad={'input_ids': 32}` pads each "
+               "list with 0 (or cuts it) to 32 ids, and `mask_zero=True` tells the layers to skip the padding."),
+        ("code", "padded = tfrecorder.load_dataset(token_out, 'TRAIN', batch_size=32, shuffle=True, seed=0,\n"
+                 "                                   pad={'input_ids': 32}, features=['input_ids'], "
+                 "as_supervised=True)\n"
+                 "print(next(iter(padded))[0]['input_ids'].shape)\n\n"
+                 "inputs = {'input_ids': tf.keras.Input((32,), dtype='int64', name='input_ids')}\n"
+                 "x = tf.keras.layers.Embedding(100, 8, mask_zero=True)(inputs['input_ids'])\n"
+                 "x = tf.keras.layers.GlobalAveragePooling1D()(x)\n"
+                 "model = tf.keras.Model(inputs, tf.keras.layers.Dense(2, activation='softmax')(x))\n"
+                 "model.compile(tf.keras.optimizers.Adam(1e-2), 'sparse_categorical_crossentropy', "
+                 "metrics=['accuracy'])\n"
+                 "history = model.fit(padded, epochs=1, verbose=0)\n"
+                 "print(f\"accuracy after one epoch: {history.history['accuracy'][-1]:.2f}\")"),
+    ],
 }
 
 

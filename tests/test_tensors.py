@@ -4,6 +4,7 @@ feature_spec - and the tables that cannot be one tensor are refused naming their
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -142,17 +143,48 @@ def test_verify_and_info_describe_them(converted):
     assert "f32 (float32[20, 8])" in str(tfrecorder.info(out))
 
 
-def test_a_declared_shape_and_dtype_is_kept_and_a_row_that_breaks_it_is_named(tmp_path):
-    table = pd.DataFrame({"split": ["TRAIN"] * 3, "label": ["a", "b", "a"],
-                          "x": [np.ones((2, 4), np.int16), np.zeros((2, 4), np.int8), np.ones((2, 4), np.int16)]})
-    schema = {"split": types.SplitKey, "label": types.StringLabel, "x": types.Tensor(shape=(2, 4), dtype="float32")}
+def test_a_declared_shape_and_dtype_is_kept_and_a_row_that_breaks_it_is_a_row_error(tmp_path):
+    table = pd.DataFrame({"split": ["TRAIN"] * 4, "label": ["a", "b", "a", "b"], "n": range(4),
+                          "x": [np.ones((2, 4), np.int16), np.zeros((2, 4), np.int8), np.ones((2, 4), np.int16),
+                                np.full((2, 4), 3, np.int8)]})
+    schema = {"split": types.SplitKey, "label": types.StringLabel, "n": types.IntegerInput,
+              "x": types.Tensor(shape=(2, 4), dtype="float32")}
     tfrecorder.convert(table, str(tmp_path / "out"), schema=schema, progress=False)
     back = tfrecorder.read_tfr(str(tmp_path / "out"))
     assert {v.dtype.name for v in back.x} == {"float32"} and {v.shape for v in back.x} == {(2, 4)}
     table.at[1, "x"] = np.zeros((3, 4), np.int16)
-    with pytest.raises(SchemaError, match=r"^column 'x': 1 values do not fit Tensor, e\.g\. <array of shape "
-                                          r"\(3, 4\), dtype int16> \(row 1\)"):
-        tfrecorder.convert(table, str(tmp_path / "bad"), schema=schema, progress=False)
+    table.at[2, "x"] = np.zeros((1, 2, 4), np.int16)  # another rank than declared: a row error too
+    result = tfrecorder.convert(table, str(tmp_path / "bad"), schema=schema, progress=False)
+    assert (result.splits["TRAIN"].written, result.splits["TRAIN"].errors) == (2, 2)
+    with open(tmp_path / "bad" / "errors.csv", newline="") as f:
+        errors = sorted((int(r["row"]), r["error"], r["message"]) for r in csv.DictReader(f))
+    assert errors == [(1, "tensor_shape", "column 'x': an array of shape (3, 4), not of the column's shape (2, 4)"),
+                      (2, "tensor_shape", "column 'x': an array of shape (1, 2, 4), not of the column's shape (2, 4)")]
+    back = tfrecorder.read_tfr(str(tmp_path / "bad")).set_index("n")
+    assert sorted(back.index) == [0, 3] and all(_same(back.x[n], table.x[n].astype("float32")) for n in (0, 3))
+    with pytest.raises(tfrecorder.RowError, match=r"tensor_shape: column 'x': an array of shape \((3, 4|1, 2, 4)\)"):
+        tfrecorder.convert(table, str(tmp_path / "raise"), schema=schema, on_error="raise", progress=False)
+
+
+def test_the_direct_runner_lists_the_same_tensor_shape_rows_and_writes_the_same_bytes(tmp_path):
+    table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b"] * 3,
+                          "x": [np.full((20, 8), i, np.float32) for i in range(6)]})
+    table.at[3, "x"] = np.zeros((20, 9), np.float32)
+    schema = {"split": types.SplitKey, "label": types.StringLabel, "x": types.Tensor((20, 8), "float32")}
+    written = {}
+    for runner in ("local", "DirectRunner"):
+        out = tmp_path / runner
+        tfrecorder.convert(table, str(out), schema=schema, runner=runner, num_shards=1, progress=False)
+        written[runner] = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".tfrecord", ".csv")}
+    assert written["local"] == written["DirectRunner"]
+    assert b"3,TRAIN,,tensor_shape,\"column 'x': an array of shape (20, 9)" in written["local"]["errors.csv"]
+
+
+def test_arrays_of_two_ranks_in_a_column_without_a_declared_shape_are_one_schema_error(tmp_path):
+    table = pd.DataFrame({"split": "TRAIN", "label": ["a", "b", "a"],
+                          "x": [np.ones((2, 4)), np.ones(8), np.ones((2, 4))]})
+    with pytest.raises(SchemaError, match=r"^column 'x' holds arrays of 2 ranks \(2-D in rows 0, 2; 1-D in row 1\)"):
+        tfrecorder.convert(table, str(tmp_path / "out"), progress=False)
 
 
 def test_dtypes_widen_within_integers_and_refuse_a_mix_that_would_change_values(tmp_path):
@@ -209,9 +241,10 @@ def test_pad_makes_ragged_features_dense_for_keras(tmp_path):
         tfrecorder.load_dataset(out, "TRAIN", batch_size=2, pad={"label": 3})
 
 
-def test_the_direct_runner_writes_the_local_bytes_for_tensor_columns(tmp_path):
+@pytest.mark.parametrize("encoding", ["none", "zlib"])
+def test_the_direct_runner_writes_the_local_bytes_for_tensor_columns(tmp_path, encoding):
     """A Beam runner reads a DataFrame staged as Parquet, which holds no 2-D array: each is staged as the Feature
-    its check gives, and the pipeline stores what the local runner stores."""
+    its check gives, and the pipeline stores what the local runner stores, with either tensor_encoding."""
     rng = np.random.default_rng(5)
     table = pd.DataFrame({"split": ["TRAIN"] * 5 + ["TEST"], "label": ["a", "b"] * 3,
                           "x": [rng.standard_normal((3, 2)).astype("float32") for _ in range(6)],
@@ -220,9 +253,10 @@ def test_the_direct_runner_writes_the_local_bytes_for_tensor_columns(tmp_path):
     written = {}
     for runner in ("local", "DirectRunner"):
         out = tmp_path / runner
-        tfrecorder.convert(table, str(out), runner=runner, num_shards=2, progress=False)
+        tfrecorder.convert(table, str(out), runner=runner, num_shards=2, tensor_encoding=encoding, progress=False)
         written[runner] = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".tfrecord", ".tfindex")}
     assert written["local"] == written["DirectRunner"] and len(written["local"]) == 6  # TEST: one row, one shard
+    assert tfrecorder.read_manifest(str(tmp_path / "DirectRunner")).feature("x").parameters["encoding"] == encoding
 
 
 def test_tensors_in_parquet_by_the_files_own_schema(tmp_path):
@@ -276,3 +310,49 @@ def test_list_columns_of_plain_items_store_what_the_item_by_item_check_stores(tm
     if isinstance(items[0], int):
         with pytest.raises(SchemaError, match=r"column 'ids': 1 values do not fit IntegerListInput"):
             tfrecorder.convert(as_lists.assign(ids=[[2**63], [1], []]), str(tmp_path / "big"), progress=False)
+
+
+def _compressible(rows: int) -> pd.DataFrame:
+    """uint8 frames and float16 grids of few distinct values (masks, quantized features): what zlib shrinks."""
+    rng = np.random.default_rng(13)
+    return pd.DataFrame({"split": ["TRAIN"] * (rows - 2) + ["TEST"] * 2, "label": ["a", "b"] * (rows // 2),
+                         "n": range(rows),
+                         "frames": [rng.integers(0, 3, (4, 8, 8, 3)).astype(np.uint8) for _ in range(rows)],
+                         "grid": [rng.integers(-2, 3, (6, 5)).astype(np.float16) for _ in range(rows)]})
+
+
+def test_tensor_encoding_zlib_is_read_back_exactly_by_every_reader_and_is_smaller(tmp_path):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    table = _compressible(10)
+    sizes = {}
+    for encoding in ("none", "zlib"):
+        sizes[encoding] = tfrecorder.convert(table, str(tmp_path / encoding), tensor_encoding=encoding,
+                                             num_shards=1, progress=False).bytes
+    out = str(tmp_path / "zlib")
+    assert sizes["zlib"] < sizes["none"] / 2
+    manifest = tfrecorder.read_manifest(out)
+    assert [manifest.feature(name).parameters["encoding"] for name in ("frames", "grid")] == ["zlib", "zlib"]
+    rows = _train(table, out)
+    frame = tfrecorder.read_tfr(out).set_index("n")
+    source = tfrecorder.data_source(out, "TRAIN")
+    batch = next(iter(tfrecorder.load_dataset(out, "TRAIN", batch_size=len(rows))))
+    read = list(tfds.as_numpy(tfds.builder_from_directory(out).as_dataset(split="train", shuffle_files=False)))
+    for name in ("frames", "grid"):
+        assert _same(batch[name].numpy(), np.stack([row[name] for row in rows])), name
+        for position, row in enumerate(rows):
+            assert _same(frame.loc[row.n, name], row[name]), name
+            assert _same(source[position][name], row[name]), name
+            assert _same(np.asarray(read[position][name]), row[name]), name
+
+
+def test_a_tensor_type_s_own_encoding_is_kept_whatever_tensor_encoding_says(tmp_path):
+    table = _compressible(4)
+    schema = {"split": types.SplitKey, "label": types.StringLabel, "n": types.IntegerInput,
+              "frames": types.Tensor((4, 8, 8, 3), "uint8", encoding="none"), "grid": types.Tensor((6, 5), "float16")}
+    tfrecorder.convert(table, str(tmp_path / "out"), schema=schema, tensor_encoding="bytes", progress=False)
+    manifest = tfrecorder.read_manifest(str(tmp_path / "out"))
+    assert (manifest.feature("frames").parameters["encoding"], manifest.feature("grid").parameters["encoding"]) == (
+        "none", "bytes")
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"^tensor_encoding='gzip': use one of 'none', 'bytes', "
+                                                         r"'zlib'$"):
+        tfrecorder.convert(table, str(tmp_path / "bad"), tensor_encoding="gzip", progress=False)

@@ -52,6 +52,7 @@ from tfrecorder.write.settings import (
     DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_MAX_PIXELS,
     DEFAULT_ON_ERROR,
+    DEFAULT_TENSOR_ENCODING,
     DEFAULT_VALIDATE,
     Conversion,
     KeypointNames,
@@ -86,6 +87,7 @@ def convert(
     jpeg_quality: int = DEFAULT_JPEG_QUALITY,
     max_image_pixels: int = DEFAULT_MAX_PIXELS,
     float_precision: str = DEFAULT_FLOAT_PRECISION,
+    tensor_encoding: str = DEFAULT_TENSOR_ENCODING,
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     image_timeout: float = DEFAULT_IMAGE_TIMEOUT,
     storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
@@ -148,6 +150,10 @@ def convert(
             ``"float32"`` always (rounding accepted), ``"float64"`` always. A float64 feature is stored as the
             int64 bits of each value (tf.train.Example has no float64 list); ``load_dataset``, ``read_tfr`` and
             ``feature_spec`` users get float64 back (see dataset.json's dtype); TFDS does not see it.
+        tensor_encoding: how array columns of a fixed shape are stored, where their ``types.Tensor`` gives no
+            ``encoding``: ``"none"`` their values in an Example list (float64: its bytes, exact), ``"bytes"``
+            the array's bytes, ``"zlib"`` them zlib-compressed (smaller for arrays of repeated values: masks,
+            sparse or quantized data). Every reader and TFDS give the arrays back as they were.
         max_image_bytes: larger image files are row errors (``too_large``), found before they are read
             where the size is known, and as soon as the limit is passed while streaming where it is not.
         image_timeout: seconds one try at reading a remote image may take: to connect, any silence, and the
@@ -332,6 +338,7 @@ def _convert_local(files: Source, folder: Folder, schema: Schema | None, convers
     options = conversion.options
     with spill_folder(folder.url, files, SEGMENT_MAX_BYTES) as rows:
         summary = summary_pass.summarize(files, schema, rows, fractions=conversion.fractions,
+                                         tensor_encoding=options.tensor_encoding,
                                          run_digest=lambda template: RunDigest(template.schema, options))
         try:
             shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=conversion.num_shards,

@@ -27,6 +27,8 @@ from tfrecorder.dataset.connectors.audio import (
     DEFAULT_VALIDATE_AUDIO,
     VALIDATE_AUDIO,
 )
+from tfrecorder.dataset.connectors.tensors import DEFAULT_ENCODING as DEFAULT_TENSOR_ENCODING
+from tfrecorder.dataset.connectors.tensors import ENCODINGS as TENSOR_ENCODINGS
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.file_formats import ArrayRecordFormat, checked_format_name, format_names
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, RECORD_FORMATS
@@ -205,6 +207,10 @@ class Options:
     float_precision: str = option(DEFAULT_FLOAT_PRECISION, "auto: float64 only for columns float32 would change; "
                                                            "float32 or float64 always",
                                   choices=FLOAT_PRECISIONS, identity=True, other="float64")
+    tensor_encoding: str = option(DEFAULT_TENSOR_ENCODING, "array columns of a fixed shape: none: their values in "
+                                                           "an Example list; bytes: their bytes; zlib: them "
+                                                           "compressed (TFDS reads all three)",
+                                  choices=TENSOR_ENCODINGS, identity=True, other="zlib")
     max_image_bytes: int = option(DEFAULT_MAX_IMAGE_BYTES,
                                   "larger image files are row errors, found without reading them whole",
                                   cli_type=int, check=lambda v: check_count("max_image_bytes", v),
@@ -316,7 +322,7 @@ class Options:
                              checked.mask_from_instances)
         options = WriteOptions(images, checked.compression, checked.on_error, fetch, checked.box_units,
                                checked.box_orientation, checked.record_format, masks, identity=checked.identity(),
-                               file_format=checked.file_format)
+                               file_format=checked.file_format, tensor_encoding=checked.tensor_encoding)
         return Conversion(options, checked.split_fractions,  # type: ignore[arg-type]
                           checked.float_precision, checked.num_shards, checked.overwrite, checked.storage_timeout)
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from tfrecorder._version import __version__
 from tfrecorder.arguments import DEFAULT_MAX_PIXELS, check_choice
+from tfrecorder.dataset.connectors.tensors import DEFAULT_ENCODING as DEFAULT_TENSOR_ENCODING
 from tfrecorder.dataset.features import DEFAULT_IGNORE_INDEX, DEFAULT_RESIZE_MODE, RESIZE_MODES
 from tfrecorder.dataset.file_formats import DEFAULT_FILE_FORMAT, checked_format_name, format_named
 from tfrecorder.dataset.layouts import DEFAULT_RECORD_FORMAT, LAYOUTS, RECORD_FORMATS, RecordLayout
@@ -254,6 +255,7 @@ class WriteOptions:
     # convert's keywords that change a byte written, checked, by name (``Options.identity``): a run's identity
     identity: tuple[tuple[str, Any], ...] = ()
     file_format: str = DEFAULT_FILE_FORMAT  # the shards' files' format (dataset/file_formats): TFRecord, ArrayRecord
+    tensor_encoding: str = DEFAULT_TENSOR_ENCODING  # of tensor columns whose type gives none (connectors/tensors)
 
     def __post_init__(self) -> None:
         checked_format_name(self.file_format)

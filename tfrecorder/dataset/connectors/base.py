@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.feature_info import FeatureInfo
+from tfrecorder.errors import ImageError
 from tfrecorder.types import Kind
 
 TFDS_CLASS = "tensorflow_datasets.core.features."
@@ -284,6 +285,26 @@ def staged(connector: Connector, value: Any) -> Any:
     except (TypeError, ValueError, OverflowError):
         return value
     return {STAGED: checked, STAGED_SOURCES: "/".join(sorted(sources))}
+
+
+# A checked value of a kind whose checked values are serialized Features (``feature_bytes``) may instead be a row error
+# its check found (a tensor of another shape than its column's declared one): the row alone is refused, not the
+# table. It is b"\0" + code + b"\0" + message, which no serialized Feature is (protobuf has no field 0), carried as
+# any checked value is (spilled, staged for a Beam runner) to the shard's writer, which lists its row in errors.csv.
+_REFUSED = b"\0"
+
+
+def refused(error: ImageError) -> bytes:
+    """``error`` (its code one of ``errors.ROW_ERRORS``) as the checked value of the row it refuses."""
+    return _REFUSED + error.error.encode("ascii") + _REFUSED + error.message.encode("utf-8")
+
+
+def refusal(value: Any) -> ImageError | None:
+    """The row error a checked value stands for (``refused``); None for a value to store."""
+    if not isinstance(value, bytes) or not value.startswith(_REFUSED):
+        return None
+    code, _, message = value[1:].partition(_REFUSED)
+    return ImageError(code.decode("ascii"), message.decode("utf-8"))
 
 
 def object_array(values: Sequence[Any] | np.ndarray) -> np.ndarray:

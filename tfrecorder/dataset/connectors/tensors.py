@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector, object_array, object_hashes
+from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector, object_array, object_hashes, refused
 from tfrecorder.dataset.feature_info import FeatureInfo
-from tfrecorder.errors import SchemaError, describe_rows
+from tfrecorder.errors import ImageError, SchemaError, describe_rows
 from tfrecorder.types import Kind
 
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "float16", "float32", "float64")
-ENCODINGS = ("none", "bytes", "zlib")  # TFDS's tfds.features.Encoding values
+ENCODINGS = ("none", "bytes", "zlib")  # TFDS's tfds.features.Encoding values: convert's tensor_encoding choices
+DEFAULT_ENCODING = "none"  # convert's tensor_encoding: each column's own default (float64 of a fixed shape: bytes)
 MAX_RANK = 5
 
 
@@ -45,6 +46,7 @@ class Tensor(Connector):
         self._dtype = np.dtype(dtype).name
         if self._dtype not in DTYPES:
             raise ValueError(f"dtype {dtype!r}: a tensor holds {', '.join(DTYPES)}")
+        self._given = encoding  # None: convert's tensor_encoding decides (``stored_with``)
         if encoding is None:  # float64 of a fixed shape as its bytes: exact, and TFDS reads it
             encoding = "bytes" if self._dtype == "float64" and self._shape[0] is not None else "none"
         if encoding not in ENCODINGS:
@@ -55,6 +57,20 @@ class Tensor(Connector):
 
     def parameters(self) -> dict[str, Any]:
         return {"shape": list(self._shape), "dtype": self._dtype, "encoding": self._encoding}
+
+    def __eq__(self, other: object) -> bool:
+        # a given encoding is kept whatever tensor_encoding says, a default one follows it: two column types
+        return super().__eq__(other) and (self._given is None) == (getattr(other, "_given", None) is None)
+
+    __hash__ = Connector.__hash__
+
+    def stored_with(self, encoding: str) -> Tensor:
+        """This tensor stored with ``encoding`` (convert's ``tensor_encoding``) where its type gave none and its
+        shape is fixed (the bytes of a varying shape would need theirs beside them); "none" leaves each its
+        default."""
+        if self._given is not None or encoding == DEFAULT_ENCODING or self._shape[0] is None:
+            return self
+        return Tensor(self._shape, self._dtype, encoding)
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
@@ -170,7 +186,9 @@ class Tensor(Connector):
                 raise TypeError(f"a {array.dtype} array")
             array = array.astype(self._dtype)
         if array.ndim != len(self._shape) or any(d is not None and d != n for d, n in zip(self._shape, array.shape)):
-            raise ValueError(f"shape {array.shape}")
+            # a row that breaks the shape its column was given: that row is an error, the others are written
+            return refused(ImageError("tensor_shape", f"an array of shape {array.shape}, not of the column's "
+                                                      f"shape {self._shape}"))
         sources.add("ndarray")
         return self._feature(array)
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from tfrecorder.dataset import features, layouts
 from tfrecorder.dataset.connectors import Connector, Media, of_type
+from tfrecorder.dataset.connectors.base import refusal
 from tfrecorder.dataset.example_proto import Example
 from tfrecorder.errors import ImageError
 from tfrecorder.types import BOX_EDGES, InstanceMaskUri, Role
@@ -87,6 +88,15 @@ class ExampleEncoder:
         self._mask = self._slot(features.SEGMENTATION_MASK.name, features.SEGMENTATION_MASK.connector) \
             if self._masked else None
 
+    def refusal(self, row: int) -> ImageError | None:
+        """The row error a value of ``row`` is instead of a Feature (``connectors.base.refused``: a tensor of
+        another shape than declared), naming its column; None for a row to store."""
+        for feature, values in self._serialized:
+            error = refusal(values[row])
+            if error is not None:
+                return ImageError(error.error, f"column {feature!r}: {error.message}")
+        return None
+
     def _slot(self, feature: str, connector: Connector) -> Any:
         values = getattr(self._features[feature], connector.field).value
         values.append(connector.placeholder)
@@ -94,7 +104,11 @@ class ExampleEncoder:
 
     def encode(self, row: int, image: StoredImage | None = None, media: dict[str, Any] | None = None) -> bytes:
         """The serialized Example for ``row`` (position in the table) with ``image`` if it has one, and the values
-        of its media columns' features (``media``: the shard's writer prepared them)."""
+        of its media columns' features (``media``: the shard's writer prepared them). Raises the row's
+        ``refusal``."""
+        error = self.refusal(row)
+        if error is not None:
+            raise error
         for name, value in (media or {}).items():
             self._media[name][0] = value
         if image is not None:
@@ -350,11 +364,12 @@ def mean_record_bytes(sample: Table, limits: Any, held_image_sizes: Sequence[int
     if sample.is_detection:
         return _mean_detection_row_bytes(sample, limits)
     encoder = ExampleEncoder(sample)
+    stored = [i for i in range(sample.num_rows) if encoder.refusal(i) is None]  # a refused row is no record
     if sample.image_locations is None:
-        sizes = [len(encoder.encode(i)) for i in range(sample.num_rows)]
+        sizes = [len(encoder.encode(i)) for i in stored] or [0]
     else:
         # a row without an image is an error row (errors.csv), never a record: the estimate is of the others
-        rows = [i for i, uri in enumerate(sample.image_uris or []) if uri is not None]
+        rows = [i for i in stored if sample.image_uris is not None and sample.image_uris[i] is not None]
         if not rows:
             return float(_DEFAULT_IMAGE_BYTES + _IMAGE_FEATURE_BYTES + _RECORD_FRAMING)
         held = sample.image_data or [None] * sample.num_rows  # an image the table holds: its bytes' size

@@ -207,7 +207,10 @@ def write_shard(
                     except ImageError as e:  # a box beyond the image: the image and its rows are not written
                         image = e
                 elif not isinstance(image, ImageError):
-                    data = encoder.encode(record[0], image, files)
+                    try:
+                        data = encoder.encode(record[0], image, files)
+                    except ImageError as e:  # a value its kind refused as the table was checked (tensor_shape)
+                        image = e
                 if isinstance(image, ImageError):
                     uri = table.image_uris[record[0]] if table.image_uris is not None else None
                     if options.on_error == "raise":

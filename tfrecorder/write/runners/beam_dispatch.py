@@ -80,7 +80,7 @@ def convert_beam(source: Any, folder: Folder, schema: Any, conversion: Conversio
     if (url := image_folder_url(source)) is not None:
         return beam_files(ListedFolder(url), as_schema(schema), ("image folder", url))
     if isinstance(source, pd.DataFrame):
-        frame = _beam_frame(text_columns(source), as_schema(schema))
+        frame = _beam_frame(text_columns(source), as_schema(schema), conversion.options.tensor_encoding)
         return beam_files(StagedRows("", names=frame_vocabulary(source, label_names)), frame.schema, frame.digests,
                           parts=frame.parts, columns=tuple(frame.schema_columns),
                           plain_images=image_bytes_columns(source))
@@ -112,11 +112,12 @@ def _checked_features(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     return df.assign(**{name: [staged(kind, v) for v in df[name].tolist()] for name, kind in kinds.items()})
 
 
-def _beam_frame(df: pd.DataFrame, schema: Schema | None) -> _Frame:
+def _beam_frame(df: pd.DataFrame, schema: Schema | None, tensor_encoding: str) -> _Frame:
     """``df`` staged for a Beam runner, its schema checked against (or inferred from) the whole frame as the
-    local runner does it; a TFRecorderError naming the column when Parquet cannot hold its values as they are
-    (``frame_as_arrow``): the pipeline reads the frame as Parquet."""
-    schema = check_schema(df, schema)
+    local runner does it (tensors stored with convert's ``tensor_encoding``); a TFRecorderError naming the column
+    when Parquet cannot hold its values as they are (``frame_as_arrow``): the pipeline reads the frame as
+    Parquet."""
+    schema = check_schema(df, schema, tensor_encoding=tensor_encoding)
     arrow = frame_as_arrow(_checked_features(df, schema), tuple(n for n, t in schema.items() if t is ImageBytes))
     if isinstance(arrow, str):
         raise TFRecorderError(f"a Beam runner reads a DataFrame as Parquet, which cannot hold this one's values as "

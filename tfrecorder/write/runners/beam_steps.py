@@ -146,8 +146,8 @@ def _read_input(found: list[tuple[InputFile, FileFacts]], job: summary_pass.File
                       bytes=job.files.bytes or sum(file.bytes for file, _ in found))
     files = table_files(matched, [facts for _, facts in found])
     identity = hashlib.sha256("".join(listed).encode("ascii")).hexdigest() if listed else None
-    return _Input(files, summary_pass.table_schema(files, job.schema, job.part_rows), identity,
-                  {url: position for position, url in enumerate(files.files)})
+    schema = summary_pass.table_schema(files, job.schema, job.part_rows, job.options.tensor_encoding)
+    return _Input(files, schema, identity, {url: position for position, url in enumerate(files.files)})
 
 
 def _summarize_file(file: InputFile, table: _Input, job: summary_pass.FileJob,

@@ -8,15 +8,19 @@ from typing import Any
 import pandas as pd
 
 from tfrecorder.dataset.connectors import Connector
+from tfrecorder.dataset.connectors.tensors import DEFAULT_ENCODING as DEFAULT_TENSOR_ENCODING
+from tfrecorder.dataset.connectors.tensors import Tensor
 from tfrecorder.dataset.features import DERIVED_NAMES, ROLE_FEATURES
 from tfrecorder.errors import SchemaError
 from tfrecorder.schema import IMAGE_COLUMN, IMAGE_EXTENSIONS, Schema
-from tfrecorder.types import ColumnType, Kind, Role
+from tfrecorder.types import ColumnType, Kind, Role, column_type
 
 
-def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None) -> Schema:
+def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None,
+                 tensor_encoding: str = DEFAULT_TENSOR_ENCODING) -> Schema:
     """The schema for a table with ``df``'s columns (None: inferred from ``df``, and from ``arrow``, the pyarrow
-    schema of the Parquet file it was read from), checked against them."""
+    schema of the Parquet file it was read from), checked against them; its tensor columns whose type gives no
+    encoding stored with ``tensor_encoding`` (convert's)."""
     if len(df) == 0:
         raise SchemaError(EMPTY_TABLE)
     if schema is None:
@@ -30,7 +34,16 @@ def check_schema(df: pd.DataFrame, schema: Schema | None, arrow: Any = None) -> 
             f"{[str(c) for c in df.columns]}"
         )
     _check_feature_names(schema)
-    return schema
+    return _stored_tensors(schema, tensor_encoding)
+
+
+def _stored_tensors(schema: Schema, encoding: str) -> Schema:
+    """``schema`` with every tensor column's encoding decided (``Tensor.stored_with``): before any row is checked,
+    since a checked array is its stored bytes."""
+    tensors = {name: t.connector.stored_with(encoding) for name, t in schema.items() if isinstance(t.connector, Tensor)}
+    if all(tensor is schema[name].connector for name, tensor in tensors.items()):
+        return schema
+    return Schema({name: column_type(tensors[name]) if name in tensors else t for name, t in schema.items()})
 
 
 EMPTY_TABLE = "the table is empty: there are no rows to convert"

@@ -48,7 +48,7 @@ from tfrecorder.write.splits import WRITTEN_SPLITS
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.facts import Facts
 from tfrecorder.write.table.plan import SAMPLE_ROWS
-from tfrecorder.write.table.schema_check import check_schema
+from tfrecorder.write.table.schema_check import DEFAULT_TENSOR_ENCODING, check_schema
 from tfrecorder.write.table.spellings import Spellings
 from tfrecorder.write.table.spill import HeldPart, HeldRows, Summary, image_rows, sized, smallest
 from tfrecorder.write.table.table import Table
@@ -98,14 +98,16 @@ def bucket_count(files: Source, schema: Schema) -> int:
 
 
 def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions: Sequence[float],
-              run_digest: Any = None, part_rows: int | None = None) -> Summary:
+              run_digest: Any = None, part_rows: int | None = None,
+              tensor_encoding: str = DEFAULT_TENSOR_ENCODING) -> Summary:
     """The summary pass: validate every part, merge the facts, spill the rows by split and key range.
 
     Raises the SchemaError ``validate`` gives for the whole table (its problems, with their rows).
-    ``run_digest``: a callable(schema table) -> RunDigest, fed each part's keys and image locations."""
+    ``run_digest``: a callable(schema table) -> RunDigest, fed each part's keys and image locations;
+    ``tensor_encoding``: convert's (``check_schema``)."""
     parts = files.parts(part_rows or PART_ROWS)
     first = next(parts, None)
-    schema = _first_part_schema(first, schema, files)
+    schema = _first_part_schema(first, schema, files, tensor_encoding)
 
     def spilled(rows: Iterator[tuple[pd.DataFrame, Any, int]], spellings: Spellings | None = None) -> Summary:
         spiller = Spiller(schema, bucket_count(files, schema), spill, "all", fractions=fractions, run_digest=run_digest,
@@ -172,18 +174,20 @@ def file_summary(files: TableFiles, index: int, schema: Schema, spill: Folder, *
     return spiller.spill(files.file_parts(index, part_rows or PART_ROWS))
 
 
-def table_schema(files: Source, schema: Schema | None, part_rows: int | None = None) -> Schema:
+def table_schema(files: Source, schema: Schema | None, part_rows: int | None = None,
+                 tensor_encoding: str = DEFAULT_TENSOR_ENCODING) -> Schema:
     """The schema ``summarize`` uses: ``schema`` checked against (or inferred from) the table's first part."""
-    return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema, files)
+    return _first_part_schema(next(files.parts(part_rows or PART_ROWS), None), schema, files, tensor_encoding)
 
 
 def _first_part_schema(first: tuple[pd.DataFrame, Any, int] | None, schema: Schema | None,
-                       files: Source) -> Schema:
+                       files: Source, tensor_encoding: str) -> Schema:
     """``schema``, or the one inferred from the first part's columns: their kinds from a Parquet file's own
     schema, from the whole file's text for a CSV (``TableFiles.kinds``), never from the part's values alone;
     a frame held in memory is judged whole (``FrameSource.schema_frame``)."""
     arrow = files.arrow_schema() if isinstance(files, TableFiles) and files.parquet and schema is None else None
-    return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow)
+    return check_schema(files.schema_frame(first[0] if first is not None else None), schema, arrow,
+                        tensor_encoding)
 
 
 _END = object()
