@@ -215,3 +215,21 @@ def test_the_direct_runner_writes_the_same_bytes(clips, tmp_path):
     assert local and local == sorted(p.name for p in beam.glob("*.tfrecord*"))
     for name in local:
         assert (out / name).read_bytes() == (beam / name).read_bytes()
+
+
+def test_inspect_writes_each_clip_as_its_file_with_a_spectrogram_and_show_draws_them(clips, tmp_path):
+    from PIL import Image
+
+    root, out, _ = clips
+    folder = tfrecorder.inspect(str(out), num_records=3, output_dir=str(tmp_path / "look"))
+    data = pd.read_csv(tmp_path / "look" / "data.csv")
+    assert "audio" not in data.columns  # the clip is a file, not thousands of numbers in a cell
+    for _, record in data.iterrows():
+        clip = tmp_path / "look" / record["audio_file"]
+        assert clip.read_bytes() == (root / f"clip{record['row']}.{KINDS[record['row']][0]}").read_bytes()
+        picture = np.asarray(Image.open(clip.with_suffix(".png")))
+        # the tone's row of the spectrogram is its brightest: low frequencies at the bottom
+        expected = 1 - frequency(record["row"]) / (RATE / 2)
+        assert abs(np.argmax(picture.mean(axis=1)) / picture.shape[0] - expected) < 0.05
+    sheet = tfrecorder.show(str(out), n=4, path=str(tmp_path / "sheet.png"))
+    assert Image.open(sheet).size[0] > 0 and folder == str(tmp_path / "look")

@@ -42,8 +42,7 @@ class DatasetInfo:
             "splits": {k: {"records": m.records(k), "shards": len(v), "bytes": sum(s.bytes for s in v)}
                        for k, v in m.splits.items()},
             "rows": {k: vars(v) for k, v in m.rows.items()},
-            "features": {f.name: f"{f.dtype}{_shape_text(f)}{'?' if f.nullable else ''}"
-                         for f in m.features},
+            "features": {f.name: _feature_text(f) for f in m.features},
             "labels": m.vocabulary,
             "label_counts": self.label_counts,
             "compression": m.compression,
@@ -246,6 +245,9 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     from tfrecorder.read.tf_data import load_dataset
 
     manifest = open_dataset(tfrecord_dir)[0]
+    pictured = next((f.name for f in manifest.features if connectors.of(f).own_file), None)  # a clip's spectrogram
+    if manifest.image is None and pictured is not None:
+        return _show_pictures(tfrecord_dir, manifest, split, n, path, pictured)
     if manifest.image is None:
         raise TFRecorderError(f"{tfrecord_dir!r} holds no images (a table of values): show draws pictures; "
                               f"tfrecorder.read_tfr({tfrecord_dir!r}) gives its rows")
@@ -284,6 +286,37 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     target = path or tempfile.mkstemp(prefix="tfrecorder-show-", suffix=".png")[1]
     grid.contact_sheet().save(target)
     return target
+
+
+def _show_pictures(tfrecord_dir: str, manifest: Any, split: str, n: int, path: str | None,
+                   feature: str) -> ImageGrid | str:
+    """``show`` of a dataset without images whose records hold a kind that draws a picture of its values (an audio
+    clip's spectrogram): a picture of each of the first ``n`` records' ``feature``, captioned with its label."""
+    from tfrecorder.read.tf_data import load_dataset
+
+    kind = connectors.of(manifest.feature(feature))
+    label_feature, names = (manifest.label or {}).get("feature"), manifest.vocabulary
+    thumbnails, captions = [], []
+    ds: Any = load_dataset(tfrecord_dir, split=split, features=[feature, *([label_feature] if label_feature else [])])
+    for example in ds.take(max(0, int(n))).as_numpy_iterator():
+        buffer = io.BytesIO()
+        ImageOps.contain(kind.picture(example[feature]), (THUMBNAIL, THUMBNAIL)).save(buffer, "PNG")
+        thumbnails.append(buffer.getvalue())
+        label = example.get(label_feature) if label_feature else None
+        captions.append("" if label is None else ",".join(names[int(v)] if names else str(int(v))
+                                                          for v in np.atleast_1d(label)))
+    grid = ImageGrid(tuple(thumbnails), tuple(captions))
+    if path is None and in_notebook():
+        return grid
+    target = path or tempfile.mkstemp(prefix="tfrecorder-show-", suffix=".png")[1]
+    grid.contact_sheet().save(target)
+    return target
+
+
+def _feature_text(feature: FeatureInfo) -> str:
+    """How ``info`` shows a feature: what its kind says of it (an audio clip's rate), else its dtype and shape."""
+    return connectors.of(feature).summary(feature) or f"{feature.dtype}{_shape_text(feature)}" + (
+        "?" if feature.nullable else "")
 
 
 def _shape_text(feature: FeatureInfo) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from tfrecorder.arguments import check_count
+from tfrecorder.dataset import connectors
 from tfrecorder.dataset.boxes import turn
 from tfrecorder.dataset.features import (
     IMAGE,
@@ -41,7 +42,7 @@ _EXIF_ORIENTATION = 0x0112
 
 logger = logging.getLogger(__name__)
 # The names inspect gives the files it writes beside data.csv: the only names it ever deletes.
-_WRITTEN_NAME = re.compile(r"\d{5}(-mask|-boxes)?\.[a-z]+")
+_WRITTEN_NAME = re.compile(r"\d{5}(-mask|-boxes|-[A-Za-z0-9_]+)?\.[a-z0-9]+")
 # The list of what inspect wrote to a folder, one name a line: what a later inspect there may replace or delete.
 # A file of the same name that is not on it (a user's own data.csv) is never written over.
 _MARKER = ".tfrecorder-inspect"
@@ -108,10 +109,13 @@ def write_samples(tfrecord_dir: str, split: str, num_records: int, output_dir: s
     rows = []
     label = (manifest.label or {}).get("feature")
     raw = _raw_pixels(manifest)
+    filed = {f.name: kind for f in manifest.features if (kind := connectors.of(f)).own_file}
     for index, example in enumerate(ds.as_numpy_iterator()):
         objects = example.pop(OBJECTS, None)
         mask = example.pop(SEGMENTATION_MASK.name, None)
-        row = {k: _text(v) for k, v in example.items() if k != IMAGE.name}
+        files = {f"{name}_file": _write_kind_files(output_dir, index, name, kind, example.pop(name))
+                 for name, kind in filed.items() if name in example}
+        row = {k: _text(v) for k, v in example.items() if k != IMAGE.name} | files
         if IMAGE.name in example:
             row["image_file"] = _write_image(output_dir, index, example, raw)
         if mask is not None and IMAGE.name in example and raw is None:
@@ -194,6 +198,26 @@ def _write_image(output_dir: str, index: int, example: dict, raw: str | None) ->
     with open(os.path.join(output_dir, name), "wb") as f:
         f.write(data)
     return name
+
+
+def _write_kind_files(output_dir: str, index: int, name: str, kind: connectors.Connector, stored: bytes) -> str:
+    """A record's value of a kind that has files of its own (an audio clip): its stored bytes as they are, and
+    its picture beside them (a spectrogram) where the kind draws one; the first file's name."""
+    base = f"{index:05d}-{re.sub(r'[^A-Za-z0-9_]+', '_', name)}"
+    written = f"{base}.{kind.file_suffix(stored)}"
+    _claim(output_dir, written)
+    with open(os.path.join(output_dir, written), "wb") as f:
+        f.write(stored)
+    try:
+        picture = kind.picture(kind.array(np.array([stored], dtype=object))[0])
+    except Exception as e:  # noqa: BLE001 - any decoder's failure: the file is written, its picture said missing
+        logger.warning("inspect: record %d's %s cannot be decoded (%s): written as it is, without a picture",
+                       index, name, e)
+        picture = None
+    if picture is not None:
+        _claim(output_dir, f"{base}.png")
+        picture.save(os.path.join(output_dir, f"{base}.png"))
+    return written
 
 
 def _write_mask(output_dir: str, index: int, example: dict, mask: bytes, masks: dict) -> str:

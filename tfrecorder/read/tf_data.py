@@ -274,7 +274,7 @@ def load_dataset(
         split: ``"TRAIN"``, ``"VALIDATION"`` or ``"TEST"``; None: every split, as a dict.
         batch_size: elements per batch (None: unbatched).
         shuffle: shuffle the shards' order and the records (a ``shuffle_buffer`` of them).
-        decode_images: decode images to uint8 tensors (False: their stored bytes).
+        decode_images: decode images to uint8 tensors, audio clips to waveforms (False: their stored bytes).
         image_size: ``(height, width)`` (one number: a square) to resize every image to.
         resize_mode: with ``image_size``: ``"stretch"``, ``"pad"`` or ``"crop"``.
         resize_method: ``"auto"``, ``"bilinear"``, ``"area"`` or ``"lanczos3"`` (above).
@@ -394,7 +394,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     if manifest.objects is not None:
         return _detection(manifest, split, records, parse_one, has_image, count, o).prefetch(AUTOTUNE).with_options(
             _options())
-    steps = _record_steps(manifest, spec, o)  # kinds decoded a record at a time (audio clips)
+    steps = _record_steps(manifest, spec, o) if o.decode_images else []  # kinds decoded a record at a time (audio)
     if (has_image and o.decode_images) or steps:
         steps = ([image_decoder(manifest, o.channels, o.image_size, o.resize_mode, o.resize_method)]
                  if has_image and o.decode_images else []) + steps

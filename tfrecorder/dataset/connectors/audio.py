@@ -55,6 +55,7 @@ class Audio(Media):
                                                       "num_samples": "Int64", "format": "Text"}
     summarized_measures = ("sample_rate", "num_channels")
     supervised_input = True
+    own_file = True
 
     def __init__(self, sample_rate: int | None = None, channels: int | None = None, format: str | None = None,
                  validate: str = DEFAULT_VALIDATE_AUDIO, rates: Sequence[int] | None = None):
@@ -248,6 +249,22 @@ class Audio(Media):
     def array(self, values: Any) -> Any:
         return np.array([decode_numpy(bytes(v), self.channels) for v in values] + [None], dtype=object)[:-1]
 
+    def summary(self, feature: FeatureInfo) -> str | None:
+        rate = f"{self.sample_rate} Hz" if self.sample_rate else f"{'/'.join(map(str, self.rates or []))} Hz"
+        channels = {None: "", 1: " mono", 2: " stereo"}.get(self.channels, f" {self.channels} channels")
+        return f"audio {rate}{channels}".strip()
+
+    def picture(self, value: Any) -> Any:
+        return spectrogram(np.asarray(value), self.sample_rate)
+
+    def file_suffix(self, stored: bytes) -> str:
+        import soundfile
+
+        try:
+            return str(soundfile.info(io.BytesIO(stored)).format).lower()
+        except (soundfile.SoundFileError, RuntimeError, ValueError):
+            return "bin"
+
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         dims = ["-1"] if self.channels == 1 else ["-1", str(self.channels or -1)]
         return {"pythonClassName": TFDS_CLASS + "audio_feature.Audio",
@@ -343,3 +360,20 @@ def decode_tf(data: Any, channels: int | None) -> Any:
         return wave[:, 0]
     wave.set_shape([None, channels])
     return wave
+
+
+def spectrogram(wave: np.ndarray, rate: int | None, height: int = 128) -> Any:
+    """A clip's log-magnitude spectrogram as a greyscale PIL picture (time across, low frequencies at the bottom),
+    ``height`` pixels high, about 100 columns a second: for show and inspect."""
+    from PIL import Image
+
+    samples = wave.mean(axis=1) if wave.ndim == 2 else wave
+    window = 512
+    step = max(1, (rate or 16_000) // 100)
+    if len(samples) < window:
+        samples = np.pad(samples, (0, window - len(samples)))
+    frames = np.lib.stride_tricks.sliding_window_view(samples, window)[::step]
+    power = np.log10(np.abs(np.fft.rfft(frames * np.hanning(window), axis=1)) + 1e-6).T[::-1]
+    scaled = np.clip((power - power.max() + 6) / 6, 0, 1)  # 6 decades below the loudest bin is black
+    picture = Image.fromarray((scaled * 255).astype(np.uint8), "L")
+    return picture.resize((max(1, picture.width), height))

@@ -62,6 +62,7 @@ class Connector:
     feature_bytes: ClassVar[bool] = False
     # Whether ``as_supervised=True`` gives it alone as the input of a dataset without an image (an audio clip).
     supervised_input: ClassVar[bool] = False
+    own_file: ClassVar[bool] = False  # whether inspect writes a record's value as a file of its own, not into data.csv
 
     @property
     def plain(self) -> bool:
@@ -205,6 +206,20 @@ class Connector:
     def follow_array(self, values: dict[str, Any], name: str, frame: Any) -> tuple[dict[str, Any], Any]:
         """``follow`` in numpy: ``frame`` is an ``np_geometry.Frame``; which objects stay (None: all)."""
         return values, None
+
+    # info, show and inspect
+    def summary(self, feature: FeatureInfo) -> str | None:
+        """What ``info`` says a feature is (``audio 16000 Hz mono``); None: its dtype and shape."""
+        return None
+
+    def picture(self, value: Any) -> Any:
+        """A PIL picture of a record's value as ``data_source`` gives it, for a person to look at (an audio clip's
+        spectrogram); None: the kind has none."""
+        return None
+
+    def file_suffix(self, stored: bytes) -> str:
+        """The extension ``inspect`` writes a record's stored bytes under (``flac``), for a kind with ``own_file``."""
+        return "bin"
 
     # read_tfr
     def column(self, values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> Any:
