@@ -198,23 +198,38 @@ def test_audio_paths_under_another_name_are_named_in_a_warning(tmp_path, caplog)
     write_clip(tmp_path / "a.wav", 0)
     table = pd.DataFrame({"recording": [str(tmp_path / "a.wav")], "label": ["x"]})
     with caplog.at_level(logging.WARNING):
-        tfrecorder.convert(table, str(tmp_path / "text"), progress=False)
+        tfrecorder.convert(table, str(tmp_path / "text"), split_fractions=(1, 0, 0), progress=False)
     assert any("'recording' holds audio file paths" in r.getMessage() for r in caplog.records)
     tfrecorder.convert(table, str(tmp_path / "typed"), schema={"recording": types.AudioUri, "label":
-                                                               types.StringLabel}, progress=False)
+                                                               types.StringLabel}, split_fractions=(1, 0, 0),
+                       progress=False)
     ex = next(iter(tfrecorder.load_dataset(str(tmp_path / "typed"), split=None).values()))
     assert_row(next(iter(ex))["recording"], 0)
 
 
 @pytest.mark.slow
-def test_the_direct_runner_writes_the_same_bytes(clips, tmp_path):
-    root, out, _ = clips
-    beam = tmp_path / "beam"
-    tfrecorder.convert(str(root / "table.csv"), str(beam), runner="DirectRunner", progress=False)
+def test_every_runner_and_a_parquet_table_write_the_same_bytes(clips, tmp_path):
+    """The DirectRunner, WriteDataset (its rows staged as Parquet) and a Parquet table, whose own schema types the
+    column as text: an ``audio_uri`` column is audio by its name whatever the file says."""
+    import apache_beam as beam
+
+    from tfrecorder.beam import WriteDataset
+
+    root, _, _ = clips
+    table = pd.read_csv(root / "table.csv")
+    table["audio_uri"] = [str(root / uri) for uri in table["audio_uri"]]  # rows are ordered by what they name
+    table.to_parquet(tmp_path / "table.parquet")
+    out = tmp_path / "local"
+    tfrecorder.convert(table, str(out), progress=False)
+    tfrecorder.convert(table, str(tmp_path / "direct"), runner="DirectRunner", progress=False)
+    tfrecorder.convert(str(tmp_path / "table.parquet"), str(tmp_path / "parquet"), progress=False)
+    with beam.Pipeline() as pipeline:
+        _ = pipeline | beam.Create(table.to_dict("records")) | WriteDataset(str(tmp_path / "write_dataset"))
     local = sorted(p.name for p in out.glob("*.tfrecord*"))
-    assert local and local == sorted(p.name for p in beam.glob("*.tfrecord*"))
-    for name in local:
-        assert (out / name).read_bytes() == (beam / name).read_bytes()
+    for other in ("direct", "parquet", "write_dataset"):
+        assert local and local == sorted(p.name for p in (tmp_path / other).glob("*.tfrecord*")), other
+        for name in local:
+            assert (out / name).read_bytes() == (tmp_path / other / name).read_bytes(), other
 
 
 def test_inspect_writes_each_clip_as_its_file_with_a_spectrogram_and_show_draws_them(clips, tmp_path):
@@ -233,3 +248,23 @@ def test_inspect_writes_each_clip_as_its_file_with_a_spectrogram_and_show_draws_
         assert abs(np.argmax(picture.mean(axis=1)) / picture.shape[0] - expected) < 0.05
     sheet = tfrecorder.show(str(out), n=4, path=str(tmp_path / "sheet.png"))
     assert Image.open(sheet).size[0] > 0 and folder == str(tmp_path / "look")
+
+
+def test_validate_audio_header_reads_headers_only_and_long_clips_are_bounded(tmp_path, monkeypatch):
+    from tfrecorder.dataset.connectors import audio
+
+    flac = io.BytesIO()
+    soundfile.write(flac, tone(0, seconds=2.0), RATE, format="FLAC")
+    (tmp_path / "cut.flac").write_bytes(flac.getvalue()[:len(flac.getvalue()) * 3 // 4])
+    write_clip(tmp_path / "long.wav", 1)
+    table = pd.DataFrame({"audio": [str(tmp_path / "cut.flac"), str(tmp_path / "long.wav")], "row": [0, 1]})
+    full = tfrecorder.convert(table, str(tmp_path / "full"), split_fractions=(1, 0, 0), progress=False)
+    header = tfrecorder.convert(table, str(tmp_path / "header"), split_fractions=(1, 0, 0), progress=False,
+                                validate_audio="header")
+    assert (full.splits["TRAIN"].written, header.splits["TRAIN"].written) == (1, 2)  # the cut FLAC is decoded
+    monkeypatch.setattr(audio, "MAX_SAMPLES", RATE // 4)  # the budget, as a clip of hours meets it
+    with pytest.raises(tfrecorder.TFRecorderError, match=r"too_large: 2 rows.*32,000 samples x 1 channels is over "
+                                                          r"the decoded-samples budget of 4,000"):
+        tfrecorder.convert(table, str(tmp_path / "bounded"), split_fractions=(1, 0, 0), progress=False)
+    with pytest.raises(tfrecorder.TFRecorderError, match="validate_audio='quick'"):
+        tfrecorder.convert(table, str(tmp_path / "bad"), validate_audio="quick")

@@ -23,7 +23,7 @@ def test_inference_by_name_and_dtype():
         "i": types.IntegerInput, "f": types.FloatInput, "b": types.IntegerInput, "s": types.StringInput,
         "raw": types.StringInput, "ni": types.IntegerInput, "il": types.IntegerListInput,
         "fl": types.FloatListInput, "sl": types.StringListInput, "cat": types.StringInput,
-        "arr": types.Tensor(shape=(2,), dtype="float64", encoding="bytes"),  # numpy arrays of one length
+        "arr": types.Tensor(shape=(2,), dtype="float64"),  # numpy arrays of one length (encoded as checked)
     }
 
 

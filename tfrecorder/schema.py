@@ -213,6 +213,8 @@ def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | N
         return types.MaskUri
     if holds_images(name, series):
         return types.ImageBytes
+    if (by_name := named_type(name)) is not None:  # whatever a file's own schema says of it (a string column)
+        return by_name
     # a file's own schema decides over the values of a part (a list<double> column of numpy arrays stays lists)
     if name != LABEL_COLUMN and known is None and (claimed := claimed_type(series)) is not None:
         return claimed
@@ -222,6 +224,14 @@ def infer_column_type(name: str, series: pd.Series, known: tuple[Kind, bool] | N
             return _float_label(name, series)
         return types.LABEL_TYPES[(Kind.BYTES if kind is Kind.BYTES else Kind.INT64, is_list)]
     return types.FEATURE_TYPES[(kind, is_list)]
+
+
+def named_type(name: str) -> type[ColumnType] | None:
+    """The type of a column a connector claims by its name (``Connector.claimed_names``: ``audio_uri``), or None."""
+    for connector_class in tuple(REGISTERED.values()):
+        if name in connector_class.claimed_names:
+            return types.column_type(connector_class())
+    return None
 
 
 def claimed_type(series: pd.Series) -> type[ColumnType] | None:

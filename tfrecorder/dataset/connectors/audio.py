@@ -56,6 +56,7 @@ class Audio(Media):
     summarized_measures = ("sample_rate", "num_channels")
     supervised_input = True
     own_file = True
+    claimed_names = AUDIO_COLUMNS
 
     def __init__(self, sample_rate: int | None = None, channels: int | None = None, format: str | None = None,
                  validate: str = DEFAULT_VALIDATE_AUDIO, rates: Sequence[int] | None = None):
@@ -79,10 +80,8 @@ class Audio(Media):
 
     @classmethod
     def claim(cls, series: pd.Series) -> Audio | None:
-        """A column named ``audio``/``audio_uri``, or of Hugging Face ``Audio`` values (dicts of ``bytes`` and
-        ``path``, or of ``array`` and ``sampling_rate``)."""
-        if str(series.name) in AUDIO_COLUMNS:
-            return cls()
+        """A column of Hugging Face ``Audio`` values (dicts of ``bytes`` and ``path``, or of ``array`` and
+        ``sampling_rate``); one named ``audio``/``audio_uri`` is claimed by its name (``claimed_names``)."""
         first = next((v for v in series.head(100) if v is not None and not isinstance(v, float)), None)
         if isinstance(first, Mapping) and ({"array", "sampling_rate"} <= set(first) or (
                 {"bytes", "path"} <= set(first) and _audio_file(first.get("path"), first.get("bytes")))):
@@ -150,7 +149,8 @@ class Audio(Media):
             raise ImageError("empty_audio", f"{uri}: the file holds no samples")
         if info.frames * info.channels > MAX_SAMPLES:
             raise ImageError("too_large", f"{uri}: {info.frames:,} samples x {info.channels} channels is over the "
-                                          f"decoded-samples budget of {MAX_SAMPLES:,} (about 1 GiB decoded)")
+                                          f"decoded-samples budget of {MAX_SAMPLES:,} "
+                                          f"({MAX_SAMPLES * 4 / 2**20:,.0f} MiB as float32)")
         _check_wav_length(data, info, uri)
         again = (self.sample_rate not in (None, info.samplerate) or self.channels not in (None, info.channels)
                  or self.format not in (None, DEFAULT_AUDIO_FORMAT, kind))

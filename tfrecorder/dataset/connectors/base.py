@@ -62,6 +62,7 @@ class Connector:
     feature_bytes: ClassVar[bool] = False
     # Whether ``as_supervised=True`` gives it alone as the input of a dataset without an image (an audio clip).
     supervised_input: ClassVar[bool] = False
+    claimed_names: ClassVar[tuple[str, ...]] = ()  # input columns it stores by their name alone (``audio_uri``)
     own_file: ClassVar[bool] = False  # whether inspect writes a record's value as a file of its own, not into data.csv
 
     @property
