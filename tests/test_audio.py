@@ -138,7 +138,9 @@ def test_sample_rate_resamples_channels_downmix_and_wav_is_decoded_in_the_graph(
     rates = [8000, 22050, 44100]
     for row, rate in enumerate(rates):
         write_clip(tmp_path / f"{row}.flac", row, "FLAC", rate=rate, channels=2)
-    table = pd.DataFrame({"audio": [str(tmp_path / f"{row}.flac") for row in range(3)], "row": range(3)})
+    write_clip(tmp_path / "3.opus", 3, "OGG", "OPUS", rate=48_000, channels=2)  # Opus is 48 kHz
+    paths = [str(tmp_path / f"{row}.flac") for row in range(3)] + [str(tmp_path / "3.opus")]
+    table = pd.DataFrame({"audio": paths, "row": range(4)})
     tfrecorder.convert(table, str(tmp_path / "out"), sample_rate=RATE, audio_channels=1, audio_format="wav",
                        progress=False)
     for ex in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN"):
