@@ -210,7 +210,7 @@ class Audio(Media):
         channels, name = self.channels, feature.name
 
         def decode(example: dict) -> dict:
-            wave = decode_tf(example[name], channels)
+            wave = decode_tf(example[name], channels, length)
             if length is not None:
                 wave = tf.pad(wave[:length], [[0, tf.maximum(0, length - tf.shape(wave)[0])]]
                               + [[0, 0]] * (wave.shape.rank - 1))
@@ -333,17 +333,19 @@ def _decoded(data: bytes, info: Any, uri: str) -> np.ndarray:
     return samples
 
 
-def decode_numpy(data: bytes, channels: int | None = None) -> np.ndarray:
-    """A stored clip as float32 samples in [-1, 1]: ``[T]`` where the dataset is mono, else ``[T, C]``."""
+def decode_numpy(data: bytes, channels: int | None = None, frames: int = -1) -> np.ndarray:
+    """A stored clip as float32 samples in [-1, 1]: ``[T]`` where the dataset is mono, else ``[T, C]``; its
+    first ``frames`` only, where given (-1: all)."""
     import soundfile
 
-    samples, _ = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    samples, _ = soundfile.read(io.BytesIO(data), frames=frames, dtype="float32", always_2d=True)
     return samples[:, 0] if channels == 1 else samples
 
 
-def decode_tf(data: Any, channels: int | None) -> Any:
+def decode_tf(data: Any, channels: int | None, length: int | None = None) -> Any:
     """A stored clip (a scalar string tensor) as float32 ``[T]`` (``channels`` 1) or ``[T, C]``: 16-bit PCM WAV
-    by ``tf.audio.decode_wav`` in the graph, any other by libsndfile (``tf.numpy_function``)."""
+    by ``tf.audio.decode_wav`` in the graph, any other by libsndfile (``tf.numpy_function``), which decodes only
+    the first ``length`` samples where that is all that is kept (a FLAC or MP3 of minutes cut to one second)."""
     import tensorflow as tf
 
     wav16 = tf.logical_and(tf.equal(tf.strings.substr(data, 0, 4), b"RIFF"),
@@ -352,7 +354,8 @@ def decode_tf(data: Any, channels: int | None) -> Any:
     wav16 = tf.logical_and(wav16, tf.equal(tf.strings.substr(data, 34, 2), b"\x10\x00"))
 
     def other() -> Any:
-        wave = tf.numpy_function(lambda b: decode_numpy(bytes(b)), [data], tf.float32, stateful=False)
+        wave = tf.numpy_function(lambda b: decode_numpy(bytes(b), frames=-1 if length is None else length), [data],
+                                 tf.float32, stateful=False)
         return tf.reshape(wave, [tf.shape(wave)[0], -1])
 
     wave = tf.cond(wav16, lambda: tf.audio.decode_wav(data).audio, other)
