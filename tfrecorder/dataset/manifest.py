@@ -69,6 +69,8 @@ class Manifest:
     tfds: dict[str, Any] | None = None  # the TFDS metadata beside the shards, or why there is none
     objects: dict[str, Any] | None = None  # a detection dataset's: box format and features, objects per class
     masks: dict[str, Any] | None = None  # a segmentation dataset's: mask feature, classes, pixels per class
+    # records that are tf.train.SequenceExamples: record_format and the features kept as feature lists
+    sequences: dict[str, Any] | None = None
     errors_file: str = ERRORS_NAME
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
@@ -108,6 +110,8 @@ class Manifest:
         for feature in data["features"]:  # listed only for a connector that takes them (as 0.4 wrote the rest)
             if feature["parameters"] is None:
                 del feature["parameters"]
+        if data["sequences"] is None:  # listed only for SequenceExample records (dataset.json is as 0.4 wrote it)
+            del data["sequences"]
         ordered = {k: data.pop(k) for k in ("format", "format_version", "tfrecorder_version")}
         ordered.update(data)
         ordered["digests"] = section_digests(json.loads(json.dumps(ordered)))  # of what a reader parses back
@@ -164,6 +168,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "image": ("image description", lambda d: d.get("image")),
     "objects": ("objects description", lambda d: d.get("objects")),
     "masks": ("masks description", lambda d: d.get("masks")),
+    "sequences": ("sequences description", lambda d: d.get("sequences")),
 }
 
 
