@@ -388,14 +388,14 @@ class Encoders:
     record per image."""
 
     rows: type[ExampleEncoder] | type[SegmentationAPIEncoder]
-    objects: type[ObjectEncoder]
+    objects: type[ObjectEncoder] | None  # None: the layout has no detection records (``refuses_detection``)
 
 
 # Each record layout's encoders, by its name (dataset/ cannot import write/, so the layout names them here).
 ENCODERS = {
     layouts.DEFAULT.name: Encoders(ExampleEncoder, ObjectEncoder),
     layouts.OBJECT_DETECTION.name: Encoders(SegmentationAPIEncoder, DetectionAPIObjectEncoder),
-    layouts.SEQUENCE_EXAMPLE.name: Encoders(SequenceExampleEncoder, ObjectEncoder),  # detection: refused (planning)
+    layouts.SEQUENCE_EXAMPLE.name: Encoders(SequenceExampleEncoder, None),
 }
 
 
