@@ -65,6 +65,7 @@ def test_sequences_are_feature_lists_a_feature_a_step_and_the_rest_is_context(wr
         (row.input_ids or [])
     manifest = json.loads((out / "dataset.json").read_text())
     assert manifest["sequences"] == {"record_format": "sequence_example", "feature_lists": ["input_ids", "frames"]}
+    assert manifest["format_version"] == 6  # a tfrecorder that reads 5 asks for an upgrade, not reads context alone
 
 
 def test_load_dataset_gives_t_by_step_a_record_ragged_batches_and_pads(written):
