@@ -8,15 +8,24 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tfrecorder.dataset.layouts import DEFAULT, LAYOUTS, OBJECT_DETECTION, RECORD_FORMATS, layout_of
+from tfrecorder.dataset.layouts import (
+    DEFAULT,
+    LAYOUTS,
+    OBJECT_DETECTION,
+    RECORD_FORMATS,
+    SEQUENCE_EXAMPLE,
+    layout_of,
+)
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.record.encode import ENCODERS
 
 
 def test_the_choices_are_the_layouts_and_each_has_its_encoders():
-    assert RECORD_FORMATS == ("tfrecorder", "tf_object_detection") == tuple(LAYOUTS)
+    assert RECORD_FORMATS == ("tfrecorder", "tf_object_detection", "sequence_example") == tuple(LAYOUTS)
     assert set(ENCODERS) == set(LAYOUTS)
-    assert all(ENCODERS[name].objects.layout is layout for name, layout in LAYOUTS.items())
+    assert all(ENCODERS[name].objects.layout is layout for name, layout in LAYOUTS.items()
+               if layout.refuses_detection is None)
+    assert [name for name, layout in LAYOUTS.items() if ENCODERS[name].objects is None] == ["sequence_example"]
 
 
 @pytest.mark.parametrize("layout", [DEFAULT, OBJECT_DETECTION], ids=lambda layout: layout.name)
@@ -42,11 +51,15 @@ def test_load_dataset_names_the_image_image_in_every_layout():
 
 
 def test_a_dataset_names_its_layout_and_an_unknown_one_is_refused():
-    assert layout_of(SimpleNamespace(objects=None, masks=None)) is DEFAULT
-    assert layout_of(SimpleNamespace(objects=None, masks={"record_format": "tf_object_detection"})) is OBJECT_DETECTION
+    assert layout_of(SimpleNamespace(objects=None, masks=None, sequences=None)) is DEFAULT
+    assert layout_of(SimpleNamespace(objects=None, masks={"record_format": "tf_object_detection"},
+                                     sequences=None)) is OBJECT_DETECTION
+    assert layout_of(SimpleNamespace(objects=None, masks=None,
+                                     sequences={"record_format": "sequence_example"})) is SEQUENCE_EXAMPLE
     with pytest.raises(TFRecorderError, match=r"^dataset.json says record_format='array_record', which this version "
-                                              r"of tfrecorder does not know \(tfrecorder, tf_object_detection\)"):
-        layout_of(SimpleNamespace(objects={"record_format": "array_record"}, masks=None))
+                                              r"of tfrecorder does not know \(tfrecorder, tf_object_detection, "
+                                              r"sequence_example\)"):
+        layout_of(SimpleNamespace(objects={"record_format": "array_record"}, masks=None, sequences=None))
 
 
 def test_the_label_map_counts_from_the_layouts_first_class_id():

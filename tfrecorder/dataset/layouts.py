@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from tfrecorder.dataset import features
+from tfrecorder.dataset.example_proto import flattened, parse_example, parse_sequence_example
 from tfrecorder.dataset.features import Feature
 from tfrecorder.dataset.manifest import Manifest
 from tfrecorder.errors import TFRecorderError
@@ -54,6 +55,10 @@ class RecordLayout:
     plain_tables: bool = True  # False: only detection and segmentation tables have records in this layout
     not_read_by: Mapping[str, str] = field(default_factory=dict)
     instance_mask: Feature | None = None  # each object's instance mask (a PNG an object)
+    # Records are tf.train.SequenceExamples: sequences (``is_feature_list``) in its feature_lists, the rest in its
+    # context, under this layout's keys
+    sequences: bool = False
+    refuses_detection: str | None = None  # why a detection table has no records in this layout (None: it has)
 
     def __repr__(self) -> str:
         return f"RecordLayout({self.name!r})"
@@ -132,6 +137,13 @@ class RecordLayout:
         items = [(i + self.first_class_id, name) for i, name in enumerate(vocabulary)] if vocabulary else []
         return {self.label_map: "".join(f"item {{\n  id: {i}\n  name: {json.dumps(name)}\n}}\n" for i, name in items)}
 
+    def parse_record(self, data: bytes, where: str, index: int) -> Any:
+        """A record as the tf.train.Example (protobuf) readers read: as it is, or a SequenceExample's context and
+        feature lists in one (``example_proto.flattened``); a TFRecorderError naming ``where`` and ``index``."""
+        if self.sequences:
+            return flattened(parse_sequence_example(data, where, index))
+        return parse_example(data, where, index)
+
     def check_reader(self, reader: str) -> None:
         """Refuse, in one line, a reader that does not read this layout."""
         why = self.not_read_by.get(reader)
@@ -174,14 +186,26 @@ OBJECT_DETECTION = RecordLayout(
     },
 )
 
-LAYOUTS: dict[str, RecordLayout] = {layout.name: layout for layout in (DEFAULT, OBJECT_DETECTION)}
+# record_format="sequence_example": a record a row as a tf.train.SequenceExample (tf.io.parse_sequence_example),
+# our keys; its sequences (token ids, frames [T, 8]) a Feature a step. TFDS reads tf.train.Examples only.
+_SEQUENCES = "sequence_example"
+SEQUENCE_EXAMPLE = replace(
+    DEFAULT, name=_SEQUENCES, sequences=True,
+    refuses_detection=f"record_format={_SEQUENCES!r} writes a SequenceExample a row, and a detection table's rows "
+                      f"are boxes, gathered into a record per image: convert it with the default record_format",
+    not_read_by={"tfds": f"record_format={_SEQUENCES!r}: TFDS reads tf.train.Examples, not SequenceExamples; "
+                         f"convert with the default record_format for TFDS"},
+)
+
+LAYOUTS: dict[str, RecordLayout] = {layout.name: layout for layout in (DEFAULT, OBJECT_DETECTION, SEQUENCE_EXAMPLE)}
 RECORD_FORMATS = tuple(LAYOUTS)  # record_format's choices, the default first
 DEFAULT_RECORD_FORMAT = DEFAULT.name
 
 
 def layout_of(manifest: Manifest) -> RecordLayout:
     """The layout a dataset's records have, as its dataset.json records it."""
-    name = (manifest.objects or manifest.masks or {}).get("record_format", DEFAULT_RECORD_FORMAT)
+    name = (manifest.objects or manifest.masks or manifest.sequences or {}).get("record_format",
+                                                                                DEFAULT_RECORD_FORMAT)
     if name not in LAYOUTS:
         raise TFRecorderError(f"dataset.json says record_format={name!r}, which this version of tfrecorder does "
                               f"not know ({', '.join(RECORD_FORMATS)}): upgrade tfrecorder")
@@ -194,3 +218,21 @@ def first_class_id_of(manifest: Manifest) -> int:
     hold (``objects.first_class_id``, which only a manifest inferred from them has)."""
     found = (manifest.objects or {}).get("first_class_id")
     return int(found) if isinstance(found, int) else layout_of(manifest).first_class_id
+
+
+def is_feature_list(connector: Any, role: str) -> bool:
+    """Whether a SequenceExample keeps a feature (its ``connector`` and dataset.json's ``role``) in its
+    feature_lists: a feature column (not the label) whose kind is a sequence (``Connector.step_shape``: a list's
+    values, a tensor whose first dimension varies)."""
+    return role == "feature" and connector.step_shape is not None
+
+
+def feature_lists_of(manifest: Manifest) -> tuple[str, ...]:
+    """The features a dataset's records keep as SequenceExample feature lists (dataset.json's
+    ``sequences.feature_lists``); none for tf.train.Example records."""
+    return tuple((manifest.sequences or {}).get("feature_lists") or ())
+
+
+def sequences_entry(feature_lists: Sequence[str]) -> dict[str, Any]:
+    """dataset.json's ``sequences`` of a dataset of SequenceExamples keeping ``feature_lists`` as feature lists."""
+    return {"record_format": SEQUENCE_EXAMPLE.name, "feature_lists": list(feature_lists)}

@@ -20,6 +20,10 @@ _DTYPES = tuple(kind.value for kind in Kind)  # the dtypes a record's features h
 FORMAT_VERSION = 5  # 2: shard index files, tf_compression_type, tfds; 3: float64_reason, pandas; 4: objects;
 # 5: digests (a section edited after the shards were written is named), objects.max_objects, each feature's
 # connector (a dataset.json without them has them guessed as it is read: named_connectors)
+# 6: sequences (SequenceExample records), written only by a dataset.json that has them, so that a reader knowing 5
+# reads every other one and asks for an upgrade for these (it would read their records as tf.train.Examples)
+SEQUENCES_FORMAT_VERSION = 6
+NEWEST_FORMAT_VERSION = SEQUENCES_FORMAT_VERSION  # the newest this tfrecorder reads
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
@@ -69,6 +73,8 @@ class Manifest:
     tfds: dict[str, Any] | None = None  # the TFDS metadata beside the shards, or why there is none
     objects: dict[str, Any] | None = None  # a detection dataset's: box format and features, objects per class
     masks: dict[str, Any] | None = None  # a segmentation dataset's: mask feature, classes, pixels per class
+    # records that are tf.train.SequenceExamples: record_format and the features kept as feature lists
+    sequences: dict[str, Any] | None = None
     errors_file: str = ERRORS_NAME
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
@@ -78,6 +84,8 @@ class Manifest:
     def __post_init__(self) -> None:
         # Written for readers without tfrecorder; always what ``compression`` says, whatever the file held.
         object.__setattr__(self, "tf_compression_type", TF_COMPRESSION_TYPES.get(self.compression, ""))
+        if self.sequences is not None:
+            object.__setattr__(self, "format_version", max(self.format_version, SEQUENCES_FORMAT_VERSION))
 
     @property
     def vocabulary(self) -> list[str] | None:
@@ -108,6 +116,8 @@ class Manifest:
         for feature in data["features"]:  # listed only for a connector that takes them (as 0.4 wrote the rest)
             if feature["parameters"] is None:
                 del feature["parameters"]
+        if data["sequences"] is None:  # listed only for SequenceExample records (dataset.json is as 0.4 wrote it)
+            del data["sequences"]
         ordered = {k: data.pop(k) for k in ("format", "format_version", "tfrecorder_version")}
         ordered.update(data)
         ordered["digests"] = section_digests(json.loads(json.dumps(ordered)))  # of what a reader parses back
@@ -120,10 +130,10 @@ class Manifest:
             data = json.loads(text)
             if data.get("format") != FORMAT_NAME:
                 raise TFRecorderError(f"{where}: not a tfrecorder dataset.json (format={data.get('format')!r})")
-            if data.get("format_version", 0) > FORMAT_VERSION:
+            if data.get("format_version", 0) > NEWEST_FORMAT_VERSION:
                 raise TFRecorderError(
                     f"{where}: format version {data['format_version']} is newer than this tfrecorder "
-                    f"understands ({FORMAT_VERSION}); upgrade tfrecorder"
+                    f"understands ({NEWEST_FORMAT_VERSION}); upgrade tfrecorder"
                 )
             edited = _edited_sections(where, data)
             data["features"] = [FeatureInfo(**f) for f in data["features"]]
@@ -164,6 +174,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "image": ("image description", lambda d: d.get("image")),
     "objects": ("objects description", lambda d: d.get("objects")),
     "masks": ("masks description", lambda d: d.get("masks")),
+    "sequences": ("sequences description", lambda d: d.get("sequences")),
 }
 
 

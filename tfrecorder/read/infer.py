@@ -13,8 +13,8 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
-from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD
-from tfrecorder.dataset.example_proto import parse_example
+from tfrecorder.dataset.connectors import BY_KIND, KINDS_BY_FIELD, Tensor
+from tfrecorder.dataset.example_proto import flattened, parse_sequence_example
 from tfrecorder.dataset.foreign import (
     deeper_files_error,
     deeper_record_folders,
@@ -23,6 +23,7 @@ from tfrecorder.dataset.foreign import (
     split_folder_files,
     split_of,
 )
+from tfrecorder.dataset.layouts import sequences_entry
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest, RowCounts, ShardInfo, named_connectors
 from tfrecorder.dataset.records import INDEX_SUFFIX, read_records
 from tfrecorder.dataset.storage import METADATA_MAX_BYTES, filesystem, read_side_file
@@ -86,7 +87,7 @@ def _records(fs: Any, paths: list[str]) -> list[str]:
 
 
 def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> Manifest:
-    """A Manifest for TFRecord files of tf.train.Example written by any tool."""
+    """A Manifest for TFRecord files of tf.train.Example (or SequenceExample) written by any tool."""
     fs, paths = find_files(source, storage_timeout)
     splits: dict[str, list[ShardInfo]] = {}
     compression = None
@@ -100,15 +101,19 @@ def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT
             count = 0
             try:
                 for record in read_records(f, compression):
-                    if len(samples) < SAMPLE_RECORDS:
-                        samples.append(parse_example(record, url, count))
+                    if len(samples) < SAMPLE_RECORDS:  # a tf.train.Example is a SequenceExample of no lists
+                        samples.append(parse_sequence_example(record, url, count))
                     tally.add(split, record, url, count)
                     count += 1
             except TFRecorderError as e:
                 raise TFRecorderError(f"{url} is not a readable TFRecord file: {e}") from e
         shard = ShardInfo(url, count, fs.size(path), "")
         splits.setdefault(split, []).append(shard)
-    features, image, label = _infer_features(samples, fs, paths)
+    features, image, label = _infer_features([flattened(sample) for sample in samples], fs, paths)
+    lists = _feature_lists(samples)
+    sequences = sequences_entry(list(lists)) if lists else None
+    left_out = _listed(samples) - set(lists)
+    features = [lists.get(f.name, f) for f in features if f.name not in left_out]
     splits = {name: splits[name] for name in (TRAIN, VALIDATION, TEST) if name in splits}
     rows = {k: RowCounts(sum(s.records for s in v), sum(s.records for s in v)) for k, v in splits.items()}
     objects = None
@@ -123,7 +128,46 @@ def infer_manifest(source: str | Sequence[str], storage_timeout: float = DEFAULT
     return Manifest(  # connectors guessed from what the records hold, as for a dataset.json naming none
         tfrecorder_version="foreign", features=named_connectors(features, label), splits=splits,
         rows=rows, compression=compression, label=label, image=image, runner="foreign", objects=objects,
+        sequences=sequences,
     )
+
+
+def _listed(samples: list[Any]) -> set[str]:
+    """The names of the feature lists the sampled SequenceExamples hold."""
+    return {name for sample in samples for name in sample.feature_lists.feature_list}
+
+
+def _feature_lists(samples: list[Any]) -> dict[str, FeatureInfo]:
+    """The feature lists of sampled SequenceExamples (none for tf.train.Examples), each as a feature read back
+    ``[T, ...]``: a list of its kind where every step holds one value (token ids), a tensor ``(None, k)`` where
+    every step holds k (frames). Others are left out, said in the log: ``tf.io.parse_sequence_example`` reads a
+    feature list whose steps are of one kind and length."""
+    steps: dict[str, tuple[set[str], set[int]]] = {}
+    for sample in samples:
+        for name, feature_list in sample.feature_lists.feature_list.items():
+            kinds, lengths = steps.setdefault(name, (set(), set()))
+            for step in feature_list.feature:
+                kind = step.WhichOneof("kind")
+                if kind is not None:
+                    kinds.add(kind)
+                    lengths.add(len(getattr(step, kind).value))
+    found = {}
+    for name, (kinds, lengths) in sorted(steps.items()):
+        kind = KINDS_BY_FIELD[next(iter(kinds))] if len(kinds) == 1 else Kind.INT64  # no steps: any kind
+        if len(kinds) > 1 or len(lengths) > 1 or (kind is Kind.BYTES and lengths - {1}):
+            logger.warning("feature list %r is left out: its steps hold %s, which tf.io.parse_sequence_example "
+                           "cannot read with one spec", name,
+                           " and ".join(sorted(kinds)) if len(kinds) > 1 else
+                           f"{' and '.join(map(str, sorted(lengths)))} values")
+            continue
+        width = lengths.pop() if lengths else 1
+        if width == 1:  # its connector guessed as a list's (named_connectors)
+            found[name] = FeatureInfo(name, "feature", kind.value, [None])
+        else:
+            tensor = Tensor((None, width), kind.value)
+            found[name] = FeatureInfo(name, "feature", tensor.dtype, tensor.shape, connector=tensor.name,
+                                      parameters=tensor.parameters())
+    return found
 
 
 def _detection(features: list[FeatureInfo], tally: ObjectTally, fs: Any, paths: list[str]):

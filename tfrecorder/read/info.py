@@ -18,6 +18,7 @@ from PIL import Image, ImageDraw, ImageOps
 from tfrecorder._notebook import in_notebook
 from tfrecorder.dataset import connectors
 from tfrecorder.dataset.features import IMAGE, IMAGE_URI, OBJECTS, SEGMENTATION_MASK
+from tfrecorder.dataset.layouts import feature_lists_of, layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
@@ -47,6 +48,7 @@ class DatasetInfo:
             "label_counts": self.label_counts,
             "compression": m.compression,
             "leakage": m.leakage.get("count", 0),
+            "feature_lists": list(feature_lists_of(m)),  # SequenceExample records: each read [T, ...]
         }
 
     def __str__(self) -> str:
@@ -58,6 +60,9 @@ class DatasetInfo:
             if counts:
                 lines.append(f"    {self._counted(name)}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
         lines.append("  features: " + ", ".join(f"{k} ({v})" for k, v in self.summary()["features"].items()))
+        if layout_of(self.manifest).sequences:
+            lines.append("  records: tf.train.SequenceExample; feature lists: "
+                         + (", ".join(self.summary()["feature_lists"]) or "none"))
         return "\n".join(lines)
 
     def _counted(self, split: str) -> str:

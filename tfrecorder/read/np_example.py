@@ -14,7 +14,6 @@ import numpy as np
 
 from tfrecorder.dataset import connectors
 from tfrecorder.dataset.connectors import np_geometry
-from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.features import (
     DEFAULT_RESIZE_MODE,
     IMAGE,
@@ -24,7 +23,7 @@ from tfrecorder.dataset.features import (
     IMAGE_WIDTH,
     OBJECTS,
 )
-from tfrecorder.dataset.layouts import DEFAULT
+from tfrecorder.dataset.layouts import DEFAULT, layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import TFRECORDER2_FORMAT
@@ -61,6 +60,7 @@ class ExampleDecoder:
                  resize_mode: str = DEFAULT_RESIZE_MODE, where: str = ""):
         self.manifest, self.image_size, self.resize_mode, self.where = manifest, image_size, resize_mode, where
         self._features = [(f, connectors.of(f)) for f in manifest.features]
+        self._records = layout_of(manifest)
         label = (manifest.label or {}).get("feature")
         self._label = label if manifest.vocabulary is not None else None
         info = manifest.image or {}
@@ -73,7 +73,7 @@ class ExampleDecoder:
 
     def __call__(self, record: bytes, where: str, number: int) -> dict[str, Any]:
         """The record ``number`` of ``where`` (for errors) decoded."""
-        stored = parse_example(record, where, number).features.feature
+        stored = self._records.parse_record(record, where, number).features.feature
         out: dict[str, Any] = {}
         objects: dict[str, Any] = {}
         for feature, connector in self._features:

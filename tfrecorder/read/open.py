@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 from tfrecorder.dataset import connectors
-from tfrecorder.dataset.example_proto import parse_example
 from tfrecorder.dataset.file_formats import format_of_file
+from tfrecorder.dataset.layouts import layout_of
 from tfrecorder.dataset.manifest import (
     ERRORS_NAME,
     MANIFEST_NAME,
@@ -90,7 +90,8 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
                               f"dataset again, and `tfrecorder verify {folder.url}` checks every shard")
     # The shard is the one written with dataset.json (its size and first record): where they disagree now,
     # dataset.json was edited.
-    problem = record_problem(parse_example(first, folder.url_of(shard.file), 0), manifest.features) if first else None
+    problem = record_problem(layout_of(manifest).parse_record(first, folder.url_of(shard.file), 0),
+                             manifest.features) if first else None
     if problem is None and count_index and shard.index is not None:
         problem = _index_count_problem(folder, split, shard)
     if problem:

@@ -75,13 +75,16 @@ def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Se
     check_shards(manifest, folder, names)
     expected = sum(shard.records for name in names for shard in manifest.splits[name])
     collectors = [_Collector(f, expected) for f in features]
+    parse_record = layout_of(manifest).parse_record if layout_of(manifest).sequences else None
     rows = 0
     for name in names:
         for records, where, first in _batches(folder, manifest, name):  # a batch of records at a time
             rows += len(records)
-            decoded = wire.decode(records, features)
-            if decoded is None:  # not in the plain layout: protobuf decodes it
-                examples = [parse_example(r, where, first + i) for i, r in enumerate(records)]
+            # SequenceExamples, or a batch not in the plain layout: protobuf decodes it
+            decoded = None if parse_record is not None else wire.decode(records, features)
+            if decoded is None:
+                parse = parse_record or parse_example
+                examples = [parse(r, where, first + i) for i, r in enumerate(records)]
                 decoded = [_decoded(examples, f) for f in features]
             for collector, column in zip(collectors, decoded):
                 collector.add(column)

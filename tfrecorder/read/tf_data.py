@@ -22,7 +22,7 @@ from tfrecorder.dataset.features import (
     RESIZE_MODES,
 )
 from tfrecorder.dataset.file_formats import format_of_files
-from tfrecorder.dataset.layouts import first_class_id_of, layout_of
+from tfrecorder.dataset.layouts import feature_lists_of, first_class_id_of, layout_of
 from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
@@ -131,31 +131,55 @@ def feature_spec(tfrecord_dir: Any, features: Sequence[str] | None = None) -> di
     Scalars are ``FixedLenFeature`` (nullable ones with dataset.json's default), lists ``RaggedFeature``.
     A float64 feature (dtype "float64" in dataset.json, see ``float_precision``) is stored as the int64
     bits of each value: parse it as int64, then ``tf.bitcast(x, tf.float64)``. For reading the shards
-    with plain ``tf.data``; ``load_dataset`` does all of this for you.
+    with plain ``tf.data``; ``load_dataset`` does all of this for you. Records written with
+    ``record_format="sequence_example"`` (or others' SequenceExamples) get ``{"context_features": ...,
+    "sequence_features": ...}``, the keywords of ``tf.io.parse_sequence_example``: each feature list a
+    ``FixedLenSequenceFeature`` of one step's shape (``[T, ...]`` a record).
 
     Args:
         tfrecord_dir: a dataset folder (ours or others' TFRecords), local or a URL.
         features: the features to include (None: every one).
 
     Returns:
-        ``{feature name: tf.io.FixedLenFeature | tf.io.RaggedFeature | ...}``, for ``tf.io.parse_example``.
+        ``{feature name: tf.io.FixedLenFeature | tf.io.RaggedFeature | ...}``, for ``tf.io.parse_example``
+        (SequenceExamples: ``tf.io.parse_sequence_example(records, **spec)``).
 
     Examples:
         >>> spec = tfrecorder.feature_spec(dataset_dir)
         >>> spec["label"]
         FixedLenFeature(shape=[], dtype=tf.int64, default_value=None)
     """
-    return _spec(open_dataset(tfrecord_dir)[0], features)
+    manifest = open_dataset(tfrecord_dir)[0]
+    spec = _spec(manifest, features)
+    if not layout_of(manifest).sequences:
+        return spec
+    lists = feature_lists_of(manifest)
+    return {"context_features": {name: s for name, s in spec.items() if name not in lists},
+            "sequence_features": {name: s for name, s in spec.items() if name in lists}}
 
 
 def _spec(manifest: Manifest, names: Sequence[str] | None = None) -> dict[str, Any]:
-    """The tf.io.parse_example spec for the manifest's features (all, or ``names``)."""
+    """The tf.io.parse_example spec for the manifest's features (all, or ``names``); a SequenceExample's feature
+    lists (``layouts.feature_lists_of``) each a ``FixedLenSequenceFeature`` of its step's shape."""
     wanted = [manifest.feature(n) for n in names] if names is not None else manifest.features
-    return {f.name: _parse_spec(f) for f in wanted}
+    lists = feature_lists_of(manifest)
+    return {f.name: _sequence_spec(f) if f.name in lists else _parse_spec(f) for f in wanted}
 
 
 def _parse_spec(feature: FeatureInfo) -> Any:
     return connectors.of(feature).parse_spec(feature)
+
+
+def _sequence_spec(feature: FeatureInfo) -> tf.io.FixedLenSequenceFeature:
+    """A feature list's spec: a Feature a step holding ``step_shape``'s values; a record without the list has none
+    (the writer leaves a missing sequence out)."""
+    connector = connectors.of(feature)
+    return tf.io.FixedLenSequenceFeature(connector.step_shape, tf.as_dtype(connector.tf_dtype), allow_missing=True)
+
+
+def _varies(spec: Any) -> bool:
+    """Whether a feature parsed with ``spec`` has a length that differs between records (batched ragged)."""
+    return isinstance(spec, (tf.io.RaggedFeature, tf.io.FixedLenSequenceFeature))
 
 
 def _parser(manifest: Manifest, spec: dict[str, Any], where: str, single: bool = False):
@@ -167,13 +191,43 @@ def _parser(manifest: Manifest, spec: dict[str, Any], where: str, single: bool =
     if label in decoders and manifest.vocabulary is not None:
         named = _counted_from(decoders[label], first_class_id_of(manifest))  # an index into the names
         decoders[label] = _in_vocabulary(named, len(manifest.vocabulary), where)
-    parse_records = tf.io.parse_single_example if single else tf.io.parse_example
+    lists = [name for name in feature_lists_of(manifest) if name in spec]
+    parse_records = (_sequence_parser(spec, lists, single) if layout.sequences else
+                     tf.io.parse_single_example if single else tf.io.parse_example)
 
     def parse(records: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = parse_records(records, spec)
         return {layout.read_name(name): decoders[name](tensor) for name, tensor in parsed.items()}
 
     return parse
+
+
+def _sequence_parser(spec: dict[str, Any], lists: list[str], single: bool):
+    """``tf.io.parse_example``'s twin for SequenceExamples: the context's features and each feature list (``lists``)
+    in one dict, a feature list as an Example's list of its values parses (one record: ``[T, *step]``; a batch:
+    ragged, each record's values flat, as a ``RaggedFeature`` gives them), so that each connector decodes it as
+    it decodes its own kind."""
+    context = {name: s for name, s in spec.items() if name not in lists} or None
+    sequence = {name: spec[name] for name in lists} or None
+
+    def parse(records: tf.Tensor, _: Any) -> dict[str, tf.Tensor]:  # (records, spec): parse_example's arguments
+        if single:
+            found, steps = tf.io.parse_single_sequence_example(records, context, sequence)
+            return {**found, **steps}
+        found, steps, lengths = tf.io.parse_sequence_example(records, context, sequence)
+        return {**found, **{name: _flat_ragged(value, lengths[name]) for name, value in steps.items()}}
+
+    return parse
+
+
+def _flat_ragged(steps: tf.Tensor, lengths: tf.Tensor) -> tf.RaggedTensor:
+    """A batch's feature list, padded ``[B, T, *step]``, as ``[B, (T * step values)]``."""
+    per_step = 1
+    for size in steps.shape[2:]:
+        per_step *= size
+    shape = tf.shape(steps, out_type=tf.int64)
+    flat = tf.reshape(steps, tf.stack([shape[0], shape[1] * per_step]))
+    return tf.RaggedTensor.from_tensor(flat, lengths=lengths * per_step)
 
 
 def _counted_from(decode: Any, first: int):
@@ -385,7 +439,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
         records = records.cache()
     if o.shuffle:
         records = records.shuffle(o.shuffle_buffer, seed=o.seed, reshuffle_each_iteration=True)
-    ragged = any(isinstance(s, tf.io.RaggedFeature) for s in spec.values())
+    ragged = any(_varies(s) for s in spec.values())
     where = folder.url_of(MANIFEST_NAME)
     parse = _parser(manifest, spec, where)
     parse_one = _parser(manifest, spec, where, single=True)  # where images are decoded: a record parsed in that step
@@ -453,7 +507,7 @@ def _padder(spec: dict[str, Any], pad: bool | tuple[tuple[str, int], ...], where
     """What ``pad=`` makes of a parsed element (a batch, or one record): each ragged feature it names (``True``:
     every one) dense - padded with 0, or cut, to its length along its first dimension (each batch's longest for
     ``True``). A name that is no feature read ragged is a TFRecorderError, said before anything is read."""
-    ragged = [name for name, s in spec.items() if isinstance(s, tf.io.RaggedFeature)]
+    ragged = [name for name, s in spec.items() if _varies(s)]
     lengths = dict.fromkeys(ragged) if pad is True else dict(pad or ())
     wrong = [name for name in lengths if name not in ragged]
     bad = [(name, n) for name, n in lengths.items() if n is not None and not (isinstance(n, int) and n > 0)]

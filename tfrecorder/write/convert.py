@@ -174,6 +174,9 @@ def convert(
             table, ``"tf_object_detection"``: the TF Object Detection API's keys (``image/encoded``,
             ``image/object/bbox/xmin``, ..., ``image/object/class/label`` from 1) and ``label_map.pbtxt``
             beside the shards, for TF Model Garden's ``TfExampleDecoder`` and the Object Detection API.
+            ``"sequence_example"``: each row a ``tf.train.SequenceExample``, its lists and tensors whose first
+            dimension varies as feature lists (a Feature a step), the rest as its context; every reader gives a
+            sequence back ``[T, ...]`` (not for detection tables; no TFDS metadata).
         mask_classes: a segmentation table's (``mask_uri``: a one-channel PNG of class ids per image) class
             names by id, kept in dataset.json; masks holding other ids (but ``ignore_index``) are row errors.
         mask_colors: ``{(r, g, b): class_id}`` for masks saved in colour; without it an RGB mask is a row error

@@ -229,7 +229,8 @@ class Options:
                                   "columns are the stored size)",
                                   choices=BOX_ORIENTATIONS, identity=True, other="stored")
     record_format: str = option(DEFAULT_RECORD_FORMAT,
-                                "tf_object_detection: the TF Object Detection API's keys and label_map.pbtxt",
+                                "tf_object_detection: the TF Object Detection API's keys and label_map.pbtxt; "
+                                "sequence_example: tf.train.SequenceExamples, lists as feature lists",
                                 choices=RECORD_FORMATS, identity=True, other="tf_object_detection")
     mask_classes: Sequence[str] | None = option(
         None, "segmentation tables: class names by id, comma-separated (background,person,...) (default: the ids)",

@@ -121,6 +121,13 @@ class Connector:
         """The shape of one object's value inside ``Objects`` (``[]``: one value; a box ``[4]``)."""
         return []
 
+    @property
+    def step_shape(self) -> list[int] | None:
+        """The shape of one step where a ``tf.train.SequenceExample`` keeps a value of this kind as a feature list
+        (``record_format="sequence_example"``): a Feature a step, ``[T, *step_shape]`` read back. None: a value
+        that is no sequence, kept in the record's context."""
+        return None
+
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Connector) and other.name == self.name
                 and other.parameters() == self.parameters())

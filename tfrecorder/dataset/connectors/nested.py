@@ -86,6 +86,10 @@ class ListOf(_Nested):
 
     abstract = True
 
+    @property
+    def step_shape(self) -> list[int] | None:
+        return [] if self.item.values_per_record == 1 else None  # a step a value (a token id)
+
     def check(self, value: Any, sources: set[str]) -> list[Any]:
         return [self.item.check(v, sources) for v in value]
 

@@ -116,6 +116,13 @@ class Tensor(Connector):
     def plain(self) -> bool:
         return False  # read back as an array, whatever its Example list holds
 
+    @property
+    def step_shape(self) -> list[int] | None:
+        """A step a row of the first dimension, where it varies (frames ``[T, 8]``: 8 values a step); a step of no
+        values would lose T."""
+        rest = list(self._shape[1:])
+        return rest if self._shape[0] is None and math.prod(rest) else None  # type: ignore[arg-type]
+
     # claiming a column
     @classmethod
     def claim(cls, series: pd.Series) -> Tensor | None:

@@ -1,7 +1,8 @@
-"""Encode (pure): one table row and its stored image -> a serialized tf.train.Example."""
+"""Encode (pure): one table row and its stored image -> a serialized tf.train.Example (or SequenceExample)."""
 
 from __future__ import annotations
 
+import math
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -12,14 +13,14 @@ import numpy as np
 from tfrecorder.dataset import features, layouts
 from tfrecorder.dataset.connectors import Connector, Media, of_type
 from tfrecorder.dataset.connectors.base import refusal
-from tfrecorder.dataset.example_proto import Example
+from tfrecorder.dataset.example_proto import Example, Feature, SequenceExample
 from tfrecorder.errors import ImageError
 from tfrecorder.types import BOX_EDGES, InstanceMaskUri, Role
 from tfrecorder.write.record.boxes import check_labels, long_labels, stored_boxes, stored_keypoints
 from tfrecorder.write.record.images import StoredImage
 from tfrecorder.write.record.instance_masks import ObjectMasks, png, semantic_mask, stored_masks
 from tfrecorder.write.settings import FetchLimits, MaskSettings
-from tfrecorder.write.table.table import Table
+from tfrecorder.write.table.table import Column, Table
 
 
 def image_name(uri: str) -> str:
@@ -57,14 +58,22 @@ class ExampleEncoder:
     def __init__(self, table: Table):
         self._splits = [s.encode("ascii") for s in table.splits]
         self._columns = [replace(c, values=c.values.tolist()) if isinstance(c.values, np.ndarray) else c
-                         for c in table.columns]  # lists index faster than arrays, row by row
+                         for c in table.columns if self._in_features(c)]  # lists index faster than arrays
         self._uris = table.image_uris
         self._masked = table.mask_uris is not None
         self._build()
 
+    def _in_features(self, column: Column) -> bool:
+        """Whether the record's features map holds ``column``'s values (a SequenceExample's feature lists do not)."""
+        return True
+
+    def _new_record(self) -> tuple[Any, Any]:
+        """A record to fill, and its features map."""
+        example = Example()
+        return example, example.features.feature
+
     def _build(self) -> None:
-        self._example = Example()
-        self._features = self._example.features.feature
+        self._example, self._features = self._new_record()
         self._budget = self.REBUILD_BYTES
         split = self._slot(features.SPLIT.name, features.SPLIT.connector)
         self._fixed: list[tuple[Any, Any]] = [(split, self._splits)]
@@ -96,6 +105,9 @@ class ExampleEncoder:
             if error is not None:
                 return ImageError(error.error, f"column {feature!r}: {error.message}")
         return None
+
+    def _set_sequences(self, row: int) -> None:
+        """Set the record's values kept outside its features map (none in a tf.train.Example)."""
 
     def _slot(self, feature: str, connector: Connector) -> Any:
         values = getattr(self._features[feature], connector.field).value
@@ -139,11 +151,55 @@ class ExampleEncoder:
                     del stored[feature]
             else:
                 stored[feature].ParseFromString(value)
+        self._set_sequences(row)
         data = self._example.SerializeToString(deterministic=True)
         self._budget -= len(data)
         if self._budget < 0:
             self._build()
         return data
+
+
+class SequenceExampleEncoder(ExampleEncoder):
+    """Serializes a table's rows as tf.train.SequenceExamples (``layouts.SEQUENCE_EXAMPLE``): each sequence column
+    (``layouts.is_feature_list``: token ids, frames ``[T, 8]``) a feature list of one Feature a step, holding
+    ``step_shape``'s values; every other value in the context, as ``ExampleEncoder`` sets an Example's features.
+    A missing sequence has no feature list (read back empty); an empty one has a feature list of no steps."""
+
+    def __init__(self, table: Table):
+        self._lists = [(c.feature, c.connector, _listed(c.values)) for c in table.columns
+                       if layouts.is_feature_list(c.connector, c.type.role.value)]
+        super().__init__(table)
+
+    def _in_features(self, column: Column) -> bool:
+        return not layouts.is_feature_list(column.connector, column.type.role.value)
+
+    def _new_record(self) -> tuple[Any, Any]:
+        record = SequenceExample()
+        return record, record.context.feature
+
+    def refusal(self, row: int) -> ImageError | None:
+        for feature, connector, values in self._lists:
+            error = refusal(values[row]) if connector.feature_bytes else None
+            if error is not None:
+                return ImageError(error.error, f"column {feature!r}: {error.message}")
+        return super().refusal(row)
+
+    def _set_sequences(self, row: int) -> None:
+        lists = self._example.feature_lists.feature_list
+        lists.clear()
+        for feature, connector, values in self._lists:
+            value = values[row]
+            if value is None:
+                continue
+            steps, field = lists[feature].feature, connector.field
+            if connector.feature_bytes:  # a tensor's serialized Feature: its values flat, a step's one after another
+                flat = getattr(Feature.FromString(value), field).value
+                size = math.prod(connector.step_shape)
+                for start in range(0, len(flat), size):
+                    getattr(steps.add(), field).value.extend(flat[start:start + size])
+            else:
+                for item in value:
+                    getattr(steps.add(), field).value.append(item)
 
 
 class ObjectEncoder:
@@ -332,13 +388,14 @@ class Encoders:
     record per image."""
 
     rows: type[ExampleEncoder] | type[SegmentationAPIEncoder]
-    objects: type[ObjectEncoder]
+    objects: type[ObjectEncoder] | None  # None: the layout has no detection records (``refuses_detection``)
 
 
 # Each record layout's encoders, by its name (dataset/ cannot import write/, so the layout names them here).
 ENCODERS = {
     layouts.DEFAULT.name: Encoders(ExampleEncoder, ObjectEncoder),
     layouts.OBJECT_DETECTION.name: Encoders(SegmentationAPIEncoder, DetectionAPIObjectEncoder),
+    layouts.SEQUENCE_EXAMPLE.name: Encoders(SequenceExampleEncoder, None),
 }
 
 

@@ -20,7 +20,7 @@ from tfrecorder.dataset.connectors.media import DATA, LOCATION, SUMMARIZED_VALUE
 from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder
-from tfrecorder.errors import ImageError, RowError
+from tfrecorder.errors import ImageError, RowError, TFRecorderError
 from tfrecorder.write.record.encode import ENCODERS
 from tfrecorder.write.record.fetch import fetch as fetch_file
 from tfrecorder.write.record.images import StoredImage, held_image, load_image
@@ -185,6 +185,8 @@ def write_shard(
         for rows, table in parts:
             detection = table.is_detection
             if detection:  # a record per image: its box rows are together, in key order
+                if encoders.objects is None:  # refused as the conversion is planned
+                    raise TFRecorderError(str(options.layout.refuses_detection))
                 objects = objects or ObjectStats()
                 encoder: Any = encoders.objects(table, options.box_orientation, options.fetch, options.masks)
                 records = image_groups(table.image_locations)

@@ -173,7 +173,13 @@ def build_manifest(finish: Finish, results: Sequence[ShardResult],
         runner=finish.runner,
         objects=objects,
         masks=masks,
+        sequences=layouts.sequences_entry(_feature_lists(table)) if layout.sequences else None,
     )
+
+
+def _feature_lists(table: Table) -> list[str]:
+    """The features a SequenceExample of ``table``'s rows keeps as feature lists (``layouts.is_feature_list``)."""
+    return [c.feature for c in table.columns if layouts.is_feature_list(c.connector, c.type.role.value)]
 
 
 def _kinds_written(table: Table, options: WriteOptions, results: Sequence[ShardResult]) -> dict[str, Connector]:
@@ -401,7 +407,8 @@ def _connector(table: Table, column: Column, per_object: bool) -> str:
 
 # What dataset.json lists for each record layout's records, by the layout's name (as encode.ENCODERS).
 _FEATURES: dict[str, Callable[[Table, bool, Mapping[str, Connector]], list[FeatureInfo]]] = {
-    layouts.DEFAULT.name: _features, layouts.OBJECT_DETECTION.name: _detection_api_features}
+    layouts.DEFAULT.name: _features, layouts.OBJECT_DETECTION.name: _detection_api_features,
+    layouts.SEQUENCE_EXAMPLE.name: _features}
 
 
 def _row_counts(rows_in: dict[str, int], results: Sequence[ShardResult]) -> dict[str, RowCounts]:

@@ -116,6 +116,8 @@ def _check_spellings(summary: Summary, folder: Folder) -> None:
 
 def _check_detection_options(table: Table, options: Any) -> None:
     """Settings that only a detection table can take, or that would cut its boxes."""
+    if table.is_detection and options.layout.refuses_detection is not None:
+        raise TFRecorderError(options.layout.refuses_detection)
     if not options.layout.plain_tables and not table.is_detection and table.mask_uris is None:
         raise TFRecorderError(f"record_format={options.record_format!r} writes detection and segmentation records: "
                               f"the table needs box columns (xmin, ymin, xmax, ymax: a row per box) or a mask "
