@@ -270,3 +270,22 @@ def test_validate_audio_header_reads_headers_only_and_long_clips_are_bounded(tmp
         tfrecorder.convert(table, str(tmp_path / "bounded"), split_fractions=(1, 0, 0), progress=False)
     with pytest.raises(tfrecorder.TFRecorderError, match="validate_audio='quick'"):
         tfrecorder.convert(table, str(tmp_path / "bad"), validate_audio="quick")
+
+
+@pytest.mark.slow
+def test_clips_by_http_and_gs_urls_are_fetched_and_a_missing_one_is_a_row_error(tmp_path, gcs_dir):
+    import fsspec
+
+    from tests.servers import http_server
+
+    for row in range(2):
+        write_clip(tmp_path / f"{row}.flac", row, "FLAC")
+    fsspec.filesystem("gs").put(str(tmp_path / "1.flac"), f"{gcs_dir}/clips/1.flac")
+    with http_server(tmp_path) as (base, _):
+        table = pd.DataFrame({"audio_uri": [f"{base}/0.flac", f"{gcs_dir}/clips/1.flac", f"{base}/status/404/x.wav"],
+                              "row": range(3)})
+        result = tfrecorder.convert(table, str(tmp_path / "out"), split_fractions=(1, 0, 0), progress=False)
+    assert result.splits["TRAIN"].written == 2
+    assert list(pd.read_csv(tmp_path / "out" / "errors.csv")["error"]) == ["not_found"]
+    for ex in tfrecorder.load_dataset(str(tmp_path / "out"), split="TRAIN"):
+        assert_row(ex["audio"], int(ex["row"]))
