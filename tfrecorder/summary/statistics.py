@@ -264,7 +264,7 @@ class _Feature:
     missing: int = 0
     per_record: _Sample = field(default_factory=_Sample)
     sizes: _Sample = field(default_factory=_Sample)
-    custom: dict[str, _Sample | _Counts] = field(default_factory=dict)
+    custom: dict[str, Any] = field(default_factory=dict)  # _Sample or _Counts, by name (CUSTOM)
 
     @classmethod
     def of(cls, info: FeatureInfo, manifest: Manifest) -> _Feature:
@@ -326,16 +326,16 @@ class _Feature:
         visibility."""
         lengths = np.fromiter(map(len, lists), np.float64, len(lists))
         if LENGTH in self.custom:
-            self.custom[LENGTH].add(lengths)  # type: ignore[arg-type]
+            self.custom[LENGTH].add(lengths)
         if BOXES_PER_IMAGE in self.custom:
-            self.custom[BOXES_PER_IMAGE].add(lengths / 4)  # type: ignore[arg-type]
+            self.custom[BOXES_PER_IMAGE].add(lengths / 4)
             boxes = np.asarray([v for items in lists for v in items], np.float64).reshape(-1, 4)  # ymin xmin ymax xmax
             heights, widths = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
-            self.custom[BOX_WIDTH].add(widths)  # type: ignore[arg-type]
-            self.custom[BOX_HEIGHT].add(heights)  # type: ignore[arg-type]
-            self.custom[BOX_AREA].add(widths * heights)  # type: ignore[arg-type]
+            self.custom[BOX_WIDTH].add(widths)
+            self.custom[BOX_HEIGHT].add(heights)
+            self.custom[BOX_AREA].add(widths * heights)
         if VISIBILITY in self.custom:
-            self.custom[VISIBILITY].add_ids(np.asarray([v for items in lists for v in items], np.int64))  # type: ignore[union-attr]
+            self.custom[VISIBILITY].add_ids(np.asarray([v for items in lists for v in items], np.int64))
 
     def _add_derived(self, batch: dict[str, Any]) -> None:
         """What needs another feature of the same records: an image's aspect, an audio clip's duration."""
@@ -346,13 +346,13 @@ class _Feature:
             if None not in sizes and all(isinstance(s, wire.Numbers) for s in sizes):
                 width, height = sizes
                 shown = ~(width.missing | height.missing) & (height.values > 0)
-                self.custom[ASPECT].add(width.values[shown] / height.values[shown])  # type: ignore[arg-type]
+                self.custom[ASPECT].add(width.values[shown] / height.values[shown])
         if DURATION in self.custom:
             samples, rate = batch.get(f"{self.info.name}/num_samples"), batch.get(f"{self.info.name}/sample_rate")
             if isinstance(samples, wire.Numbers) and isinstance(rate, wire.Numbers):
                 shown = ~(samples.missing | rate.missing) & (rate.values > 0)
-                self.custom[DURATION].add(samples.values[shown] / rate.values[shown])  # type: ignore[arg-type]
-                self.custom[SAMPLE_RATE].add_items(rate.values[shown].tolist())  # type: ignore[union-attr]
+                self.custom[DURATION].add(samples.values[shown] / rate.values[shown])
+                self.custom[SAMPLE_RATE].add_items(rate.values[shown].tolist())
 
     def fill(self, stats: tfdv.FeatureNameStatistics, manifest: Manifest, split: str) -> None:
         stats.path.step.extend(self.info.name.split("/"))

@@ -1,1 +1,0 @@
-"""Report: what a person looks at after a conversion - the statistics (statistics.pb) and report.html."""
