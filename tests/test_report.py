@@ -280,3 +280,19 @@ def test_a_report_of_others_tfrecords_computes_their_statistics(tmp_path):
     rows = found.tables["feature:score"]
     header, train = rows[0], rows[1]
     assert number(train[1]) == 20 and number(train[header.index("max")]) == 9.5
+
+
+def test_an_audio_datasets_statistics_hold_each_clips_duration_and_rate_and_its_report_its_spectrograms(tmp_path):
+    rate, seconds = 16_000, [0.25, 0.5, 0.75, 1.0]
+    clips = [np.sin(np.arange(int(rate * s)) / 10).astype(np.float32) * 0.5 for s in seconds]
+    out = tmp_path / "out"
+    tfrecorder.convert(pd.DataFrame({"audio": clips, "label": ["a", "b"] * 2}), str(out), sample_rate=rate,
+                       split_fractions=(1, 0, 0), progress=False)
+    audio = by_name(load_stats(out), "TRAIN")["audio"]
+    durations = st.custom(audio, st.DURATION).histogram
+    assert (durations.buckets[0].low_value, durations.buckets[-1].high_value) == (min(seconds), max(seconds))
+    assert sum(b.sample_count for b in durations.buckets) == len(seconds)
+    assert [(b.label, b.sample_count) for b in st.custom(audio, st.SAMPLE_RATE).rank_histogram.buckets] == [
+        (str(rate), len(seconds))]
+    page = open(tfrecorder.report(str(out))).read()
+    assert page.count("alt='TRAIN sample ") == len(seconds)
