@@ -296,3 +296,16 @@ def test_an_audio_datasets_statistics_hold_each_clips_duration_and_rate_and_its_
         (str(rate), len(seconds))]
     page = open(tfrecorder.report(str(out))).read()
     assert page.count("alt='TRAIN sample ") == len(seconds)
+
+
+def test_the_report_command_writes_the_page_where_told_and_convert_no_statistics_writes_none(table, tmp_path, capsys):
+    from tfrecorder.cli import main
+
+    frame, out = table
+    frame.head(30).to_csv(tmp_path / "table.csv", index=False)
+    assert main(["convert", str(tmp_path / "table.csv"), str(tmp_path / "none"), "--no-statistics",
+                 "--no-progress"]) == 0
+    assert not (tmp_path / "none" / "statistics.pb").exists()
+    assert main(["report", str(tmp_path / "none"), "--output", str(tmp_path / "page.html")]) == 0
+    assert f"wrote {tmp_path / 'page.html'}" in capsys.readouterr().out
+    assert "data-table='feature:x'" in (tmp_path / "page.html").read_text()
