@@ -32,6 +32,8 @@ _LAZY = {
     "data_source": "tfrecorder.read.data_source",
     "info": "tfrecorder.read.info",
     "show": "tfrecorder.read.info",
+    "statistics": "tfrecorder.summary.statistics",
+    "report": "tfrecorder.summary.page",
     "verify": "tfrecorder.read.verify",
     "VerifyReport": "tfrecorder.read.verify",
     "FileFormat": "tfrecorder.dataset.file_formats",  # subclass it to add a shard file format (convert's file_format)

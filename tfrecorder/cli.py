@@ -54,6 +54,15 @@ def _parser() -> argparse.ArgumentParser:
                               "(default: ./inspect-<dataset folder>-<split>)")
     _storage_timeout(inspect)
 
+    report = commands.add_parser(
+        "report", help="write report.html: statistics, samples, errors and leakage of a dataset on one page",
+        description="Write one self-contained HTML page (no network) that shows TFRECORD_DIR: its splits, each "
+                    "feature's statistics (statistics.pb, or computed in one pass over the shards), a sample of "
+                    "pictures per split, errors.csv by code, the leakage report and TRAIN against the others.")
+    report.add_argument("tfrecord_dir", help="a dataset folder (ours or others' TFRecords; local path or gs:// URL)")
+    report.add_argument("--output", default=None, help="the file to write (default: TFRECORD_DIR/report.html)")
+    _storage_timeout(report)
+
     verify = commands.add_parser(
         "verify", help="check every record's CRCs, the counts and checksums against dataset.json",
         description="Read every shard of TFRECORD_DIR and check record CRCs, record counts, file checksums and "
@@ -209,6 +218,10 @@ def _run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         _info(args)
     elif args.command == "inspect":
         _inspect(args)
+    elif args.command == "report":
+        from tfrecorder.summary.page import report as write_report
+
+        print(f"wrote {write_report(args.tfrecord_dir, args.output, args.storage_timeout)}")
     elif args.command == "verify":
         from tfrecorder.read.verify import verify
 

@@ -26,6 +26,7 @@ SEQUENCES_FORMAT_VERSION = 6
 NEWEST_FORMAT_VERSION = SEQUENCES_FORMAT_VERSION  # the newest this tfrecorder reads
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
+STATISTICS_NAME = "statistics.pb"  # each split's and feature's statistics, TFDV's format (summary/statistics.py)
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
 
 

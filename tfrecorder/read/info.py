@@ -228,6 +228,35 @@ def overlay_instance_masks(image: Image.Image, masks: Any, labels: list[str]) ->
     return Image.fromarray(pixels)
 
 
+def thumbnail_of(example: dict[str, Any], manifest: Manifest) -> tuple[Image.Image, str]:
+    """A decoded record's picture as ``show`` draws it (``load_dataset``'s or ``data_source``'s dict, 3 channels):
+    at most ``THUMBNAIL`` pixels a side, its mask laid over it, its boxes and their labels drawn; and its caption
+    (its label names, then its file name)."""
+    names = manifest.vocabulary
+    label_feature = (manifest.label or {}).get("feature")
+    image = Image.fromarray(np.asarray(example[IMAGE.name]))
+    thumb = ImageOps.contain(image, (THUMBNAIL, THUMBNAIL))
+    mask = example.get(SEGMENTATION_MASK.name)
+    if mask is not None:  # a segmentation record: its mask laid over the picture, a colour per class
+        thumb = overlay_mask(image, mask[..., 0], (manifest.masks or {}).get("ignore_index", 255))
+        thumb = ImageOps.contain(thumb, (THUMBNAIL, THUMBNAIL))
+    objects = example.get(OBJECTS)
+    if objects is not None:  # a detection record: each mask laid, each box and its label drawn where it is
+        labels = [names[int(v)] if names else str(int(v)) for v in objects["label"]]
+        if "mask" in objects:  # instance masks, the picture's size: laid before it shrinks to a thumbnail
+            thumb = ImageOps.contain(overlay_instance_masks(image, objects["mask"], labels),
+                                     (THUMBNAIL, THUMBNAIL))
+        draw_boxes(thumb, objects["bbox"], labels)
+    label = example.get(label_feature) if label_feature else None
+    if objects is not None:
+        label = objects["label"]
+    label_text = "" if label is None else ",".join(
+        names[int(v)] if names else str(int(v)) for v in np.atleast_1d(label))
+    uri = example.get(IMAGE_URI.name, b"")
+    uri = uri.decode("utf-8", "replace") if isinstance(uri, bytes) else str(uri)
+    return thumb, f"{label_text}\n{os.path.basename(uri)}"
+
+
 def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = None) -> ImageGrid | str:
     """The first ``n`` images of ``split`` with their label names and URIs, to check by eye.
 
@@ -256,35 +285,15 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
     if manifest.image is None:
         raise TFRecorderError(f"{tfrecord_dir!r} holds no images (a table of values): show draws pictures; "
                               f"tfrecorder.read_tfr({tfrecord_dir!r}) gives its rows")
-    names = manifest.vocabulary
-    label_feature = (manifest.label or {}).get("feature")
     ds: Any = load_dataset(tfrecord_dir, split=split, channels=3)  # one split: a Dataset
     ds = ds.take(max(0, int(n)))
     thumbnails, captions = [], []
     for example in ds.as_numpy_iterator():
-        image = Image.fromarray(np.asarray(example[IMAGE.name]))
-        thumb = ImageOps.contain(image, (THUMBNAIL, THUMBNAIL))
-        mask = example.get(SEGMENTATION_MASK.name)
-        if mask is not None:  # a segmentation record: its mask laid over the picture, a colour per class
-            thumb = overlay_mask(image, mask[..., 0], (manifest.masks or {}).get("ignore_index", 255))
-            thumb = ImageOps.contain(thumb, (THUMBNAIL, THUMBNAIL))
-        objects = example.get(OBJECTS)
-        if objects is not None:  # a detection record: each mask laid, each box and its label drawn where it is
-            labels = [names[int(v)] if names else str(int(v)) for v in objects["label"]]
-            if "mask" in objects:  # instance masks, the picture's size: laid before it shrinks to a thumbnail
-                thumb = ImageOps.contain(overlay_instance_masks(image, objects["mask"], labels),
-                                         (THUMBNAIL, THUMBNAIL))
-            draw_boxes(thumb, objects["bbox"], labels)
+        thumb, caption = thumbnail_of(example, manifest)
         buffer = io.BytesIO()
         thumb.save(buffer, "PNG")
         thumbnails.append(buffer.getvalue())
-        label = example.get(label_feature) if label_feature else None
-        if objects is not None:
-            label = objects["label"]
-        label_text = "" if label is None else ",".join(
-            names[int(v)] if names else str(int(v)) for v in np.atleast_1d(label))
-        uri = example.get(IMAGE_URI.name, b"").decode("utf-8", "replace")
-        captions.append(f"{label_text}\n{os.path.basename(uri)}")
+        captions.append(caption)
     grid = ImageGrid(tuple(thumbnails), tuple(captions))
     if path is None and in_notebook():
         return grid

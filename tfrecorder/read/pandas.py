@@ -75,18 +75,11 @@ def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Se
     check_shards(manifest, folder, names)
     expected = sum(shard.records for name in names for shard in manifest.splits[name])
     collectors = [_Collector(f, expected) for f in features]
-    parse_record = layout_of(manifest).parse_record if layout_of(manifest).sequences else None
     rows = 0
     for name in names:
-        for records, where, first in _batches(folder, manifest, name):  # a batch of records at a time
-            rows += len(records)
-            # SequenceExamples, or a batch not in the plain layout: protobuf decodes it
-            decoded = None if parse_record is not None else wire.decode(records, features)
-            if decoded is None:
-                parse = parse_record or parse_example
-                examples = [parse(r, where, first + i) for i, r in enumerate(records)]
-                decoded = [_decoded(examples, f) for f in features]
-            for collector, column in zip(collectors, decoded):
+        for decoded in decoded_batches(manifest, folder, name, features):  # a batch of records at a time
+            rows += decoded.records
+            for collector, column in zip(collectors, decoded.columns):
                 collector.add(column)
     # From each column's array, not a Series: pandas would align and copy the 10,000 Series of a wide table.
     frame = pd.DataFrame({_column_name(c.feature): c.array() for c in collectors},
@@ -282,6 +275,28 @@ def _displayed_sizes(frame: pd.DataFrame, orientations: np.ndarray, records: Rec
 # batch is never under _MIN_BATCH_RECORDS records (past the bytes bound): each feature costs a few numpy calls a
 # batch, so batches that shrink as tables widen would make wide tables cost columns x columns.
 _BATCH_RECORDS, _BATCH_BYTES, _MIN_BATCH_RECORDS = 16384, 1 << 23, 256
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A batch of a split's records, decoded: ``columns`` holds one column per feature asked for, in that order."""
+
+    records: int
+    columns: list[wire.Numbers | wire.Binary | wire.Objects]
+
+
+def decoded_batches(manifest: Manifest, folder: Folder, split: str, features: Sequence[FeatureInfo]):
+    """``split``'s records a batch at a time, each feature of ``features`` decoded into a column: by the wire
+    reader where the records allow, else by protobuf (SequenceExamples, a batch not in the plain layout). What
+    read_tfr and the statistics' one pass over the shards read."""
+    parse_record = layout_of(manifest).parse_record if layout_of(manifest).sequences else None
+    for records, where, first in _batches(folder, manifest, split):
+        decoded = None if parse_record is not None else wire.decode(records, features)
+        if decoded is None:
+            parse = parse_record or parse_example
+            examples = [parse(r, where, first + i) for i, r in enumerate(records)]
+            decoded = [_decoded(examples, f) for f in features]
+        yield Decoded(len(records), decoded)
 
 
 def _batches(folder: Folder, manifest: Manifest, split: str):

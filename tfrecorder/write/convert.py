@@ -104,6 +104,7 @@ def convert(
     audio_channels: int | None = None,
     audio_format: str = DEFAULT_AUDIO_FORMAT,
     on_error: str = DEFAULT_ON_ERROR,
+    statistics: bool = True,
     overwrite: bool = False,
     progress: bool | None = None,
     num_workers: int | None = None,
@@ -197,6 +198,9 @@ def convert(
         audio_format: ``"keep"`` stores each clip's bytes as they are; ``"flac"`` (lossless) or ``"wav"``
             (16-bit PCM, which ``load_dataset`` decodes in the graph) encodes every clip again.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
+        statistics: write ``statistics.pb`` (each split's and feature's statistics in TFDV's format, computed
+            from the shards once they are written; ``tfrecorder.report`` shows them). False: none (``report``
+            computes them when asked).
         overwrite: replace an earlier conversion in a non-empty ``output_dir``. Without it, a folder holding
             the finished conversion of the same input and settings (and tfrecorder version and runner) gives
             its result back at once, ``reused`` (the result's table says so, and a line is logged), writing and

@@ -265,6 +265,10 @@ class Options:
                                              "listed in errors.csv and the counts; raise: stop with the row, "
                                              "column, URI and cause",
                            choices=ON_ERROR, identity=True, other="raise")
+    statistics: bool = option(True, "no statistics.pb (per split and feature, TFDV's format; tfrecorder report "
+                                    "computes them when it is absent)",
+                              flag="--no-statistics", given=False, check=lambda v: check_switch("statistics", v),
+                              other=False)
     overwrite: bool = option(False, "replace an earlier conversion in OUTPUT_DIR",
                              check=lambda v: check_switch("overwrite", v), other=True)
     progress: bool | None = option(None, "no progress bar", flag="--no-progress", given=False, run=True,
@@ -323,7 +327,8 @@ class Options:
                              checked.mask_from_instances)
         options = WriteOptions(images, checked.compression, checked.on_error, fetch, checked.box_units,
                                checked.box_orientation, checked.record_format, masks, identity=checked.identity(),
-                               file_format=checked.file_format, tensor_encoding=checked.tensor_encoding)
+                               file_format=checked.file_format, tensor_encoding=checked.tensor_encoding,
+                               statistics=checked.statistics)
         return Conversion(options, checked.split_fractions,  # type: ignore[arg-type]
                           checked.float_precision, checked.num_shards, checked.overwrite, checked.storage_timeout)
 

@@ -256,6 +256,7 @@ class WriteOptions:
     identity: tuple[tuple[str, Any], ...] = ()
     file_format: str = DEFAULT_FILE_FORMAT  # the shards' files' format (dataset/file_formats): TFRecord, ArrayRecord
     tensor_encoding: str = DEFAULT_TENSOR_ENCODING  # of tensor columns whose type gives none (connectors/tensors)
+    statistics: bool = True  # write statistics.pb once dataset.json is written (summary/statistics.py)
 
     def __post_init__(self) -> None:
         checked_format_name(self.file_format)

@@ -88,6 +88,10 @@ class Finish:
         manifest = replace(manifest, tfds=tfds.summary())
         folder.sync()  # every shard and file it names is in place for good before dataset.json says so
         folder.write_text(MANIFEST_NAME, manifest.to_json())
+        if self.options.statistics:  # from the shards written: a dataset without them is still whole
+            from tfrecorder.summary.statistics import write_statistics
+
+            write_statistics(manifest, folder)
         folder.sync()
         return manifest
 

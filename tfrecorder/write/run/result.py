@@ -78,6 +78,12 @@ class ConvertResult(Mapping[str, Any]):
         return {"rows": totals.rows_in, "written": totals.written, "errors": totals.errors,
                 "discarded": totals.discarded, "bytes": self.bytes}
 
+    def report(self, output: str | None = None) -> str:
+        """Write ``report.html`` of the dataset written (``tfrecorder.report``): the path written."""
+        from tfrecorder.summary.page import report
+
+        return report(self.tfrecord_dir, output)
+
     def __getitem__(self, key: str) -> Any:
         if key in TFRECORDER2_KEYS:  # everything else is an attribute: result.seconds, result.splits, ...
             return getattr(self, key)

@@ -20,7 +20,7 @@ from typing import Any
 from tfrecorder._version import __version__
 from tfrecorder.dataset.features import LABEL
 from tfrecorder.dataset.file_formats import format_named, format_names
-from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, Manifest
+from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, STATISTICS_NAME, Manifest
 from tfrecorder.dataset.records import INDEX_SUFFIX
 from tfrecorder.dataset.storage import STATE_DIR, Folder, filesystem
 from tfrecorder.dataset.tfds import DATASET_INFO_NAME, FEATURES_NAME, labels_file
@@ -281,7 +281,7 @@ def _shard_name() -> re.Pattern[str]:
     return re.compile(rf"^(train|validation|test)-\d{{5}}-of-\d{{5}}({'|'.join(map(re.escape, suffixes))})$")
 
 
-_METADATA_NAMES = (ERRORS_NAME, DATASET_INFO_NAME, FEATURES_NAME, labels_file(LABEL.name))
+_METADATA_NAMES = (ERRORS_NAME, STATISTICS_NAME, DATASET_INFO_NAME, FEATURES_NAME, labels_file(LABEL.name))
 
 
 def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: bool,
@@ -292,7 +292,7 @@ def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: boo
     ours = {n for n in names if n.startswith(".") and n.endswith(".partial")}
     manifest = _earlier_manifest(folder) if MANIFEST_NAME in names else None
     if manifest is not None:
-        ours |= {MANIFEST_NAME, manifest.errors_file, *(manifest.tfds or {}).get("files", [])}
+        ours |= {MANIFEST_NAME, STATISTICS_NAME, manifest.errors_file, *(manifest.tfds or {}).get("files", [])}
         ours |= {name for shards in manifest.splits.values() for s in shards for name in (s.file, s.index) if name}
     if unfinished_run:
         shard_name = _shard_name()
