@@ -141,3 +141,11 @@ def test_the_convert_command_appends(table, tmp_path):
     assert main(["convert", str(tmp_path / "a.csv"), str(out), "--no-progress"]) == 0
     assert main(["convert", str(tmp_path / "b.csv"), str(out), "--append", "--no-progress"]) == 0
     assert [v.version for v in tfrecorder.versions(str(out))] == [1, 2]
+
+
+def test_a_beam_runner_refuses_to_append_in_one_line(table, tmp_path):
+    out = tmp_path / "out"
+    _convert(table[:6], out)
+    with pytest.raises(TFRecorderError, match=r"mode='append' with runner='DirectRunner': appending runs on the "
+                                              r"local runner only"):
+        _convert(table[6:], out, mode="append", runner="DirectRunner")

@@ -113,7 +113,8 @@ def content_keys(results: Sequence[ShardResult]) -> np.ndarray:
         part = np.zeros(len(keys), CONTENT_KEYS_DTYPE)
         part["key"], part["split"], part["shard"], part["row"] = keys, codes, shard, rows
         parts.append(part)
-    return np.concatenate(parts) if parts else np.zeros(0, CONTENT_KEYS_DTYPE)
+    keys = np.concatenate(parts) if parts else np.zeros(0, CONTENT_KEYS_DTYPE)
+    return np.sort(keys, order=["shard", "row", "key"])  # the same file whatever order a runner gave them in
 
 
 def _write(folder: Folder, name: str, data: bytes) -> None:
