@@ -132,13 +132,14 @@ def test_convert_flags_have_the_library_defaults_and_choices():
     convert_parser = _parser()._subparsers._group_actions[0].choices["convert"]
     flags = {a.dest: a for a in convert_parser._actions if a.dest not in ("help", "source", "output_dir", "verbose")}
     defaults = {name: p.default for name, p in inspect.signature(convert).parameters.items()}
-    renamed = {"no_progress": None, "no_statistics": None, "split_fractions": None}  # translated before the call
+    # flags whose value is translated before the call (--append gives mode="append")
+    renamed = {"no_progress": None, "no_statistics": None, "split_fractions": None, "append": None}
     for dest, action in flags.items():
         if dest in renamed:
             continue
         assert action.default == defaults[dest], dest
     library_only = {"source", "output_dir", "schema", "progress", "statistics", "pipeline_options", "dataflow_options",
-                    "split_fractions", "mask_colors"}
+                    "split_fractions", "mask_colors", "mode"}
     assert set(defaults) - library_only - set(flags) == set()  # every other keyword has a flag
     assert all(name in flags["runner"].help for name in ("DirectRunner", "DataflowRunner", "DaskRunner"))
     assert set(flags["image_format"].choices) >= {"keep", "jpeg", "png", "raw"}

@@ -35,6 +35,7 @@ _LAZY = {
     "statistics": "tfrecorder.summary.statistics",
     "report": "tfrecorder.summary.page",
     "verify": "tfrecorder.read.verify",
+    "versions": "tfrecorder.read.info",  # a dataset's versions: its conversion, then each append
     "VerifyReport": "tfrecorder.read.verify",
     "FileFormat": "tfrecorder.dataset.file_formats",  # subclass it to add a shard file format (convert's file_format)
     "Connector": "tfrecorder.dataset.connectors",  # subclass it to add a kind of value (a column's connector)

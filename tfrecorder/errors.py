@@ -69,6 +69,9 @@ ROW_ERRORS: dict[str, tuple[str, str]] = {
     "mask_class": ("the mask holds a class id or colour that mask_classes=/mask_colors= do not name, or (with "
                    "mask_from_instances=True) an integer label has no class id in the semantic mask",
                    "name every class, or mark the pixels ignore_index; labels of 0-253 other than ignore_index - 1"),
+    "duplicate": ("mode=\"append\": the row's image is already in the dataset's split (the same bytes), in the "
+                  "shard the message names (in another split it is written, and reported as a leak)",
+                  "drop the row from the new batch"),
     "tensor_shape": ("an array is not of the shape its column's types.Tensor(shape=...) declares",
                      "fix or drop the row; declare the first dimension None where rows differ in it"),
 }

@@ -176,6 +176,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "objects": ("objects description", lambda d: d.get("objects")),
     "masks": ("masks description", lambda d: d.get("masks")),
     "sequences": ("sequences description", lambda d: d.get("sequences")),
+    "versions": ("versions", lambda d: (d.get("extra") or {}).get("versions")),  # an appended dataset's
 }
 
 

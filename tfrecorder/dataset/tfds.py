@@ -79,6 +79,12 @@ def tfds_metadata(
         return TfdsMetadata(not_written=f"TFDS reads uncompressed TFRecord files only (these are {compression})")
     if "tfds" in layout.not_read_by:
         return TfdsMetadata(not_written=layout.not_read_by["tfds"])
+    if any(not shard.file.startswith(f"{split.lower()}-0") for split, listed in shards.items() for shard in listed):
+        # an appended dataset's later shards (train-v2-00000-of-00001...) beside the first ones: TFDS names
+        # a split's shards by one template, of one count
+        return TfdsMetadata(not_written="TFDS names a split's shards by one template; this dataset's splits hold "
+                                        "shards of several versions (appended): read it with tfrecorder, or "
+                                        "convert the whole table again for TFDS")
     name, version = name_version
     connectors: dict[str, dict[str, Any]] = {}
     objects: dict[str, dict[str, Any]] = {}  # a detection record's objects: TFDS's Sequence of a FeaturesDict

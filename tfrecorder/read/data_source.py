@@ -31,8 +31,8 @@ logger = logging.getLogger(__name__)
 
 
 def data_source(tfrecord_dir: str, split: str, *, decode: bool = True, image_size: tuple[int, int] | int | None = None,
-                resize_mode: str = DEFAULT_RESIZE_MODE, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT
-                ) -> DataSource:
+                resize_mode: str = DEFAULT_RESIZE_MODE, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
+                version: int | None = None) -> DataSource:
     """One split's records as a sequence: ``len(source)``, ``source[i]`` (negative ``i`` too), ``source[a:b]`` and
     ``source[[i, j, ...]]`` (lists). What Grain's ``MapDataset.source`` and a PyTorch map-style ``Dataset`` need.
 
@@ -52,6 +52,7 @@ def data_source(tfrecord_dir: str, split: str, *, decode: bool = True, image_siz
         image_size: ``(height, width)`` (one number: a square) to resize every image to.
         resize_mode: with ``image_size``: ``"stretch"``, ``"pad"`` or ``"crop"``.
         storage_timeout: seconds one object-store operation may take, its retries included.
+        version: the dataset version to read (``tfrecorder.versions``): its shards and counts; None: the latest.
 
     Returns:
         A ``DataSource``: ``len``, ``[i]``, slices and lists of indices.
@@ -62,16 +63,17 @@ def data_source(tfrecord_dir: str, split: str, *, decode: bool = True, image_siz
         (6, (32, 32, 3), dtype('int64'))
     """
     return DataSource(tfrecord_dir, split, decode=decode, image_size=image_size, resize_mode=resize_mode,
-                      storage_timeout=storage_timeout)
+                      storage_timeout=storage_timeout, version=version)
 
 
 class DataSource(Sequence):
     """A split's records by position (see ``data_source``)."""
 
     def __init__(self, tfrecord_dir: str, split: str, *, decode: bool = True, image_size: Any = None,
-                 resize_mode: str = DEFAULT_RESIZE_MODE, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT):
+                 resize_mode: str = DEFAULT_RESIZE_MODE, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
+                 version: int | None = None):
         self._args = dict(tfrecord_dir=tfrecord_dir, split=split, decode=decode, image_size=image_size,
-                          resize_mode=resize_mode, storage_timeout=storage_timeout)
+                          resize_mode=resize_mode, storage_timeout=storage_timeout, version=version)
         check_switch("decode", decode)
         size = check_image_size(image_size)
         check_choice("resize_mode", resize_mode, RESIZE_MODES)
@@ -80,7 +82,7 @@ class DataSource(Sequence):
                                   f"(height, width) too (without it images keep their own size)")
         storage_timeout = check_storage_timeout(storage_timeout)
         with reading(tfrecord_dir, storage_timeout):
-            manifest, folder = open_dataset(tfrecord_dir, storage_timeout)
+            manifest, folder = open_dataset(tfrecord_dir, storage_timeout, version)
             self.split = manifest.split_name(split)
             _refuse_unreadable(manifest, folder, self.split, decode)
             check_shards(manifest, folder, [self.split])

@@ -21,6 +21,7 @@ from tfrecorder.dataset.features import IMAGE, IMAGE_URI, OBJECTS, SEGMENTATION_
 from tfrecorder.dataset.layouts import feature_lists_of, layout_of
 from tfrecorder.dataset.manifest import FeatureInfo, Manifest
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
+from tfrecorder.dataset.versions import Version, versions_of
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.open import open_dataset
 from tfrecorder.types import TRAIN
@@ -49,6 +50,7 @@ class DatasetInfo:
             "compression": m.compression,
             "leakage": m.leakage.get("count", 0),
             "feature_lists": list(feature_lists_of(m)),  # SequenceExample records: each read [T, ...]
+            "versions": [_version_text(v) for v in versions_of(m)],
         }
 
     def __str__(self) -> str:
@@ -60,6 +62,10 @@ class DatasetInfo:
             if counts:
                 lines.append(f"    {self._counted(name)}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
         lines.append("  features: " + ", ".join(f"{k} ({v})" for k, v in self.summary()["features"].items()))
+        for v in self.summary()["versions"] if len(self.summary()["versions"]) > 1 else ():
+            when = v["time"] or "time not recorded"
+            lines.append(f"  version {v['version']}: {v['rows_added']:,} rows added ({when})"
+                         f"{', labels added: ' + ', '.join(v['labels_added']) if v['labels_added'] else ''}")
         if layout_of(self.manifest).sequences:
             lines.append("  records: tf.train.SequenceExample; feature lists: "
                          + (", ".join(self.summary()["feature_lists"]) or "none"))
@@ -89,13 +95,42 @@ class DatasetInfo:
         return "".join(parts)
 
 
-def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> DatasetInfo:
+def _version_text(version: Version) -> dict[str, Any]:
+    return {"version": version.version, "time": version.time, "rows_added": version.rows_added,
+            "shards": len(version.shards), "labels_added": list(version.labels_added)}
+
+
+def versions(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> list[Version]:
+    """The versions of a dataset, oldest first: version 1 is its conversion, each ``convert(..., mode="append")``
+    the next. ``load_dataset``, ``read_tfr``, ``data_source`` and ``info`` read the latest, or the one their
+    ``version=`` names.
+
+    Args:
+        tfrecord_dir: a dataset folder written by tfrecorder, local or a URL.
+        storage_timeout: seconds one object-store operation may take, its retries included.
+
+    Returns:
+        A ``Version`` each: its number, ``time`` its run started (UTC; None for version 1, whose dataset.json
+        records none), ``rows`` by split (``rows_added`` in all), the ``shards`` it added, the ``options`` it was
+        converted with, its ``errors_file`` and the labels it added.
+
+    Examples:
+        >>> [v.version for v in tfrecorder.versions(dataset_dir)]
+        [1]
+    """
+    manifest, folder = open_dataset(tfrecord_dir, storage_timeout)
+    return versions_of(manifest, folder.url_of("dataset.json"))
+
+
+def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
+         version: int | None = None) -> DatasetInfo:
     """Splits, counts, bytes, shards, schema and the label distribution of each split (``storage_timeout``: see
     ``read_manifest``).
 
     Args:
         tfrecord_dir: a dataset folder (ours or others' TFRecords), a glob or a list of files.
         storage_timeout: seconds one object-store operation may take, its retries included.
+        version: the dataset version to read (``tfrecorder.versions``): its shards and counts; None: the latest.
 
     Returns:
         A ``DatasetInfo``: it prints as a summary and renders as a table in a notebook.
@@ -105,7 +140,7 @@ def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) ->
         >>> info.label_counts["TRAIN"]
         {'cat': 2, 'dog': 2, 'goat': 2}
     """
-    manifest = open_dataset(tfrecord_dir, storage_timeout)[0]
+    manifest = open_dataset(tfrecord_dir, storage_timeout, version)[0]
     counts: dict[str, dict[str, int]] = {}
     label = (manifest.label or {}).get("feature")
     if manifest.objects is not None:  # a detection dataset: its objects per class, counted as they were written
@@ -114,11 +149,12 @@ def info(tfrecord_dir: str, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) ->
         counts = {split: {mask_class_name(manifest.masks, int(k)): v for k, v in found.items()}
                   for split, found in manifest.masks.get("pixels", {}).items()}
     elif label:
-        counts = _label_counts(tfrecord_dir, manifest, storage_timeout)
+        counts = _label_counts(tfrecord_dir, manifest, storage_timeout, version)
     return DatasetInfo(str(tfrecord_dir), manifest, counts)
 
 
-def _label_counts(tfrecord_dir: str, manifest: Manifest, storage_timeout: float) -> dict[str, dict[str, int]]:
+def _label_counts(tfrecord_dir: str, manifest: Manifest, storage_timeout: float,
+                  version: int | None = None) -> dict[str, dict[str, int]]:
     """Each split's labels counted from its records, read with plain Python (read_tfr): ``tfrecorder info``
     answers without the seconds TensorFlow takes to import."""
     from tfrecorder.read.pandas import read_tfr
@@ -129,7 +165,8 @@ def _label_counts(tfrecord_dir: str, manifest: Manifest, storage_timeout: float)
     column = f"{column}_id" if names is not None else column  # string labels come back as names, ids beside
     counts = {}
     for split in manifest.splits:
-        ids = read_tfr(tfrecord_dir, split=split, columns=[column], storage_timeout=storage_timeout)[column]
+        ids = read_tfr(tfrecord_dir, split=split, columns=[column], storage_timeout=storage_timeout,
+                       version=version)[column]
         counter: Counter = Counter()
         for value in ids:  # an id a record, or a list of them (multi-label); a missing label counts nothing
             counter.update(int(v) for v in (value if isinstance(value, list) else [] if pd.isna(value) else [value]))

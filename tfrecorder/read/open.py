@@ -24,6 +24,7 @@ from tfrecorder.dataset.manifest import (
 from tfrecorder.dataset.records import INDEX_LINE_MAX_BYTES, INDEX_SUFFIX, index_max_bytes, masked_crc
 from tfrecorder.dataset.storage import STATE_DIR, Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable
+from tfrecorder.dataset.versions import at_version
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.read.infer import infer_manifest, is_glob
 
@@ -61,7 +62,7 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
     """
     if not shard.crc32c:
         return  # another tool's file: nothing recorded to compare with
-    if folder.opened and manifest_identity(folder) != folder.opened:
+    if folder.opened and manifest_identity(folder) != folder.opened and not _still_listed(folder, shard):
         # another conversion into the folder since the reader opened it: its shards may keep their sizes and
         # first records (a changed label further in), which the checks below cannot tell from the old ones
         raise TFRecorderError(f"{folder.url_of(MANIFEST_NAME)} changed since this reader opened the folder "
@@ -96,6 +97,18 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
         problem = _index_count_problem(folder, split, shard)
     if problem:
         raise _edited(folder, problem)
+
+
+def _still_listed(folder: Folder, shard: ShardInfo) -> bool:
+    """Whether the dataset.json now in ``folder`` lists ``shard`` as written (its name, size and CRC-32C): an append
+    since the reader opened the folder added shards and left this one be, so the reader goes on with what it
+    opened; another conversion into the folder replaced it."""
+    try:
+        now = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
+    except (OSError, TFRecorderError):
+        return False
+    return any((s.file, s.bytes, s.crc32c) == (shard.file, shard.bytes, shard.crc32c)
+               for shards in now.splits.values() for s in shards)
 
 
 def _edited(folder: Folder, problem: str) -> TFRecorderError:
@@ -252,18 +265,21 @@ def _refuse_unfinished(where: str, names: list[str]) -> None:
         )
 
 
-def open_dataset(source: Any, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> tuple[Manifest, Folder]:
+def open_dataset(source: Any, storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
+                 version: int | None = None) -> tuple[Manifest, Folder]:
     """The manifest of a tfrecorder folder, or one inferred from other tools' TFRecord files
-    (a folder without dataset.json, a glob, or a list of files); and the folder names are relative to."""
+    (a folder without dataset.json, a glob, or a list of files); and the folder names are relative to.
+    ``version``: the manifest as of that version (``versions.at_version``; None: the latest)."""
     with reading(source, storage_timeout):
         if isinstance(source, (list, tuple)) or is_glob(str(source), storage_timeout):
             first = str(source[0]) if isinstance(source, (list, tuple)) else str(source)
             parent = Folder.of(posixpath.dirname(first) or ".", storage_timeout)
             _refuse_unfinished(parent.url, parent.names())  # a glob is no way around an unfinished conversion
-            return infer_manifest(source, storage_timeout), parent
+            return at_version(infer_manifest(source, storage_timeout), version, str(first)), parent
         folder = Folder.of(source, storage_timeout)
         try:
             opened = manifest_identity(folder)  # before it is read: a change after this is a change seen
-            return _read_manifest(folder), replace(folder, opened=opened)
+            return (at_version(_read_manifest(folder), version, folder.url_of(MANIFEST_NAME)),
+                    replace(folder, opened=opened))
         except MissingManifest:
-            return infer_manifest(source, storage_timeout), folder
+            return at_version(infer_manifest(source, storage_timeout), version, folder.url), folder

@@ -27,7 +27,7 @@ from tfrecorder.read.open import check_shard, check_shards, open_dataset, readin
 
 
 def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str] | None = None,
-             storage_timeout: float = DEFAULT_STORAGE_TIMEOUT) -> pd.DataFrame:
+             storage_timeout: float = DEFAULT_STORAGE_TIMEOUT, version: int | None = None) -> pd.DataFrame:
     """A dataset written by tfrecorder as a DataFrame: one row per record, in stored order.
 
     Columns carry their input names and pandas dtypes, as dataset.json records them (int8 ... uint64, nullable
@@ -46,6 +46,7 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
         split: the split to read; None: every split.
         columns: the columns to read (None: every one).
         storage_timeout: seconds one object-store operation may take, its retries included.
+        version: the dataset version to read (``tfrecorder.versions``): its shards and counts; None: the latest.
 
     Returns:
         A DataFrame, a row per record (a detection dataset: a row per box).
@@ -56,7 +57,7 @@ def read_tfr(tfrecord_dir: str, split: str | None = None, columns: Sequence[str]
         ['label', 'weight']
     """
     with reading(tfrecord_dir, storage_timeout):
-        return _read_tfr(*open_dataset(tfrecord_dir, storage_timeout), split, columns)
+        return _read_tfr(*open_dataset(tfrecord_dir, storage_timeout, version), split, columns)
 
 
 def _read_tfr(manifest: Manifest, folder: Folder, split: str | None, columns: Sequence[str] | None) -> pd.DataFrame:

@@ -295,6 +295,7 @@ def load_dataset(
     bounding_box_format: str = SUPERVISED_BOX_FORMAT,
     pad: bool | Mapping[str, int] | None = None,
     audio_length: float | int | None = None,
+    version: int | None = None,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -353,6 +354,7 @@ def load_dataset(
         audio_length: audio clips (float32 waveforms in [-1, 1], ``[T]`` mono or ``[T, C]``) cut or zero-padded
             to this length: seconds as a float, samples as an int (None: each its own length, batched ragged).
 
+        version: the dataset version to read (``tfrecorder.versions``): its shards and counts; None: the latest.
     Returns:
         A ``tf.data.Dataset`` of ``split``, or ``{split: tf.data.Dataset}`` for every split when ``split`` is
         None.
@@ -384,7 +386,7 @@ def load_dataset(
         raise TFRecorderError(f"resize_mode={resize_mode!r} says how image_size= resizes: give image_size=(height, "
                               f"width) too (without it images keep their own size)")
     with reading(tfrecord_dir, storage_timeout):
-        manifest, folder = open_dataset(tfrecord_dir, storage_timeout)
+        manifest, folder = open_dataset(tfrecord_dir, storage_timeout, version)
         names = list(manifest.splits) if split is None else [manifest.split_name(split)]
         if manifest.objects is None and (max_objects is not None or bounding_box_format != SUPERVISED_BOX_FORMAT):
             given = "max_objects=" if max_objects is not None else "bounding_box_format="

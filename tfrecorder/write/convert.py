@@ -21,6 +21,7 @@ from tfrecorder.dataset.connectors.audio import DEFAULT_AUDIO_FORMAT, DEFAULT_VA
 from tfrecorder.dataset.manifest import ERRORS_NAME
 from tfrecorder.dataset.storage import ERRORS_MAX_BYTES, Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT, StoreUnreachable, requests_of_run
+from tfrecorder.dataset.versions import only_version
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.redact import redact
 from tfrecorder.schema import Schema
@@ -34,7 +35,7 @@ from tfrecorder.write.options import (
     Options,
     as_schema,
 )
-from tfrecorder.write.run import planning
+from tfrecorder.write.run import append, planning
 from tfrecorder.write.run.finish import convert_result
 from tfrecorder.write.run.result import ConvertResult
 from tfrecorder.write.run.resume import finished_key, record_finished, start_run, table_run_identity
@@ -42,6 +43,7 @@ from tfrecorder.write.run.run_edges import add_read_notes, full_disk_as_error, r
 from tfrecorder.write.run.spill_folder import spill_folder
 from tfrecorder.write.runners.beam_dispatch import convert_beam
 from tfrecorder.write.settings import (
+    APPEND,
     DEFAULT_BOX_ORIENTATION,
     DEFAULT_BOX_UNITS,
     DEFAULT_FILE_FORMAT,
@@ -51,6 +53,8 @@ from tfrecorder.write.settings import (
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_MAX_PIXELS,
+    DEFAULT_MODE,
+    DEFAULT_NEW_LABELS,
     DEFAULT_ON_ERROR,
     DEFAULT_TENSOR_ENCODING,
     DEFAULT_VALIDATE,
@@ -106,6 +110,8 @@ def convert(
     on_error: str = DEFAULT_ON_ERROR,
     statistics: bool = True,
     overwrite: bool = False,
+    mode: str = DEFAULT_MODE,
+    new_labels: str = DEFAULT_NEW_LABELS,
     progress: bool | None = None,
     num_workers: int | None = None,
     split_fractions: Sequence[float] = splits.DEFAULT_FRACTIONS,
@@ -213,6 +219,17 @@ def convert(
             noticed (``tfrecorder.verify`` checks the shards; ``overwrite=True`` writes it again). Any other
             input or setting is an error that says what differs; an unfinished run of the same conversion
             resumes.
+        mode: ``"create"`` writes a new dataset; ``"append"`` adds the table's rows to the finished dataset in
+            ``output_dir`` as its next version (new shards named ``train-v2-00000-of-00001.tfrecord``, ...; no
+            shard written before is rewritten or renamed). The table must have the dataset's columns, of its
+            kinds (a difference is one SchemaError naming the column); its images are checked against the
+            content keys kept beside the shards (``.content-keys-v1.npy``, ...): an image already in the
+            dataset is the row error ``duplicate``, naming the split and shard that hold it, and the leakage
+            report covers every version. dataset.json lists the versions (``tfrecorder.versions``); readers
+            read the latest unless given ``version=``. The same append run again returns its result; a killed
+            one leaves the previous version whole, and run again finishes it.
+        new_labels: with ``mode="append"``: ``"refuse"`` a label the dataset's vocabulary lacks (a SchemaError
+            naming it), or ``"extend"`` the vocabulary with it, after the existing names (no id changes).
         progress: show a progress bar (None: only in terminals and notebooks).
         num_workers: threads fetching and checking images (local runner); setting it keeps the writing in this
             process. By default: one thread per core for local files, with the shards of large tables written by
@@ -313,6 +330,9 @@ def _dispatch(source: Any, folder: Folder, schema: Any, conversion: Conversion,
         options = _confined(conversion.options, given, annotations)
         conversion = replace(conversion, options=_given_units(annotations, _keypoint_names(annotations, options)))
         label_names = annotations.label_names if annotations is not None else None
+        if conversion.mode == APPEND and run_settings.runner != LOCAL:
+            raise TFRecorderError(f"mode='append' with runner={run_settings.runner!r}: appending runs on the local "
+                                  f"runner only, for now; give runner='local'")
         if run_settings.runner == LOCAL:
             result = _convert_local(table_source(source, summary_pass.PART_ROWS, label_names), folder,
                                     as_schema(schema), conversion, run_settings)
@@ -343,27 +363,43 @@ def _convert_local(files: Source, folder: Folder, schema: Schema | None, convers
     from tfrecorder.write.runners.segments import SEGMENT_MAX_BYTES
 
     options = conversion.options
+    appending = append.prepare(folder, conversion, schema, files.columns) if conversion.mode == APPEND else None
+    if appending is not None:  # the new table is held to the dataset's schema; its images to its content keys
+        schema, options = appending.schema, replace(options, known_content=appending.known)
     with spill_folder(folder.url, files, SEGMENT_MAX_BYTES) as rows:
         summary = summary_pass.summarize(files, schema, rows, fractions=conversion.fractions,
                                          tensor_encoding=options.tensor_encoding,
-                                         run_digest=lambda template: RunDigest(template.schema, options))
+                                         run_digest=lambda template: RunDigest(template.schema, options),
+                                         vocabulary=appending.vocabulary if appending is not None else None)
         try:
             shards, finish = planning.plan_table(summary, rows, options, LOCAL, num_shards=conversion.num_shards,
                                                  float_precision=conversion.float_precision)
+            if appending is not None:
+                summary.run_digest.add("append", conversion.new_labels)
             identity = table_run_identity(summary.run_digest, shards, finish.table)
             key = finished_key(identity, options, schema, runner=LOCAL)
+            if appending is not None:
+                shards = [replace(s, spec=append.versioned(s.spec, appending.version)) for s in shards]
+                done = append.appended_already(appending, identity)
+                if done is not None:  # the same append, finished: its result
+                    return reused(folder, only_version(appending.earlier, done.version), LOCAL)
             plan = [s.spec for s in shards]
-            run = start_run(folder, identity, plan, overwrite=conversion.overwrite, runner=LOCAL, key=key)
+            run = (start_run(folder, identity, plan, overwrite=conversion.overwrite, runner=LOCAL, key=key)
+                   if appending is None else append.start_append(folder, identity, plan, LOCAL))
             with full_disk_as_error(folder), releasing_lock(run):
                 if run.reused is not None:
                     return add_read_notes(reused(folder, run.reused, LOCAL), files, schema)
+                if appending is not None:
+                    finish = replace(finish, history=appending.history(identity, run, options))
                 remaining = [s for s in shards if s.spec.filename not in run.resumed]
                 written = write_shards(remaining, folder, options, progress=run_settings.progress,
                                        workers=run_settings.num_workers, journal=run.journal, remote=summary.remote)
                 manifest = finish.write(folder, [*run.resumed.values(), *written])
-                record_finished(folder, key)
+                if appending is None:
+                    record_finished(folder, key)
                 run.journal.complete()
-                result = convert_result(folder, manifest, time.perf_counter() - run_settings.started, LOCAL,
+                described = manifest if appending is None else only_version(manifest, appending.version)
+                result = convert_result(folder, described, time.perf_counter() - run_settings.started, LOCAL,
                                         resumed=len(run.resumed))
                 return add_read_notes(result, files, schema)
         finally:  # an error kept (a notebook keeps the last one) keeps its frames, and this summary's images

@@ -50,11 +50,15 @@ from tfrecorder.write.settings import (
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_MAX_PIXELS,
+    DEFAULT_MODE,
+    DEFAULT_NEW_LABELS,
     DEFAULT_ON_ERROR,
     DEFAULT_RETRY,
     DEFAULT_VALIDATE,
     FLOAT_PRECISIONS,
     IMAGE_FORMATS,
+    MODES,
+    NEW_LABELS,
     ON_ERROR,
     VALIDATE_MODES,
     BeamOptions,
@@ -271,6 +275,13 @@ class Options:
                               other=False)
     overwrite: bool = option(False, "replace an earlier conversion in OUTPUT_DIR",
                              check=lambda v: check_switch("overwrite", v), other=True)
+    # not part of the run identity: an append's own identity says it is one (append.append_identity)
+    mode: str = option(DEFAULT_MODE, "add the table's rows to the finished dataset in OUTPUT_DIR as a new version "
+                                     "(new shards; nothing written is rewritten)",
+                       choices=MODES, flag="--append", given=MODES[1], other=MODES[1])
+    new_labels: str = option(DEFAULT_NEW_LABELS, "with --append: refuse: a label the dataset lacks is an error; "
+                                                 "extend: add it to the vocabulary (no id changes)",
+                             choices=NEW_LABELS, other=NEW_LABELS[1])
     progress: bool | None = option(None, "no progress bar", flag="--no-progress", given=False, run=True,
                                    other=False)
     num_workers: int | None = option(None, "threads fetching images (local runner; all shards written in this "
@@ -330,7 +341,8 @@ class Options:
                                file_format=checked.file_format, tensor_encoding=checked.tensor_encoding,
                                statistics=checked.statistics)
         return Conversion(options, checked.split_fractions,  # type: ignore[arg-type]
-                          checked.float_precision, checked.num_shards, checked.overwrite, checked.storage_timeout)
+                          checked.float_precision, checked.num_shards, checked.overwrite, checked.storage_timeout,
+                          checked.mode, checked.new_labels)
 
     def run_settings(self, started: float) -> RunSettings:
         """How the conversion runs, checked: ``started`` is ``time.perf_counter()`` as convert was called."""

@@ -29,10 +29,16 @@ from tfrecorder.errors import ImageError, TFRecorderError
 IMAGE_FORMATS = ("keep", "jpeg", "png", "raw")
 VALIDATE_MODES = ("full", "header")
 ON_ERROR = ("report", "raise")
+# convert's mode: write a new dataset, or add the table's rows to the finished one in output_dir as a new version
+# (write/run/append.py); new_labels: what an append does with a label the dataset's vocabulary lacks
+MODES = ("create", "append")
+NEW_LABELS = ("refuse", "extend")
 FLOAT_PRECISIONS = ("auto", "float32", "float64")
 DEFAULT_IMAGE_FORMAT = "keep"
 DEFAULT_VALIDATE = "full"
 DEFAULT_ON_ERROR = "report"
+DEFAULT_MODE, APPEND = MODES
+DEFAULT_NEW_LABELS, EXTEND_LABELS = NEW_LABELS
 DEFAULT_FLOAT_PRECISION = "auto"
 DEFAULT_JPEG_QUALITY = 95
 # Detection tables: the units of box edges ("auto": normalized when every edge is within [0, 1]), and the
@@ -257,6 +263,8 @@ class WriteOptions:
     file_format: str = DEFAULT_FILE_FORMAT  # the shards' files' format (dataset/file_formats): TFRecord, ArrayRecord
     tensor_encoding: str = DEFAULT_TENSOR_ENCODING  # of tensor columns whose type gives none (connectors/tensors)
     statistics: bool = True  # write statistics.pb once dataset.json is written (summary/statistics.py)
+    # an append's: the dataset's images by content key (append.KnownContent); a new row holding one is a duplicate
+    known_content: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         checked_format_name(self.file_format)
@@ -312,6 +320,8 @@ class Conversion:
     num_shards: int | None
     overwrite: bool
     storage_timeout: float
+    mode: str = DEFAULT_MODE  # MODES: "append" adds a version to the dataset in the output folder
+    new_labels: str = DEFAULT_NEW_LABELS  # NEW_LABELS: an append's labels the dataset's vocabulary lacks
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,8 @@ def write_shard(
                           for name in c.connector.summarized_measures]
             for record, (image, key, files) in zip(records, fetched):
                 record_rows = [rows[local] for local in record]
+                if key is not None and options.known_content is not None:  # an append: its image already written
+                    image = options.known_content.duplicate(key, spec.split) or image
                 if not isinstance(image, ImageError) and detection:
                     try:
                         data, labels, clipped = encoder.encode(record, record_rows, image)

@@ -40,6 +40,7 @@ from tfrecorder.write import splits
 from tfrecorder.write.record.masks import pixel_stride
 from tfrecorder.write.record.shard import LOOSE_ROWS, ImageStats, ObjectStats, RowFailure, ShardResult, merged_measures
 from tfrecorder.write.run.result import ConvertResult, SplitResult
+from tfrecorder.write.run.versioning import History
 from tfrecorder.write.settings import WriteOptions
 from tfrecorder.write.table import leakage
 from tfrecorder.write.table.table import Column, Table
@@ -56,6 +57,7 @@ class Finish:
     options: WriteOptions
     runner: str
     uri_leaks: tuple[dict[str, Any], ...] = ()
+    history: History = History()  # the dataset an append adds its version to (versioning.py); none: a new one
 
     def leaks(self, results: Sequence[ShardResult],
               same_bytes: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -74,8 +76,8 @@ class Finish:
         order = {name: i for i, name in enumerate(splits.WRITTEN_SPLITS)}
         results = sorted(results, key=lambda r: (order[r.spec.split], r.spec.index))
         failures = sorted((f for r in results for f in r.failures), key=lambda f: f.row)
-        folder.write_text(ERRORS_NAME, errors_csv(failures))
-        manifest = build_manifest(self, results, same_bytes)
+        folder.write_text(self.history.errors_file, errors_csv(failures))
+        manifest = self.history.recorded(folder, build_manifest(self, results, same_bytes), results)
         layout = self.options.layout
         side_files = layout.side_files(self.table.vocabulary) if self.table.is_detection else {}
         for name, text in side_files.items():
@@ -85,6 +87,8 @@ class Finish:
                              layout=layout)
         for name, text in tfds.files.items():
             folder.write_text(name, text)
+        for name in self.history.stale_tfds_files(tfds.files):  # an earlier version's, TFDS cannot read this one
+            folder.remove(name, folder=False)
         manifest = replace(manifest, tfds=tfds.summary())
         folder.sync()  # every shard and file it names is in place for good before dataset.json says so
         folder.write_text(MANIFEST_NAME, manifest.to_json())
@@ -449,12 +453,13 @@ def convert_result(folder: Folder, manifest: Manifest, seconds: float, runner: s
     for warning in warnings:
         logger.warning("%s: %s", folder.url, warning)
     failed = any(c.errors for c in manifest.rows.values())
-    return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(ERRORS_NAME),
-                         error_codes=error_codes(folder) if failed else {}, warnings=warnings,
+    return ConvertResult(folder.url, split_results, seconds, runner, folder.url_of(manifest.errors_file),
+                         error_codes=error_codes(folder, manifest.errors_file) if failed else {}, warnings=warnings,
                          resumed_shards=resumed)
 
 
-def error_codes(folder: Folder) -> dict[str, int]:
-    """errors.csv's error codes and how many rows each, the most frequent first (the result names them)."""
-    rows = csv.DictReader(io.StringIO(folder.read_text(ERRORS_NAME, ERRORS_MAX_BYTES)))
+def error_codes(folder: Folder, name: str = ERRORS_NAME) -> dict[str, int]:
+    """errors.csv's (``name``'s) error codes and how many rows each, the most frequent first (the result names
+    them)."""
+    rows = csv.DictReader(io.StringIO(folder.read_text(name, ERRORS_MAX_BYTES)))
     return dict(Counter(row["error"] for row in rows).most_common())

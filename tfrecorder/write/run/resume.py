@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfrecorder._version import __version__
+from tfrecorder.dataset import versions
 from tfrecorder.dataset.features import LABEL
 from tfrecorder.dataset.file_formats import format_named, format_names
 from tfrecorder.dataset.manifest import ERRORS_NAME, MANIFEST_NAME, STATISTICS_NAME, Manifest
@@ -278,9 +279,10 @@ def _shard_name() -> re.Pattern[str]:
     """Our shard and index names (plan.SHARD_TEMPLATE) in every registered file format (its ``suffixes``, a
     plug-in format's too): how an unfinished run's files are recognised without dataset.json."""
     suffixes = sorted({s for name in format_names() for s in format_named(name).suffixes()} | {INDEX_SUFFIX})
-    return re.compile(rf"^(train|validation|test)-\d{{5}}-of-\d{{5}}({'|'.join(map(re.escape, suffixes))})$")
+    return re.compile(rf"^(train|validation|test)(-v\d+)?-\d{{5}}-of-\d{{5}}({'|'.join(map(re.escape, suffixes))})$")
 
 
+_content_keys = re.compile(r"^\.content-keys-v\d+\.npy$")  # versions.CONTENT_KEYS_TEMPLATE: every conversion's
 _METADATA_NAMES = (ERRORS_NAME, STATISTICS_NAME, DATASET_INFO_NAME, FEATURES_NAME, labels_file(LABEL.name))
 
 
@@ -294,6 +296,7 @@ def _remove_earlier_output(folder: Folder, names: list[str], unfinished_run: boo
     if manifest is not None:
         ours |= {MANIFEST_NAME, STATISTICS_NAME, manifest.errors_file, *(manifest.tfds or {}).get("files", [])}
         ours |= {name for shards in manifest.splits.values() for s in shards for name in (s.file, s.index) if name}
+        ours |= versions.side_files(manifest) | {n for n in names if _content_keys.match(n)}
     if unfinished_run:
         shard_name = _shard_name()
         ours |= {n for n in names if shard_name.match(n)} | {MANIFEST_NAME, *_METADATA_NAMES}

@@ -43,6 +43,7 @@ from tfrecorder.write.runners.beam_steps import (
     forget_refused_run,
     stage_part,
 )
+from tfrecorder.write.settings import APPEND
 from tfrecorder.write.sources import StagedRows, frame_as_arrow, frame_parts
 from tfrecorder.write.table import summary_pass
 from tfrecorder.write.table.schema_check import EMPTY_TABLE
@@ -130,6 +131,9 @@ class WriteDataset(beam.PTransform):
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         conversion = self._conversion
+        if conversion.mode == APPEND:  # write/run/append.py runs in convert's process, for now
+            raise TFRecorderError("WriteDataset(mode='append'): appending runs on the local runner only, for now: "
+                                  "call tfrecorder.convert(..., mode='append') on the new rows")
         conversion.options.check_file_format()
         folder = Folder.of(self._url, conversion.storage_timeout)
         staged = StagedRows(folder.url_of(INPUT_DIR))

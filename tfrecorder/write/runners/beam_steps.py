@@ -15,7 +15,6 @@ so a Dataflow job that outlives the submitting process still leaves a complete, 
 from __future__ import annotations
 
 import hashlib
-from array import array
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -350,8 +349,7 @@ class WriteMetadata(beam.PTransform):
             | "SameBytes" >> beam.Map(_range_leaks, "same_bytes")
         )
         return (
-            written
-            | "WithoutContentKeys" >> beam.Map(_without_content_keys)
+            written  # with their content keys (16 bytes an image): the last step keeps them beside the shards
             | "Collect" >> beam.combiners.ToList()
             | "WriteManifest" >> beam.Map(_finish, beam.pvalue.AsSingleton(self._planned),
                                           beam.pvalue.AsList(same_bytes), self._folder, self._journal)
@@ -362,7 +360,4 @@ def _content_ranges(result: ShardResult) -> Iterator[tuple[int, leakage.KeyedRow
     """A shard's written images' content keys and rows, by range of key (``leakage.key_ranges``)."""
     yield from leakage.key_ranges([result.keyed_content()]).items()
 
-
-def _without_content_keys(result: ShardResult) -> ShardResult:
-    return replace(result, content_keys=array("Q"), content_key_rows=array("q"))
 

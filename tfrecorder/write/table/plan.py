@@ -11,6 +11,7 @@ import numpy as np
 
 from tfrecorder.dataset.file_formats import DEFAULT_FILE_FORMAT, format_named, format_of_file
 from tfrecorder.dataset.records import INDEX_SUFFIX
+from tfrecorder.dataset.versions import version_mark
 from tfrecorder.errors import TFRecorderError
 from tfrecorder.write.splits import WRITTEN_SPLITS
 
@@ -32,6 +33,7 @@ class ShardSpec:
     start: int = 0
     stop: int = 0
     split_rows: int = 0
+    version: int = 1  # the dataset version it belongs to: a later one's names say it (versions.version_mark)
 
     @property
     def rows(self) -> int:
@@ -43,7 +45,8 @@ class ShardSpec:
         its records itself, as ArrayRecord files do)."""
         if not format_of_file(self.filename).side_index:
             return None
-        return SHARD_TEMPLATE.format(split=self.split.lower(), index=self.index, count=self.count, suffix=INDEX_SUFFIX)
+        return SHARD_TEMPLATE.format(split=self.split.lower() + version_mark(self.version), index=self.index,
+                                     count=self.count, suffix=INDEX_SUFFIX)
 
 
 def shard_filename(split: str, index: int, count: int, compression: str | None,

@@ -99,12 +99,13 @@ def bucket_count(files: Source, schema: Schema) -> int:
 
 def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions: Sequence[float],
               run_digest: Any = None, part_rows: int | None = None,
-              tensor_encoding: str = DEFAULT_TENSOR_ENCODING) -> Summary:
+              tensor_encoding: str = DEFAULT_TENSOR_ENCODING, vocabulary: Any = None) -> Summary:
     """The summary pass: validate every part, merge the facts, spill the rows by split and key range.
 
     Raises the SchemaError ``validate`` gives for the whole table (its problems, with their rows).
     ``run_digest``: a callable(schema table) -> RunDigest, fed each part's keys and image locations;
-    ``tensor_encoding``: convert's (``check_schema``)."""
+    ``tensor_encoding``: convert's (``check_schema``); ``vocabulary``: a callable(Facts) -> the label names an
+    append keeps (``append.vocabulary_rule``: the dataset's, extended or not), or None."""
     parts = files.parts(part_rows or PART_ROWS)
     first = next(parts, None)
     schema = _first_part_schema(first, schema, files, tensor_encoding)
@@ -121,6 +122,9 @@ def summarize(files: Source, schema: Schema | None, spill: Folder, *, fractions:
         summary = spilled(files.parts(part_rows or PART_ROWS), Spellings(frozenset(aliased)))
     try:
         summary = class_names(summary, files)
+        names = vocabulary(summary.facts) if vocabulary is not None and not summary.facts.problems else None
+        if names is not None:  # an append's labels: the dataset's ids stay theirs
+            summary.facts = replace(summary.facts, names=names)
         summary.facts.check()
     except BaseException:  # a table that fails keeps none of its rows or images with its error
         summary.held.release()
