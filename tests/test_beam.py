@@ -119,7 +119,8 @@ def test_the_job_holds_names_of_row_files_not_rows(tmp_path, monkeypatch):
         out = tmp_path / str(rows)
         tfrecorder.convert(table, str(out), runner="DirectRunner", num_shards=2)
         assert sorted(p.name for p in out.iterdir() if not p.name.endswith((".tfrecord", ".tfindex"))) == [
-            ".conversion.json", "dataset.json", "dataset_info.json", "errors.csv", "features.json"]  # no _beam/
+            ".conversion.json", "dataset.json", "dataset_info.json", "errors.csv", "features.json",
+            "statistics.pb"]  # no _beam/
         assert len(tfrecorder.read_tfr(str(out))) == rows
     small, large = sizes[0], sizes[1]
     assert large < 1_000_000 and abs(large - small) <= 0.1 * small, (small, large)

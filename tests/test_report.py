@@ -309,3 +309,14 @@ def test_the_report_command_writes_the_page_where_told_and_convert_no_statistics
     assert main(["report", str(tmp_path / "none"), "--output", str(tmp_path / "page.html")]) == 0
     assert f"wrote {tmp_path / 'page.html'}" in capsys.readouterr().out
     assert "data-table='feature:x'" in (tmp_path / "page.html").read_text()
+
+
+def test_statistics_of_a_column_whose_range_floats_cannot_split_into_buckets(tmp_path):
+    """Values a hair apart (1.0 and the next float) or all one value: one bucket, not numpy's 'too many bins'."""
+    table = pd.DataFrame({"split": "TRAIN", "x": [1.0, np.nextafter(1.0, 2.0), 1.0], "y": [5.0, 5.0, 5.0]})
+    tfrecorder.convert(table, str(tmp_path / "out"), float_precision="float64", progress=False)
+    stats = tfrecorder.statistics(str(tmp_path / "out"))
+    features = {f.path.step[0]: f for f in stats.datasets[0].features}
+    for name in ("x", "y"):
+        (buckets,) = [h.buckets for h in features[name].num_stats.histograms if h.type == 0]
+        assert sum(b.sample_count for b in buckets) == 3

@@ -183,7 +183,11 @@ class _Sample:
         values, found = self.values(), tfdv.Histogram(type=tfdv.Histogram.STANDARD, num_nan=self.nan, name=name)
         if not self.count:
             return found
-        counts, edges = np.histogram(values, bins=HISTOGRAM_BUCKETS, range=(self.low, self.high))
+        edges = np.linspace(self.low, self.high, HISTOGRAM_BUCKETS + 1)
+        if np.all(np.diff(edges) > 0):
+            counts, _ = np.histogram(values, bins=edges)
+        else:  # one value, or a range too narrow for floats to split into buckets: one bucket holds them all
+            edges, counts = np.array([self.low, self.high]), np.array([len(values)])
         scale = self.count / max(1, len(values))
         for low, high, count in zip(edges[:-1], edges[1:], counts):
             found.buckets.add(low_value=float(low), high_value=float(high), sample_count=float(count * scale))
