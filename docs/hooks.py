@@ -24,6 +24,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001
     entries += [f"::: tfrecorder.{name}" for name in ("schema.Schema", "errors.TFRecorderError",
                                                      "errors.SchemaError", "errors.RowError")]
     entries.append("::: tfrecorder.write.runners.beam.WriteDataset")
+    entries += [f"::: tfrecorder.torch.{name}" for name in ("Dataset", "Sampler")]
     rows = "\n".join(f"| `types.{t.__name__}` | {t.role.value} | {t.kind.value}{'[]' if t.is_list else ''} | "
                      f"{(inspect.getdoc(t) or '').replace(chr(10), ' ')} |" for t in types.ALL_TYPES)
     table = f"| type | role | stored as | meaning |\n|---|---|---|---|\n{rows}\n"

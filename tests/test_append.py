@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import tensorflow as tf
 
 import tfrecorder
 from tfrecorder.errors import SchemaError, TFRecorderError
@@ -120,6 +121,23 @@ def test_a_reader_opened_before_an_append_keeps_what_it_opened(table, tmp_path):
     _convert(table[6:], out, mode="append")
     assert len(source) == count and len([source[i] for i in range(count)]) == count
     assert len(tfrecorder.data_source(str(out), "TRAIN", decode=False)) == sum(table["split"] == "TRAIN")
+
+
+def test_a_load_dataset_pipeline_built_before_an_append_reads_what_it_opened_and_an_overwrite_stops_it(table,
+                                                                                                        tmp_path):
+    """The pipeline checks, as each shard opens, that dataset.json still lists it as opened: an append leaves the
+    old shards listed (the pipeline reads its version to the end); an overwrite lists others (it stops)."""
+    out = tmp_path / "out"
+    _convert(table[:6], out, num_shards=2)
+    before = tfrecorder.load_dataset(str(out), "TRAIN", decode_images=False)
+    count = int(before.cardinality())
+    _convert(table[6:], out, mode="append")
+    assert sum(1 for _ in before) == count
+    reopened = tfrecorder.load_dataset(str(out), "TRAIN", decode_images=False)
+    assert int(reopened.cardinality()) == sum(table["split"] == "TRAIN")
+    _convert(table[2:], out, overwrite=True, num_shards=2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="changed since this reader opened"):
+        sum(1 for _ in reopened)
 
 
 def test_an_appended_dataset_writes_no_stale_tfds_metadata(table, tmp_path):

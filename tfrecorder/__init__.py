@@ -49,8 +49,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "beam":  # the module of the Beam transform: Apache Beam is imported on first use
-        return importlib.import_module("tfrecorder.beam")
+    if name in ("beam", "torch"):  # modules for Apache Beam and PyTorch, imported on first use
+        return importlib.import_module(f"tfrecorder.{name}")
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -12,7 +13,14 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfrecorder.arguments import check_choice, check_count, check_image_size, check_optional_count, is_count
+from tfrecorder.arguments import (
+    check_choice,
+    check_count,
+    check_image_size,
+    check_optional_count,
+    check_switch,
+    is_count,
+)
 from tfrecorder.dataset import connectors
 from tfrecorder.dataset.features import (
     BOX_FORMATS,
@@ -27,7 +35,8 @@ from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.open import check_shard, check_shards, open_dataset, reading
+from tfrecorder.read.hosts import host_part
+from tfrecorder.read.open import check_opened, manifest_changed, manifest_identity, open_dataset, reading
 from tfrecorder.read.tf_image import (
     DEFAULT_RESIZE_METHOD,
     RESIZE_METHODS,
@@ -93,6 +102,7 @@ class ReadOptions:
     bounding_box_format: str = SUPERVISED_BOX_FORMAT
     pad: bool | tuple[tuple[str, int], ...] | None = None  # True, or (feature, length) pairs
     audio_length: float | int | None = None  # seconds (a float) or samples (an int) every clip is cut or padded to
+    cardinality: bool = True  # the split's length known (False: unknown, for the tf.data service's distributed_epoch)
 
     def __post_init__(self) -> None:
         check_optional_count("batch_size", self.batch_size, "single examples")
@@ -104,6 +114,7 @@ class ReadOptions:
                                                               "image (ragged batches without as_supervised)")
         check_count("shuffle_buffer", self.shuffle_buffer)
         check_count("num_shards", self.num_shards)
+        check_switch("cardinality", self.cardinality)
         if not is_count(self.shard_index) or not 0 <= self.shard_index < self.num_shards:
             raise TFRecorderError(f"shard_index={self.shard_index!r} with num_shards={self.num_shards}: need "
                                   f"0 <= shard_index < num_shards")
@@ -296,6 +307,8 @@ def load_dataset(
     pad: bool | Mapping[str, int] | None = None,
     audio_length: float | int | None = None,
     version: int | None = None,
+    shard: tuple[int, int] | tf.distribute.InputContext | str | None = None,
+    cardinality: bool = True,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -307,10 +320,16 @@ def load_dataset(
     only when it still shrinks more than 3x; ``"bilinear"`` is exactly TensorFlow's default (full decode, no
     antialiasing), ``"area"`` and ``"lanczos3"`` (antialiased, the highest quality) decode in full. A size of
     more than 178,956,970 pixels (Pillow's decompression-bomb limit) is refused before anything is read.
-    For multi-worker training, ``num_shards``/``shard_index`` (or a ``tf.distribute.InputContext``) give
-    each worker whole shard files when there are at least as many files as workers, else every
-    ``num_shards``-th record; ``cardinality()`` is this worker's count. ``storage_timeout`` bounds each
-    object-store (gs://) operation of the listing and checks done here (TensorFlow then reads the shards).
+    With ``shuffle=True, seed=`` the order is the same on every run and another each epoch. For many hosts,
+    ``shard=(index, count)``, a ``tf.distribute.InputContext`` or ``shard="jax"`` (this JAX process's part) give
+    each host whole shard files when there are at least as many files as hosts, else every ``count``-th record:
+    disjoint parts that together hold every record once; ``cardinality()`` is this host's count.
+    The pipeline is TensorFlow ops only (no Python runs while it reads): it runs on tf.data service workers,
+    in ``Dataset.save`` and its iterators checkpoint (``tf.train.Checkpoint``). The exception: audio clips
+    other than WAV, decoded by libsndfile in Python (``audio_format="wav"`` at conversion keeps them in the
+    graph). Every shard is checked when the dataset is opened; a shard or dataset.json replaced later is an
+    error naming it. ``storage_timeout`` bounds each object-store (gs://) operation of the listing and checks
+    done here (TensorFlow then reads the shards).
 
     A detection dataset's elements hold ``objects``: ``{"bbox": [N, 4], "label": [N], ...}``, boxes as
     ``[ymin, xmin, ymax, xmax]`` fractions of the image as given - turned with its EXIF orientation and moved
@@ -342,7 +361,7 @@ def load_dataset(
         cache: cache the decoded elements in memory after the first epoch.
         drop_remainder: drop a last batch smaller than ``batch_size``.
         deterministic: tf.data's element order under parallel reads (None: its default).
-        num_shards: workers reading parts of the split (with ``shard_index``).
+        num_shards: workers reading parts of the split (with ``shard_index``; or ``shard=``).
         shard_index: this worker's part.
         input_context: a ``tf.distribute.InputContext`` giving both.
         storage_timeout: seconds one object-store operation of the listing and checks may take.
@@ -353,8 +372,13 @@ def load_dataset(
             (the same length in every batch, what Keras layers take), ``True`` pads each batch's to its longest.
         audio_length: audio clips (float32 waveforms in [-1, 1], ``[T]`` mono or ``[T, C]``) cut or zero-padded
             to this length: seconds as a float, samples as an int (None: each its own length, batched ragged).
-
+        shard: this host's part of the split: ``(index, count)``, a ``tf.distribute.InputContext``, or ``"jax"``
+            (``jax.process_index()`` of ``jax.process_count()``).
+        cardinality: the length known (``len(ds)``, Keras's steps per epoch), asserted as the split is read.
+            ``False`` leaves it unknown: for the tf.data service's ``distributed_epoch``, whose workers each
+            read a part of the shards (the assertion would stop them).
         version: the dataset version to read (``tfrecorder.versions``): its shards and counts; None: the latest.
+
     Returns:
         A ``tf.data.Dataset`` of ``split``, or ``{split: tf.data.Dataset}`` for every split when ``split`` is
         None.
@@ -369,8 +393,7 @@ def load_dataset(
         >>> batch["image"].shape, batch["image"].dtype
         (TensorShape([2, 32, 32, 3]), tf.uint8)
     """
-    if input_context is not None:
-        num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
+    num_shards, shard_index = host_part(shard, num_shards, shard_index, input_context)
     options = ReadOptions(
         batch_size=batch_size, shuffle=shuffle, decode_images=decode_images,
         image_size=check_image_size(image_size),
@@ -381,6 +404,7 @@ def load_dataset(
         deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
         max_objects=max_objects, bounding_box_format=bounding_box_format,
         pad=tuple(dict(pad).items()) if isinstance(pad, Mapping) else pad, audio_length=audio_length,
+        cardinality=cardinality,
     )
     if resize_mode != DEFAULT_RESIZE_MODE and image_size is None:  # a keyword that would do nothing: said now
         raise TFRecorderError(f"resize_mode={resize_mode!r} says how image_size= resizes: give image_size=(height, "
@@ -392,11 +416,7 @@ def load_dataset(
             given = "max_objects=" if max_objects is not None else "bounding_box_format="
             raise TFRecorderError(f"{given} is for a dataset of boxes; {folder.url} holds no objects (a detection "
                                   f"table's rows are boxes: split, image_uri, label, xmin, ymin, xmax, ymax)")
-        check_shards(manifest, folder, names)
-        for name in names:  # a dataset.json that does not describe the records: one line now, not a TF error later
-            first = next((shard for shard in manifest.splits[name] if shard.records), None)
-            if first is not None:
-                check_shard(folder, manifest, name, first, count_index=True)
+        check_opened(manifest, folder, names)  # once: the pipeline itself runs no Python
     if manifest.objects is not None and as_supervised and max_objects is None:  # targets a detector's fit stacks
         options = dataclasses.replace(options, max_objects=most_objects(manifest, folder))
     if max_objects is not None:
@@ -436,7 +456,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
     records = _records(manifest, folder, split, shards, o)
     if record_shard is not None:
         records = records.shard(*record_shard)
-    records = records.apply(tf.data.experimental.assert_cardinality(count))
+    records = _with_length(records, count, o)
     if o.cache:
         records = records.cache()
     if o.shuffle:
@@ -467,7 +487,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
             return supervised(example) if supervised is not None else example
 
         ds = records.map(_traced(one), num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
-        ds = ds.apply(tf.data.experimental.assert_cardinality(count))
+        ds = _with_length(ds, count, o)
         if o.batch_size:
             batch = ds.ragged_batch if ragged else ds.batch
             ds = batch(o.batch_size, o.drop_remainder)
@@ -479,7 +499,7 @@ def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: Read
                                                                deterministic=o.deterministic)
     else:
         ds = records.batch(_PARSE_BATCH).map(_traced(parse), num_parallel_calls=AUTOTUNE)
-        ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(count))
+        ds = _with_length(ds.unbatch(), count, o)
     if o.pad:
         ds = ds.map(_traced(_padder(spec, o.pad, where)), num_parallel_calls=AUTOTUNE)
     if o.as_supervised:
@@ -567,11 +587,18 @@ def _detection(manifest: Manifest, split: str, records: tf.data.Dataset, parse: 
         return supervised(example) if supervised is not None else example
 
     ds = records.map(_traced(one), num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(count))
+    ds = _with_length(ds, count, o)
     if o.batch_size:
         batch = ds.batch if o.max_objects is not None else ds.ragged_batch
         ds = batch(o.batch_size, o.drop_remainder)
     return ds
+
+
+def _with_length(ds: tf.data.Dataset, count: int, options: ReadOptions) -> tf.data.Dataset:
+    """``ds`` with its length known (Keras's steps per epoch, ``len(ds)``): ``count`` elements, an assertion that
+    fails at the end of a read of any other number - which is what a tf.data service worker of a
+    ``distributed_epoch`` reads (a part of the shards), hence ``cardinality=False`` leaves it unknown."""
+    return ds.apply(tf.data.experimental.assert_cardinality(count)) if options.cardinality else ds
 
 
 def _selected(manifest: Manifest, options: ReadOptions) -> list[str] | None:
@@ -602,23 +629,24 @@ def _worker_part(shards: list, num_shards: int, index: int) -> tuple[list, int, 
 
 
 def _records(manifest: Manifest, folder: Folder, split: str, shards: list, options: ReadOptions) -> tf.data.Dataset:
-    """The split's serialized records; each shard is checked against dataset.json as it is opened (its first
-    record's features, and its record count against its index file)."""
+    """The split's serialized records, in TensorFlow ops only: no Python runs as they are read, so tf.data service
+    workers in other processes, ``Dataset.save`` and iterator checkpoints run the pipeline. Every shard was checked
+    when the dataset was opened (``open.check_opened``); as each is read, the graph checks that dataset.json is
+    still the one opened and that the shard holds the records dataset.json counts, and TensorFlow checks each
+    record's CRC: a shard replaced after opening is an error naming it, never other records."""
     files = tf.constant([folder.url_of(s.file) for s in shards])
+    counts = tf.constant([s.records for s in shards], tf.int64)
     file_format = format_of_files([s.file for s in shards])
-
-    def problem(position: tf.Tensor) -> str:
-        try:
-            check_shard(folder, manifest, split, shards[int(position)], count_index=True)
-        except TFRecorderError as e:
-            return str(e)
-        return ""
+    unchanged = _manifest_guard(folder, shards)
+    per_check = _records_per_count(manifest, shards)
 
     def open_shard(position: tf.Tensor) -> tf.data.Dataset:
-        message = tf.py_function(problem, [position], tf.string)
-        with tf.control_dependencies([tf.debugging.Assert(tf.equal(message, ""), [message])]):
-            file = tf.gather(files, position)
-        return file_format.tf_records(file, manifest.compression)
+        file = tf.gather(files, position)
+        if unchanged is not None:
+            with tf.control_dependencies([unchanged(position)]):
+                file = tf.identity(file)
+        records = file_format.tf_records(file, manifest.compression)
+        return _counted(records, file, tf.gather(counts, position), per_check)
 
     positions = tf.data.Dataset.range(len(shards))
     if not options.shuffle or len(shards) == 1:
@@ -626,6 +654,69 @@ def _records(manifest: Manifest, folder: Folder, split: str, shards: list, optio
     positions = positions.shuffle(len(shards), seed=options.seed, reshuffle_each_iteration=True)
     return positions.interleave(_traced(open_shard), cycle_length=min(len(shards), 8), num_parallel_calls=AUTOTUNE,
                                 deterministic=options.deterministic)
+
+
+def _manifest_guard(folder: Folder, shards: list) -> Any:
+    """A function giving the op that stops the pipeline where the folder's dataset.json no longer lists the shard
+    at ``position`` as the reader opened it (its name, records, bytes and CRC-32C): another conversion into the
+    folder (its shards may keep their names, sizes, counts and first records) stops it; an append, which adds
+    shards and leaves the listed ones be, does not. None for other tools' files (no dataset.json). It reads
+    dataset.json as each shard is opened (TensorFlow has no op for a file's size or time): a few hundred bytes
+    a shard."""
+    if not folder.opened:
+        return None
+    if manifest_identity(folder) != folder.opened:  # read after the open: the text must be the one opened
+        raise TFRecorderError(manifest_changed(folder))
+    url, message = folder.url_of(MANIFEST_NAME), manifest_changed(folder)
+    # each shard's entry as dataset.json writes it (json.dumps, indented): its first four fields in order
+    listed = tf.constant([
+        "(?s).*" + r",\s*".join(re.escape(json.dumps(key)) + r":\s*" + re.escape(json.dumps(value)) for key, value in
+                                (("file", s.file), ("records", s.records), ("bytes", s.bytes),
+                                 ("crc32c", s.crc32c))) + ".*"
+        for s in shards])
+
+    def unchanged(position: tf.Tensor) -> tf.Operation:
+        # the path made of the shard's position (joined as nothing), so that TensorFlow reads the file as each
+        # shard is opened: a read of a constant path is folded into one read when the pipeline starts
+        path = tf.strings.join([url, tf.strings.substr(tf.strings.as_string(position), 0, 0)])
+        still = tf.strings.regex_full_match(tf.io.read_file(path), tf.gather(listed, position))
+        return tf.debugging.Assert(still, [message])
+
+    return unchanged
+
+
+# The records of a shard are counted in groups of about this many bytes (at most _MOST_PER_COUNT records): a
+# step of the graph per group, not per record, costs next to nothing, and a group is small beside the memory of
+# a pipeline.
+_BYTES_PER_COUNT = 1 << 20
+_MOST_PER_COUNT = 4096
+
+
+def _records_per_count(manifest: Manifest, shards: list) -> int:
+    """Records counted together by ``_counted``: about ``_BYTES_PER_COUNT`` bytes of the split's records."""
+    records, size = sum(s.records for s in shards), sum(s.bytes for s in shards)
+    return max(1, min(_MOST_PER_COUNT, records * _BYTES_PER_COUNT // max(size, 1)))
+
+
+def _counted(records: tf.data.Dataset, file: tf.Tensor, expected: tf.Tensor, per_check: int) -> tf.data.Dataset:
+    """``records`` of the shard ``file``, stopped with an error naming it (in the graph) where it holds more or
+    fewer than the ``expected`` records of dataset.json. Counted in groups of ``per_check`` records, then an
+    empty group marks the end."""
+    end = tf.data.Dataset.from_tensors((tf.constant([], tf.string), True))
+    groups = records.batch(per_check).map(lambda group: (group, False)).concatenate(end)
+
+    def count(seen: tf.Tensor, group: Any) -> Any:
+        records_of_group, last = group
+        seen += tf.size(records_of_group, out_type=tf.int64)
+        right = tf.logical_and(seen <= expected, tf.logical_or(tf.logical_not(last), tf.equal(seen, expected)))
+        message = tf.strings.join([file, " holds ", tf.strings.as_string(seen), " or more records, dataset.json "
+                                   "says ", tf.strings.as_string(expected), ": it was replaced or damaged after the "
+                                   "dataset was opened; read the dataset again"])
+        message = tf.where(last, tf.strings.regex_replace(message, " or more", ""), message)
+        with tf.control_dependencies([tf.debugging.Assert(right, [message])]):
+            return seen, tf.identity(records_of_group)
+
+    return groups.scan(tf.constant(0, tf.int64), _traced(count)).unbatch()
 
 
 def _check_batchable(manifest: Manifest, batch_size: int | None, image_size: Any) -> None:
