@@ -36,7 +36,8 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
     # The long ones first: on two workers a notebook (10-40 s) or a pipeline that is left for the end keeps one
     # worker busy while the other has nothing left to do. Notebooks, then every module with a slow test, then the
-    # rest; a module's tests stay together and in their order (its module-scoped fixtures are made once).
+    # rest; a module's tests stay together and in their order, and setup.cfg's --dist loadfile gives each module
+    # to one worker (its module-scoped fixtures are made once).
     slow_paths = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: 0 if item.path.suffix == ".ipynb" else 1 if item.path in slow_paths else 2)
 

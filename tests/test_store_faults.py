@@ -136,28 +136,28 @@ def test_readers_of_a_lost_store_end_with_one_error_naming_the_folder(tabular_ta
     tfrecorder.convert(tabular_table, OUT, progress=False)
     relay.refuse()
     call = {
-        "verify": lambda: tfrecorder.verify(OUT, storage_timeout=2),
-        "info": lambda: tfrecorder.info(OUT, storage_timeout=2),
-        "inspect": lambda: tfrecorder.inspect(OUT, output_dir=str(tmp_path / "look"), storage_timeout=2),
-        "read_tfr": lambda: tfrecorder.read_tfr(OUT, storage_timeout=2),
-        "load_dataset": lambda: tfrecorder.load_dataset(OUT, storage_timeout=2),
-        "read_manifest": lambda: tfrecorder.read_manifest(OUT, storage_timeout=2),
+        "verify": lambda: tfrecorder.verify(OUT, storage_timeout=1),
+        "info": lambda: tfrecorder.info(OUT, storage_timeout=1),
+        "inspect": lambda: tfrecorder.inspect(OUT, output_dir=str(tmp_path / "look"), storage_timeout=1),
+        "read_tfr": lambda: tfrecorder.read_tfr(OUT, storage_timeout=1),
+        "load_dataset": lambda: tfrecorder.load_dataset(OUT, storage_timeout=1),
+        "read_manifest": lambda: tfrecorder.read_manifest(OUT, storage_timeout=1),
     }[reader]
     with pytest.raises(tfrecorder.TFRecorderError) as caught:
         call()
     assert str(caught.value).startswith(f"cannot read {OUT}: connection refused by 127.0.0.1:{relay.port} "
-                                        f"(given up at storage_timeout=2 s)"), str(caught.value)
+                                        f"(given up at storage_timeout=1 s)"), str(caught.value)
 
 
 def test_verify_in_the_command_while_the_store_is_down_is_one_line(tabular_table, relay):
     tfrecorder.convert(tabular_table, OUT, progress=False)
     relay.refuse()
     env = {**os.environ, "STORAGE_EMULATOR_HOST": relay.address}
-    done = subprocess.run([sys.executable, "-m", "tfrecorder", "verify", OUT, "--storage-timeout", "2"], env=env,
+    done = subprocess.run([sys.executable, "-m", "tfrecorder", "verify", OUT, "--storage-timeout", "1"], env=env,
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"tfrecorder: error: cannot read {OUT}: connection refused by "
-                                                f"127.0.0.1:{relay.port} (given up at --storage-timeout 2 s)"]
+                                                f"127.0.0.1:{relay.port} (given up at --storage-timeout 1 s)"]
 
 
 def test_storage_timeout_must_be_a_positive_number(tabular_table, tmp_path):
@@ -172,7 +172,7 @@ def test_a_table_on_a_lost_store_is_one_error_too(tabular_table, relay, tmp_path
         tabular_table.to_csv(f, index=False)
     relay.refuse()
     with pytest.raises(tfrecorder.TFRecorderError) as caught:
-        tfrecorder.convert(f"gs://{BUCKET}/table.csv", str(tmp_path / "out"), progress=False, storage_timeout=2)
+        tfrecorder.convert(f"gs://{BUCKET}/table.csv", str(tmp_path / "out"), progress=False, storage_timeout=1)
     assert f"converting into {tmp_path / 'out'}: connection refused by 127.0.0.1:{relay.port}" in str(caught.value)
 
 
