@@ -25,21 +25,20 @@ _SLOW_MODULES = {"test_beam", "test_dask", "test_gcs", "test_store_faults", "tes
                  "test_big_files", "test_entrance_beam", "test_cli", "test_cli_output", "test_release",
                  "test_package", "test_properties", "test_fuzz", "test_stream", "test_memory"}
 _SLOW_WORDS = ("DirectRunner", "direct_runner", "every_runner", "and_runner", "Dask", "beam",
-               "the_code_blocks_of_a_page_run", "quick_start", "every_resize_mode", "keras")
+               "the_code_blocks_of_a_page_run", "quick_start", "every_resize_mode", "keras", "the_notebook_runs")
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         module = item.path.stem
-        if (item.path.suffix == ".ipynb" or module in _SLOW_MODULES
-                or any(word in item.nodeid for word in _SLOW_WORDS)):
+        if module in _SLOW_MODULES or any(word in item.nodeid for word in _SLOW_WORDS):
             item.add_marker(pytest.mark.slow)
     # The long ones first: on two workers a notebook (10-40 s) or a pipeline that is left for the end keeps one
     # worker busy while the other has nothing left to do. Notebooks, then every module with a slow test, then the
-    # rest; a module's tests stay together and in their order, and setup.cfg's --dist loadfile gives each module
+    # rest; a module's tests stay together and in their order, and the Makefile's --dist loadfile gives each module
     # to one worker (its module-scoped fixtures are made once).
     slow_paths = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: 0 if item.path.suffix == ".ipynb" else 1 if item.path in slow_paths else 2)
+    items.sort(key=lambda item: 0 if "test_the_notebook_runs" in item.nodeid else 1 if item.path in slow_paths else 2)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
-"""Notebooks are committed without outputs and as notebooks/make_notebooks.py writes them.
-
-`make test` executes them too (pytest --nbmake, set in setup.cfg).
+"""Notebooks are committed without outputs and as notebooks/make_notebooks.py writes them, and every one runs:
+its code cells, in order, in one namespace, from the notebooks' folder (a cell tagged ``skip-execution`` is left
+out, as Jupyter tools leave it). They run in the test's process, not in a Jupyter kernel of their own: a kernel
+is one more process importing TensorFlow (about 5 s of CPU each, a minute of the suite for twelve notebooks),
+and the cells are what a reader runs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,20 @@ def test_committed_notebook_is_clean_and_up_to_date(name):
     assert all(not cell.get("outputs") and not cell.get("execution_count") for cell in committed.cells
                if cell.cell_type == "code"), f"{name} has outputs: strip them"
     assert committed == make_notebooks.build(name), f"{name} differs from make_notebooks.py: regenerate it"
+
+
+@pytest.mark.parametrize("name", sorted(make_notebooks.NOTEBOOKS))
+def test_the_notebook_runs(name, monkeypatch):
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    monkeypatch.chdir(NOTEBOOKS)
+    namespace: dict = {"__name__": "__main__"}
+    for number, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code" or "skip-execution" in cell.metadata.get("tags", []):
+            continue
+        try:
+            exec(compile(cell.source, f"{name} cell {number}", "exec"), namespace)  # noqa: S102 - our notebooks
+        except Exception as e:  # noqa: BLE001 - the failing cell named, with its error
+            raise AssertionError(f"{name}, cell {number} fails: {type(e).__name__}: {e}\n{cell.source}") from e
 
 
 def test_dataflow_notebook_calls_match_the_api_with_a_dry_run(image_table, gcs_dir):
