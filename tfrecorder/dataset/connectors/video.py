@@ -217,16 +217,16 @@ def _decoded_frames(data: bytes, uri: str, fps: float | None, max_frames: int | 
     before its frames do, or a frame cannot be decoded) or ``too_large``."""
     import av
 
+    looks = any(data[at:at + len(magic)] == magic for at, magic in _MAGIC)  # a container's first bytes
+    cut = ImageError("truncated", f"{uri}: the file starts as a video container but no video stream can be read "
+                                  f"from it: it ends before its index (an interrupted copy or download)")
     try:
         container = av.open(io.BytesIO(data))
     except (av.FFmpegError, ValueError, OSError):
-        looks = any(data[at:at + len(magic)] == magic for at, magic in _MAGIC)
-        raise ImageError("truncated" if looks else "unsupported_format",
-                         f"{uri}: " + ("the file cannot be opened: it ends before its index (an interrupted copy "
-                                       "or download)" if looks else _NOT_VIDEO)) from None
+        raise (cut if looks else ImageError("unsupported_format", f"{uri}: {_NOT_VIDEO}")) from None
     with container:
-        if not container.streams.video:
-            raise ImageError("unsupported_format", f"{uri}: the file holds no video stream")
+        if not container.streams.video:  # an MP4 whose index (at its end) was cut off shows none
+            raise cut if looks else ImageError("unsupported_format", f"{uri}: the file holds no video stream")
         stream = container.streams.video[0]
         rate, expected = float(stream.average_rate or stream.guessed_rate or 0), stream.frames
         frames, due, decoded = [], 0.0, 0
