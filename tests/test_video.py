@@ -141,7 +141,8 @@ def test_uint8_arrays_are_stored_as_png_frames_and_read_back_exactly(tmp_path):
 def test_a_video_uri_type_names_a_column_of_another_name(tmp_path):
     write_clip(tmp_path / "clip.mkv")
     table = pd.DataFrame({"split": ["TRAIN"], "movie": [str(tmp_path / "clip.mkv")]})
-    tfrecorder.convert(table, str(tmp_path / "out"), schema={"split": types.SplitKey, "movie": types.VideoUri}, progress=False)
+    schema = {"split": types.SplitKey, "movie": types.VideoUri}
+    tfrecorder.convert(table, str(tmp_path / "out"), schema=schema, progress=False)
     assert_frames(tfrecorder.data_source(str(tmp_path / "out"), split="TRAIN")[0]["movie"], range(FRAMES))
 
 

@@ -112,7 +112,7 @@ class Video(Media):
         array = array[:self.max_frames] if self.max_frames else array
         if len(array) == 0:
             raise ImageError("unsupported_format", f"{uri}: an array of no frames")
-        _check_budget(len(array), *array.shape[1:3], uri)
+        _check_budget(len(array), array.shape[1], array.shape[2], uri)
         stored = []
         for frame in array:
             buffer = io.BytesIO()
@@ -221,7 +221,7 @@ def _decoded_frames(data: bytes, uri: str, fps: float | None, max_frames: int | 
     cut = ImageError("truncated", f"{uri}: the file starts as a video container but no video stream can be read "
                                   f"from it: it ends before its index (an interrupted copy or download)")
     try:
-        container = av.open(io.BytesIO(data))
+        container = av.open(io.BytesIO(data), mode="r")
     except (av.FFmpegError, ValueError, OSError):
         raise (cut if looks else ImageError("unsupported_format", f"{uri}: {_NOT_VIDEO}")) from None
     with container:
