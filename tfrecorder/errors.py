@@ -38,13 +38,16 @@ ROW_ERRORS: dict[str, tuple[str, str]] = {
                         "size at another scale (annotations at another scale are scaled to it)",
                         "pair the annotation with its own image, or correct its width and height"),
     "empty_file": ("a zero-byte file", "replace the file (often an interrupted download)"),
-    "too_large": ("over max_image_bytes= or the pixel limit (a decompression bomb guard), or audio over the "
-                  "decoded-samples budget (about 2 hours of 16 kHz stereo)",
-                  "raise max_image_bytes= / max_image_pixels= if the image is genuine"),
+    "too_large": ("over max_image_bytes= or the pixel limit (a decompression bomb guard), audio over the "
+                  "decoded-samples budget (about 2 hours of 16 kHz stereo), or a video's kept frames over 2 GiB "
+                  "of pixels",
+                  "raise max_image_bytes= / max_image_pixels= if the image is genuine; for video, max_frames= or a "
+                  "lower video_fps="),
     "unsupported_format": ("not a file of its column's kind: an image Pillow can read, an audio file libsndfile "
-                           "reads (WAV, FLAC, OGG/Vorbis, Opus, MP3)",
-                           "convert it to JPEG or PNG, or to WAV or FLAC"),
-    "truncated": ("an audio file ends before its samples do (an interrupted copy or download)",
+                           "reads (WAV, FLAC, OGG/Vorbis, Opus, MP3), a video file FFmpeg reads (MP4, WebM, MKV, "
+                           "AVI, MOV)",
+                           "convert it to JPEG or PNG, to WAV or FLAC, or to MP4"),
+    "truncated": ("an audio or video file ends before its samples or frames do (an interrupted copy or download)",
                   "replace the file; validate_audio=\"full\" (the default) finds these"),
     "empty_audio": ("an audio file or waveform that holds no samples", "drop the row, or replace the file"),
     "decode_error": ("a corrupt or truncated image", "replace the file; validate_images=\"full\" finds these"),

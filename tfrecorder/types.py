@@ -325,12 +325,13 @@ LABEL_TYPES: dict[tuple[Kind, bool], type[ColumnType]] = {
 
 # Column types of kinds defined with the connectors (which import this module): made when first asked for.
 _KIND_TYPES = {"AudioUri": ("tfrecorder.dataset.connectors.audio", "Audio"),  # paths or URLs of audio files
-               "AudioBytes": ("tfrecorder.dataset.connectors.audio", "Audio")}  # their encoded bytes
+               "AudioBytes": ("tfrecorder.dataset.connectors.audio", "Audio"),  # their encoded bytes
+               "VideoUri": ("tfrecorder.dataset.connectors.video", "Video")}  # paths or URLs of video files
 
 
 def __getattr__(name: str) -> Any:
     """``types.AudioUri`` and ``types.AudioBytes``: an audio column's type (its paths, URLs or bytes are one kind,
-    ``connectors.audio.Audio``)."""
+    ``connectors.audio.Audio``); ``types.VideoUri``: a video column's (``connectors.video.Video``)."""
     if name not in _KIND_TYPES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

@@ -104,7 +104,7 @@ class ExampleDecoder:
         if not connector.plain:  # a kind that reads its record's stored list itself
             if not values and feature.nullable:
                 return None
-            return connector.from_wire(values or [])
+            return connector.array(connector.from_wire(values or []))  # read_tfr gives from_wire's value alone
         if not values:
             if not feature.nullable:
                 raise TFRecorderError(f"{where}: record {number} has no value of feature {feature.name!r}, which "

@@ -102,6 +102,7 @@ class ReadOptions:
     bounding_box_format: str = SUPERVISED_BOX_FORMAT
     pad: bool | tuple[tuple[str, int], ...] | None = None  # True, or (feature, length) pairs
     audio_length: float | int | None = None  # seconds (a float) or samples (an int) every clip is cut or padded to
+    num_frames: int | None = None  # the frames every video clip is sampled or padded to
     cardinality: bool = True  # the split's length known (False: unknown, for the tf.data service's distributed_epoch)
 
     def __post_init__(self) -> None:
@@ -306,6 +307,7 @@ def load_dataset(
     bounding_box_format: str = SUPERVISED_BOX_FORMAT,
     pad: bool | Mapping[str, int] | None = None,
     audio_length: float | int | None = None,
+    num_frames: int | None = None,
     version: int | None = None,
     shard: tuple[int, int] | tf.distribute.InputContext | str | None = None,
     cardinality: bool = True,
@@ -372,6 +374,9 @@ def load_dataset(
             (the same length in every batch, what Keras layers take), ``True`` pads each batch's to its longest.
         audio_length: audio clips (float32 waveforms in [-1, 1], ``[T]`` mono or ``[T, C]``) cut or zero-padded
             to this length: seconds as a float, samples as an int (None: each its own length, batched ragged).
+        num_frames: video clips (uint8 ``[T, H, W, 3]``, each frame resized to ``image_size``) sampled to this
+            many frames, evenly apart, or followed by frames of zeros where a clip has fewer (None: each its own
+            count, batched ragged).
         shard: this host's part of the split: ``(index, count)``, a ``tf.distribute.InputContext``, or ``"jax"``
             (``jax.process_index()`` of ``jax.process_count()``).
         cardinality: the length known (``len(ds)``, Keras's steps per epoch), asserted as the split is read.
@@ -404,7 +409,7 @@ def load_dataset(
         deterministic=deterministic, num_shards=num_shards, shard_index=shard_index,
         max_objects=max_objects, bounding_box_format=bounding_box_format,
         pad=tuple(dict(pad).items()) if isinstance(pad, Mapping) else pad, audio_length=audio_length,
-        cardinality=cardinality,
+        num_frames=num_frames, cardinality=cardinality,
     )
     if resize_mode != DEFAULT_RESIZE_MODE and image_size is None:  # a keyword that would do nothing: said now
         raise TFRecorderError(f"resize_mode={resize_mode!r} says how image_size= resizes: give image_size=(height, "

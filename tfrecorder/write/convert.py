@@ -107,6 +107,8 @@ def convert(
     sample_rate: int | None = None,
     audio_channels: int | None = None,
     audio_format: str = DEFAULT_AUDIO_FORMAT,
+    video_fps: float | None = None,
+    max_frames: int | None = None,
     on_error: str = DEFAULT_ON_ERROR,
     statistics: bool = True,
     overwrite: bool = False,
@@ -203,6 +205,9 @@ def convert(
         audio_channels: 1 downmixes every clip to mono (None: as given).
         audio_format: ``"keep"`` stores each clip's bytes as they are; ``"flac"`` (lossless) or ``"wav"``
             (16-bit PCM, which ``load_dataset`` decodes in the graph) encodes every clip again.
+        video_fps: a video column's clips: keep this many frames a second of each (PyAV decodes every frame; one
+            every 1/video_fps seconds is stored, as a JPEG). None: every frame.
+        max_frames: a video column's clips: keep at most this many frames of each (the first). None: all.
         on_error: ``"report"`` lists bad rows in errors.csv; ``"raise"`` stops at the first.
         statistics: write ``statistics.pb`` (each split's and feature's statistics in TFDV's format, computed
             from the shards once they are written; ``tfrecorder.report`` shows them). False: none (``report``

@@ -265,6 +265,12 @@ class Options:
     audio_format: str = option(DEFAULT_AUDIO_FORMAT, "audio columns: keep: the original bytes; flac or wav "
                                                      "(16-bit PCM, decoded in the graph): encoded again",
                                choices=AUDIO_FORMATS, identity=True, other="wav")
+    video_fps: float | None = option(None, "video columns: keep this many frames a second of each clip (default: "
+                                           "every frame)", cli_type=float, identity=True, other=5.0,
+                                     check=lambda v: None if v is None else check_number("video_fps", v))
+    max_frames: int | None = option(None, "video columns: keep at most this many frames of each clip (default: "
+                                          "all)", cli_type=int, identity=True, other=16,
+                                    check=lambda v: check_optional_count("max_frames", v, "all"))
     on_error: str = option(DEFAULT_ON_ERROR, "a row that fails (missing or damaged image, unreadable URI): report: "
                                              "listed in errors.csv and the counts; raise: stop with the row, "
                                              "column, URI and cause",

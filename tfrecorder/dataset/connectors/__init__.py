@@ -47,12 +47,13 @@ from tfrecorder.dataset.connectors.scalars import (
     float64_bits,
 )
 from tfrecorder.dataset.connectors.tensors import Tensor
+from tfrecorder.dataset.connectors.video import Video
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.types import ColumnType, Kind
 
 __all__ = ["INT64_MAX", "INT64_MIN", "TFDS_CLASS", "VISIBILITY", "Audio", "BoundingBoxes", "Bytes", "ClassLabel",
            "Connector", "Float32", "Float64", "Image", "InstanceMask", "Int64", "KeypointVisibility", "Keypoints",
-           "ListOf", "Mask", "Media", "Objects", "Tensor", "Text", "float64_bits"]
+           "ListOf", "Mask", "Media", "Objects", "Tensor", "Text", "Video", "float64_bits"]
 
 INT64, FLOAT32, FLOAT64, BYTES, TEXT, IMAGE, CLASS_LABEL = (Int64(), Float32(), Float64(), Bytes(), Text(), Image(),
                                                            ClassLabel())

@@ -122,7 +122,10 @@ class ExampleEncoder:
         if error is not None:
             raise error
         for name, value in (media or {}).items():
-            self._media[name][0] = value
+            if isinstance(value, list):  # a media kind of several values a record (a video's frames): all of them
+                self._media[name][:] = value
+            else:
+                self._media[name][0] = value
         if image is not None:
             for name, value in image_values(image, self._uris[row]).items():
                 self._image[name][0] = value
