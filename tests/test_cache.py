@@ -125,6 +125,7 @@ print(sorted(x["text"].decode() for x in ds.as_numpy_iterator()))
 """
 
 
+@pytest.mark.slow
 def test_two_processes_share_a_cache(written, tmp_path):
     train = f"/{_shards(written)['TRAIN']['file']}"
     local = _texts(tfrecorder.load_dataset(str(written), split="TRAIN"))
