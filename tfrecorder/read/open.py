@@ -274,10 +274,17 @@ def _name_edit(folder: Folder, edit: EditedManifest) -> None:
                 raise _edited(folder, problem) from None
 
 
+_WEB_PROTOCOLS = {"http", "https"}
+
+
 def _manifest_text(folder: Folder) -> str:
     """dataset.json's text, or a TFRecorderError saying why there is none."""
     tfrecord_dir = folder.url
     names = folder.names()
+    if not names and _WEB_PROTOCOLS & set(folder.protocols):
+        # a web server need not list a folder (most do not): dataset.json is asked for by its name
+        with contextlib.suppress(FileNotFoundError):
+            return folder.read_text(MANIFEST_NAME)
     if MANIFEST_NAME not in names:
         _refuse_unfinished(tfrecord_dir, names)
         if not names:

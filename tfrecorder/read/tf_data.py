@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from tfrecorder.dataset.manifest import MANIFEST_NAME, FeatureInfo, Manifest
 from tfrecorder.dataset.storage import Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
+from tfrecorder.read import cache
+from tfrecorder.read.cache import CachedShards
 from tfrecorder.read.hosts import host_part
 from tfrecorder.read.open import check_opened, manifest_changed, manifest_identity, open_dataset, reading
 from tfrecorder.read.tf_image import (
@@ -311,6 +314,8 @@ def load_dataset(
     version: int | None = None,
     shard: tuple[int, int] | tf.distribute.InputContext | str | None = None,
     cardinality: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    cache_limit: int | None = None,
 ) -> tf.data.Dataset | dict[str, tf.data.Dataset]:
     """A tuned ``tf.data.Dataset`` of one split, or a dict of every split, with no feature spec from you.
 
@@ -330,7 +335,8 @@ def load_dataset(
     in ``Dataset.save`` and its iterators checkpoint (``tf.train.Checkpoint``). The exception: audio clips
     other than WAV, decoded by libsndfile in Python (``audio_format="wav"`` at conversion keeps them in the
     graph). Every shard is checked when the dataset is opened; a shard or dataset.json replaced later is an
-    error naming it. ``storage_timeout`` bounds each object-store (gs://) operation of the listing and checks
+    error naming it. With ``cache_dir=``, remote shards are copied to a local folder first and read from
+    there (shown below). ``storage_timeout`` bounds each object-store (gs://) operation of the listing and checks
     done here (TensorFlow then reads the shards).
 
     A detection dataset's elements hold ``objects``: ``{"bbox": [N, 4], "label": [N], ...}``, boxes as
@@ -383,6 +389,12 @@ def load_dataset(
             ``False`` leaves it unknown: for the tf.data service's ``distributed_epoch``, whose workers each
             read a part of the shards (the assertion would stop them).
         version: the dataset version to read (``tfrecorder.versions``): its shards and counts; None: the latest.
+        cache_dir: a local folder for copies of remote shards (gs://, http(s)://): each shard this host reads is
+            copied there when the dataset is opened (in threads, its CRC-32C checked against dataset.json's as it
+            is copied), and the pipeline reads the copies - the second epoch, and the next process, read local
+            files. Several processes of a machine may share it. None: shards are read where they are.
+        cache_limit: the most bytes ``cache_dir`` holds: least recently used copies are evicted first, never one
+            a live dataset reads. A read whose shards are bigger together than the limit is refused.
 
     Returns:
         A ``tf.data.Dataset`` of ``split``, or ``{split: tf.data.Dataset}`` for every split when ``split`` is
@@ -421,7 +433,9 @@ def load_dataset(
             given = "max_objects=" if max_objects is not None else "bounding_box_format="
             raise TFRecorderError(f"{given} is for a dataset of boxes; {folder.url} holds no objects (a detection "
                                   f"table's rows are boxes: split, image_uri, label, xmin, ymin, xmax, ymax)")
-        check_opened(manifest, folder, names)  # once: the pipeline itself runs no Python
+        cached = _cached(manifest, folder, names, options, cache_dir, cache_limit)
+        if cached is None:
+            check_opened(manifest, folder, names)  # once: the pipeline itself runs no Python
     if manifest.objects is not None and as_supervised and max_objects is None:  # targets a detector's fit stacks
         options = dataclasses.replace(options, max_objects=most_objects(manifest, folder))
     if max_objects is not None:
@@ -430,9 +444,29 @@ def load_dataset(
     if max_objects is not None and isinstance(most, int) and max_objects < most:  # cut boxes are never silent
         logger.warning("max_objects=%d: images of %s hold up to %d objects; the objects past the first %d of "
                        "each are left out", max_objects, folder.url, most, max_objects)
-    if split is None:
-        return {name: _split_dataset(manifest, folder, name, options) for name in names}
-    return _split_dataset(manifest, folder, names[0], options)
+    local = cached.paths if cached is not None else {}
+    datasets = {name: _split_dataset(manifest, folder, name, options, local) for name in names}
+    for dataset in datasets.values() if cached is not None else ():
+        cached.hold_while(dataset)  # its copies are not evicted while it lives
+    return datasets if split is None else datasets[names[0]]
+
+
+def _cached(manifest: Manifest, folder: Folder, names: list[str], options: ReadOptions,
+            cache_dir: str | os.PathLike | None, cache_limit: int | None) -> CachedShards | None:
+    """The local copies of the shards this host reads of ``names`` (``cache.cache_shards``), for a remote folder
+    read with ``cache_dir``; None otherwise. Each copy's CRC-32C is checked in full against dataset.json's as it
+    is made (a copy already there was checked when it was made, and its name holds that CRC): more than
+    ``check_opened``'s checks of sizes and first records, which the reader then skips."""
+    if cache_dir is None:
+        if cache_limit is not None:
+            raise TFRecorderError(f"cache_limit={cache_limit!r} bounds the folder of cache_dir=: give cache_dir too")
+        return None
+    if not cache.wants_cache(folder):
+        logger.info("cache_dir=%s: %s is local, read as it is", cache_dir, folder.url)
+        return None
+    shards = [shard for name in names
+              for shard in _worker_part(manifest.splits[name], options.num_shards, options.shard_index)[0]]
+    return cache.cache_shards(folder, shards, os.fspath(cache_dir), cache_limit)
 
 
 def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
@@ -452,13 +486,14 @@ def load(tfrecord_dir: str, **kwargs: Any) -> dict[str, tf.data.Dataset]:
     return load_dataset(tfrecord_dir, split=None, **kwargs)  # type: ignore[return-value]
 
 
-def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: ReadOptions) -> tf.data.Dataset:
+def _split_dataset(manifest: Manifest, folder: Folder, split: str, options: ReadOptions,
+                   local: Mapping[str, str]) -> tf.data.Dataset:
     o = options
     spec = _spec(manifest, _selected(manifest, o))
     if not spec:
         raise TFRecorderError(f"split {split}: no features to read (the records have none, or none were selected)")
     shards, count, record_shard = _worker_part(manifest.splits[split], o.num_shards, o.shard_index)
-    records = _records(manifest, folder, split, shards, o)
+    records = _records(manifest, folder, shards, o, local)
     if record_shard is not None:
         records = records.shard(*record_shard)
     records = _with_length(records, count, o)
@@ -633,16 +668,19 @@ def _worker_part(shards: list, num_shards: int, index: int) -> tuple[list, int, 
     return shards, total // num_shards + (1 if index < total % num_shards else 0), (num_shards, index)
 
 
-def _records(manifest: Manifest, folder: Folder, split: str, shards: list, options: ReadOptions) -> tf.data.Dataset:
+def _records(manifest: Manifest, folder: Folder, shards: list, options: ReadOptions,
+             local: Mapping[str, str]) -> tf.data.Dataset:
     """The split's serialized records, in TensorFlow ops only: no Python runs as they are read, so tf.data service
     workers in other processes, ``Dataset.save`` and iterator checkpoints run the pipeline. Every shard was checked
     when the dataset was opened (``open.check_opened``); as each is read, the graph checks that dataset.json is
     still the one opened and that the shard holds the records dataset.json counts, and TensorFlow checks each
-    record's CRC: a shard replaced after opening is an error naming it, never other records."""
-    files = tf.constant([folder.url_of(s.file) for s in shards])
+    record's CRC: a shard replaced after opening is an error naming it, never other records. ``local``: the
+    shards' copies in the cache (``cache_dir=``), read instead; each was checked whole against the dataset.json
+    opened, so nothing read from them can be of another version, and the store is not asked again."""
+    files = tf.constant([local.get(s.file) or folder.url_of(s.file) for s in shards])
     counts = tf.constant([s.records for s in shards], tf.int64)
     file_format = format_of_files([s.file for s in shards])
-    unchanged = _manifest_guard(folder, shards)
+    unchanged = None if local else _manifest_guard(folder, shards)
     per_check = _records_per_count(manifest, shards)
 
     def open_shard(position: tf.Tensor) -> tf.data.Dataset:
