@@ -2,8 +2,10 @@
 
 from benchmarks import (
     bench_audio,
+    bench_cache,
     bench_detection,
     bench_embedded,
+    bench_fleet,
     bench_instance_masks,
     bench_memory,
     bench_names,
@@ -22,5 +24,5 @@ from benchmarks import (
 if __name__ == "__main__":  # not again in a worker process started by spawning (Dask's, in bench_runners)
     for module in (bench_write, bench_read, bench_random_access, bench_detection, bench_yolo, bench_instance_masks,
                    bench_segmentation, bench_runners, bench_tabular, bench_wide, bench_scale, bench_memory,
-                   bench_embedded, bench_names, bench_tensors, bench_audio):
+                   bench_embedded, bench_names, bench_tensors, bench_audio, bench_fleet, bench_cache):
         module.main([])
