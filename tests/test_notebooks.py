@@ -26,8 +26,24 @@ def test_committed_notebook_is_clean_and_up_to_date(name):
     assert committed == make_notebooks.build(name), f"{name} differs from make_notebooks.py: regenerate it"
 
 
+@pytest.fixture
+def fresh_seeds():
+    """A notebook seeds TensorFlow, numpy and Python globally (``tf.keras.utils.set_random_seed``), as a kernel of
+    its own may: the seeds are unset after it, so a later test of this process orders as a new process does."""
+    yield
+    import random
+
+    import numpy as np
+    import tensorflow as tf
+
+    tf.random.set_seed(None)
+    tf.keras.backend.clear_session()
+    np.random.seed(None)
+    random.seed()
+
+
 @pytest.mark.parametrize("name", sorted(make_notebooks.NOTEBOOKS))
-def test_the_notebook_runs(name, monkeypatch):
+def test_the_notebook_runs(name, monkeypatch, fresh_seeds):
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     monkeypatch.chdir(NOTEBOOKS)
     namespace: dict = {"__name__": "__main__"}

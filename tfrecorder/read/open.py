@@ -65,7 +65,7 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
     """
     if not shard.crc32c:
         return  # another tool's file: nothing recorded to compare with
-    if folder.opened and manifest_identity(folder) != folder.opened and not _still_listed(folder, shard):
+    if folder.opened and manifest_identity(folder) != folder.opened and not _still_listed(folder, manifest):
         # another conversion into the folder since the reader opened it: its shards may keep their sizes and
         # first records (a changed label further in), which the checks below cannot tell from the old ones
         raise TFRecorderError(manifest_changed(folder))
@@ -100,16 +100,17 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
         raise _edited(folder, problem)
 
 
-def _still_listed(folder: Folder, shard: ShardInfo) -> bool:
-    """Whether the dataset.json now in ``folder`` lists ``shard`` as written (its name, size and CRC-32C): an append
-    since the reader opened the folder added shards and left this one be, so the reader goes on with what it
-    opened; another conversion into the folder replaced it."""
+def _still_listed(folder: Folder, opened: Manifest) -> bool:
+    """Whether the dataset.json now in ``folder`` lists every shard of the dataset the reader ``opened`` as it was
+    written (its name, size and CRC-32C): an append since the reader opened the folder added shards and left
+    these be, so the reader goes on with what it opened; another conversion into the folder rewrote one of
+    them (even one the reader has open, whose next read would see the new file)."""
     try:
         now = Manifest.from_json(folder.read_text(MANIFEST_NAME), where=folder.url_of(MANIFEST_NAME))
     except (OSError, TFRecorderError):
         return False
-    return any((s.file, s.bytes, s.crc32c) == (shard.file, shard.bytes, shard.crc32c)
-               for shards in now.splits.values() for s in shards)
+    listed = {(s.file, s.bytes, s.crc32c) for shards in now.splits.values() for s in shards}
+    return all((s.file, s.bytes, s.crc32c) in listed for shards in opened.splits.values() for s in shards)
 
 
 def manifest_changed(folder: Folder) -> str:

@@ -700,30 +700,29 @@ def _records(manifest: Manifest, folder: Folder, shards: list, options: ReadOpti
 
 
 def _manifest_guard(folder: Folder, shards: list) -> Any:
-    """A function giving the op that stops the pipeline where the folder's dataset.json no longer lists the shard
-    at ``position`` as the reader opened it (its name, records, bytes and CRC-32C): another conversion into the
-    folder (its shards may keep their names, sizes, counts and first records) stops it; an append, which adds
-    shards and leaves the listed ones be, does not. None for other tools' files (no dataset.json). It reads
-    dataset.json as each shard is opened (TensorFlow has no op for a file's size or time): a few hundred bytes
-    a shard."""
+    """A function giving the op that stops the pipeline where the folder's dataset.json no longer lists every
+    shard of ``shards`` (in dataset.json's order) as the reader opened them (name, records, bytes, CRC-32C):
+    another conversion into the folder (its shards may keep their names, sizes, counts and first records) stops
+    it; an append, which adds shards and leaves the listed ones be, does not. None for other tools' files (no
+    dataset.json). It reads dataset.json as each shard is opened (TensorFlow has no op for a file's size or
+    time): a few hundred bytes a shard."""
     if not folder.opened:
         return None
     if manifest_identity(folder) != folder.opened:  # read after the open: the text must be the one opened
         raise TFRecorderError(manifest_changed(folder))
     url, message = folder.url_of(MANIFEST_NAME), manifest_changed(folder)
-    # each shard's entry as dataset.json writes it (json.dumps, indented): its first four fields in order
-    listed = tf.constant([
-        "(?s).*" + r",\s*".join(re.escape(json.dumps(key)) + r":\s*" + re.escape(json.dumps(value)) for key, value in
-                                (("file", s.file), ("records", s.records), ("bytes", s.bytes),
-                                 ("crc32c", s.crc32c))) + ".*"
-        for s in shards])
+    # every shard of the split read, in dataset.json's order, as it writes each entry (json.dumps, indented): its
+    # first four fields. One pattern for all: a shard the pipeline has open is read again from its path.
+    entries = [r",\s*".join(re.escape(json.dumps(key)) + r":\s*" + re.escape(json.dumps(value)) for key, value in
+                            (("file", s.file), ("records", s.records), ("bytes", s.bytes), ("crc32c", s.crc32c)))
+               for s in shards]
+    listed = tf.constant("(?s).*" + ".*".join(entries) + ".*")
 
     def unchanged(position: tf.Tensor) -> tf.Operation:
         # the path made of the shard's position (joined as nothing), so that TensorFlow reads the file as each
         # shard is opened: a read of a constant path is folded into one read when the pipeline starts
         path = tf.strings.join([url, tf.strings.substr(tf.strings.as_string(position), 0, 0)])
-        still = tf.strings.regex_full_match(tf.io.read_file(path), tf.gather(listed, position))
-        return tf.debugging.Assert(still, [message])
+        return tf.debugging.Assert(tf.strings.regex_full_match(tf.io.read_file(path), listed), [message])
 
     return unchanged
 
