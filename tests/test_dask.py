@@ -65,6 +65,23 @@ def test_a_dataframe_with_a_broken_image_and_a_csv_glob_on_dask_write_the_local_
     same_files(tmp_path / "glob-local", tmp_path / "glob")
 
 
+def test_audio_clips_on_dask_write_the_local_bytes(tmp_path, on_dask):
+    """An audio column (WAV and FLAC clips, one resampled by sample_rate=) on the DaskRunner: the local bytes."""
+    import numpy as np
+    import soundfile
+
+    paths = []
+    for row, (rate, kind) in enumerate([(16_000, "WAV"), (8_000, "FLAC"), (22_050, "FLAC"), (16_000, "WAV")]):
+        t = np.arange(rate // 4) / rate
+        paths.append(str(tmp_path / f"{row}.{kind.lower()}"))
+        soundfile.write(paths[-1], (0.5 * np.sin(2 * np.pi * (300 + 100 * row) * t)).astype(np.float32), rate,
+                        format=kind)
+    table = pd.DataFrame({"split": ["TRAIN", "TRAIN", "TRAIN", "TEST"], "audio_uri": paths, "label": ["a", "b"] * 2})
+    tfrecorder.convert(table, str(tmp_path / "local"), sample_rate=16_000, num_shards=2, progress=False)
+    tfrecorder.convert(table, str(tmp_path / "dask"), sample_rate=16_000, num_shards=2, **on_dask)
+    same_files(tmp_path / "local", tmp_path / "dask")
+
+
 def test_write_dataset_in_a_dask_pipeline_writes_what_convert_writes(image_table, tmp_path, cluster):
     """The folder is claimed as the pipeline is built: no step repeats a side effect when the DaskRunner computes a
     side input again for each step that reads it (it once made two claims, and two 'started' times)."""
