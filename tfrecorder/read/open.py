@@ -61,7 +61,7 @@ def check_shard(folder: Folder, manifest: Manifest, split: str, shard: ShardInfo
     ``data_source`` and ``read_tfr`` call it as they open each shard, not once at the start: a file replaced
     while a dataset is read (another conversion into the folder, a shard copied over another) is an error, never
     a mixture. ``load_dataset``, whose pipeline runs no Python, calls it through ``check_opened`` when it opens
-    the dataset, and its graph checks the rest as it reads (``tf_data._records``).
+    the dataset, and its graph checks the rest as it reads (``tf_records.shard_records``).
     """
     if not shard.crc32c:
         return  # another tool's file: nothing recorded to compare with
