@@ -157,3 +157,15 @@ def test_the_direct_runner_writes_the_same_bytes(clips, tmp_path):
     assert local == sorted(p.name for p in (tmp_path / "direct").glob("*.tfrecord*"))
     for name in local:
         assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "direct" / name).read_bytes()
+
+
+def test_tfds_reads_each_clip_as_its_frames_in_order(clips):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    _, out, _ = clips
+    builder = tfds.builder_from_directory(str(out))
+    assert type(builder.info.features["video"]).__name__ == "Video"
+    examples = list(tfds.as_numpy(builder.as_dataset(split="train")))
+    assert len(examples) == len(CONTAINERS)
+    for ex in examples:
+        assert ex["video"].shape == (FRAMES, HEIGHT, WIDTH, 3)
+        assert_frames(ex["video"], range(FRAMES))
