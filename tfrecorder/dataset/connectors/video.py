@@ -29,6 +29,8 @@ VIDEO_EXTENSIONS = (".mp4", ".m4v", ".webm", ".mkv", ".avi", ".mov")
 # The decoded-pixels budget of one clip's kept frames (T x H x W x 3 bytes as uint8): 2 GiB, about 6 minutes of
 # 1080p at 5 fps; a clip over it is the row error too_large (max_frames= or video_fps= keep fewer frames).
 MAX_PIXEL_BYTES = 1 << 31
+# show's and inspect's picture of a clip: this many of its frames, evenly apart, each shrunk to fit this square.
+PICTURE_FRAMES, PICTURE_FRAME_SIZE = 8, 320
 JPEG_QUALITY = 95  # a frame decoded from a video file is stored as a JPEG of this quality (TFDS's: encode_jpeg's)
 # An array a table holds, as its checked value carries it until the shard's writer encodes it: this tag, its .npy.
 _ARRAY = b"TFRVIDEO\0"
@@ -51,6 +53,7 @@ class Video(Media):
     supervised_input = True
     claimed_names = VIDEO_COLUMNS
     values_per_record = None  # a frame a value
+    own_file = True  # inspect writes a clip's frames as files, and show draws a contact sheet of them
 
     def __init__(self, fps: float | None = None, max_frames: int | None = None, height: int | None = None,
                  width: int | None = None):
@@ -169,12 +172,26 @@ class Video(Media):
         return f"video{size}" + (f" {self.fps:g} fps" if self.fps else "")
 
     def picture(self, value: Any) -> Any:
-        """A contact sheet: up to 8 frames, evenly apart, side by side."""
-        from PIL import Image
+        """A contact sheet: up to ``PICTURE_FRAMES`` frames, evenly apart, side by side in their order, each at most
+        ``PICTURE_FRAME_SIZE`` pixels a side (a 1080p clip's sheet stays a picture a viewer opens)."""
+        from PIL import Image, ImageOps
 
         frames = np.asarray(value)
-        picked = frames[np.linspace(0, len(frames) - 1, min(8, len(frames))).astype(int)]
-        return Image.fromarray(np.concatenate(list(picked), axis=1))
+        picked = np.linspace(0, len(frames) - 1, min(PICTURE_FRAMES, len(frames))).round().astype(int)
+        shown = [ImageOps.contain(Image.fromarray(frames[t]), (PICTURE_FRAME_SIZE, PICTURE_FRAME_SIZE))
+                 for t in picked]
+        sheet = Image.new("RGB", (sum(f.width for f in shown), shown[0].height))
+        for at, frame in zip(np.cumsum([0] + [f.width for f in shown[:-1]]), shown):
+            sheet.paste(frame, (int(at), 0))
+        return sheet
+
+    def file_suffix(self, stored: bytes) -> str:
+        """A stored frame's extension: ``png`` (an array's frame) or ``jpg`` (a video file's)."""
+        return "png" if stored.startswith(b"\x89PNG") else "jpg"
+
+    def stored_files(self, stored: Any) -> list[tuple[str, bytes]]:
+        """inspect's files of a clip: each stored frame as it is, ``<record>-<feature>_<frame>.jpg``."""
+        return [(f"_{t:03d}.{self.file_suffix(bytes(frame))}", bytes(frame)) for t, frame in enumerate(stored)]
 
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         dims = ["-1", str(self.height or -1), str(self.width or -1), "3"]
