@@ -198,3 +198,23 @@ def test_inspect_writes_each_frame_and_a_contact_sheet_and_show_draws_the_sheets
     sheet = Image.open(tfrecorder.show(str(out), split="TRAIN", n=1, path=str(tmp_path / "show.png")))
     assert_sheet(sheet.crop((0, 0, sheet.width, sheet.height - 28)), range(FRAMES))  # above its caption
     assert folder == str(tmp_path / "look")
+
+
+def test_a_column_of_frame_image_lists_or_jpeg_bytes_is_stored_as_those_frames(tmp_path):
+    from PIL import Image
+
+    for t in range(FRAMES):  # a clip as its frames' files, relative to the table
+        Image.new("RGB", (WIDTH, HEIGHT), colour(t)).save(tmp_path / f"f{t}.jpg", quality=95)
+    clips = {"files": [f"f{t}.jpg" for t in range(FRAMES)], "bytes": [(tmp_path / f"f{t}.jpg").read_bytes()
+                                                                        for t in (3, 1, 2)]}
+    for name, clip in clips.items():
+        pd.DataFrame({"split": ["TRAIN"], "video": [clip]}).to_parquet(tmp_path / f"{name}.parquet")
+        tfrecorder.convert(str(tmp_path / f"{name}.parquet"), str(tmp_path / name), progress=False)
+    record = tfrecorder.read_tfr(str(tmp_path / "files")).iloc[0]
+    assert list(record["video"]) == [(tmp_path / f).read_bytes() for f in clips["files"]]  # the files' bytes
+    assert (record["video/num_frames"], record["video/height"], record["video/width"]) == (FRAMES, HEIGHT, WIDTH)
+    assert list(tfrecorder.read_tfr(str(tmp_path / "bytes")).iloc[0]["video"]) == clips["bytes"]
+    for name, indices in (("files", range(FRAMES)), ("bytes", [3, 1, 2])):
+        frames = next(iter(tfrecorder.load_dataset(str(tmp_path / name), split="TRAIN")))["video"]
+        assert frames.shape == (len(indices), HEIGHT, WIDTH, 3)
+        assert_frames(frames, indices)

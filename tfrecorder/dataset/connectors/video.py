@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector
-from tfrecorder.dataset.connectors.media import DATA, LOCATION, URI, Media
+from tfrecorder.dataset.connectors.media import DATA, FILES, LOCATION, LOCATIONS_SEPARATOR, URI, Media, packed, unpacked
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.errors import ImageError, TFRecorderError
 
@@ -31,6 +31,8 @@ VIDEO_EXTENSIONS = (".mp4", ".m4v", ".webm", ".mkv", ".avi", ".mov")
 MAX_PIXEL_BYTES = 1 << 31
 # show's and inspect's picture of a clip: this many of its frames, evenly apart, each shrunk to fit this square.
 PICTURE_FRAMES, PICTURE_FRAME_SIZE = 8, 320
+# The images a clip given as its frames may hold (their first bytes): JPEG and PNG, what TFDS's Video decodes.
+FRAME_FORMATS = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
 JPEG_QUALITY = 95  # a frame decoded from a video file is stored as a JPEG of this quality (TFDS's: encode_jpeg's)
 # An array a table holds, as its checked value carries it until the shard's writer encodes it: this tag, its .npy.
 _ARRAY = b"TFRVIDEO\0"
@@ -95,11 +97,15 @@ class Video(Media):
         if isinstance(value, np.ndarray) and value.ndim in (3, 4):
             sources.add("array")
             return {URI: None, LOCATION: None, DATA: _array_bytes(value)}
+        if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and value.ndim == 1:
+            return _frames_value(list(value), sources)
         return super().check(value, sources)
 
     # writing: the shard
     def prepare(self, data: bytes, uri: str) -> tuple[list[bytes], dict[str, Any]]:  # type: ignore[override]
         """The clip's frames as the record stores them (a list of encoded frames) and its measures."""
+        if data.startswith(FILES):
+            return self._image_frames(unpacked(data), uri)
         if data.startswith(_ARRAY):
             return self._array_frames(np.load(io.BytesIO(data[len(_ARRAY):]), allow_pickle=False), uri)
         frames, fps = _decoded_frames(data, uri, self.fps, self.max_frames)
@@ -122,6 +128,31 @@ class Video(Media):
             Image.fromarray(frame[..., 0] if frame.ndim == 3 and frame.shape[2] == 1 else frame).save(buffer, "PNG")
             stored.append(buffer.getvalue())
         return stored, _measures(len(stored), self.fps or 0.0, *array.shape[1:3])
+
+    def _image_frames(self, frames: list[bytes], uri: str) -> tuple[list[bytes], dict[str, Any]]:
+        """A clip given as its frames' images (JPEG or PNG, one size): kept as they are; a row error naming the
+        frame where one is another format, cannot be decoded, or is of another size than the first."""
+        from PIL import Image, UnidentifiedImageError
+
+        frames = frames[:self.max_frames] if self.max_frames else frames
+        size = None
+        for t, frame in enumerate(frames):
+            if not frame.startswith(FRAME_FORMATS):
+                raise ImageError("unsupported_format", f"{uri}: frame {t} is not a JPEG or PNG (what a clip's frames "
+                                                       f"are stored and read as)")
+            try:
+                with Image.open(io.BytesIO(frame)) as picture:
+                    picture.load()
+                    found = picture.size
+            except (UnidentifiedImageError, OSError, SyntaxError) as e:
+                raise ImageError("truncated", f"{uri}: frame {t} cannot be decoded ({e})") from None
+            if size is not None and found != size:
+                raise ImageError("unsupported_format", f"{uri}: frame {t} is {found[0]}x{found[1]}, frame 0 "
+                                                       f"{size[0]}x{size[1]}: a clip's frames are of one size")
+            size = found
+        width, height = size or (0, 0)
+        _check_budget(len(frames), height, width, uri)
+        return frames, _measures(len(frames), self.fps or 0.0, height, width)
 
     # reading
     def parse_spec(self, feature: FeatureInfo) -> Any:
@@ -215,6 +246,20 @@ def _check_budget(frames: int, height: int, width: int, uri: str) -> None:
         raise ImageError("too_large", f"{uri}: {frames:,} frames of {width}x{height} are over the decoded-pixels "
                                       f"budget of {MAX_PIXEL_BYTES / 2**30:g} GiB: convert with max_frames= or a "
                                       f"lower video_fps=")
+
+
+def _frames_value(frames: list[Any], sources: set[str]) -> dict[str, Any]:
+    """A clip given as its frames' images: a list of their locations (each resolved and fetched as a video
+    file's is) or of their bytes; TypeError where it is neither, or empty."""
+    if frames and all(isinstance(f, (bytes, bytearray, memoryview, np.bytes_)) for f in frames):
+        sources.add("frames bytes")
+        return {URI: None, LOCATION: None, DATA: packed([bytes(f) for f in frames])}
+    names = [str(f).strip() for f in frames if isinstance(f, (str, np.str_))]
+    if not frames or len(names) != len(frames) or not all(names) or any(LOCATIONS_SEPARATOR in n for n in names):
+        raise TypeError("not a list of frame images' locations or bytes (each a JPEG or PNG)")
+    sources.add("frames str")
+    return {URI: f"{names[0]} .. {names[-1]} ({len(names)} frames)", LOCATION: LOCATIONS_SEPARATOR.join(names),
+            DATA: None}
 
 
 def _array_bytes(value: np.ndarray) -> bytes:
