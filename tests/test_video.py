@@ -157,3 +157,64 @@ def test_the_direct_runner_writes_the_same_bytes(clips, tmp_path):
     assert local == sorted(p.name for p in (tmp_path / "direct").glob("*.tfrecord*"))
     for name in local:
         assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "direct" / name).read_bytes()
+
+
+def test_tfds_reads_each_clip_as_its_frames_in_order(clips):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    _, out, _ = clips
+    builder = tfds.builder_from_directory(str(out))
+    assert type(builder.info.features["video"]).__name__ == "Video"
+    examples = list(tfds.as_numpy(builder.as_dataset(split="train")))
+    assert len(examples) == len(CONTAINERS)
+    for ex in examples:
+        assert ex["video"].shape == (FRAMES, HEIGHT, WIDTH, 3)
+        assert_frames(ex["video"], range(FRAMES))
+
+
+def assert_sheet(sheet, indices) -> None:
+    """A contact sheet (on white) holds the frames of ``indices`` side by side, in that order."""
+    pixels = np.asarray(sheet.convert("RGB")).astype(int)
+    rows, columns = np.nonzero(np.abs(pixels - 255).max(axis=2) > 8)  # what is not the white page
+    top, bottom, left, right = rows.min(), rows.max() + 1, columns.min(), columns.max() + 1
+    width = (right - left) / len(indices)
+    for i, t in enumerate(indices):  # each frame's middle half: its colour, clear of a neighbour's
+        middle = pixels[top:bottom, int(left + (i + 0.25) * width):int(left + (i + 0.75) * width)]
+        assert np.abs(middle.reshape(-1, 3).mean(axis=0) - colour(t)).max() < TOLERANCE, (i, t)
+
+
+def test_inspect_writes_each_frame_and_a_contact_sheet_and_show_draws_the_sheets(clips, tmp_path):
+    from PIL import Image
+
+    _, out, _ = clips
+    folder = tfrecorder.inspect(str(out), split="TRAIN", num_records=2, output_dir=str(tmp_path / "look"))
+    data = pd.read_csv(tmp_path / "look" / "data.csv")
+    assert data["video_file"].tolist() == ["00000-video_000.jpg", "00001-video_000.jpg"]
+    for index in range(2):
+        frames = [np.asarray(Image.open(tmp_path / "look" / f"{index:05d}-video_{t:03d}.jpg")) for t in range(FRAMES)]
+        assert_frames(frames, range(FRAMES))
+        assert not (tmp_path / "look" / f"{index:05d}-video_{FRAMES:03d}.jpg").exists()
+        assert_sheet(Image.open(tmp_path / "look" / f"{index:05d}-video.png"), range(FRAMES))
+    assert sorted(p.name for p in (tmp_path / "look").glob("*.png")) == ["00000-video.png", "00001-video.png"]
+    sheet = Image.open(tfrecorder.show(str(out), split="TRAIN", n=1, path=str(tmp_path / "show.png")))
+    assert_sheet(sheet.crop((0, 0, sheet.width, sheet.height - 28)), range(FRAMES))  # above its caption
+    assert folder == str(tmp_path / "look")
+
+
+def test_a_column_of_frame_image_lists_or_jpeg_bytes_is_stored_as_those_frames(tmp_path):
+    from PIL import Image
+
+    for t in range(FRAMES):  # a clip as its frames' files, relative to the table
+        Image.new("RGB", (WIDTH, HEIGHT), colour(t)).save(tmp_path / f"f{t}.jpg", quality=95)
+    clips = {"files": [f"f{t}.jpg" for t in range(FRAMES)], "bytes": [(tmp_path / f"f{t}.jpg").read_bytes()
+                                                                        for t in (3, 1, 2)]}
+    for name, clip in clips.items():
+        pd.DataFrame({"split": ["TRAIN"], "video": [clip]}).to_parquet(tmp_path / f"{name}.parquet")
+        tfrecorder.convert(str(tmp_path / f"{name}.parquet"), str(tmp_path / name), progress=False)
+    record = tfrecorder.read_tfr(str(tmp_path / "files")).iloc[0]
+    assert list(record["video"]) == [(tmp_path / f).read_bytes() for f in clips["files"]]  # the files' bytes
+    assert (record["video/num_frames"], record["video/height"], record["video/width"]) == (FRAMES, HEIGHT, WIDTH)
+    assert list(tfrecorder.read_tfr(str(tmp_path / "bytes")).iloc[0]["video"]) == clips["bytes"]
+    for name, indices in (("files", range(FRAMES)), ("bytes", [3, 1, 2])):
+        frames = next(iter(tfrecorder.load_dataset(str(tmp_path / name), split="TRAIN")))["video"]
+        assert frames.shape == (len(indices), HEIGHT, WIDTH, 3)
+        assert_frames(frames, indices)

@@ -200,16 +200,20 @@ def _write_image(output_dir: str, index: int, example: dict, raw: str | None) ->
     return name
 
 
-def _write_kind_files(output_dir: str, index: int, name: str, kind: connectors.Connector, stored: bytes) -> str:
-    """A record's value of a kind that has files of its own (an audio clip): its stored bytes as they are, and
-    its picture beside them (a spectrogram) where the kind draws one; the first file's name."""
+def _write_kind_files(output_dir: str, index: int, name: str, kind: connectors.Connector, stored: Any) -> str:
+    """A record's value of a kind that has files of its own (an audio clip, a clip's frames): its stored bytes as
+    they are (``stored_files``), and its picture beside them (a spectrogram, a contact sheet) where the kind draws
+    one; the first file's name."""
     base = f"{index:05d}-{re.sub(r'[^A-Za-z0-9_]+', '_', name)}"
-    written = f"{base}.{kind.file_suffix(stored)}"
-    _claim(output_dir, written)
-    with open(os.path.join(output_dir, written), "wb") as f:
-        f.write(stored)
-    try:
-        picture = kind.picture(kind.array(np.array([stored], dtype=object))[0])
+    files = kind.stored_files(stored)
+    for ending, data in files:
+        _claim(output_dir, base + ending)
+        with open(os.path.join(output_dir, base + ending), "wb") as f:
+            f.write(data)
+    try:  # the value as data_source gives it (np_example's rule: a kind of one value a record, or a list)
+        value = (kind.array(np.array([stored], dtype=object))[0] if kind.plain
+                 else kind.array(kind.from_wire(list(stored))))
+        picture = kind.picture(value)
     except Exception as e:  # noqa: BLE001 - any decoder's failure: the file is written, its picture said missing
         logger.warning("inspect: record %d's %s cannot be decoded (%s): written as it is, without a picture",
                        index, name, e)
@@ -217,7 +221,7 @@ def _write_kind_files(output_dir: str, index: int, name: str, kind: connectors.C
     if picture is not None:
         _claim(output_dir, f"{base}.png")
         picture.save(os.path.join(output_dir, f"{base}.png"))
-    return written
+    return base + files[0][0] if files else ""
 
 
 def _write_mask(output_dir: str, index: int, example: dict, mask: bytes, masks: dict) -> str:

@@ -229,6 +229,11 @@ class Connector:
         """The extension ``inspect`` writes a record's stored bytes under (``flac``), for a kind with ``own_file``."""
         return "bin"
 
+    def stored_files(self, stored: Any) -> list[tuple[str, bytes]]:
+        """The files ``inspect`` writes of a record's stored value, for a kind with ``own_file``: (what follows the
+        record's and feature's name, the bytes); one file, ``.<file_suffix>``, where a record stores one value."""
+        return [(f".{self.file_suffix(stored)}", stored)]
+
     # read_tfr
     def column(self, values: np.ndarray, missing: np.ndarray, feature: FeatureInfo) -> Any:
         """The pandas column of a scalar number feature from its wire values and the mask of missing ones."""

@@ -18,6 +18,9 @@ from tfrecorder.errors import KIND_ROW_ERRORS, ROW_ERRORS
 # A media column's checked value: the location as given (credentials redacted: what messages name), where to
 # fetch it (resolved against the table's folder), or the bytes the table holds; one of the last two is set.
 URI, LOCATION, DATA = "uri", "location", "data"
+# A value of several files (a clip's frame images): LOCATION holds their locations a line each, resolved and
+# fetched each, and prepare is given them packed (``packed``): this tag, then each file's length and bytes.
+LOCATIONS_SEPARATOR, FILES = "\n", b"TFRFILES\0"
 SUMMARIZED_VALUES = 32  # distinct values of a summarized measure kept: a few rates, not every clip's length
 
 
@@ -90,3 +93,18 @@ class Media(BytesValues):
 
         return {feature: self, **{f"{feature}/{name}": named(c) if isinstance(c, str) else c
                                   for name, c in self.measures.items()}}
+
+
+def packed(files: Sequence[bytes]) -> bytes:
+    """Several files as one value ``prepare`` is given (``FILES``): ``unpacked`` gives them back."""
+    return FILES + b"".join(len(f).to_bytes(8, "little") + bytes(f) for f in files)
+
+
+def unpacked(data: bytes) -> list[bytes]:
+    """The files ``packed`` put in ``data``."""
+    files, at = [], len(FILES)
+    while at < len(data):
+        size = int.from_bytes(data[at:at + 8], "little")
+        files.append(data[at + 8:at + 8 + size])
+        at += 8 + size
+    return files

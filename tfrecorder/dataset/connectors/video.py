@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector
-from tfrecorder.dataset.connectors.media import DATA, LOCATION, URI, Media
+from tfrecorder.dataset.connectors.media import DATA, FILES, LOCATION, LOCATIONS_SEPARATOR, URI, Media, packed, unpacked
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.errors import ImageError, TFRecorderError
 
@@ -29,6 +29,10 @@ VIDEO_EXTENSIONS = (".mp4", ".m4v", ".webm", ".mkv", ".avi", ".mov")
 # The decoded-pixels budget of one clip's kept frames (T x H x W x 3 bytes as uint8): 2 GiB, about 6 minutes of
 # 1080p at 5 fps; a clip over it is the row error too_large (max_frames= or video_fps= keep fewer frames).
 MAX_PIXEL_BYTES = 1 << 31
+# show's and inspect's picture of a clip: this many of its frames, evenly apart, each shrunk to fit this square.
+PICTURE_FRAMES, PICTURE_FRAME_SIZE = 8, 320
+# The images a clip given as its frames may hold (their first bytes): JPEG and PNG, what TFDS's Video decodes.
+FRAME_FORMATS = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
 JPEG_QUALITY = 95  # a frame decoded from a video file is stored as a JPEG of this quality (TFDS's: encode_jpeg's)
 # An array a table holds, as its checked value carries it until the shard's writer encodes it: this tag, its .npy.
 _ARRAY = b"TFRVIDEO\0"
@@ -51,6 +55,7 @@ class Video(Media):
     supervised_input = True
     claimed_names = VIDEO_COLUMNS
     values_per_record = None  # a frame a value
+    own_file = True  # inspect writes a clip's frames as files, and show draws a contact sheet of them
 
     def __init__(self, fps: float | None = None, max_frames: int | None = None, height: int | None = None,
                  width: int | None = None):
@@ -92,11 +97,15 @@ class Video(Media):
         if isinstance(value, np.ndarray) and value.ndim in (3, 4):
             sources.add("array")
             return {URI: None, LOCATION: None, DATA: _array_bytes(value)}
+        if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and value.ndim == 1:
+            return _frames_value(list(value), sources)
         return super().check(value, sources)
 
     # writing: the shard
     def prepare(self, data: bytes, uri: str) -> tuple[list[bytes], dict[str, Any]]:  # type: ignore[override]
         """The clip's frames as the record stores them (a list of encoded frames) and its measures."""
+        if data.startswith(FILES):
+            return self._image_frames(unpacked(data), uri)
         if data.startswith(_ARRAY):
             return self._array_frames(np.load(io.BytesIO(data[len(_ARRAY):]), allow_pickle=False), uri)
         frames, fps = _decoded_frames(data, uri, self.fps, self.max_frames)
@@ -119,6 +128,31 @@ class Video(Media):
             Image.fromarray(frame[..., 0] if frame.ndim == 3 and frame.shape[2] == 1 else frame).save(buffer, "PNG")
             stored.append(buffer.getvalue())
         return stored, _measures(len(stored), self.fps or 0.0, *array.shape[1:3])
+
+    def _image_frames(self, frames: list[bytes], uri: str) -> tuple[list[bytes], dict[str, Any]]:
+        """A clip given as its frames' images (JPEG or PNG, one size): kept as they are; a row error naming the
+        frame where one is another format, cannot be decoded, or is of another size than the first."""
+        from PIL import Image, UnidentifiedImageError
+
+        frames = frames[:self.max_frames] if self.max_frames else frames
+        size = None
+        for t, frame in enumerate(frames):
+            if not frame.startswith(FRAME_FORMATS):
+                raise ImageError("unsupported_format", f"{uri}: frame {t} is not a JPEG or PNG (what a clip's frames "
+                                                       f"are stored and read as)")
+            try:
+                with Image.open(io.BytesIO(frame)) as picture:
+                    picture.load()
+                    found = picture.size
+            except (UnidentifiedImageError, OSError, SyntaxError) as e:
+                raise ImageError("truncated", f"{uri}: frame {t} cannot be decoded ({e})") from None
+            if size is not None and found != size:
+                raise ImageError("unsupported_format", f"{uri}: frame {t} is {found[0]}x{found[1]}, frame 0 "
+                                                       f"{size[0]}x{size[1]}: a clip's frames are of one size")
+            size = found
+        width, height = size or (0, 0)
+        _check_budget(len(frames), height, width, uri)
+        return frames, _measures(len(frames), self.fps or 0.0, height, width)
 
     # reading
     def parse_spec(self, feature: FeatureInfo) -> Any:
@@ -169,12 +203,26 @@ class Video(Media):
         return f"video{size}" + (f" {self.fps:g} fps" if self.fps else "")
 
     def picture(self, value: Any) -> Any:
-        """A contact sheet: up to 8 frames, evenly apart, side by side."""
-        from PIL import Image
+        """A contact sheet: up to ``PICTURE_FRAMES`` frames, evenly apart, side by side in their order, each at most
+        ``PICTURE_FRAME_SIZE`` pixels a side (a 1080p clip's sheet stays a picture a viewer opens)."""
+        from PIL import Image, ImageOps
 
         frames = np.asarray(value)
-        picked = frames[np.linspace(0, len(frames) - 1, min(8, len(frames))).astype(int)]
-        return Image.fromarray(np.concatenate(list(picked), axis=1))
+        picked = np.linspace(0, len(frames) - 1, min(PICTURE_FRAMES, len(frames))).round().astype(int)
+        shown = [ImageOps.contain(Image.fromarray(frames[t]), (PICTURE_FRAME_SIZE, PICTURE_FRAME_SIZE))
+                 for t in picked]
+        sheet = Image.new("RGB", (sum(f.width for f in shown), shown[0].height))
+        for at, frame in zip(np.cumsum([0] + [f.width for f in shown[:-1]]), shown):
+            sheet.paste(frame, (int(at), 0))
+        return sheet
+
+    def file_suffix(self, stored: bytes) -> str:
+        """A stored frame's extension: ``png`` (an array's frame) or ``jpg`` (a video file's)."""
+        return "png" if stored.startswith(b"\x89PNG") else "jpg"
+
+    def stored_files(self, stored: Any) -> list[tuple[str, bytes]]:
+        """inspect's files of a clip: each stored frame as it is, ``<record>-<feature>_<frame>.jpg``."""
+        return [(f"_{t:03d}.{self.file_suffix(bytes(frame))}", bytes(frame)) for t, frame in enumerate(stored)]
 
     def tfds(self, feature: FeatureInfo, context: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         dims = ["-1", str(self.height or -1), str(self.width or -1), "3"]
@@ -198,6 +246,20 @@ def _check_budget(frames: int, height: int, width: int, uri: str) -> None:
         raise ImageError("too_large", f"{uri}: {frames:,} frames of {width}x{height} are over the decoded-pixels "
                                       f"budget of {MAX_PIXEL_BYTES / 2**30:g} GiB: convert with max_frames= or a "
                                       f"lower video_fps=")
+
+
+def _frames_value(frames: list[Any], sources: set[str]) -> dict[str, Any]:
+    """A clip given as its frames' images: a list of their locations (each resolved and fetched as a video
+    file's is) or of their bytes; TypeError where it is neither, or empty."""
+    if frames and all(isinstance(f, (bytes, bytearray, memoryview, np.bytes_)) for f in frames):
+        sources.add("frames bytes")
+        return {URI: None, LOCATION: None, DATA: packed([bytes(f) for f in frames])}
+    names = [str(f).strip() for f in frames if isinstance(f, (str, np.str_))]
+    if not frames or len(names) != len(frames) or not all(names) or any(LOCATIONS_SEPARATOR in n for n in names):
+        raise TypeError("not a list of frame images' locations or bytes (each a JPEG or PNG)")
+    sources.add("frames str")
+    return {URI: f"{names[0]} .. {names[-1]} ({len(names)} frames)", LOCATION: LOCATIONS_SEPARATOR.join(names),
+            DATA: None}
 
 
 def _array_bytes(value: np.ndarray) -> bytes:

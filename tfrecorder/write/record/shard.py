@@ -16,7 +16,15 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tfrecorder import machine
-from tfrecorder.dataset.connectors.media import DATA, LOCATION, SUMMARIZED_VALUES, URI, Media
+from tfrecorder.dataset.connectors.media import (
+    DATA,
+    LOCATION,
+    LOCATIONS_SEPARATOR,
+    SUMMARIZED_VALUES,
+    URI,
+    Media,
+    packed,
+)
 from tfrecorder.dataset.file_formats import format_of_file
 from tfrecorder.dataset.records import ChecksumFile
 from tfrecorder.dataset.storage import Folder
@@ -318,12 +326,19 @@ def _media_files(columns: Sequence[tuple[Column, Media]], row: int, options: Wri
         value = column.values[row]
         if value is None:
             raise ImageError("missing_uri", f"column {column.name!r}: the row has no value (an empty cell)")
-        data = value[DATA] if value[DATA] is not None else fetch_file(value[LOCATION], options.fetch)
+        data = value[DATA] if value[DATA] is not None else _fetched(value[LOCATION], options)
         stored, measured = kind.prepare(data, value[URI] or f"row {row}'s {column.name}")
         found[column.feature] = stored
         found.update((name, connector.check(measured[name.rpartition("/")[2]], set()))  # text as its UTF-8 bytes
                      for name, connector in kind.feature_names(column.feature).items() if name != column.feature)
     return found
+
+
+def _fetched(location: str, options: WriteOptions) -> bytes:
+    """A media value's file, or its several files (a clip's frame images, a location a line) ``packed``."""
+    if LOCATIONS_SEPARATOR not in location:
+        return fetch_file(location, options.fetch)
+    return packed([fetch_file(one, options.fetch) for one in location.split(LOCATIONS_SEPARATOR)])
 
 
 def default_workers(remote: bool = True) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tfrecorder.dataset.connectors import of_type
-from tfrecorder.dataset.connectors.media import LOCATION, URI, Media
+from tfrecorder.dataset.connectors.media import LOCATION, LOCATIONS_SEPARATOR, URI, Media
 from tfrecorder.dataset.features import OBJECT_LABEL, object_feature
 from tfrecorder.errors import RowSample
 from tfrecorder.redact import redact
@@ -127,7 +127,11 @@ def _media_located(column: Column | None, base_dir: str | Sequence[str | None] |
     if column is None or not isinstance(column.connector, Media):
         return column
     given = [None if v is None else v[LOCATION] for v in column.values]
-    found = locations(given, base_dir)
+    several = {i for i, g in enumerate(given) if g is not None and LOCATIONS_SEPARATOR in g}  # a clip's frames
+    found = locations([None if i in several else g for i, g in enumerate(given)], base_dir)
+    for i in several:  # each resolved against its row's folder, as one location is
+        folder = base_dir if base_dir is None or isinstance(base_dir, str) else base_dir[i]
+        found[i] = LOCATIONS_SEPARATOR.join(map(str, locations(given[i].split(LOCATIONS_SEPARATOR), folder)))
     return replace(column, values=[None if v is None else {**v, URI: v[URI] and redact(v[URI]), LOCATION: place}
                                    for v, place in zip(column.values, found)])
 
