@@ -68,13 +68,15 @@ def jpeg_table(n: int = 2000, size: tuple[int, int] = (375, 500)) -> pd.DataFram
     return pd.DataFrame(rows, columns=["split", "image_uri", "label", "weight"])
 
 
-_SCENES = 2500  # distinct scenes; further images are mirror images of them (drawing a scene takes ~0.3 s)
+# distinct scenes; the next images are their three mirror images (drawing a scene takes ~0.3 s), and those after
+# 10,000 scenes again (a fourth mirror image would be a file already made: a duplicate, which an append refuses)
+_SCENES = 2500
 _VARIANTS = (Image.Transpose.FLIP_LEFT_RIGHT, Image.Transpose.FLIP_TOP_BOTTOM, Image.Transpose.ROTATE_180)
 
 
 def _make_scene_jpeg(folder: Path, i: int, size: tuple[int, int]) -> None:
     path = folder / f"{i:05d}.jpg"
-    if i < _SCENES:
+    if i < _SCENES or i >= _SCENES * (1 + len(_VARIANTS)):
         scene(i, size).save(path, quality=90)
         return
     base = folder / f"{i % _SCENES:05d}.jpg"

@@ -39,6 +39,15 @@ NOTEBOOKS = {
                  "metrics=['accuracy'])\n"
                  "history = model.fit(train, validation_data=validation, epochs=20, verbose=0)\n"
                  "print(f\"validation accuracy after 20 epochs: {history.history['val_accuracy'][-1]:.2f}\")"),
+        ("md", "More images later? `mode='append'` adds them as the dataset's next version: new shards beside the "
+               "old ones (never rewritten), held to the same columns and labels, each image checked against the "
+               "dataset's. Readers read the latest version, or the one `version=` names."),
+        ("code", "more = make_sample_images(os.path.join(work, 'more_images'), n=30, seed=1)\n"
+                 "more.tensorflow.to_tfr(result.tfrecord_dir, mode='append', progress=False)\n"
+                 "for v in tfrecorder.versions(result.tfrecord_dir):\n"
+                 "    print(f'version {v.version}: {v.rows_added} rows, {len(v.shards)} shards')\n"
+                 "len(tfrecorder.read_tfr(result.tfrecord_dir, version=1)), "
+                 "len(tfrecorder.read_tfr(result.tfrecord_dir))"),
     ],
     "02_folders_and_csv.ipynb": [
         ("md", "# From an image folder and from a CSV\n\n`tfrecorder.convert` takes a folder laid out as "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,13 +19,13 @@ from tests.conftest import in_stored_order, write_image
 from tfrecorder.errors import RowError, TFRecorderError
 from tfrecorder.write.run.lock import OutputLocked
 
-# The child converts the CSV; once `done_before_block` shards are finished it blocks on the
-# third image it loads, says so on stdout, and waits there to be killed (SIGKILL, no clean-up).
+# The child converts the CSV (or appends it, given mode "append"); once `done_before_block` shards are finished it
+# blocks on the third image it loads, says so on stdout, and waits there to be killed (SIGKILL, no clean-up).
 # Forked writers each count their own loads: more than one may say so.
 CHILD = """
 import os, sys, threading
 import tfrecorder, tfrecorder.write.record.shard as shard
-csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+csv, out, runner, done_before_block, mode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 if runner == "local, streamed":  # spilled to files in parts, as a table larger than memory
     import tfrecorder.write.table.summary_pass as summary_pass
     summary_pass.MEMORY_SPILL_BYTES, summary_pass.PART_ROWS, runner = 0, 7, "local"
@@ -45,7 +46,7 @@ def load_image(location, settings, limits):
             threading.Event().wait()
     return real(location, settings, limits)
 shard.load_image = load_image
-tfrecorder.convert(csv, out, runner=runner, num_shards=4, progress=False)
+tfrecorder.convert(csv, out, runner=runner, num_shards=4, progress=False, mode=mode)
 print("FINISHED", flush=True)
 """
 
@@ -75,9 +76,10 @@ def bad_row(csv_table: Path) -> pd.Series:
     return table.iloc[[i for i, uri in enumerate(table.image_uri) if Path(uri).read_bytes()[2:6] == b" not"][0]]
 
 
-def crash(csv: Path, out: Path, runner: str = "local", done_before_block: int = 2) -> subprocess.Popen:
+def crash(csv: Path, out: Path, runner: str = "local", done_before_block: int = 2,
+          mode: str = "create") -> subprocess.Popen:
     """Start a conversion in a child process and return it, blocked mid-shard after some shards are done."""
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(csv), str(out), runner, str(done_before_block)],
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(csv), str(out), runner, str(done_before_block), mode],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = child.stdout.readline().strip()
     if line != "BLOCKED":
@@ -157,6 +159,47 @@ def test_resume_rewrites_a_finished_shard_that_was_damaged_since(tmp_path, csv_t
     assert f"rewriting {first}: its CRC-32C differs from the one recorded" in caplog.text
     assert result.resumed_shards == len(done) - 1
     assert files(out) == files(clean)
+
+
+def without_times(manifest: bytes) -> dict:
+    """dataset.json but for its fields that are by design times: when each version's run started, and so the
+    digest of its versions (read_tfr checks it against the versions as written)."""
+    found = json.loads(manifest)
+    for version in found["extra"]["versions"]:
+        version.pop("time")
+    found["digests"].pop("versions")
+    return found
+
+
+@pytest.mark.parametrize("runner", ["local", "local, forked"])
+def test_killed_append_leaves_the_old_version_readable_and_resumes_to_the_same_bytes(tmp_path, csv_table, runner,
+                                                                                     request):
+    if runner == "local, forked":
+        request.getfixturevalue("forked")
+    table = pd.read_csv(csv_table)
+    first = table[(table.i % 4 < 2) & (table.i < 30)]  # every split and label; the rest (and the leak) appended
+    table.drop(first.index).to_csv(tmp_path / "more.csv", index=False)
+    start, clean, out = tmp_path / "start", tmp_path / "clean", tmp_path / "out"
+    tfrecorder.convert(first, str(start), num_shards=4, progress=False)
+    shutil.copytree(start, clean)
+    shutil.copytree(start, out)
+    tfrecorder.convert(str(tmp_path / "more.csv"), str(clean), num_shards=4, progress=False, mode="append")
+
+    kill(crash(tmp_path / "more.csv", out, runner, mode="append"))
+    done = sorted(n for n in os.listdir(out / ".tfrecorder" / "done") if not n.startswith("."))
+    assert 2 <= len(done) < 12 and all("-v2-" in n for n in done)
+    assert (out / "dataset.json").read_bytes() == (start / "dataset.json").read_bytes()
+    old = tfrecorder.read_tfr(str(out), columns=["image_uri", "label"])
+    kept = first[first.image_uri != bad_row(csv_table).image_uri]  # the corrupt image may be in either table
+    assert sorted(zip(old.image_uri, old.label)) == sorted(zip(kept.image_uri, kept.label))
+
+    result = tfrecorder.convert(str(tmp_path / "more.csv"), str(out), num_shards=4, progress=False, mode="append")
+    assert result.resumed_shards == len(done)
+    after, expected = files(out), files(clean)
+    assert without_times(after.pop("dataset.json")) == without_times(expected.pop("dataset.json"))
+    assert after == expected  # shards, indexes, content keys, errors files, byte for byte
+    assert [v.version for v in tfrecorder.versions(str(out))] == [1, 2]
+    assert len(tfrecorder.read_tfr(str(out))) == len(table) - 1  # all but the corrupt image
 
 
 def test_unfinished_run_of_a_different_table_is_refused_unless_overwrite(tmp_path, csv_table):
