@@ -147,7 +147,8 @@ def test_a_killed_array_record_conversion_resumes_to_the_same_bytes(tmp_path, cs
 
     clean, out = tmp_path / "clean", tmp_path / "out"
     tfrecorder.convert(str(csv_table), str(clean), num_shards=4, file_format="array_record", progress=False)
-    code = CHILD.replace("num_shards=4, progress=False)", "num_shards=4, progress=False, file_format='array_record')")
+    code = CHILD.replace("progress=False, mode=mode)", "progress=False, mode=mode, file_format='array_record')")
+    assert code != CHILD
     child = subprocess.Popen([sys.executable, "-c", code, str(csv_table), str(out), "local", "2"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "BLOCKED", child.stderr.read()[-2000:]

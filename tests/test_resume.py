@@ -25,7 +25,8 @@ from tfrecorder.write.run.lock import OutputLocked
 CHILD = """
 import os, sys, threading
 import tfrecorder, tfrecorder.write.record.shard as shard
-csv, out, runner, done_before_block, mode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+csv, out, runner, done_before_block = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+mode = sys.argv[5] if len(sys.argv) > 5 else "create"  # other modules' tests run this child without one
 if runner == "local, streamed":  # spilled to files in parts, as a table larger than memory
     import tfrecorder.write.table.summary_pass as summary_pass
     summary_pass.MEMORY_SPILL_BYTES, summary_pass.PART_ROWS, runner = 0, 7, "local"
@@ -171,11 +172,11 @@ def without_times(manifest: bytes) -> dict:
     return found
 
 
-@pytest.mark.parametrize("runner", ["local", "local, forked"])
-def test_killed_append_leaves_the_old_version_readable_and_resumes_to_the_same_bytes(tmp_path, csv_table, runner,
-                                                                                     request):
-    if runner == "local, forked":
-        request.getfixturevalue("forked")
+# With forked writers each counts its own loads: an append of these few rows may leave no writer a third image to
+# block on, whatever the temporary folder's name makes of the rows' order (seen in CI); the local runner's count is
+# the run's.
+@pytest.mark.parametrize("runner", ["local"])
+def test_killed_append_leaves_the_old_version_readable_and_resumes_to_the_same_bytes(tmp_path, csv_table, runner):
     table = pd.read_csv(csv_table)
     first = table[(table.i % 4 < 2) & (table.i < 30)]  # every split and label; the rest (and the leak) appended
     table.drop(first.index).to_csv(tmp_path / "more.csv", index=False)
