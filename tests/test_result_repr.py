@@ -43,6 +43,13 @@ def test_repr_is_the_short_table_with_errors_csv_and_its_codes(failed_rows, tmp_
     assert sorted(dict(result)) == ["job_id", "metrics", "tfrecord_dir"] and result["metrics"]["errors"] == 3
 
 
+def test_the_notebook_display_says_how_to_see_the_report_then_links_it(failed_rows, tmp_path):
+    result = tfrecorder.convert(failed_rows, str(tmp_path / "out"), progress=False)
+    assert "<code>result.report()</code> writes report.html" in result._repr_html_()
+    page = result.report()
+    assert f'<a href="{page}">report.html</a>' in result._repr_html_()
+
+
 def test_ipython_prints_the_table():
     from IPython.lib.pretty import pretty
 

@@ -27,6 +27,7 @@ NEWEST_FORMAT_VERSION = SEQUENCES_FORMAT_VERSION  # the newest this tfrecorder r
 MANIFEST_NAME = "dataset.json"
 ERRORS_NAME = "errors.csv"
 STATISTICS_NAME = "statistics.pb"  # each split's and feature's statistics, TFDV's format (summary/statistics.py)
+REPORT_NAME = "report.html"  # the page tfrecorder.report writes beside dataset.json unless told where (summary/page.py)
 ERRORS_COLUMNS = ("row", "split", "image_uri", "error", "message")
 
 

@@ -21,7 +21,7 @@ from PIL import Image, ImageOps
 
 from tfrecorder._version import __version__
 from tfrecorder.dataset import connectors
-from tfrecorder.dataset.manifest import Manifest
+from tfrecorder.dataset.manifest import REPORT_NAME, Manifest
 from tfrecorder.dataset.storage import ERRORS_MAX_BYTES, Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
@@ -32,7 +32,6 @@ from tfrecorder.summary.statistics import tfdv
 
 logger = logging.getLogger(__name__)
 
-REPORT_NAME = "report.html"  # written beside dataset.json unless told where
 SAMPLES = 12  # pictures per split, spread over it
 ERROR_CODES = 20  # codes of errors.csv shown; each with ...
 ERROR_ROWS = 5  # ... its first rows, ...

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfrecorder.dataset.manifest import RowCounts
+from tfrecorder.dataset.manifest import REPORT_NAME, RowCounts
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,17 @@ class ConvertResult(Mapping[str, Any]):
         foot = "".join(f"<tr><td colspan=\"{len(header)}\" style=\"text-align:left\">{html.escape(line)}</td></tr>"
                        for line in below)
         foot = f"<tfoot>{foot}</tfoot>" if foot else ""
-        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody>{foot}</table>"
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody>{foot}</table>{self._report_line()}"
+
+    def _report_line(self) -> str:
+        """The notebook display's way to the dataset's report: a link to report.html where it was written beside
+        dataset.json, else what writes it."""
+        import os
+
+        written = os.path.join(self.tfrecord_dir, REPORT_NAME)
+        if "://" not in self.tfrecord_dir and os.path.isfile(written):
+            return f'<p>Look at it: <a href="{html.escape(written)}">{REPORT_NAME}</a></p>'
+        return f"<p>Look at it: <code>result.report()</code> writes {REPORT_NAME} beside dataset.json</p>"
 
     @property
     def errors(self) -> int:
