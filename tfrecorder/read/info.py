@@ -8,6 +8,7 @@ import io
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,11 +288,33 @@ def thumbnail_of(example: dict[str, Any], manifest: Manifest) -> tuple[Image.Ima
     label = example.get(label_feature) if label_feature else None
     if objects is not None:
         label = objects["label"]
-    label_text = "" if label is None else ",".join(
-        names[int(v)] if names else str(int(v)) for v in np.atleast_1d(label))
     uri = example.get(IMAGE_URI.name, b"")
     uri = uri.decode("utf-8", "replace") if isinstance(uri, bytes) else str(uri)
-    return thumb, f"{label_text}\n{os.path.basename(uri)}"
+    return thumb, f"{label_text(label, names)}\n{os.path.basename(uri)}"
+
+
+def label_text(label: Any, names: Sequence[str] | None) -> str:
+    """A record's label ids (one, or several) as their names, comma-separated; "" for none."""
+    if label is None:
+        return ""
+    return ",".join(names[int(v)] if names else str(int(v)) for v in np.atleast_1d(label))
+
+
+def _grid(pictures: Sequence[tuple[Image.Image, str]], path: str | None) -> ImageGrid | str:
+    """``show``'s answer for (thumbnail, caption) pairs: the ``ImageGrid`` in a notebook (``path`` None), else
+    the contact sheet saved to ``path`` (or a temporary file) and its path."""
+    grid = ImageGrid(tuple(_png(thumb) for thumb, _ in pictures), tuple(caption for _, caption in pictures))
+    if path is None and in_notebook():
+        return grid
+    target = path or tempfile.mkstemp(prefix="tfrecorder-show-", suffix=".png")[1]
+    grid.contact_sheet().save(target)
+    return target
+
+
+def _png(picture: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    picture.save(buffer, "PNG")
+    return buffer.getvalue()
 
 
 def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = None) -> ImageGrid | str:
@@ -324,19 +347,7 @@ def show(tfrecord_dir: str, split: str = TRAIN, n: int = 16, path: str | None = 
                               f"tfrecorder.read_tfr({tfrecord_dir!r}) gives its rows")
     ds: Any = load_dataset(tfrecord_dir, split=split, channels=3)  # one split: a Dataset
     ds = ds.take(max(0, int(n)))
-    thumbnails, captions = [], []
-    for example in ds.as_numpy_iterator():
-        thumb, caption = thumbnail_of(example, manifest)
-        buffer = io.BytesIO()
-        thumb.save(buffer, "PNG")
-        thumbnails.append(buffer.getvalue())
-        captions.append(caption)
-    grid = ImageGrid(tuple(thumbnails), tuple(captions))
-    if path is None and in_notebook():
-        return grid
-    target = path or tempfile.mkstemp(prefix="tfrecorder-show-", suffix=".png")[1]
-    grid.contact_sheet().save(target)
-    return target
+    return _grid([thumbnail_of(example, manifest) for example in ds.as_numpy_iterator()], path)
 
 
 def _show_pictures(tfrecord_dir: str, manifest: Any, split: str, n: int, path: str | None,
@@ -346,22 +357,11 @@ def _show_pictures(tfrecord_dir: str, manifest: Any, split: str, n: int, path: s
     from tfrecorder.read.tf_data import load_dataset
 
     kind = connectors.of(manifest.feature(feature))
-    label_feature, names = (manifest.label or {}).get("feature"), manifest.vocabulary
-    thumbnails, captions = [], []
+    label_feature = (manifest.label or {}).get("feature")
     ds: Any = load_dataset(tfrecord_dir, split=split, features=[feature, *([label_feature] if label_feature else [])])
-    for example in ds.take(max(0, int(n))).as_numpy_iterator():
-        buffer = io.BytesIO()
-        ImageOps.contain(kind.picture(example[feature]), (THUMBNAIL, THUMBNAIL)).save(buffer, "PNG")
-        thumbnails.append(buffer.getvalue())
-        label = example.get(label_feature) if label_feature else None
-        captions.append("" if label is None else ",".join(names[int(v)] if names else str(int(v))
-                                                          for v in np.atleast_1d(label)))
-    grid = ImageGrid(tuple(thumbnails), tuple(captions))
-    if path is None and in_notebook():
-        return grid
-    target = path or tempfile.mkstemp(prefix="tfrecorder-show-", suffix=".png")[1]
-    grid.contact_sheet().save(target)
-    return target
+    return _grid([(ImageOps.contain(kind.picture(example[feature]), (THUMBNAIL, THUMBNAIL)),
+                   label_text(example.get(label_feature) if label_feature else None, manifest.vocabulary))
+                  for example in ds.take(max(0, int(n))).as_numpy_iterator()], path)
 
 
 def _feature_text(feature: FeatureInfo) -> str:

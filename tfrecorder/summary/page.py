@@ -25,7 +25,7 @@ from tfrecorder.dataset.manifest import REPORT_NAME, Manifest
 from tfrecorder.dataset.storage import ERRORS_MAX_BYTES, Folder
 from tfrecorder.dataset.store_requests import DEFAULT_STORAGE_TIMEOUT
 from tfrecorder.errors import TFRecorderError
-from tfrecorder.read.info import THUMBNAIL, thumbnail_of
+from tfrecorder.read.info import THUMBNAIL, label_text, thumbnail_of
 from tfrecorder.read.open import open_dataset, reading
 from tfrecorder.summary import statistics as st
 from tfrecorder.summary.statistics import tfdv
@@ -480,9 +480,7 @@ def _three_channels(example: dict[str, Any]) -> dict[str, Any]:
 
 def _caption(example: dict[str, Any], manifest: Manifest) -> str:
     label = (manifest.label or {}).get("feature")
-    value = example.get(label) if label else None
-    names = manifest.vocabulary
-    return "" if value is None else ",".join(names[int(v)] if names else str(int(v)) for v in np.atleast_1d(value))
+    return label_text(example.get(label) if label else None, manifest.vocabulary)
 
 
 def _png(picture: tuple[Any, str]) -> tuple[bytes, str]:

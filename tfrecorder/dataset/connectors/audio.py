@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector
+from tfrecorder.dataset.connectors.base import TFDS_CLASS, Connector, object_array
 from tfrecorder.dataset.connectors.media import DATA, LOCATION, URI, Media
 from tfrecorder.dataset.feature_info import FeatureInfo
 from tfrecorder.errors import ImageError, TFRecorderError
@@ -105,9 +105,6 @@ class Audio(Media):
         return Audio(self.sample_rate or (rates[0] if len(rates) == 1 else None),
                      self.channels or (channels[0] if len(channels) == 1 else None), self.format, self.validate,
                      rates if len(rates) > 1 and self.sample_rate is None else None)
-
-    def feature_name(self, column: str) -> str:
-        return "audio" if column == "audio_uri" else column
 
     @property
     def dtype(self) -> str:
@@ -247,7 +244,7 @@ class Audio(Media):
                                   f"with batch_size=None")
 
     def array(self, values: Any) -> Any:
-        return np.array([decode_numpy(bytes(v), self.channels) for v in values] + [None], dtype=object)[:-1]
+        return object_array([decode_numpy(bytes(v), self.channels) for v in values])
 
     def summary(self, feature: FeatureInfo) -> str | None:
         rate = f"{self.sample_rate} Hz" if self.sample_rate else f"{'/'.join(map(str, self.rates or []))} Hz"

@@ -78,6 +78,11 @@ class Media(BytesValues):
         ``measures``; an ``ImageError`` (a row error) where the file is not one of this kind."""
         raise NotImplementedError
 
+    def feature_name(self, column: str) -> str:
+        """A column it claims by a name ending ``_uri`` is stored without it, as ``image_uri``'s image is
+        (``audio_uri``: ``audio``); any other keeps its name."""
+        return column.removesuffix("_uri") if column in self.claimed_names else column
+
     def configured(self, keywords: Mapping[str, Any]) -> Media:
         return self
 

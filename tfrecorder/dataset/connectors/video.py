@@ -81,9 +81,6 @@ class Video(Media):
         return Video(self.fps, self.max_frames, int(next(iter(heights))) if same else None,
                      int(next(iter(widths))) if same else None)
 
-    def feature_name(self, column: str) -> str:
-        return "video" if column == "video_uri" else column
-
     @property
     def dtype(self) -> str:
         return "uint8"  # what load_dataset and data_source give; the records keep the encoded frames
